@@ -1,0 +1,77 @@
+package port
+
+import (
+	"net"
+
+	"github.com/peregrine-net/peregrine/core/mbuf"
+)
+
+// Port moves bursts of mbuf handles in and out of one device. A queue index
+// selects one of Info().Queues independent queue pairs; a given queue must be
+// driven by one goroutine at a time (as in DPDK), different queues may be
+// driven concurrently.
+type Port interface {
+	// RxBurst receives up to len(bufs) packets from queue into bufs and
+	// returns how many it stored. The caller owns bufs[:n].
+	RxBurst(queue int, bufs []mbuf.Handle) int
+	// TxBurst transmits up to len(bufs) packets on queue and returns how many
+	// it accepted; it owns bufs[:n], the caller keeps bufs[n:].
+	TxBurst(queue int, bufs []mbuf.Handle) int
+	// Info describes the port; it does not change after open.
+	Info() Info
+	// Stats returns a snapshot of the port's counters. It may be called from
+	// any goroutine while the port is running.
+	Stats() Stats
+	// Close stops the port and releases its resources, returning any packets
+	// it still holds to their pool. Close is idempotent.
+	Close() error
+}
+
+// Capability is a bit set of optional port features.
+type Capability uint32
+
+const (
+	// CapZeroCopy: received frames are placed in pool memory by the device,
+	// with no copy in our code.
+	CapZeroCopy Capability = 1 << iota
+	// CapRxTimestamp: RxBurst stamps Meta.RxTime.
+	CapRxTimestamp
+	// CapPaced: the port releases packets at a recorded or configured time
+	// rather than as fast as possible.
+	CapPaced
+)
+
+// Info describes a port.
+type Info struct {
+	Name   string // the spec the port was opened with
+	Driver string // the driver's registered name
+	Queues int    // number of RX/TX queue pairs
+	MTU    int    // largest L3 payload the port carries
+	MAC    net.HardwareAddr
+	Caps   Capability
+}
+
+// Stats are a port's counters, summed over its queues. All counters only grow.
+type Stats struct {
+	RxPackets uint64
+	RxBytes   uint64
+	TxPackets uint64
+	TxBytes   uint64
+	// RxDropped counts packets the device saw but could not deliver (ring
+	// full, no buffer in the pool, malformed frame).
+	RxDropped uint64
+	// TxDropped counts packets refused by TxBurst because the device queue
+	// was full (they were returned to the caller, not freed).
+	TxDropped uint64
+	// RxNoBuf counts receive attempts that found the pool empty.
+	RxNoBuf uint64
+	// Errors counts other failures (I/O errors of a file port, for example).
+	Errors uint64
+	// Queues holds per-queue counters, indexed by queue.
+	Queues []QueueStats
+}
+
+// QueueStats are the counters of one queue.
+type QueueStats struct {
+	RxPackets, RxBytes, TxPackets, TxBytes, RxDropped, TxDropped uint64
+}
