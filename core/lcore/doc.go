@@ -1,0 +1,33 @@
+// Package lcore runs poll loops: the unit of execution of a peregrine
+// pipeline, after DPDK's lcores.
+//
+// A Loop is one goroutine, optionally locked to its OS thread and pinned to
+// one CPU, that calls its stages' Poll methods in order, again and again,
+// until stopped. Every stage reports how much work it did; when none did any
+// for a while, the loop idles according to its IdlePolicy: keep spinning
+// (busy), yield the processor (yield), or sleep with exponential back-off
+// (sleep). Each iteration reads the loop's Clock once and hands that Time to
+// every stage, so stages never read the clock themselves and a simulation can
+// run the same stages on a virtual clock.
+//
+// # Who owns what
+//
+//   - A Stage belongs to the one Loop it was given to: Poll, and Stop if the
+//     stage implements Stopper, are only ever called from that loop's
+//     goroutine, one at a time. Stage state therefore needs no locks; stages
+//     on different loops talk only through rings.
+//   - Packet handles a stage obtains in Poll (from Port.RxBurst, a ring, a
+//     pool) are the stage's until it hands them on (Port.TxBurst, a ring,
+//     a free). When the loop exits it calls Stop on every stage that has it,
+//     once, so the stage can flush per-lcore caches and free or hand back
+//     whatever handles it still holds.
+//   - A Loop's control methods (Start, Stop, Wait, Stats) may be called from
+//     any goroutine; Group is for one controlling goroutine.
+//
+// # Pinning
+//
+// With Options.CPU >= 0 the loop goroutine calls runtime.LockOSThread and
+// sets its thread's affinity to that CPU. It never unlocks: a goroutine that
+// exits while locked takes its thread with it, so a thread with a changed
+// affinity is never handed back to the Go scheduler for other goroutines.
+package lcore

@@ -1,0 +1,498 @@
+package lcore
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
+
+// Stage is one step of a pipeline, polled by its Loop.
+type Stage interface {
+	// Name identifies the stage in errors and statistics.
+	Name() string
+	// Poll does a bounded amount of work (typically one burst) and reports
+	// how much it did; 0 means it found nothing to do. now is the loop's
+	// time for this iteration, the same for every stage. Poll must not block.
+	Poll(now clock.Time) (work int)
+}
+
+// Stopper is implemented by stages that must do something when their loop
+// exits: flush per-lcore caches, free or hand back the handles they hold.
+// The loop calls Stop exactly once, from the loop goroutine, after its last
+// Poll (also when the loop ends because a stage panicked or pinning failed).
+type Stopper interface {
+	Stop(now clock.Time)
+}
+
+// IdleMode says what a loop does once it has been idle for
+// IdlePolicy.SpinPolls consecutive iterations.
+type IdleMode int
+
+const (
+	// IdleBusy keeps polling: lowest latency, one CPU fully used.
+	IdleBusy IdleMode = iota
+	// IdleYield calls runtime.Gosched every idle iteration, letting other
+	// goroutines run; the thread still spins when there are none.
+	IdleYield
+	// IdleSleep sleeps between idle iterations, doubling the sleep from
+	// IdlePolicy.SleepMin up to SleepMax; any work resets it.
+	IdleSleep
+)
+
+var idleModeNames = [...]string{IdleBusy: "busy", IdleYield: "yield", IdleSleep: "sleep"}
+
+// String returns "busy", "yield" or "sleep".
+func (m IdleMode) String() string {
+	if m >= 0 && int(m) < len(idleModeNames) {
+		return idleModeNames[m]
+	}
+	return fmt.Sprintf("IdleMode(%d)", int(m))
+}
+
+// ParseIdleMode parses "busy", "yield" or "sleep".
+func ParseIdleMode(s string) (IdleMode, error) {
+	for m, name := range idleModeNames {
+		if s == name {
+			return IdleMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("lcore: unknown idle mode %q (use busy, yield or sleep)", s)
+}
+
+// Idle policy defaults, used for zero fields of IdlePolicy.
+const (
+	DefaultSpinPolls = 64
+	// DefaultSleepMin is the first sleep of an idle loop. Go's timers are
+	// coarse: on an otherwise idle process the runtime's poller waits in
+	// whole milliseconds, so a requested 50µs sleep often lasts about 1ms
+	// (measured on the project machine: 1µs→0.14ms, 10µs→0.8ms,
+	// 50µs→1.1ms). Shorter requests still help when the process is busy.
+	DefaultSleepMin = 50 * time.Microsecond
+	// DefaultSleepMax caps the back-off, and so the extra latency an idle
+	// loop adds to the first packet after a quiet spell.
+	DefaultSleepMax = time.Millisecond
+)
+
+// IdlePolicy says how a loop behaves when its stages find nothing to do.
+type IdlePolicy struct {
+	Mode IdleMode
+	// SpinPolls is how many consecutive idle iterations the loop spins
+	// before it starts yielding or sleeping. 0 selects DefaultSpinPolls;
+	// use 1 to back off almost at once.
+	SpinPolls int
+	// SleepMin is the first sleep in IdleSleep mode (0 → DefaultSleepMin).
+	// See DefaultSleepMin for how coarse Go's sleeps are.
+	SleepMin time.Duration
+	// SleepMax caps the doubling sleeps (0 → DefaultSleepMax). A sleeping
+	// loop notices Stop at once; it notices new work within SleepMax (plus
+	// the timer's lateness).
+	SleepMax time.Duration
+}
+
+// Options configures a Loop.
+type Options struct {
+	// Name identifies the loop in errors and statistics (default "lcore",
+	// or "lcore<CPU>" when pinned).
+	Name string
+	// CPU is the CPU to pin the loop's thread to, or -1 to leave it
+	// unpinned (and not locked to a thread). Note that the zero value pins
+	// to CPU 0. It must be in the process's allowed CPU set.
+	CPU int
+	// Clock is read once per iteration; nil selects clock.NewReal().
+	Clock clock.Clock
+	// Idle is the idle policy; the zero value is busy polling.
+	Idle IdlePolicy
+	// Stages are polled in this order every iteration. At least one.
+	Stages []Stage
+}
+
+// Stats are a loop's counters. They only grow. While the loop runs they are
+// published every 256 iterations and before each sleep, so a reader may see
+// values up to 256 iterations old; after Wait returns they are exact.
+type Stats struct {
+	Polls     uint64 // iterations: each polls every stage once
+	IdlePolls uint64 // iterations in which no stage reported work
+	Work      uint64 // sum of the work the stages reported
+	Yields    uint64 // runtime.Gosched calls (IdleYield)
+	Sleeps    uint64 // sleeps (IdleSleep)
+}
+
+func (s *Stats) add(o Stats) {
+	s.Polls += o.Polls
+	s.IdlePolls += o.IdlePolls
+	s.Work += o.Work
+	s.Yields += o.Yields
+	s.Sleeps += o.Sleeps
+}
+
+var (
+	// ErrAlreadyStarted is returned by Start on a loop that was started
+	// before; a loop runs once.
+	ErrAlreadyStarted = errors.New("lcore: loop already started")
+	// ErrNotStarted is returned by Wait on a loop that was never started.
+	ErrNotStarted = errors.New("lcore: loop not started")
+)
+
+// StagePanic is the error Wait returns when a stage (or a Stopper, or the
+// clock) panicked; the loop stops at the panic.
+type StagePanic struct {
+	Loop  string
+	Stage string // the stage's Name, or "clock"
+	Value any    // what was passed to panic
+	Stack []byte // the panicking goroutine's stack
+}
+
+func (e *StagePanic) Error() string {
+	return fmt.Sprintf("lcore %q: stage %q panicked: %v", e.Loop, e.Stage, e.Value)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *StagePanic) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// publishMask: counters are published when the low 8 bits of the iteration
+// count wrap, i.e. every 256 iterations.
+const publishMask = 255
+
+// Loop is a poll loop. Create it with New, run it with Start, end it with Stop
+// and Wait.
+type Loop struct {
+	name   string
+	cpu    int
+	clock  clock.Clock
+	idle   IdlePolicy // defaults filled in
+	stages []Stage
+
+	started  atomic.Bool
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopCh   chan struct{} // closed by Stop: wakes a sleeping loop
+	done     chan struct{} // closed when the loop goroutine is about to exit
+	err      error         // written before done is closed
+
+	// Owned by the loop goroutine.
+	count      Stats
+	idleRun    int           // consecutive idle iterations
+	sleepFor   time.Duration // next sleep in IdleSleep mode
+	sleepTimer *time.Timer
+	polling    int // stage being polled, -1 for the clock: names a panic
+
+	published struct {
+		polls, idlePolls, work, yields, sleeps atomic.Uint64
+	}
+}
+
+// New validates opts and returns a loop ready to Start.
+func New(opts Options) (*Loop, error) {
+	if len(opts.Stages) == 0 {
+		return nil, errors.New("lcore: Options.Stages is empty (give the loop at least one Stage)")
+	}
+	for i, s := range opts.Stages {
+		if s == nil {
+			return nil, fmt.Errorf("lcore: Options.Stages[%d] is nil (remove it or pass a Stage)", i)
+		}
+	}
+	if opts.CPU < -1 {
+		return nil, fmt.Errorf("lcore: Options.CPU %d is invalid (use a CPU number, or -1 to leave the loop unpinned)", opts.CPU)
+	}
+	if opts.CPU >= 0 {
+		if err := checkCPUAllowed(opts.CPU); err != nil {
+			return nil, err
+		}
+	}
+	idle, err := opts.Idle.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	name := opts.Name
+	if name == "" {
+		name = "lcore"
+		if opts.CPU >= 0 {
+			name = fmt.Sprintf("lcore%d", opts.CPU)
+		}
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.NewReal()
+	}
+	l := &Loop{
+		name:     name,
+		cpu:      opts.CPU,
+		clock:    clk,
+		idle:     idle,
+		stages:   slices.Clone(opts.Stages),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
+		sleepFor: idle.SleepMin,
+	}
+	if idle.Mode == IdleSleep {
+		l.sleepTimer = time.NewTimer(time.Hour)
+		l.sleepTimer.Stop()
+	}
+	return l, nil
+}
+
+// checkCPUAllowed refuses a CPU outside the calling thread's affinity mask.
+// The caller is an ordinary goroutine, and threads pinned by loops never run
+// other goroutines (they exit locked), so that mask is the process's.
+func checkCPUAllowed(cpu int) error {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("lcore: read the allowed CPU set to check Options.CPU %d: %w", cpu, err)
+	}
+	var list []int
+	for c := range MaxCPU + 1 {
+		if allowed.IsSet(c) {
+			list = append(list, c)
+		}
+	}
+	if cpu > MaxCPU || !allowed.IsSet(cpu) {
+		return fmt.Errorf("lcore: Options.CPU %d is not in this process's allowed CPU set %s (use one of those, or -1 to leave the loop unpinned)",
+			cpu, FormatCPUList(list))
+	}
+	return nil
+}
+
+func (p IdlePolicy) withDefaults() (IdlePolicy, error) {
+	if p.Mode < IdleBusy || p.Mode > IdleSleep {
+		return p, fmt.Errorf("lcore: Options.Idle.Mode %d is unknown (use IdleBusy, IdleYield or IdleSleep)", int(p.Mode))
+	}
+	if p.SpinPolls < 0 {
+		return p, fmt.Errorf("lcore: Options.Idle.SpinPolls %d is negative (use 0 for the default %d, or a positive count)", p.SpinPolls, DefaultSpinPolls)
+	}
+	if p.SleepMin < 0 || p.SleepMax < 0 {
+		return p, fmt.Errorf("lcore: Options.Idle sleeps %v..%v include a negative duration (use 0 for the defaults %v..%v)", p.SleepMin, p.SleepMax, DefaultSleepMin, DefaultSleepMax)
+	}
+	if p.SpinPolls == 0 {
+		p.SpinPolls = DefaultSpinPolls
+	}
+	if p.SleepMin == 0 {
+		p.SleepMin = min(DefaultSleepMin, max(p.SleepMax, time.Nanosecond))
+	}
+	if p.SleepMax == 0 {
+		p.SleepMax = max(DefaultSleepMax, p.SleepMin)
+	}
+	if p.SleepMin > p.SleepMax {
+		return p, fmt.Errorf("lcore: Options.Idle.SleepMin %v exceeds SleepMax %v (raise SleepMax or lower SleepMin)", p.SleepMin, p.SleepMax)
+	}
+	return p, nil
+}
+
+// Name returns the loop's name.
+func (l *Loop) Name() string { return l.name }
+
+// CPU returns the CPU the loop is pinned to, or -1.
+func (l *Loop) CPU() int { return l.cpu }
+
+// Start starts the loop goroutine. A loop runs once: a second Start returns
+// an error wrapping ErrAlreadyStarted. If Stop was called before Start, the
+// loop runs no iteration (its Stoppers still run).
+func (l *Loop) Start() error {
+	if !l.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("lcore %q: %w (create a new Loop to run again)", l.name, ErrAlreadyStarted)
+	}
+	go l.run()
+	return nil
+}
+
+// Stop asks the loop to stop after its current iteration and returns at
+// once. A sleeping loop wakes immediately. Stop is idempotent and may be
+// called from any goroutine, including from a stage of the loop itself.
+func (l *Loop) Stop() {
+	l.stopping.Store(true)
+	l.stopOnce.Do(func() { close(l.stopCh) })
+}
+
+// Wait blocks until the loop goroutine has exited and returns why it ended
+// abnormally: the error of pinning, or a *StagePanic (joined with the panics
+// of any Stopper). It returns nil after a clean Stop, and an error wrapping
+// ErrNotStarted if the loop was never started.
+func (l *Loop) Wait() error {
+	if !l.started.Load() {
+		return fmt.Errorf("lcore %q: Wait: %w", l.name, ErrNotStarted)
+	}
+	<-l.done
+	return l.err
+}
+
+// Stats returns the loop's counters; see Stats for how fresh they are. Safe
+// from any goroutine.
+func (l *Loop) Stats() Stats {
+	p := &l.published
+	return Stats{
+		Polls:     p.polls.Load(),
+		IdlePolls: p.idlePolls.Load(),
+		Work:      p.work.Load(),
+		Yields:    p.yields.Load(),
+		Sleeps:    p.sleeps.Load(),
+	}
+}
+
+func (l *Loop) publish() {
+	p := &l.published
+	p.polls.Store(l.count.Polls)
+	p.idlePolls.Store(l.count.IdlePolls)
+	p.work.Store(l.count.Work)
+	p.yields.Store(l.count.Yields)
+	p.sleeps.Store(l.count.Sleeps)
+}
+
+func (l *Loop) run() {
+	defer close(l.done)
+	if l.cpu >= 0 {
+		// Never unlocked: the thread's affinity is changed below, and a
+		// goroutine exiting locked takes its thread with it.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(l.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			l.err = fmt.Errorf("lcore %q: pin to cpu %d: %w", l.name, l.cpu, err)
+		}
+	}
+	if l.err == nil {
+		l.err = l.poll()
+		if l.sleepTimer != nil {
+			l.sleepTimer.Stop()
+		}
+	}
+	l.err = errors.Join(l.err, l.stopStages())
+	l.publish()
+}
+
+// poll iterates until Stop, turning a panic into a *StagePanic.
+func (l *Loop) poll() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.panicError(l.polling, r)
+		}
+	}()
+	for !l.stopping.Load() {
+		l.iterate()
+	}
+	return nil
+}
+
+func (l *Loop) panicError(stage int, r any) error {
+	name := "clock"
+	if stage >= 0 {
+		name = l.stages[stage].Name()
+	}
+	return &StagePanic{Loop: l.name, Stage: name, Value: r, Stack: debug.Stack()}
+}
+
+// stopStages calls every Stopper once, each guarded so one panicking hook
+// does not keep the others from running.
+func (l *Loop) stopStages() error {
+	var errs []error
+	var now clock.Time
+	nowOK := false
+	for i, s := range l.stages {
+		stopper, ok := s.(Stopper)
+		if !ok {
+			continue
+		}
+		if !nowOK {
+			var err error
+			if now, err = l.readClock(); err != nil {
+				errs = append(errs, err)
+			}
+			nowOK = true
+		}
+		if err := l.callStop(i, stopper, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Loop) readClock() (now clock.Time, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.panicError(-1, r)
+		}
+	}()
+	return l.clock.Now(), nil
+}
+
+func (l *Loop) callStop(i int, s Stopper, now clock.Time) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = l.panicError(i, r)
+		}
+	}()
+	s.Stop(now)
+	return nil
+}
+
+// iterate runs one iteration: poll every stage once with one reading of the
+// clock, count, and idle according to the policy. It returns the work done.
+func (l *Loop) iterate() int {
+	l.polling = -1
+	now := l.clock.Now()
+	work := 0
+	for i, s := range l.stages {
+		l.polling = i
+		if w := s.Poll(now); w > 0 {
+			work += w
+		}
+	}
+	l.count.Polls++
+	if work > 0 {
+		l.count.Work += uint64(work)
+		l.idleRun = 0
+		l.sleepFor = l.idle.SleepMin
+	} else {
+		l.count.IdlePolls++
+		l.idleRun++
+		if l.idleRun > l.idle.SpinPolls {
+			l.backOff()
+		}
+	}
+	if l.count.Polls&publishMask == 0 {
+		l.publish()
+	}
+	return work
+}
+
+func (l *Loop) backOff() {
+	switch l.idle.Mode {
+	case IdleYield:
+		l.count.Yields++
+		runtime.Gosched()
+	case IdleSleep:
+		l.count.Sleeps++
+		l.publish() // a sleeping loop's counters should not look stuck
+		l.sleepTimer.Reset(l.sleepFor)
+		select {
+		case <-l.sleepTimer.C:
+		case <-l.stopCh:
+		}
+		l.sleepFor = min(2*l.sleepFor, l.idle.SleepMax)
+	}
+}
+
+// String describes the loop, e.g. `lcore "rx0" (cpu 0, sleep)`.
+func (l *Loop) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lcore %q (", l.name)
+	if l.cpu >= 0 {
+		fmt.Fprintf(&b, "cpu %d, ", l.cpu)
+	} else {
+		b.WriteString("unpinned, ")
+	}
+	b.WriteString(l.idle.Mode.String())
+	b.WriteByte(')')
+	return b.String()
+}

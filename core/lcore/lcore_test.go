@@ -1,0 +1,519 @@
+package lcore_test
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/lcore"
+)
+
+// scriptStage reports one unit of work for its first `work` polls, then none.
+// When it has seen `signalAfter` idle polls it closes reached (once). Its
+// fields are written by the loop goroutine and read by the test after Wait.
+type scriptStage struct {
+	name        string
+	work        int
+	signalAfter int
+	reached     chan struct{}
+	onPoll      func(now clock.Time)
+
+	polls, idlePolls int
+	lastNow          clock.Time
+}
+
+func newScript(name string, work, signalAfter int) *scriptStage {
+	return &scriptStage{name: name, work: work, signalAfter: signalAfter, reached: make(chan struct{})}
+}
+
+func (s *scriptStage) Name() string { return s.name }
+
+func (s *scriptStage) Poll(now clock.Time) int {
+	s.polls++
+	s.lastNow = now
+	if s.onPoll != nil {
+		s.onPoll(now)
+	}
+	if s.polls <= s.work {
+		return 1
+	}
+	s.idlePolls++
+	if s.idlePolls == s.signalAfter {
+		close(s.reached)
+	}
+	return 0
+}
+
+// stopperStage is a scriptStage with a Stop hook.
+type stopperStage struct {
+	*scriptStage
+	stops  atomic.Int32
+	stopAt clock.Time
+}
+
+func (s *stopperStage) Stop(now clock.Time) {
+	s.stops.Add(1)
+	s.stopAt = now
+}
+
+type idleStage struct{ polls int }
+
+func (s *idleStage) Name() string        { return "idle" }
+func (s *idleStage) Poll(clock.Time) int { s.polls++; return 0 }
+
+func mustNew(t testing.TB, opts lcore.Options) *lcore.Loop {
+	t.Helper()
+	l, err := lcore.New(opts)
+	require.NoError(t, err)
+	return l
+}
+
+func allowedCPUs(t testing.TB) unix.CPUSet {
+	t.Helper()
+	var set unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(0, &set))
+	return set
+}
+
+// TestStatsAddUpInEveryIdleMode runs a stage that works N times then idles,
+// in each idle mode, stops the loop once the stage has idled enough, and
+// checks the loop's counters against what the stages saw.
+func TestStatsAddUpInEveryIdleMode(t *testing.T) {
+	const work, spin, idleBeyondSpin = 1000, 5, 20
+	for _, mode := range []lcore.IdleMode{lcore.IdleBusy, lcore.IdleYield, lcore.IdleSleep} {
+		t.Run(mode.String(), func(t *testing.T) {
+			script := newScript("script", work, spin+idleBeyondSpin)
+			idle := &idleStage{}
+			l := mustNew(t, lcore.Options{
+				Name:   "stats",
+				CPU:    -1,
+				Idle:   lcore.IdlePolicy{Mode: mode, SpinPolls: spin, SleepMin: time.Microsecond, SleepMax: 4 * time.Microsecond},
+				Stages: []lcore.Stage{script, idle},
+			})
+			require.NoError(t, l.Start())
+			<-script.reached
+			l.Stop()
+			require.NoError(t, l.Wait())
+
+			st := l.Stats()
+			require.Equal(t, uint64(script.polls), st.Polls, "one Poll per stage per iteration")
+			require.Equal(t, script.polls, idle.polls)
+			require.Equal(t, uint64(work), st.Work)
+			require.Equal(t, uint64(script.polls-work), st.IdlePolls)
+			require.GreaterOrEqual(t, st.IdlePolls, uint64(spin+idleBeyondSpin))
+			backOffs := st.IdlePolls - spin // idle iterations after the spin phase
+			switch mode {
+			case lcore.IdleBusy:
+				require.Zero(t, st.Yields)
+				require.Zero(t, st.Sleeps)
+			case lcore.IdleYield:
+				require.Equal(t, backOffs, st.Yields)
+				require.Zero(t, st.Sleeps)
+			case lcore.IdleSleep:
+				require.Zero(t, st.Yields)
+				require.Equal(t, backOffs, st.Sleeps)
+			}
+		})
+	}
+}
+
+func TestStatsArePublishedWhileRunning(t *testing.T) {
+	busy := newScript("busy", 1<<62, 0)
+	l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{busy}})
+	require.NoError(t, l.Start())
+	for l.Stats().Polls < 1024 { // readable from here, under -race, while the loop runs
+		runtime.Gosched()
+	}
+	l.Stop()
+	require.NoError(t, l.Wait())
+	st := l.Stats()
+	require.Equal(t, uint64(busy.polls), st.Polls, "exact after Wait")
+	require.Equal(t, st.Polls, st.Work)
+}
+
+func TestStopWakesASleepingLoop(t *testing.T) {
+	script := newScript("sleeper", 0, 2) // its 2nd idle poll is followed by a sleep
+	l := mustNew(t, lcore.Options{
+		CPU:    -1,
+		Idle:   lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Hour, SleepMax: time.Hour},
+		Stages: []lcore.Stage{script},
+	})
+	require.NoError(t, l.Start())
+	<-script.reached
+	l.Stop() // if Stop did not wake it, Wait would block for an hour
+	require.NoError(t, l.Wait())
+	require.Equal(t, uint64(1), l.Stats().Sleeps)
+	require.Equal(t, 2, script.polls)
+}
+
+func TestStopFromInsideAStage(t *testing.T) {
+	var l *lcore.Loop
+	script := newScript("self-stopper", 10, 1)
+	script.onPoll = func(clock.Time) {
+		if script.polls == 5 {
+			l.Stop()
+			l.Stop() // idempotent
+		}
+	}
+	l = mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{script}})
+	require.NoError(t, l.Start())
+	require.NoError(t, l.Wait())
+	require.Equal(t, 5, script.polls, "the loop stops after the iteration that called Stop")
+	l.Stop()
+}
+
+func TestPinToCPU0(t *testing.T) {
+	before := allowedCPUs(t)
+	if !before.IsSet(0) {
+		t.Skip("cpu 0 is not in this process's allowed set")
+	}
+	var inside unix.CPUSet
+	var insideErr error
+	script := newScript("affinity", 0, 1)
+	script.onPoll = func(clock.Time) {
+		if script.polls == 1 {
+			insideErr = unix.SchedGetaffinity(0, &inside) // this thread's mask
+		}
+	}
+	l := mustNew(t, lcore.Options{Name: "pinned", CPU: 0, Stages: []lcore.Stage{script}})
+	require.Equal(t, 0, l.CPU())
+	require.NoError(t, l.Start())
+	<-script.reached
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.NoError(t, insideErr)
+	require.Equal(t, 1, inside.Count(), "pinned to exactly one cpu")
+	require.True(t, inside.IsSet(0), "pinned to cpu 0")
+
+	require.Equal(t, before, allowedCPUs(t), "the pinned thread exited with its goroutine; ours is untouched")
+}
+
+func TestUnpinnedLoopKeepsTheProcessMask(t *testing.T) {
+	before := allowedCPUs(t)
+	var inside unix.CPUSet
+	script := newScript("unpinned", 0, 1)
+	script.onPoll = func(clock.Time) {
+		if script.polls == 1 {
+			_ = unix.SchedGetaffinity(0, &inside)
+		}
+	}
+	l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{script}})
+	require.Equal(t, "lcore", l.Name())
+	require.NoError(t, l.Start())
+	<-script.reached
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.Equal(t, before, inside)
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	stage := []lcore.Stage{&idleStage{}}
+	allowed := allowedCPUs(t)
+	var list []int
+	for c := range lcore.MaxCPU + 1 {
+		if allowed.IsSet(c) {
+			list = append(list, c)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opts lcore.Options
+		want []string
+	}{
+		{"cpu 4096", lcore.Options{CPU: 4096, Stages: stage}, []string{"Options.CPU 4096", "allowed CPU set " + lcore.FormatCPUList(list), "-1"}},
+		{"cpu beyond machine", lcore.Options{CPU: lcore.MaxCPU, Stages: stage}, []string{fmt.Sprintf("Options.CPU %d", lcore.MaxCPU)}},
+		{"cpu -2", lcore.Options{CPU: -2, Stages: stage}, []string{"Options.CPU -2 is invalid"}},
+		{"no stages", lcore.Options{CPU: -1}, []string{"Options.Stages is empty"}},
+		{"nil stage", lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}, nil}}, []string{"Options.Stages[1] is nil"}},
+		{"idle mode", lcore.Options{CPU: -1, Stages: stage, Idle: lcore.IdlePolicy{Mode: 7}}, []string{"Options.Idle.Mode 7"}},
+		{"spin", lcore.Options{CPU: -1, Stages: stage, Idle: lcore.IdlePolicy{SpinPolls: -1}}, []string{"SpinPolls -1"}},
+		{"negative sleep", lcore.Options{CPU: -1, Stages: stage, Idle: lcore.IdlePolicy{SleepMin: -time.Second}}, []string{"negative"}},
+		{"min > max", lcore.Options{CPU: -1, Stages: stage, Idle: lcore.IdlePolicy{SleepMin: time.Second, SleepMax: time.Millisecond}}, []string{"SleepMin 1s exceeds SleepMax 1ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := lcore.New(tc.opts)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestStartTwiceAndWaitBeforeStart(t *testing.T) {
+	script := newScript("once", 0, 1)
+	l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{script}})
+	require.ErrorIs(t, l.Wait(), lcore.ErrNotStarted)
+	require.NoError(t, l.Start())
+	err := l.Start()
+	require.ErrorIs(t, err, lcore.ErrAlreadyStarted)
+	require.Contains(t, err.Error(), `"lcore"`)
+	<-script.reached
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.NoError(t, l.Wait(), "Wait may be called again")
+}
+
+var errStageBroke = errors.New("stage broke")
+
+type panicStage struct{ polls int }
+
+func (s *panicStage) Name() string { return "fragile" }
+func (s *panicStage) Poll(clock.Time) int {
+	s.polls++
+	if s.polls == 3 {
+		panic(fmt.Errorf("poll %d: %w", s.polls, errStageBroke))
+	}
+	return 1
+}
+
+func TestStagePanicIsReturnedByWait(t *testing.T) {
+	before := &stopperStage{scriptStage: newScript("before", 1<<30, 0)}
+	fragile := &panicStage{}
+	l := mustNew(t, lcore.Options{Name: "rx0", CPU: -1, Stages: []lcore.Stage{before, fragile}})
+	require.NoError(t, l.Start())
+	err := l.Wait() // no Stop: the panic ends the loop
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `stage "fragile" panicked`)
+	require.Contains(t, err.Error(), `lcore "rx0"`)
+	var sp *lcore.StagePanic
+	require.ErrorAs(t, err, &sp)
+	require.Equal(t, "fragile", sp.Stage)
+	require.Equal(t, "rx0", sp.Loop)
+	require.NotEmpty(t, sp.Stack)
+	require.ErrorIs(t, err, errStageBroke, "an error panic value is unwrapped")
+	require.Equal(t, int32(1), before.stops.Load(), "the other stages are still stopped")
+	require.Equal(t, uint64(2), l.Stats().Polls, "two full iterations completed before the panic")
+}
+
+type panickyStopper struct{ idleStage }
+
+func (s *panickyStopper) Name() string    { return "bad-stop" }
+func (s *panickyStopper) Stop(clock.Time) { panic("cannot drain") }
+
+func TestStopHookCalledOnceWithLoopTime(t *testing.T) {
+	virt := clock.NewVirtual(1000)
+	a := &stopperStage{scriptStage: newScript("a", 0, 3)}
+	bad := &panickyStopper{}
+	c := &stopperStage{scriptStage: newScript("c", 0, 0)}
+	a.onPoll = func(clock.Time) { virt.Advance(10) }
+	l := mustNew(t, lcore.Options{CPU: -1, Clock: virt, Stages: []lcore.Stage{a, bad, c}})
+	require.NoError(t, l.Start())
+	<-a.reached
+	l.Stop()
+	err := l.Wait()
+	var sp *lcore.StagePanic
+	require.ErrorAs(t, err, &sp, "a panicking Stop hook is reported")
+	require.Equal(t, "bad-stop", sp.Stage)
+	require.Equal(t, int32(1), a.stops.Load())
+	require.Equal(t, int32(1), c.stops.Load(), "a panicking hook does not keep later hooks from running")
+	require.Equal(t, virt.Now(), a.stopAt, "Stop gets the loop clock's time")
+	require.Equal(t, a.lastNow, c.lastNow, "every stage sees the same time in an iteration")
+	require.Equal(t, clock.Time(1000+10*(a.polls-1)), a.lastNow)
+}
+
+func TestStopBeforeStartRunsNoIteration(t *testing.T) {
+	s := &stopperStage{scriptStage: newScript("s", 0, 0)}
+	l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{s}})
+	l.Stop()
+	require.NoError(t, l.Start())
+	require.NoError(t, l.Wait())
+	require.Zero(t, s.polls)
+	require.Equal(t, int32(1), s.stops.Load())
+}
+
+func TestGroup(t *testing.T) {
+	var g lcore.Group
+	var scripts []*stopperStage
+	cpus := []int{-1, -1}
+	if allowed := allowedCPUs(t); allowed.IsSet(0) {
+		cpus = append(cpus, 0)
+	}
+	for i, cpu := range cpus {
+		s := &stopperStage{scriptStage: newScript(fmt.Sprintf("s%d", i), 100, 10)}
+		scripts = append(scripts, s)
+		g.Add(mustNew(t, lcore.Options{Name: fmt.Sprintf("g%d", i), CPU: cpu, Idle: lcore.IdlePolicy{Mode: lcore.IdleYield}, Stages: []lcore.Stage{s}}))
+	}
+	require.Len(t, g.Loops(), len(cpus))
+	require.NoError(t, g.StartAll())
+	for _, s := range scripts {
+		<-s.reached
+	}
+	g.StopAll()
+	require.NoError(t, g.WaitAll())
+	var polls uint64
+	for _, s := range scripts {
+		require.Equal(t, int32(1), s.stops.Load())
+		polls += uint64(s.polls)
+	}
+	sum := g.Stats()
+	require.Equal(t, polls, sum.Polls)
+	require.Equal(t, uint64(100*len(cpus)), sum.Work)
+
+	require.ErrorIs(t, g.StartAll(), lcore.ErrAlreadyStarted, "loops run once")
+}
+
+func TestGroupStartAllFailureStopsTheStarted(t *testing.T) {
+	first := &stopperStage{scriptStage: newScript("first", 1<<30, 0)}
+	l1 := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{first}})
+	l2 := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}}})
+	require.NoError(t, l2.Start()) // makes the group's second Start fail
+	var g lcore.Group
+	g.Add(l1)
+	g.Add(l2)
+	err := g.StartAll()
+	require.ErrorIs(t, err, lcore.ErrAlreadyStarted)
+	require.Equal(t, int32(1), first.stops.Load(), "StartAll stopped and waited for the loop it had started")
+	l2.Stop()
+	require.NoError(t, l2.Wait())
+}
+
+func TestGroupWaitAllJoinsErrors(t *testing.T) {
+	var g lcore.Group
+	g.Add(mustNew(t, lcore.Options{Name: "ok", CPU: -1, Stages: []lcore.Stage{&idleStage{}}}))
+	g.Add(mustNew(t, lcore.Options{Name: "broken", CPU: -1, Stages: []lcore.Stage{&panicStage{}}}))
+	require.NoError(t, g.StartAll())
+	require.Error(t, g.Loops()[1].Wait(), "the broken loop ends by itself")
+	g.StopAll()
+	err := g.WaitAll()
+	require.ErrorIs(t, err, errStageBroke)
+	require.Contains(t, err.Error(), `lcore "broken"`)
+}
+
+func TestIdleModeNames(t *testing.T) {
+	for _, m := range []lcore.IdleMode{lcore.IdleBusy, lcore.IdleYield, lcore.IdleSleep} {
+		got, err := lcore.ParseIdleMode(m.String())
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+	require.Equal(t, "busy", lcore.IdleBusy.String())
+	require.Equal(t, "IdleMode(9)", lcore.IdleMode(9).String())
+	_, err := lcore.ParseIdleMode("spin")
+	require.ErrorContains(t, err, `unknown idle mode "spin" (use busy, yield or sleep)`)
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr string
+	}{
+		{"0", []int{0}, ""},
+		{"0,1", []int{0, 1}, ""},
+		{"0-3", []int{0, 1, 2, 3}, ""},
+		{"0-1,3", []int{0, 1, 3}, ""},
+		{" 5 , 2-3 ", []int{2, 3, 5}, ""},
+		{"7-7", []int{7}, ""},
+		{"1023", []int{1023}, ""},
+		{"", nil, "empty cpu list"},
+		{"0,,1", nil, `bad item ""`},
+		{"0-", nil, `bad item "0-"`},
+		{"x", nil, `bad item "x": "x" is not a cpu number`},
+		{"1,a-3", nil, `bad item "a-3"`},
+		{"-1", nil, `bad item "-1"`},
+		{"+1", nil, `bad item "+1"`},
+		{"3-1", nil, `bad item "3-1": range runs backwards (write 1-3)`},
+		{"0-2,2", nil, `item "2" repeats cpu 2`},
+		{"1024", nil, "cpu 1024 is beyond 1023"},
+		{"0-1-2", nil, `bad item "0-1-2"`},
+	} {
+		got, err := lcore.ParseCPUList(tc.in)
+		if tc.wantErr != "" {
+			require.ErrorContains(t, err, tc.wantErr, "input %q", tc.in)
+			continue
+		}
+		require.NoError(t, err, "input %q", tc.in)
+		require.Equal(t, tc.want, got, "input %q", tc.in)
+	}
+}
+
+func TestFormatCPUList(t *testing.T) {
+	require.Equal(t, "", lcore.FormatCPUList(nil))
+	require.Equal(t, "0", lcore.FormatCPUList([]int{0}))
+	require.Equal(t, "0-3,6,8-9", lcore.FormatCPUList([]int{9, 8, 6, 3, 2, 1, 0, 2}))
+	for _, s := range []string{"0", "0-1,3", "2,4,6-10,1000"} {
+		cpus, err := lcore.ParseCPUList(s)
+		require.NoError(t, err)
+		require.Equal(t, s, lcore.FormatCPUList(cpus))
+	}
+}
+
+func TestIterateDoesNotAllocate(t *testing.T) {
+	for _, tc := range []struct {
+		idle lcore.IdlePolicy
+		runs int
+	}{
+		{lcore.IdlePolicy{Mode: lcore.IdleBusy}, 1000},
+		{lcore.IdlePolicy{Mode: lcore.IdleYield, SpinPolls: 1}, 1000},
+		{lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Nanosecond, SleepMax: time.Nanosecond}, 20},
+	} {
+		t.Run(tc.idle.Mode.String(), func(t *testing.T) {
+			s := &idleStage{}
+			l := mustNew(t, lcore.Options{CPU: -1, Idle: tc.idle, Stages: []lcore.Stage{s, &idleStage{}}})
+			require.Zero(t, testing.AllocsPerRun(tc.runs, func() { l.Iterate() }))
+			require.Greater(t, s.polls, tc.runs)
+		})
+	}
+}
+
+type emptyStage struct{}
+
+func (emptyStage) Name() string        { return "empty" }
+func (emptyStage) Poll(clock.Time) int { return 0 }
+
+// BenchmarkIterate measures one busy-mode loop iteration over n empty stages,
+// clock read included: the fixed cost a pipeline pays per poll.
+func BenchmarkIterate(b *testing.B) {
+	for _, n := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("stages=%d", n), func(b *testing.B) {
+			stages := make([]lcore.Stage, n)
+			for i := range stages {
+				stages[i] = emptyStage{}
+			}
+			l := mustNew(b, lcore.Options{CPU: -1, Stages: stages})
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Iterate()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/poll")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/stage")
+		})
+	}
+}
+
+// countdownStage stops its own loop after n polls.
+type countdownStage struct {
+	left int
+	loop *lcore.Loop
+}
+
+func (s *countdownStage) Name() string { return "countdown" }
+func (s *countdownStage) Poll(clock.Time) int {
+	s.left--
+	if s.left == 0 {
+		s.loop.Stop()
+	}
+	return 0
+}
+
+// BenchmarkLoopBusy runs a real (unpinned) loop goroutine for b.N iterations
+// of one empty stage, stop flag check included.
+func BenchmarkLoopBusy(b *testing.B) {
+	s := &countdownStage{left: b.N}
+	l := mustNew(b, lcore.Options{CPU: -1, Stages: []lcore.Stage{s}})
+	s.loop = l
+	b.ReportAllocs()
+	b.ResetTimer()
+	require.NoError(b, l.Start())
+	require.NoError(b, l.Wait())
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/poll")
+	require.Equal(b, uint64(b.N), l.Stats().Polls)
+}
