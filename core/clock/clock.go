@@ -36,17 +36,26 @@ type Clock interface {
 	Now() Time
 }
 
-// Real is the machine's monotonic clock, counted from the moment NewReal was
-// called. It is unaffected by wall-clock changes (NTP steps, settimeofday).
+// Real is the machine's monotonic clock (CLOCK_MONOTONIC: nanoseconds since
+// boot). It is unaffected by wall-clock changes (NTP steps, settimeofday),
+// and every process on the machine reads the same origin, so a timestamp
+// stamped by one process can be compared with Now in another (one-way
+// latency between generator and sink processes).
 type Real struct {
 	origin time.Time // carries Go's monotonic reading; Since uses it
+	base   Time      // CLOCK_MONOTONIC at origin
 }
 
-// NewReal returns a real clock whose origin is now.
-func NewReal() *Real { return &Real{origin: time.Now()} }
+// NewReal returns a real clock. It reads CLOCK_MONOTONIC once; Now then costs
+// what time.Since costs (a vDSO read, no syscall).
+func NewReal() *Real {
+	r := &Real{origin: time.Now()}
+	r.base = monotonicNow()
+	return r
+}
 
-// Now returns the time elapsed since the clock's origin.
-func (r *Real) Now() Time { return Time(time.Since(r.origin)) }
+// Now returns CLOCK_MONOTONIC nanoseconds.
+func (r *Real) Now() Time { return r.base + Time(time.Since(r.origin)) }
 
 // ErrTimeBackwards is returned by Virtual.Set when asked to move time back.
 var ErrTimeBackwards = errors.New("clock: virtual time cannot go backwards")

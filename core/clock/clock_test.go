@@ -87,3 +87,16 @@ func TestVirtualConcurrentSetNeverGoesBack(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, Time(999*4+3), v.Now(), "the largest time set wins")
 }
+
+func TestRealSharesTheMachineMonotonicOrigin(t *testing.T) {
+	// Two clocks made at different times read the same instant and agree
+	// with CLOCK_MONOTONIC. A process-local origin would be off by the
+	// machine's uptime, so a second's tolerance (for a descheduled test
+	// goroutine) still tells them apart.
+	a := NewReal()
+	b := NewReal()
+	ta, tb := a.Now(), b.Now()
+	require.InDelta(t, float64(ta), float64(tb), float64(time.Second))
+	require.InDelta(t, float64(monotonicNow()), float64(a.Now()), float64(time.Second))
+	require.Greater(t, ta, Time(0))
+}
