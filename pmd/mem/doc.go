@@ -1,0 +1,26 @@
+// Package mem is the in-memory port driver: a pair of ports joined back to
+// back by lock-free SPSC rings of mbuf handles, with no copy. Simulations and
+// tests wire pipelines and appliances together with mem pairs.
+//
+// Spec: mem:PAIR/END[?queues=N&size=N&mtu=N], END being 0 or 1. The first
+// open of either end creates pair PAIR in the Env; the other end then
+// connects to it. Each end may be open once at a time; once both ends are
+// closed the name is free again.
+//
+// # Buffer ownership
+//
+// TxBurst on one end enqueues handles into queue q's ring towards the other
+// end and owns the ones it accepted: they now belong to the ring, and the
+// sender must not touch them again. The peer's RxBurst on queue q dequeues
+// them and the caller owns them from then on. Handles TxBurst refuses (ring
+// full, peer closed) stay the caller's; they are counted as TxDropped.
+//
+// Close returns every handle still in the closing end's receive rings to the
+// pool. Handles a peer enqueued after that (it raced with Close) are freed
+// when the second end closes, so once both ends are closed the pair holds no
+// handle. Close must not run concurrently with bursts on the same port; the
+// peer may keep running.
+//
+// Each queue's RX and each queue's TX must be driven by one goroutine at a
+// time; different queues and the two ends may run concurrently.
+package mem

@@ -1,0 +1,52 @@
+// Package pcap is the capture-file driver: it replays a pcap file as a
+// receive-only port, writes a transmit-only port's packets to a pcap file,
+// and mirrors any port's traffic into a file (Mirror).
+//
+// Specs:
+//
+//	pcap:FILE[?timing=fast|recorded&loop=N]
+//	pcap-out:FILE[?snaplen=N&linktype=ethernet|raw|linux_sll|N]
+//
+// Files are classic libpcap format (gzip-compressed input is accepted);
+// output uses nanosecond timestamps and opens in Wireshark and tshark.
+//
+// # Timing and timestamps
+//
+// timing=fast (the default) releases packets as fast as RxBurst is called;
+// timing=recorded releases each packet when the port's clock has advanced,
+// since the first packet was released, by as much as the capture's
+// timestamps have; the port then advertises port.CapPaced. loop=N replays
+// the file N times (0 = forever); a new pass starts right after the last
+// packet of the previous one. Received packets carry Meta.RxTime: the
+// clock reading of the RxBurst call (fast), or the packet's scheduled
+// release time (recorded), so replays under a virtual clock are
+// deterministic.
+//
+// Written packets are stamped with the writer's clock at TxBurst, mapped to
+// wall time: Epoch (default: the wall time at open) plus the clock time
+// elapsed since open. Meta.RxTime is not used: it is a reading of whatever
+// clock the receiving port had, not necessarily this one.
+//
+// # Buffer ownership
+//
+// A file port must copy. The reader allocates a frame per packet from its
+// own mbuf.Cache and copies the record into it; the caller owns bufs[:n]
+// from RxBurst. Records longer than a frame's room (FrameSize - Headroom)
+// are skipped and counted as RxDropped; a malformed or truncated file ends
+// the pass and is counted in Errors, it never panics. At the end of the
+// last pass RxBurst returns 0 forever.
+//
+// The writer owns every handle TxBurst gives it: it writes the packet (cut
+// to snaplen) and frees the handle through its own cache at once, so
+// TxBurst always returns len(bufs). Write errors are counted in Errors and
+// the first one is returned by Close.
+//
+// Mirror passes every call to the port it wraps and writes each packet that
+// port received (after RxBurst) or accepted for transmission (TxBurst; the
+// records are built before the handles are handed over, and only the
+// accepted ones are written). It never takes ownership of a packet.
+//
+// Reader and Writer have one queue, whose RX and TX sides must each be
+// driven by one goroutine at a time, and Close must not run concurrently
+// with bursts.
+package pcap

@@ -1,0 +1,318 @@
+package pcap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
+)
+
+// Timing selects how fast a Reader releases packets.
+type Timing int
+
+const (
+	// TimingFast releases packets as fast as RxBurst is called.
+	TimingFast Timing = iota
+	// TimingRecorded releases packets at the capture's own pace.
+	TimingRecorded
+)
+
+// String returns "fast" or "recorded".
+func (t Timing) String() string {
+	switch t {
+	case TimingFast:
+		return "fast"
+	case TimingRecorded:
+		return "recorded"
+	}
+	return fmt.Sprintf("Timing(%d)", int(t))
+}
+
+// Forever as ReaderOptions.Loop replays the capture until the port closes.
+const Forever = -1
+
+// ReaderOptions configure NewReader.
+type ReaderOptions struct {
+	// Path is the capture file. Ignored when Source is set.
+	Path string
+	// Source, when set, is read instead of Path and is not closed by the
+	// port. Loop other than 1 needs its Seek.
+	Source io.ReadSeeker
+	// Name is Info().Name. Default "pcap:" + Path.
+	Name string
+	// Timing selects fast (default) or recorded pacing.
+	Timing Timing
+	// Loop is the number of passes over the capture: 0 → 1, Forever
+	// replays until Close.
+	Loop int
+	// Clock paces recorded timing and stamps Meta.RxTime. nil → a real
+	// clock.
+	Clock clock.Clock
+	// Log receives the first read error of each pass. nil → slog.Default().
+	Log *slog.Logger
+}
+
+// Reader is a receive-only port replaying a capture file. It implements
+// port.Port.
+type Reader struct {
+	pool   *mbuf.Pool
+	info   port.Info
+	clock  clock.Clock
+	log    *slog.Logger
+	timing Timing
+	// passesLeft counts passes still to start after the current one;
+	// negative means forever.
+	passesLeft int
+	src        io.ReadSeeker
+	file       *os.File // nil when the caller gave Source
+	r          *pcapgo.Reader
+	cache      *mbuf.Cache
+	room       int
+	stats      *portstat.Counters
+	closed     atomic.Bool
+
+	// The next packet, read but not yet delivered (recorded timing keeps it
+	// until it is due, or the pool was empty). data aliases the pcapgo
+	// reader's buffer, valid until the next read.
+	pending bool
+	data    []byte
+	due     clock.Time
+
+	eof          bool
+	passPackets  int   // packets read in the current pass
+	firstStamp   int64 // capture time of the pass's first packet, ns
+	passBase     clock.Time
+	lastDue      clock.Time
+	started      bool
+	passErrorLog bool // logged this pass's read error already
+}
+
+var _ port.Port = (*Reader)(nil)
+
+// NewReader opens a capture for replay. It reads the file header at once,
+// so a missing or malformed file is an error here.
+func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
+	if pool == nil {
+		return nil, errors.New("pcap: NewReader: pool is nil (pass the pool received frames are copied into)")
+	}
+	if opts.Timing != TimingFast && opts.Timing != TimingRecorded {
+		return nil, fmt.Errorf("pcap: ReaderOptions.Timing %d is not valid (use TimingFast or TimingRecorded)", int(opts.Timing))
+	}
+	if opts.Loop == 0 {
+		opts.Loop = 1
+	}
+	if opts.Loop < Forever {
+		return nil, fmt.Errorf("pcap: ReaderOptions.Loop %d is not valid (use a number of passes >= 1, or Forever)", opts.Loop)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewReal()
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Name == "" {
+		opts.Name = "pcap:" + opts.Path
+	}
+	r := &Reader{
+		pool:   pool,
+		clock:  opts.Clock,
+		log:    opts.Log,
+		timing: opts.Timing,
+		src:    opts.Source,
+		room:   pool.FrameSize() - pool.Headroom(),
+		stats:  portstat.New(1),
+	}
+	if opts.Loop == Forever {
+		r.passesLeft = -1
+	} else {
+		r.passesLeft = opts.Loop - 1
+	}
+	if r.src == nil {
+		if opts.Path == "" {
+			return nil, errors.New("pcap: ReaderOptions.Path is empty (name a capture file, or set Source)")
+		}
+		f, err := os.Open(opts.Path)
+		if err != nil {
+			return nil, fmt.Errorf("pcap: %w", err)
+		}
+		r.file, r.src = f, f
+	}
+	var err error
+	if r.r, err = pcapgo.NewReader(r.src); err != nil {
+		r.closeFile()
+		return nil, fmt.Errorf("pcap: %s: not a pcap capture: %w", opts.Name, err)
+	}
+	var caps port.Capability = port.CapRxTimestamp
+	if opts.Timing == TimingRecorded {
+		caps |= port.CapPaced
+	}
+	r.info = port.Info{
+		Name:   opts.Name,
+		Driver: ReaderDriverName,
+		Queues: 1,
+		MTU:    r.room - 14, // an Ethernet frame filling a pool frame
+		MAC:    net.HardwareAddr{0x02, 0x70, 0x63, 0x61, 0x70, 0x00},
+		Caps:   caps,
+	}
+	r.cache = pool.NewCache()
+	return r, nil
+}
+
+// RxBurst copies up to len(bufs) packets from the capture into new frames.
+// The caller owns bufs[:n]. It returns 0 when no packet is due yet
+// (recorded timing), the pool is empty (RxNoBuf), or the replay is over.
+func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
+	if queue != 0 || len(bufs) == 0 || r.eof || r.closed.Load() {
+		return 0
+	}
+	st := r.stats.Queue(0)
+	now := r.clock.Now()
+	if !r.started {
+		r.started = true
+		r.passBase = now
+	}
+	n, dropped := 0, 0
+	var bytes uint64
+	for n < len(bufs) {
+		if !r.pending && !r.readNext(st) {
+			break
+		}
+		if r.timing == TimingRecorded && r.due > now {
+			break
+		}
+		size := len(r.data)
+		if size > r.room {
+			dropped++
+			r.pending = false
+			continue
+		}
+		if r.cache.AllocBurst(bufs[n:n+1]) == 0 {
+			st.RxNoBuf.Add(1)
+			break
+		}
+		h := bufs[n]
+		m := r.pool.Meta(h)
+		m.DataLen = uint16(size)
+		copy(r.pool.Data(h), r.data)
+		if r.timing == TimingRecorded {
+			m.RxTime = int64(r.due)
+		} else {
+			m.RxTime = int64(now)
+		}
+		r.pending = false
+		bytes += uint64(size)
+		n++
+	}
+	if dropped > 0 {
+		st.RxDropped.Add(uint64(dropped))
+	}
+	st.AddRx(n, bytes)
+	return n
+}
+
+// readNext reads the next record into the pending slot, rewinding for the
+// next pass at the end of one. It returns false at the end of the replay.
+func (r *Reader) readNext(st *portstat.Queue) bool {
+	for {
+		data, ci, err := r.r.ZeroCopyReadPacketData()
+		if err == nil {
+			stamp := ci.Timestamp.UnixNano()
+			if r.passPackets == 0 {
+				r.firstStamp = stamp
+			}
+			r.passPackets++
+			r.data = data
+			r.due = max(r.passBase+clock.Time(stamp-r.firstStamp), r.passBase)
+			r.lastDue = max(r.lastDue, r.due)
+			r.pending = true
+			return true
+		}
+		if err != io.EOF {
+			// A damaged record leaves the stream unsynchronised: end the
+			// pass here rather than decode garbage.
+			st.RxErrors.Add(1)
+			if !r.passErrorLog {
+				r.passErrorLog = true
+				r.log.Warn("pcap: damaged capture, ending this pass", "port", r.info.Name, "packets", r.passPackets, "err", err)
+			}
+		}
+		if r.passPackets == 0 || r.passesLeft == 0 {
+			// An empty pass would replay nothing forever.
+			r.eof = true
+			return false
+		}
+		if r.passesLeft > 0 {
+			r.passesLeft--
+		}
+		if err := r.rewind(); err != nil {
+			st.RxErrors.Add(1)
+			r.log.Warn("pcap: cannot rewind capture for the next pass", "port", r.info.Name, "err", err)
+			r.eof = true
+			return false
+		}
+	}
+}
+
+// rewind starts the next pass. It allocates a new pcapgo reader, once per
+// pass rather than per packet.
+func (r *Reader) rewind() error {
+	if _, err := r.src.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	pr, err := pcapgo.NewReader(r.src)
+	if err != nil {
+		return err
+	}
+	r.r = pr
+	r.passPackets = 0
+	r.passBase = r.lastDue
+	r.passErrorLog = false
+	return nil
+}
+
+// TxBurst refuses every packet: the port is receive-only. Refusals count as
+// TxDropped.
+func (r *Reader) TxBurst(queue int, bufs []mbuf.Handle) int {
+	if queue == 0 && !r.closed.Load() {
+		r.stats.Queue(0).AddTxDropped(len(bufs))
+	}
+	return 0
+}
+
+// Info describes the port.
+func (r *Reader) Info() port.Info {
+	info := r.info
+	info.MAC = append(net.HardwareAddr(nil), r.info.MAC...)
+	return info
+}
+
+// Stats returns a snapshot of the port's counters.
+func (r *Reader) Stats() port.Stats { return r.stats.Snapshot() }
+
+// Close closes the file (unless the caller gave Source) and returns the
+// reader's cached frames to the pool. It is idempotent.
+func (r *Reader) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	r.cache.Close()
+	return r.closeFile()
+}
+
+func (r *Reader) closeFile() error {
+	if r.file == nil {
+		return nil
+	}
+	err := r.file.Close()
+	r.file = nil
+	return err
+}
