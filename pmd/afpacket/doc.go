@@ -1,0 +1,41 @@
+// Package afpacket is a port driver over Linux AF_PACKET sockets with
+// memory-mapped rings, the analogue of DPDK's net_af_packet. It reaches any
+// interface the kernel has, veth included, at the cost of one copy per
+// packet in each direction; use pmd/afxdp where zero copy matters.
+//
+// Each queue is one socket bound to the interface by index (SOCK_RAW,
+// ETH_P_ALL) with a TPACKET_V3 receive ring of blocks and a transmit ring of
+// fixed-size frames, both mmap'd. With more than one queue the sockets join
+// one PACKET_FANOUT group, so the kernel spreads received flows over them
+// (by flow hash unless Options.Fanout says otherwise). The sockets are
+// created inside Options.Netns when it is set and stay in that namespace.
+//
+// RX: the kernel fills a block of the ring with frames and hands the whole
+// block over (when full, or after Options.BlockTimeout). RxBurst copies each
+// frame into an mbuf from the queue's receive Cache and returns the block
+// to the kernel as soon as its last frame is copied. A frame that does not
+// fit an mbuf, or arrived truncated, is dropped and counted in RxDropped;
+// the kernel's own drops (ring full) are folded into RxDropped by Stats.
+//
+// A veth delivers frames to AF_PACKET sockets only while GRO is on at the
+// receiving end (`ethtool -K IFACE gro on`; netns.VethOptions.GRO does it).
+//
+// Receive blocks reach user space when full or when their timeout expires,
+// so at low rates a frame waits up to BlockTimeout. Callers that would
+// rather sleep than spin on an idle port use Wait or WaitRx, which block in
+// poll(2) until a block is handed over.
+//
+// TX: TxBurst copies each mbuf into the next free slot of the transmit ring,
+// marks it for sending and frees the mbuf, then makes one non-blocking
+// sendto per burst to have the kernel send the marked slots. A full ring
+// ends the burst early.
+//
+// # Ownership
+//
+// RxBurst hands the caller mbufs it now owns; nothing in the receive ring is
+// ever lent out. TxBurst owns the mbufs it accepted (it frees them at once,
+// after copying) and leaves the rest with the caller. A port holds no mbufs
+// between calls, so Close has none to return; it flushes the queues' caches,
+// unmaps the rings and closes the sockets. Close must not run while another
+// goroutine is inside RxBurst or TxBurst of the same port.
+package afpacket

@@ -1,0 +1,397 @@
+package afpacket
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
+)
+
+// etherHeaderLen is what a frame carries beyond the interface's MTU.
+const etherHeaderLen = 14
+
+// Port is an AF_PACKET port. It implements port.Port.
+type Port struct {
+	pool   *mbuf.Pool
+	info   port.Info
+	clock  clock.Clock
+	queues []queue
+	stats  *portstat.Counters
+	closed atomic.Bool
+	// mu serialises Stats (which reads the sockets) with Close.
+	mu sync.Mutex
+}
+
+var _ port.Port = (*Port)(nil)
+
+// queue is one socket's state. The receive fields belong to the goroutine
+// calling RxBurst, the transmit fields to the one calling TxBurst.
+type queue struct {
+	ring ring
+
+	// Receive side.
+	rxCache    *mbuf.Cache
+	rxRing     []byte
+	blockSize  int
+	blockCount int
+	rxBlock    int // the block being read, or awaited from the kernel
+	rxLeft     int // frames of rxBlock not yet read; 0 when not holding it
+	rxOff      int // offset of the next frame in rxBlock
+	room       int // largest frame an mbuf takes
+
+	_ [128]byte // keep the two sides' fields on different cache lines
+
+	// Transmit side.
+	txCache     *mbuf.Cache
+	txRing      []byte
+	slotSize    int
+	slots       int
+	txHead      int
+	txMax       int // largest untagged frame sent: MTU + Ethernet header, capped by the slot
+	slotRoom    int // data bytes a slot holds
+	kickPending bool
+
+	stats *portstat.Queue
+	_     [128]byte
+}
+
+// New opens an AF_PACKET port on Options.Interface, receiving into mbufs
+// from pool.
+func New(pool *mbuf.Pool, opts Options) (*Port, error) {
+	if pool == nil {
+		return nil, errors.New("afpacket: New: pool is nil (pass the pool received frames are copied into)")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.NewReal()
+	}
+	lk, rings, err := openRings(&opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Port{
+		pool:  pool,
+		clock: opts.Clock,
+		info: port.Info{
+			Name:   opts.Name,
+			Driver: DriverName,
+			Queues: opts.Queues,
+			MTU:    lk.mtu,
+			MAC:    lk.mac,
+			Caps:   port.CapRxTimestamp,
+		},
+		queues: make([]queue, opts.Queues),
+		stats:  portstat.New(opts.Queues),
+	}
+	if len(p.info.MAC) == 0 {
+		p.info.MAC = nil
+	}
+	half := opts.BlockSize * opts.BlockCount
+	for i, r := range rings {
+		p.queues[i] = queue{
+			ring:       r,
+			rxCache:    pool.NewCache(),
+			rxRing:     r.mem[:half:half],
+			blockSize:  opts.BlockSize,
+			blockCount: opts.BlockCount,
+			room:       pool.FrameSize() - pool.Headroom(),
+			txCache:    pool.NewCache(),
+			txRing:     r.mem[half:],
+			slotSize:   opts.FrameSize,
+			slots:      half / opts.FrameSize,
+			txMax:      min(lk.mtu+etherHeaderLen, opts.FrameSize-tpacket3HdrLen),
+			slotRoom:   opts.FrameSize - tpacket3HdrLen,
+			stats:      p.stats.Queue(i),
+		}
+	}
+	return p, nil
+}
+
+// Info describes the port.
+func (p *Port) Info() port.Info { return p.info }
+
+func (q *queue) block(i int) []byte {
+	off := i * q.blockSize
+	return q.rxRing[off : off+q.blockSize : off+q.blockSize]
+}
+
+// releaseBlock hands the current block back to the kernel and moves on.
+func (q *queue) releaseBlock() {
+	storeStatus(q.block(q.rxBlock), blockStatusOff, unix.TP_STATUS_KERNEL)
+	q.rxLeft = 0
+	if q.rxBlock++; q.rxBlock == q.blockCount {
+		q.rxBlock = 0
+	}
+}
+
+// rxReady reports whether a frame can be read without waiting.
+func (q *queue) rxReady() bool {
+	return q.rxLeft > 0 || loadStatus(q.block(q.rxBlock), blockStatusOff)&tpStatusUser != 0
+}
+
+// RxBurst copies up to len(bufs) received frames into mbufs; the caller
+// owns bufs[:n]. Meta.RxTime is the kernel's receive time on the port's
+// clock, Meta.Queue the queue.
+func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
+	if uint(queue) >= uint(len(p.queues)) || len(bufs) == 0 || p.closed.Load() {
+		return 0
+	}
+	q := &p.queues[queue]
+	if !q.rxReady() {
+		return 0
+	}
+	got := q.rxCache.AllocBurst(bufs)
+	if got < len(bufs) {
+		q.stats.RxNoBuf.Add(1)
+		if got == 0 {
+			return 0
+		}
+	}
+	// One clock reading per burst maps the kernel's wall-clock stamps onto
+	// the port's clock.
+	nowClock := int64(p.clock.Now())
+	nowWall := time.Now().UnixNano()
+	n := 0
+	var bytes uint64
+	var dropped, malformed uint64
+	for n < got {
+		if q.rxLeft == 0 {
+			block := q.block(q.rxBlock)
+			if loadStatus(block, blockStatusOff)&tpStatusUser == 0 {
+				break
+			}
+			count, first, ok := blockFrames(block)
+			if !ok {
+				malformed++
+				q.releaseBlock()
+				continue
+			}
+			if count == 0 {
+				q.releaseBlock()
+				continue
+			}
+			q.rxLeft, q.rxOff = count, first
+		}
+		block := q.block(q.rxBlock)
+		f, ok := parseFrame(block, q.rxOff)
+		if !ok {
+			malformed++
+			q.releaseBlock()
+			continue
+		}
+		q.rxLeft--
+		q.rxOff += f.next
+		if f.next == 0 && q.rxLeft > 0 {
+			malformed++ // the chain ends early; skip the rest of the block
+			q.rxLeft = 0
+		}
+		switch size := f.frameLen(); {
+		case f.outgoing:
+		case f.snapLen < f.wireLen || size > q.room || size > 0xffff:
+			dropped++
+		default:
+			h := bufs[n]
+			m := p.pool.Meta(h)
+			m.DataLen = uint16(size)
+			m.Queue = uint16(queue)
+			age := nowWall - (int64(f.sec)*1e9 + int64(f.nsec))
+			m.RxTime = nowClock - max(age, 0)
+			f.copyTo(p.pool.Data(h), block)
+			bytes += uint64(size)
+			n++
+		}
+		if q.rxLeft == 0 {
+			q.releaseBlock()
+		}
+	}
+	if n < got {
+		q.rxCache.Free(bufs[n:got])
+	}
+	if dropped+malformed > 0 {
+		q.stats.RxDropped.Add(dropped + malformed)
+		if malformed > 0 {
+			q.stats.RxErrors.Add(malformed)
+		}
+	}
+	q.stats.AddRx(n, bytes)
+	return n
+}
+
+// TxBurst copies up to len(bufs) frames into the transmit ring, frees them
+// and has the kernel send them; it returns how many it took. The caller
+// keeps bufs[n:] (the ring was full). A frame longer than the MTU allows
+// (or empty) is taken, freed and counted as an error, not sent.
+func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
+	if uint(queue) >= uint(len(p.queues)) || len(bufs) == 0 || p.closed.Load() {
+		return 0
+	}
+	q := &p.queues[queue]
+	n := 0
+	var bytes uint64
+	var sent, rejected int
+	for _, h := range bufs {
+		off := q.txHead * q.slotSize
+		slot := q.txRing[off : off+q.slotSize : off+q.slotSize]
+		if loadStatus(slot, hdrStatusOff)&(unix.TP_STATUS_SEND_REQUEST|unix.TP_STATUS_SENDING) != 0 {
+			break // the kernel has not finished with the oldest slot: full
+		}
+		n++
+		data := p.pool.Data(h)
+		if len(data) == 0 || len(data) > q.txMax && !q.fitsTagged(data) {
+			rejected++
+			continue
+		}
+		copy(slot[tpacket3HdrLen:], data)
+		binary.NativeEndian.PutUint32(slot[hdrNextOff:], 0)
+		binary.NativeEndian.PutUint32(slot[hdrLenOff:], uint32(len(data)))
+		binary.NativeEndian.PutUint32(slot[hdrSnapOff:], uint32(len(data)))
+		storeStatus(slot, hdrStatusOff, unix.TP_STATUS_SEND_REQUEST)
+		if q.txHead++; q.txHead == q.slots {
+			q.txHead = 0
+		}
+		sent++
+		bytes += uint64(len(data))
+	}
+	if n > 0 {
+		q.txCache.Free(bufs[:n])
+	}
+	if sent > 0 || q.kickPending {
+		q.kick()
+	}
+	if rejected > 0 {
+		q.stats.TxErrors.Add(uint64(rejected))
+	}
+	q.stats.AddTxDropped(len(bufs) - n)
+	q.stats.AddTx(sent, bytes)
+	return n
+}
+
+// fitsTagged reports whether data, longer than txMax, is a VLAN-tagged
+// frame within MTU + header + tag, which the kernel accepts too.
+func (q *queue) fitsTagged(data []byte) bool {
+	if len(data) > q.txMax+vlanTagLen || len(data) > q.slotRoom || len(data) < etherHeaderLen {
+		return false
+	}
+	et := binary.BigEndian.Uint16(data[12:14])
+	return et == etherTypeVLAN || et == etherTypeQinQ
+}
+
+// kick asks the kernel to send every slot marked for sending, without
+// waiting. A kick the kernel could not finish is retried on the next burst.
+func (q *queue) kick() {
+	_, _, errno := unix.Syscall6(unix.SYS_SENDTO, uintptr(q.ring.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	switch errno {
+	case 0:
+		q.kickPending = false
+	case unix.EAGAIN, unix.ENOBUFS, unix.EINTR:
+		q.kickPending = true
+	default:
+		q.kickPending = true
+		q.stats.TxErrors.Add(1)
+	}
+}
+
+// WaitRx blocks until queue has a frame to read or timeout passes, for
+// callers that would rather sleep than spin on an idle link. It reports
+// whether a frame is ready.
+func (p *Port) WaitRx(queue int, timeout time.Duration) (bool, error) {
+	if uint(queue) >= uint(len(p.queues)) {
+		return false, fmt.Errorf("afpacket: WaitRx: queue %d out of range (port has %d)", queue, len(p.queues))
+	}
+	if p.closed.Load() {
+		return false, fmt.Errorf("afpacket: WaitRx on closed port %s", p.info.Name)
+	}
+	q := &p.queues[queue]
+	if q.rxReady() {
+		return true, nil
+	}
+	fds := []unix.PollFd{{Fd: int32(q.ring.fd), Events: unix.POLLIN | unix.POLLERR}}
+	_, err := unix.Poll(fds, int(timeout.Milliseconds()))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("afpacket: poll: %w", err)
+	}
+	return q.rxReady(), nil
+}
+
+// Wait blocks until any queue has a frame to read or timeout passes. It
+// reports whether one is ready.
+func (p *Port) Wait(timeout time.Duration) (bool, error) {
+	if p.closed.Load() {
+		return false, fmt.Errorf("afpacket: Wait on closed port %s", p.info.Name)
+	}
+	fds := make([]unix.PollFd, len(p.queues))
+	for i := range p.queues {
+		if p.queues[i].rxReady() {
+			return true, nil
+		}
+		fds[i] = unix.PollFd{Fd: int32(p.queues[i].ring.fd), Events: unix.POLLIN | unix.POLLERR}
+	}
+	n, err := unix.Poll(fds, int(timeout.Milliseconds()))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("afpacket: poll: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Stats returns the port's counters, with the kernel's receive-ring drops
+// folded into RxDropped.
+func (p *Port) Stats() port.Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed.Load() {
+		p.foldKernelDrops()
+	}
+	return p.stats.Snapshot()
+}
+
+// foldKernelDrops adds what PACKET_STATISTICS counted since the last read
+// (reading resets it). Call with mu held and the sockets open.
+func (p *Port) foldKernelDrops() {
+	for i := range p.queues {
+		q := &p.queues[i]
+		drops, err := q.ring.kernelDrops()
+		if err != nil {
+			q.stats.RxErrors.Add(1)
+			continue
+		}
+		if drops > 0 {
+			q.stats.RxDropped.Add(drops)
+		}
+	}
+}
+
+// Close releases the sockets and rings and flushes the queues' caches. It
+// is idempotent. It must not run while RxBurst or TxBurst runs.
+func (p *Port) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.foldKernelDrops()
+	var errs []error
+	for i := range p.queues {
+		q := &p.queues[i]
+		q.rxCache.Close()
+		q.txCache.Close()
+		q.rxRing, q.txRing = nil, nil
+		if err := q.ring.close(); err != nil {
+			errs = append(errs, fmt.Errorf("queue %d: %w", i, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("afpacket: close %s: %w", p.info.Name, err)
+	}
+	return nil
+}

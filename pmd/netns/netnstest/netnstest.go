@@ -1,0 +1,178 @@
+package netnstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/peregrine-net/peregrine/pmd/netns"
+)
+
+// SkipMessage is what tests are skipped with when not run as root.
+const SkipMessage = "needs root to create network namespaces (CAP_SYS_ADMIN, CAP_NET_ADMIN); run `sudo go test`"
+
+// SkipUnlessRoot skips t unless the process runs as root.
+func SkipUnlessRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip(SkipMessage)
+	}
+}
+
+// Topology is two namespaces joined by one veth pair: IfA in A, IfB in B.
+type Topology struct {
+	A, B       *netns.NS
+	IfA, IfB   string
+	MACA, MACB net.HardwareAddr
+	// AddrA and AddrB are the addresses from the options (zero if none).
+	AddrA, AddrB netip.Prefix
+}
+
+// Topology3 is gen ↔ fwd ↔ sink: GenIf pairs with FwdGenIf, FwdSinkIf
+// pairs with SinkIf. Addresses are fixed: gen 198.18.0.1/30, fwd
+// 198.18.0.2/30 and 198.18.0.5/30, sink 198.18.0.6/30.
+type Topology3 struct {
+	Gen, Fwd, Sink          *netns.NS
+	GenIf, SinkIf           string
+	FwdGenIf, FwdSinkIf     string
+	GenMAC, SinkMAC         net.HardwareAddr
+	FwdGenMAC, FwdSinkMAC   net.HardwareAddr
+	GenAddr, SinkAddr       netip.Prefix
+	FwdGenAddr, FwdSinkAddr netip.Prefix
+}
+
+// Interface names used by TwoNS and ThreeNS.
+const (
+	IfA       = "pgt-a"
+	IfB       = "pgt-b"
+	GenIf     = "pgt-gen"
+	FwdGenIf  = "pgt-fwd0"
+	FwdSinkIf = "pgt-fwd1"
+	SinkIf    = "pgt-sink"
+)
+
+// TwoNS creates namespaces A and B joined by a veth pair configured by
+// opts and registers t.Cleanup to delete both. Missing MACs default to
+// 02:70:67:00:00:0a (A) and 02:70:67:00:00:0b (B). It skips t when not
+// root.
+func TwoNS(t testing.TB, opts netns.VethOptions) *Topology {
+	t.Helper()
+	SkipUnlessRoot(t)
+	if opts.MACA == nil {
+		opts.MACA = net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x00, 0x0a}
+	}
+	if opts.MACB == nil {
+		opts.MACB = net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x00, 0x0b}
+	}
+	base := uniquePrefix(t)
+	a := create(t, base+"-a")
+	b := create(t, base+"-b")
+	if err := netns.Veth(a, IfA, b, IfB, opts); err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	return &Topology{
+		A: a, B: b, IfA: IfA, IfB: IfB,
+		MACA: opts.MACA, MACB: opts.MACB,
+		AddrA: opts.AddrA, AddrB: opts.AddrB,
+	}
+}
+
+// ThreeNS creates gen ↔ fwd ↔ sink with two veth pairs configured by opts
+// (whose addresses and MACs are ignored: ThreeNS assigns fixed ones), and
+// registers t.Cleanup to delete all three namespaces. It skips t when not
+// root.
+func ThreeNS(t testing.TB, opts netns.VethOptions) *Topology3 {
+	t.Helper()
+	SkipUnlessRoot(t)
+	base := uniquePrefix(t)
+	topo := &Topology3{
+		Gen:  create(t, base+"-gen"),
+		Fwd:  create(t, base+"-fwd"),
+		Sink: create(t, base+"-sink"),
+
+		GenIf: GenIf, FwdGenIf: FwdGenIf, FwdSinkIf: FwdSinkIf, SinkIf: SinkIf,
+
+		GenMAC:     net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x01},
+		FwdGenMAC:  net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x02},
+		FwdSinkMAC: net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x05},
+		SinkMAC:    net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x06},
+
+		GenAddr:     netip.MustParsePrefix("198.18.0.1/30"),
+		FwdGenAddr:  netip.MustParsePrefix("198.18.0.2/30"),
+		FwdSinkAddr: netip.MustParsePrefix("198.18.0.5/30"),
+		SinkAddr:    netip.MustParsePrefix("198.18.0.6/30"),
+	}
+	first := opts
+	first.MACA, first.MACB, first.AddrA, first.AddrB = topo.GenMAC, topo.FwdGenMAC, topo.GenAddr, topo.FwdGenAddr
+	if err := netns.Veth(topo.Gen, GenIf, topo.Fwd, FwdGenIf, first); err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	second := opts
+	second.MACA, second.MACB, second.AddrA, second.AddrB = topo.FwdSinkMAC, topo.SinkMAC, topo.FwdSinkAddr, topo.SinkAddr
+	if err := netns.Veth(topo.Fwd, FwdSinkIf, topo.Sink, SinkIf, second); err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	return topo
+}
+
+// uniquePrefix returns "pgt-PID-XXXXXX", first deleting namespaces that
+// earlier test processes which no longer exist left behind (a test binary
+// killed by a timeout runs no cleanups).
+func uniquePrefix(t testing.TB) string {
+	t.Helper()
+	ReapStale(t)
+	var r [3]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		t.Fatalf("netnstest: random name suffix: %v", err)
+	}
+	return fmt.Sprintf("pgt-%d-%s", os.Getpid(), hex.EncodeToString(r[:]))
+}
+
+func create(t testing.TB, name string) *netns.NS {
+	t.Helper()
+	ns, err := netns.Create(name)
+	if err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ns.Delete(); err != nil {
+			t.Errorf("netnstest: cleanup: %v", err)
+		}
+	})
+	return ns
+}
+
+// ReapStale deletes every namespace named "pgt-PID-..." whose PID is not a
+// running process. It assumes the test processes share this process's PID
+// namespace, which is the case for `go test` on one machine.
+func ReapStale(t testing.TB) {
+	t.Helper()
+	names, err := netns.List()
+	if err != nil {
+		t.Logf("netnstest: cannot list stale namespaces: %v", err)
+		return
+	}
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, "pgt-")
+		if !ok {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pidText); err == nil {
+			continue // its test is still running
+		}
+		if err := (&netns.NS{Name: name}).Delete(); err != nil {
+			t.Logf("netnstest: deleting stale namespace %s: %v", name, err)
+		}
+	}
+}
