@@ -255,8 +255,10 @@ func TestLoop(t *testing.T) {
 	env := &pmd.Env{Pool: pool, Clock: clock.NewVirtual(0)}
 	p, err := pmd.Open(env, "pcap:"+path+"?loop=3")
 	require.NoError(t, err)
+	require.False(t, p.(*pcap.Reader).Ended(), "nothing read yet")
 	frames, times := drain(t, pool, p)
 	require.Len(t, frames, 6)
+	require.True(t, p.(*pcap.Reader).Ended(), "three passes read")
 	for _, ts := range times {
 		require.Zero(t, ts, "fast timing stamps the clock reading")
 	}
@@ -269,6 +271,7 @@ func TestLoop(t *testing.T) {
 		require.Equal(t, 7, p.RxBurst(0, bufs), "loop=0 replays forever")
 		pool.Free(bufs)
 	}
+	require.False(t, p.(*pcap.Reader).Ended())
 	require.NoError(t, p.Close())
 
 	empty := writeFile(t, writeCapture(t, nil))

@@ -88,8 +88,9 @@ type Reader struct {
 	due     clock.Time
 
 	eof          bool
-	passPackets  int   // packets read in the current pass
-	firstStamp   int64 // capture time of the pass's first packet, ns
+	ended        atomic.Bool // eof, published for Ended
+	passPackets  int         // packets read in the current pass
+	firstStamp   int64       // capture time of the pass's first packet, ns
 	passBase     clock.Time
 	lastDue      clock.Time
 	started      bool
@@ -248,6 +249,7 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 		if r.passPackets == 0 || r.passesLeft == 0 {
 			// An empty pass would replay nothing forever.
 			r.eof = true
+			r.ended.Store(true)
 			return false
 		}
 		if r.passesLeft > 0 {
@@ -257,6 +259,7 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 			st.RxErrors.Add(1)
 			r.log.Warn("pcap: cannot rewind capture for the next pass", "port", r.info.Name, "err", err)
 			r.eof = true
+			r.ended.Store(true)
 			return false
 		}
 	}
@@ -278,6 +281,10 @@ func (r *Reader) rewind() error {
 	r.passErrorLog = false
 	return nil
 }
+
+// Ended reports whether the replay is over: every pass read, or the
+// capture damaged beyond reading. Safe from any goroutine.
+func (r *Reader) Ended() bool { return r.ended.Load() }
 
 // TxBurst refuses every packet: the port is receive-only. Refusals count as
 // TxDropped.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +17,10 @@ import (
 
 // DefaultMaxEmptyPolls is Harness.MaxEmptyPolls when zero.
 const DefaultMaxEmptyPolls = 1 << 16
+
+// stallTime is how long a sender facing a full queue waits for progress
+// before it reports a stall (after its poll budget is also spent).
+const stallTime = 5 * time.Second
 
 // Harness describes a driver under test.
 type Harness struct {
@@ -499,7 +504,12 @@ func (s *session) concurrentSender(q, total int, sentSeqs *[]uint32) error {
 			s.frames.build(s.pool, hs[i], uint32(seq+i), q, size)
 		}
 		sent, stalls := 0, 0
-		for sent < n && stalls < s.h.MaxEmptyPolls {
+		progress := time.Now()
+		// A full queue is only a stall once the poll budget is spent AND
+		// no frame has left for stallTime: on a loaded machine the
+		// receiver's thread can be descheduled for longer than any poll
+		// budget lasts.
+		for sent < n && (stalls < s.h.MaxEmptyPolls || time.Since(progress) < stallTime) {
 			k := s.tx.TxBurst(q, hs[sent:n])
 			if k == 0 {
 				stalls++
@@ -511,6 +521,7 @@ func (s *session) concurrentSender(q, total int, sentSeqs *[]uint32) error {
 			}
 			sent += k
 			stalls = 0
+			progress = time.Now()
 		}
 		s.pool.Free(hs[sent:n])
 		if sent < n && !s.h.Lossy {
