@@ -1,0 +1,206 @@
+// Package wire encodes and decodes peregrine's packets: Ethernet, IPv4 or
+// IPv6, UDP, the reliable-transport header (SEEDS §S0) with its optional
+// extensions, and the payload; and, for reading RoCE captures, the RoCEv2
+// Base Transport Header. It is the only place that knows byte offsets.
+//
+// # Buffers and ownership
+//
+// The package owns no memory. Encoders write into a buffer the caller
+// passes (typically an mbuf's data room) and return how many bytes they
+// wrote; decoders read a buffer the caller passes and return values
+// (Header, Ext, BTH: plain structs with fixed arrays, no slices) plus views
+// (Datagram.Data, Frame.Payload, RoCEFrame.Payload, HeaderView) that alias
+// that buffer. A view is valid for as long as the caller owns the buffer:
+// once the mbuf is freed or handed to Port.TxBurst, drop the views too.
+// Nothing is retained between calls, so every function may be called from
+// any number of goroutines at once on different buffers.
+//
+// Encode, DecodeHeader, EncodeFrame and DecodeFrame never allocate (tests
+// assert it) and decoders never panic on any input (fuzz targets check it).
+// Decoders return bare sentinel errors so a flood of malformed packets costs
+// no allocation; encoders wrap theirs with the field at fault.
+//
+// # Frame
+//
+//	Ethernet (14, untagged) | IPv4 (20, DF, no options) or IPv6 (40) |
+//	UDP (8, destination port DefaultPort = 5140 unless configured) |
+//	transport base header (48) | type body (0, 4, 8, 12 or 40) |
+//	extension chain (4×ExtWords) | payload (PayloadLen)
+//
+// The UDP checksum covers everything after the IP header; IPv6 always
+// carries one, IPv4 may send 0 (Addrs.NoUDPChecksum). The receiver
+// recognises the transport by the UDP destination port; the source port is
+// free for ECMP entropy. Port 5140 is unassigned by IANA. A frame never
+// exceeds one IP packet: the transport cuts messages at the MTU itself.
+//
+// # Transport base header
+//
+// All fields are big-endian. Bit 0 is the most significant bit of a byte in
+// the diagrams; flag values below are the byte's numeric bits.
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-------+-------+-----------------------------------------------+
+//	| Ver=1 | Rsvd  |           Destination CID (24)                |  0
+//	+-------+-------+---------------+-------+---+---+---------------+
+//	|     Type      |     Flags     | Retry |Phs|Rsv|   ExtWords    |  4
+//	+---------------+---------------+-------+---+---+---------------+
+//	|                   Packet sequence number (PSN)                |  8
+//	+---------------------------------------------------------------+
+//	|                  Request sequence number (RSN)                | 12
+//	+---------------------------------------------------------------+
+//	|                Solicitation sequence number (SSN)             | 16
+//	+---------------------------------------------------------------+
+//	|             Request-window expected BSN (ReqEBSN)             | 20
+//	+---------------------------------------------------------------+
+//	|               Data-window expected BSN (DataEBSN)             | 24
+//	+---------------------------------------------------------------+
+//	|               Transmit timestamp, ns mod 2^32 (TxTime)        | 28
+//	+---------------------------------------------------------------+
+//	|                    Timestamp echo (TxEcho)                    | 32
+//	+---------------------------------------------------------------+
+//	|             Request length, message bytes (ReqLen)            | 36
+//	+---------------------------------------------------------------+
+//	|          Segment offset of this payload (Offset)              | 40
+//	+-------------------------------+-------------------------------+
+//	|      Payload length (16)      |          Reserved             | 44
+//	+-------------------------------+-------------------------------+
+//
+// The first word alone identifies the connection: a receive classifier
+// calls L4Offset and PeekCID and steers the frame by CID before decoding
+// anything else.
+//
+//   - Ver: Version (1). Any other value is ErrVersion.
+//   - Destination CID: the CID the receiver allocated for this direction.
+//     ConnOpen, sent before the peer allocated one, carries 0.
+//   - Type: see the Type constants (1–13; others are ErrType). Type.Window
+//     says which sliding window the PSN counts in: PullRequest,
+//     PushRequest, PushUnsolicitedData, Resync and ConnClose in the
+//     request window; PullData, PushGrant, PushSolicitedData in the data
+//     window; Ack, ExtendedAck, Nack, ConnOpen and ConnAccept in none (their
+//     PSN field is unused).
+//   - Flags: 0x01 AckRequested, 0x02 Retransmission, 0x04 Ordered,
+//     0x08 IOIInOrder (S1), 0x10 LastOfMessage, 0x20 ECNEcho,
+//     0x40 HasExtension, 0x80 reserved.
+//   - Retry (4 bits): resends of this PSN so far. Phs (2 bits): IOI phase,
+//     0 none, 1 head, 2 middle, 3 tail. Rsv: 0.
+//   - ExtWords: length of the extension chain in 4-byte words; non-zero
+//     exactly when HasExtension is set (else ErrExtension).
+//   - ReqEBSN, DataEBSN: the sender's receive state for the opposite
+//     direction, piggybacked on every packet: the next PSN it expects in
+//     each window. Every bit below it is acknowledged.
+//   - TxTime: the sender's clock in ns, truncated to 32 bits (wraps every
+//     4.29 s). TxEcho: the TxTime of the last packet received from the
+//     peer (for an ACK or NACK: of the packet that triggered it).
+//     RTT = (now - TxEcho) mod 2^32.
+//   - ReqLen, Offset: the whole message's length and where this packet's
+//     payload starts in it, so a receiver can place out-of-order packets.
+//   - Payload length: bytes after the header, body and extensions; must
+//     equal what the UDP datagram holds (ErrLength).
+//   - Reserved fields are sent as 0 and ignored on receipt.
+//
+// # Type bodies
+//
+// Ack (8 bytes) and ExtendedAck (40 bytes) follow the base header at byte
+// 48. The acknowledgement itself is the base header's ReqEBSN and DataEBSN
+// (the receiver's BSNs); TxTime is the receiver's send time and TxEcho the
+// acked packet's TxTime.
+//
+//	+---------------+---------------+-------------------------------+
+//	|  OOW flags    |  RxBufLevel   |        OOWCount (16)          | 48
+//	+---------------+---------------+-------------------------------+
+//	|          Receive time of the echoed packet (RxTime)           | 52
+//	+---------------------------------------------------------------+
+//	|                                                               | 56
+//	+        Request-window receive bitmap (128, ExtendedAck)       +
+//	|                              ...                              |
+//	+---------------------------------------------------------------+
+//	|                                                               | 72
+//	+         Data-window receive bitmap (128, ExtendedAck)         +
+//	|                              ...                              |
+//	+---------------------------------------------------------------+ 88
+//
+// The body's fields:
+//
+//   - OOW flags: 0x01 request window, 0x02 data window — the receiver
+//     dropped a packet beyond that window since its previous ACK; the
+//     sender should hold off (stop growing and shrink that window).
+//     OOWCount counts those drops (saturating at 65535). RxBufLevel is the
+//     receiver's buffer occupancy quantised to 0–255.
+//   - RxTime lets the sender take the receiver's turnaround out of the
+//     RTT: fabric RTT = (now - TxEcho) - (TxTime - RxTime). Both pairs are
+//     on one clock each, so no clock synchronisation is needed.
+//   - Bitmaps: bit n stands for PSN eBSN+n of that window and is set when
+//     received; the 16 bytes are a bit string, bit n at 0x80>>(n%8) of
+//     byte n/8 (Bitmap128).
+//
+// Nack (12 bytes):
+//
+//	+---------------+---------------+---------------+---------------+
+//	|     Code      |    Window     |   ULP code    |   Reserved    | 48
+//	+---------------+---------------+---------------+---------------+
+//	|                        NACKed PSN                             | 52
+//	+---------------------------------------------------------------+
+//	|              RNR timeout, microseconds                        | 56
+//	+---------------------------------------------------------------+
+//
+// Code is a NackCode (1–7, else ErrBody), Window 1 (request) or 2 (data).
+//
+// Resync (4 bytes): the resync takes the PSN of a packet that will never be
+// sent (its transaction failed or was abandoned), so the receiver's window
+// can advance; it counts in that packet's window (Header.Window).
+//
+//	+---------------+---------------+-------------------------------+
+//	|     Code      | Original type |           Reserved            | 48
+//	+---------------+---------------+-------------------------------+
+//
+// # Extensions
+//
+// When HasExtension is set a chain of TLVs follows the body, ExtWords×4
+// bytes in all. Each TLV starts with a type byte and a length byte that
+// counts 4-byte words including these two bytes. A length of 0 or one that
+// runs past the chain is ErrExtension; unknown types are skipped by their
+// length; a known type appearing twice is ErrExtension. A known type may be
+// longer than listed (later versions may append fields); the extra words are
+// skipped. A chain of unknown types only decodes as no extensions
+// (Ext.Present 0 and HasExtension cleared in the decoded Flags).
+//
+//	Placement (S2 delivery index), type 1, 2 words:
+//	+---------------+---------------+---------------+---------------+
+//	|    Type=1     |     Len=2     |     Mode      |   Reserved    |
+//	+---------------+---------------+---------------+---------------+
+//	|                        Delivery index                         |
+//	+---------------------------------------------------------------+
+//	Mode: 1 absolute (a host queue slot such as the receive WQE index),
+//	2 relative (from the last acknowledged transaction), 3 free-running
+//	(a per-type counter wrapping at 2^32).
+//
+//	Global QPNs (S4), type 2, 2 words:
+//	+---------------+---------------+-------------------------------+
+//	|    Type=2     |     Len=2     |  Destination global QPN (24)  |
+//	+---------------+---------------+---------------+---------------+
+//	|   ...dst QPN  |          Source global QPN (24)               |
+//	+---------------+-----------------------------------------------+
+//
+//	Source CID, type 3, 2 words (required on ConnOpen and ConnAccept):
+//	+---------------+---------------+-------------------------------+
+//	|    Type=3     |     Len=2     |           Reserved            |
+//	+---------------+---------------+-------------------------------+
+//	|   Reserved    |          Source CID (24)                      |
+//	+---------------+-----------------------------------------------+
+//
+// # Connection management
+//
+// ConnOpen (destination CID 0) carries the initiator's CID in the source-CID
+// extension; the target allocates its own CID and answers ConnAccept with
+// destination CID = the initiator's and source CID = its own. Both are
+// retried by timer and idempotent. ConnClose rides the request window, so
+// it takes effect after every earlier request and its ACK confirms it.
+//
+// # RoCEv2
+//
+// BTH, DecodeBTH, EncodeRoCEFrame and DecodeRoCEFrame read and write the
+// InfiniBand Base Transport Header over UDP port 4791 and the ICRC, so
+// `peregrine decode` can show RoCE captures next to ours. The gopacket
+// layers for both live in the wirelayers subpackage.
+package wire

@@ -1,0 +1,57 @@
+package wirelayers
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// Summary describes one Ethernet frame on one line, for `peregrine decode`
+// and test failure messages. Frames to or from port (0 means
+// wire.DefaultPort) are decoded as the transport and RoCEv2 frames as BTH,
+// both by package wire with every check it makes (IP and UDP checksums,
+// lengths, the ICRC); other frames are named by gopacket's layers. A frame
+// that fails a check says which.
+func Summary(frame []byte, port uint16) string {
+	if port == 0 {
+		port = wire.DefaultPort
+	}
+	d, err := wire.DecodeUDP(frame)
+	switch {
+	case errors.Is(err, wire.ErrNotIP), errors.Is(err, wire.ErrNotUDP), errors.Is(err, wire.ErrFragment):
+		return layerNames(frame)
+	case err != nil:
+		return fmt.Sprintf("%s: %v", layerNames(frame), err)
+	}
+	flow := fmt.Sprintf("%v → %v", netip.AddrPortFrom(d.SrcIP, d.SrcPort), netip.AddrPortFrom(d.DstIP, d.DstPort))
+	switch {
+	case d.DstPort == port || d.SrcPort == port:
+		f, err := wire.DecodeFrame(frame)
+		if err != nil {
+			return fmt.Sprintf("%s peregrine: %v", flow, err)
+		}
+		return fmt.Sprintf("%s peregrine %s", flow, f.Header.String())
+	case d.DstPort == wire.RoCEv2Port:
+		f, err := wire.DecodeRoCEFrame(frame)
+		if err != nil {
+			return fmt.Sprintf("%s roce: %v", flow, err)
+		}
+		return fmt.Sprintf("%s roce %s payload=%d", flow, f.BTH.String(), len(f.Payload))
+	}
+	return fmt.Sprintf("%s udp len=%d", flow, len(d.Data))
+}
+
+func layerNames(frame []byte) string {
+	pkt := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	var names []string
+	for _, l := range pkt.Layers() {
+		names = append(names, l.LayerType().String())
+	}
+	return strings.Join(names, "/")
+}
