@@ -25,5 +25,13 @@
 //
 // Capacity is a power of two between 2 and MaxCapacity, and all of it is
 // usable (unlike a default rte_ring, which keeps one slot empty): head and
-// tail indexes run freely as uint32 and are masked only to address a slot.
+// tail indexes run freely as uint64 and are masked only to address a slot.
+//
+// Layout follows rte_ring: the producer's and the consumer's indexes live on
+// separate cache-line pairs, and each side keeps a copy of the other side's
+// tail so it touches the other core's line only when the copy says the ring
+// is full (empty). On amd64 a tail is published with a plain store (x86
+// stores are release stores) rather than sync/atomic's fencing XCHG; see
+// publish_amd64_unsafe.go. TwoCoreBulk measures a producer/consumer pair the
+// way DPDK's ring_perf_autotest does.
 package rings

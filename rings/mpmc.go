@@ -7,9 +7,9 @@ type MPMC[T any] struct {
 	storage[T]
 	_    [cacheLinePad]byte
 	prod headTail
-	_    [cacheLinePad - 8]byte
+	_    [headTailPad]byte
 	cons headTail
-	_    [cacheLinePad - 8]byte
+	_    [headTailPad]byte
 }
 
 // NewMPMC returns an empty ring holding up to capacity elements; capacity
@@ -48,7 +48,7 @@ func (r *MPMC[T]) enqueue(src []T, bulk bool) int {
 	}
 	r.copyIn(oldHead, src[:n])
 	waitTurn(&r.prod, oldHead)
-	storeRelease32(&r.prod.tail, oldHead+n)
+	storeRelease64(&r.prod.tail, oldHead+n)
 	return int(n)
 }
 
@@ -57,13 +57,13 @@ func (r *MPMC[T]) dequeue(dst []T, bulk bool) int {
 	if want == 0 {
 		return 0
 	}
-	oldHead, n := mcReserve(&r.cons, &r.prod.tail, want, bulk)
+	oldHead, n := mcReserve(&r.cons, &r.prod.tail, r.capacity, want, bulk)
 	if n == 0 {
 		return 0
 	}
 	r.copyOut(oldHead, dst[:n])
 	waitTurn(&r.cons, oldHead)
-	storeRelease32(&r.cons.tail, oldHead+n)
+	storeRelease64(&r.cons.tail, oldHead+n)
 	return int(n)
 }
 

@@ -8,9 +8,9 @@ type MPSC[T any] struct {
 	storage[T]
 	_    [cacheLinePad]byte
 	prod headTail
-	_    [cacheLinePad - 8]byte
+	_    [headTailPad]byte
 	cons singleSide
-	_    [cacheLinePad - 8]byte
+	_    [singleSidePad]byte
 }
 
 // NewMPSC returns an empty ring holding up to capacity elements; capacity
@@ -53,7 +53,7 @@ func (r *MPSC[T]) enqueue(src []T, bulk bool) int {
 	}
 	r.copyIn(oldHead, src[:n])
 	waitTurn(&r.prod, oldHead)
-	storeRelease32(&r.prod.tail, oldHead+n)
+	storeRelease64(&r.prod.tail, oldHead+n)
 	return int(n)
 }
 

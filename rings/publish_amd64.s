@@ -2,11 +2,11 @@
 
 #include "textflag.h"
 
-// func storeRelease32(addr *atomic.Uint32, val uint32)
-TEXT ·storeRelease32(SB), NOSPLIT|NOFRAME, $0-12
+// func storeRelease64(addr *atomic.Uint64, val uint64)
+TEXT ·storeRelease64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ	addr+0(FP), AX
-	MOVL	val+8(FP), BX
-	MOVL	BX, (AX)
+	MOVQ	val+8(FP), BX
+	MOVQ	BX, (AX)
 	RET
 
 // func cpuRelax()

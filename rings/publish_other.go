@@ -4,10 +4,10 @@ package rings
 
 import "sync/atomic"
 
-// storeRelease32 publishes a tail. Without the amd64 assembly (or under the
+// storeRelease64 publishes a tail. Without the amd64 assembly (or under the
 // race detector, which must see the store to know it orders the slot
 // accesses) a sequentially consistent store stands in for a release store.
-func storeRelease32(addr *atomic.Uint32, val uint32) { addr.Store(val) }
+func storeRelease64(addr *atomic.Uint64, val uint64) { addr.Store(val) }
 
 // cpuRelax would be a spin-wait hint; without assembly there is none.
 func cpuRelax() {}

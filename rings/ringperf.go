@@ -32,8 +32,8 @@ const perfRingSize = 4096
 // is part of the figure. This is a measurement tool for benchmarks and the
 // bench command, not something to call on a packet path.
 func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, deqNsPerElem float64, err error) {
-	if burst < 1 {
-		return 0, 0, fmt.Errorf("rings: burst %d is too small (use 1 or more)", burst)
+	if burst < 1 || burst > MaxCapacity/2 {
+		return 0, 0, fmt.Errorf("rings: burst %d is out of range (use 1 to %d)", burst, MaxCapacity/2)
 	}
 	if elems < 1 {
 		return 0, 0, fmt.Errorf("rings: elems %d is too small (use 1 or more)", elems)
@@ -44,9 +44,6 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 	size := perfRingSize
 	if 2*burst > size {
 		size = 1 << bits.Len(uint(2*burst-1))
-	}
-	if size > MaxCapacity {
-		return 0, 0, fmt.Errorf("rings: burst %d is too large (use %d or less)", burst, MaxCapacity/2)
 	}
 	bulks := (elems + burst - 1) / burst
 

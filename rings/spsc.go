@@ -2,16 +2,6 @@ package rings
 
 import "sync/atomic"
 
-// singleSide is the state of a side that only one goroutine drives. With no
-// rival on the same side there is nothing to reserve, so head and tail are
-// one index. cachedOther is that goroutine's private copy of the other
-// side's tail: it is only refreshed (a load of a line the other core is
-// writing) when the cached value says the ring is full (empty).
-type singleSide struct {
-	tail        atomic.Uint32
-	cachedOther uint32
-}
-
 // SPSC is a bounded ring for exactly one producer goroutine and one
 // consumer goroutine (Len, Free and Cap may be called from anywhere). The
 // zero value is not usable; call NewSPSC.
@@ -20,9 +10,9 @@ type SPSC[T any] struct {
 	storage[T]
 	_    [cacheLinePad]byte
 	prod singleSide
-	_    [cacheLinePad - 8]byte
+	_    [singleSidePad]byte
 	cons singleSide
-	_    [cacheLinePad - 8]byte
+	_    [singleSidePad]byte
 }
 
 // NewSPSC returns an empty ring holding up to capacity elements; capacity
@@ -37,7 +27,9 @@ func NewSPSC[T any](capacity int) (*SPSC[T], error) {
 
 // EnqueueBulk copies all of src into the ring and returns len(src), or
 // copies nothing and returns 0 when there is not room for all of it.
-func (r *SPSC[T]) EnqueueBulk(src []T) int { return spEnqueue(&r.storage, &r.prod, &r.cons, src, true) }
+func (r *SPSC[T]) EnqueueBulk(src []T) int {
+	return spEnqueue(&r.storage, &r.prod, &r.cons, src, true)
+}
 
 // EnqueueBurst copies as much of src as fits and returns how many it copied.
 func (r *SPSC[T]) EnqueueBurst(src []T) int {
@@ -69,6 +61,8 @@ func (r *SPSC[T]) Free() int { return r.Cap() - r.Len() }
 // Cap returns the capacity the ring was made with.
 func (r *SPSC[T]) Cap() int { return int(r.capacity) }
 
+// spEnqueue is the single-producer enqueue: no reservation, one store of
+// the tail to publish.
 func spEnqueue[T any](s *storage[T], prod, cons *singleSide, src []T, bulk bool) int {
 	want := s.clampRequest(len(src), bulk)
 	if want == 0 {
@@ -86,13 +80,13 @@ func spEnqueue[T any](s *storage[T], prod, cons *singleSide, src []T, bulk bool)
 		}
 	}
 	s.copyIn(tail, src[:want])
-	storeRelease32(&prod.tail, tail+want)
+	storeRelease64(&prod.tail, tail+want)
 	return int(want)
 }
 
 // scDequeue is the single-consumer dequeue; prodTail is the producer side's
 // published tail (a singleSide's in SPSC, a headTail's in MPSC).
-func scDequeue[T any](s *storage[T], cons *singleSide, prodTail *atomic.Uint32, dst []T, bulk bool) int {
+func scDequeue[T any](s *storage[T], cons *singleSide, prodTail *atomic.Uint64, dst []T, bulk bool) int {
 	want := s.clampRequest(len(dst), bulk)
 	if want == 0 {
 		return 0
@@ -109,6 +103,6 @@ func scDequeue[T any](s *storage[T], cons *singleSide, prodTail *atomic.Uint32, 
 		}
 	}
 	s.copyOut(head, dst[:want])
-	storeRelease32(&cons.tail, head+want)
+	storeRelease64(&cons.tail, head+want)
 	return int(want)
 }
