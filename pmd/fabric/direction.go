@@ -1,0 +1,427 @@
+package fabric
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+)
+
+// drawBits is the width of the uniform draws probabilities are compared
+// with: a Percent p becomes the threshold p/100 * 2^53, and an event
+// happens when a draw of 53 random bits falls below it (so 100 % always
+// happens and 0 % never does).
+const drawBits = 53
+
+func threshold(p Percent) uint64 {
+	return uint64(math.Round(float64(p) / 100 * (1 << drawBits)))
+}
+
+func hit(r *rand.Rand, threshold uint64) bool { return r.Uint64()>>(64-drawBits) < threshold }
+
+// Random streams of a direction. Each impairment draws from its own stream,
+// so switching one impairment on or off does not change which frames
+// another picks (as long as the frames it sees are the same).
+const (
+	streamLoss = iota
+	streamBurst
+	streamDup
+	streamCorrupt
+	streamReorder
+	streamJitter
+	streamSpray
+	numStreams
+)
+
+// normalJitterTries bounds the redraws of a normal jitter that fell outside
+// [0, Jitter]; the last one is clamped. Each draw lands inside with
+// probability 0.954, so the clamp is practically never reached.
+const normalJitterTries = 16
+
+// direction forwards one way, from in to out, applying one Profile. It is
+// driven by the fabric's Poll goroutine only, except for its published
+// counters.
+type direction struct {
+	in, out   port.Port
+	inQ, outQ int
+	pool      *mbuf.Pool
+	cache     *mbuf.Cache
+	classify  func(frame []byte) (flowHash uint32, inOrder bool)
+
+	// The profile, compiled.
+	loss, dup, reorder, corrupt uint64 // thresholds, see hit
+	burst                       bool
+	burstP, burstR              uint64
+	burstBad, burstGood         uint64
+	corruptFrom                 int
+	reorderDelay                clock.Time
+	jitter                      int64
+	normalJitter                bool
+	fifo                        bool
+	pathDelay                   []clock.Time
+	paths                       int
+	sprayRandom                 bool
+	rate                        uint64 // bit/s, 0 = unlimited
+	overhead                    int
+	queuePackets                int
+	maxBacklog                  clock.Time // byte-bounded queue: most serialisation time waiting
+
+	rng [numStreams]*rand.Rand
+
+	// State.
+	inBadState bool
+	linkFree   clock.Time // when the rate limiter's link finishes its last frame
+	linkRem    uint64     // sub-nanosecond remainder of linkFree, in units of 1/rate ns
+	departures []clock.Time
+	depHead    int
+	depLen     int
+	nextPath   int
+	watermark  []clock.Time // per path: latest release so far (OrderFIFO)
+	seq        uint64
+	line       *delayLine
+
+	rx, tx, pending, drops []mbuf.Handle
+	dupBuf                 [1]mbuf.Handle
+
+	counters
+}
+
+func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
+	paths := p.paths()
+	d := &direction{
+		loss:         threshold(p.Loss),
+		dup:          threshold(p.Dup),
+		reorder:      threshold(p.Reorder),
+		corrupt:      threshold(p.Corrupt),
+		burst:        p.Burst.Enabled(),
+		burstP:       threshold(p.Burst.P),
+		burstR:       threshold(p.Burst.R),
+		burstBad:     threshold(p.Burst.BadLoss),
+		burstGood:    threshold(p.Burst.GoodLoss),
+		corruptFrom:  ethHeaderLen,
+		reorderDelay: clock.Time(p.ReorderDelay),
+		jitter:       int64(p.Jitter),
+		normalJitter: p.Dist == DistNormal,
+		fifo:         p.Order == OrderFIFO,
+		pathDelay:    make([]clock.Time, paths),
+		paths:        paths,
+		sprayRandom:  p.Spray == SprayRandom,
+		rate:         p.Rate,
+		overhead:     p.Overhead,
+		watermark:    make([]clock.Time, paths),
+		line:         newDelayLine(p.limit(), paths),
+		rx:           make([]mbuf.Handle, burst),
+		tx:           make([]mbuf.Handle, burst),
+		pending:      make([]mbuf.Handle, 0, burst),
+		drops:        make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
+		counters:     newCounters(paths),
+	}
+	if p.CorruptL2 {
+		d.corruptFrom = 0
+	}
+	for i := range d.pathDelay {
+		d.pathDelay[i] = clock.Time(p.Delay + p.Spread*time.Duration(i))
+	}
+	if p.Rate > 0 {
+		switch {
+		case p.QueueBytes > 0:
+			d.maxBacklog = clock.Time(uint64(p.QueueBytes) * 8 * 1e9 / p.Rate)
+		case p.QueuePackets > 0:
+			d.queuePackets = p.QueuePackets
+		default:
+			d.queuePackets = DefaultQueue
+		}
+		d.departures = make([]clock.Time, d.queuePackets)
+	}
+	for s := range d.rng {
+		// Spread the seed over the 128-bit PCG state, differently for every
+		// direction and stream.
+		k := uint64(dir*numStreams+s+1) * flowHashSeed
+		d.rng[s] = rand.New(rand.NewPCG(mix(seed^k), mix(seed+k+flowHashSeed)))
+	}
+	return d
+}
+
+// poll receives one burst, runs it through the impairments, and releases
+// up to one burst of due frames.
+func (d *direction) poll(now clock.Time) int {
+	work := 0
+	if n := d.in.RxBurst(d.inQ, d.rx); n > 0 {
+		for _, h := range d.rx[:n] {
+			d.admit(h, now)
+		}
+		if len(d.drops) > 0 {
+			d.cache.Free(d.drops)
+			d.drops = d.drops[:0]
+		}
+		work = n
+	}
+	work += d.release(now)
+	if work > 0 {
+		d.own[cHeld] = uint64(d.line.len() + len(d.pending))
+		d.publish()
+	}
+	return work
+}
+
+func (d *direction) drop(h mbuf.Handle, reason int) {
+	d.own[reason]++
+	d.drops = append(d.drops, h)
+}
+
+// admit runs the per-frame decisions up to duplication; forward does the
+// rest for the frame and its copy.
+func (d *direction) admit(h mbuf.Handle, now clock.Time) {
+	d.own[cReceived]++
+	if d.loss != 0 && hit(d.rng[streamLoss], d.loss) {
+		d.drop(h, cLossRandom)
+		return
+	}
+	if d.burst {
+		r := d.rng[streamBurst]
+		if d.inBadState {
+			d.inBadState = !hit(r, d.burstR)
+		} else {
+			d.inBadState = hit(r, d.burstP)
+		}
+		lossIn := d.burstGood
+		if d.inBadState {
+			lossIn = d.burstBad
+		}
+		if lossIn != 0 && hit(r, lossIn) {
+			d.drop(h, cLossBurst)
+			return
+		}
+	}
+	m := d.pool.Meta(h)
+	frame := d.pool.Data(h)
+	// Classification only picks a path: with one path it is skipped.
+	flow, inOrder := m.FlowHash, true
+	switch {
+	case d.paths == 1:
+	case d.classify != nil:
+		var classified uint32
+		classified, inOrder = d.classify(frame)
+		if flow == 0 {
+			flow = classified
+		}
+	case flow == 0:
+		flow = FlowHash(frame)
+	}
+	dup := mbuf.NoHandle
+	if d.dup != 0 && hit(d.rng[streamDup], d.dup) {
+		// A handle can be in one place only, so the copy is a new frame.
+		if d.cache.GetBulk(d.dupBuf[:]) == 1 {
+			dup = d.dupBuf[0]
+			*d.pool.Meta(dup) = *m
+			copy(d.pool.Data(dup), frame)
+			d.own[cDuplicated]++
+		} else {
+			d.own[cDupNoBuf]++
+		}
+	}
+	d.forward(h, flow, inOrder, now)
+	if dup != mbuf.NoHandle {
+		d.forward(dup, flow, inOrder, now)
+	}
+}
+
+// forward queues a frame for the rate limiter, corrupts it, picks its path,
+// computes its release time and puts it in the delay line.
+func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.Time) {
+	if d.line.full() {
+		d.drop(h, cLimitFull)
+		return
+	}
+	release := now
+	if d.rate != 0 {
+		if d.linkFree < now {
+			d.linkFree, d.linkRem = now, 0
+		}
+		// Serialisation time, carrying the fraction of a nanosecond so that
+		// the long-run rate is exact.
+		bits := uint64(int(d.pool.Meta(h).DataLen)+d.overhead) * 8
+		num := bits*1e9 + d.linkRem
+		wire := clock.Time(num / d.rate)
+		if d.queuePackets > 0 {
+			for d.depLen > 0 && d.departures[d.depHead] <= now {
+				d.depHead++
+				if d.depHead == len(d.departures) {
+					d.depHead = 0
+				}
+				d.depLen--
+			}
+			if d.depLen >= d.queuePackets {
+				d.drop(h, cQueueFull)
+				return
+			}
+		} else if d.linkFree-now+wire > d.maxBacklog {
+			d.drop(h, cQueueFull)
+			return
+		}
+		d.linkFree += wire
+		d.linkRem = num % d.rate
+		release = d.linkFree
+		if d.queuePackets > 0 {
+			tail := d.depHead + d.depLen
+			if tail >= len(d.departures) {
+				tail -= len(d.departures)
+			}
+			d.departures[tail] = release
+			d.depLen++
+		}
+	}
+	if d.corrupt != 0 && hit(d.rng[streamCorrupt], d.corrupt) {
+		d.flipBit(h)
+	}
+	path := 0
+	if d.paths > 1 {
+		switch {
+		case inOrder:
+			path = int(uint64(uint32(mix(uint64(flow)))) * uint64(d.paths) >> 32)
+		case d.sprayRandom:
+			path = d.rng[streamSpray].IntN(d.paths)
+		default:
+			path = d.nextPath
+			if d.nextPath++; d.nextPath == d.paths {
+				d.nextPath = 0
+			}
+		}
+	}
+	d.ownPaths[path]++
+	release += d.pathDelay[path]
+	if d.jitter > 0 {
+		release += d.drawJitter()
+	}
+	reordered := d.reorder != 0 && hit(d.rng[streamReorder], d.reorder)
+	switch {
+	case reordered:
+		release += d.reorderDelay
+		d.own[cReordered]++
+	case d.fifo:
+		release = max(release, d.watermark[path])
+		d.watermark[path] = release
+	}
+	if release > now {
+		d.own[cDelayed]++
+	}
+	d.line.push(heldFrame{at: release, seq: d.seq, h: h}, path, !reordered)
+	d.seq++
+}
+
+func (d *direction) drawJitter() clock.Time {
+	r := d.rng[streamJitter]
+	if !d.normalJitter {
+		return clock.Time(r.Int64N(d.jitter + 1))
+	}
+	mean, sd := float64(d.jitter)/2, float64(d.jitter)/4
+	var x float64
+	for range normalJitterTries {
+		x = math.Round(mean + sd*r.NormFloat64())
+		if x >= 0 && x <= float64(d.jitter) {
+			break
+		}
+	}
+	return clock.Time(min(max(x, 0), float64(d.jitter)))
+}
+
+// flipBit flips one bit chosen uniformly from the frame past corruptFrom
+// (from anywhere when the frame is no longer than that).
+func (d *direction) flipBit(h mbuf.Handle) {
+	frame := d.pool.Data(h)
+	if len(frame) == 0 {
+		return
+	}
+	from := d.corruptFrom
+	if len(frame) <= from {
+		from = 0
+	}
+	bit := d.rng[streamCorrupt].Uint64N(uint64(len(frame)-from) * 8)
+	frame[from+int(bit>>3)] ^= 1 << (bit & 7)
+	d.own[cCorrupted]++
+}
+
+// release hands the output port the frames due at now, up to one burst,
+// after any it refused before.
+func (d *direction) release(now clock.Time) int {
+	work := 0
+	if len(d.pending) > 0 {
+		n := d.out.TxBurst(d.outQ, d.pending)
+		d.own[cSent] += uint64(n)
+		if n < len(d.pending) {
+			d.own[cTxRefused] += uint64(len(d.pending) - n)
+			d.pending = d.pending[:copy(d.pending, d.pending[n:])]
+			return n
+		}
+		d.pending = d.pending[:0]
+		work = n
+	}
+	k := 0
+	for k < len(d.tx) {
+		f, from, ok := d.line.peek()
+		if !ok || f.at > now {
+			break
+		}
+		h := d.line.pop(from)
+		// A receiver on a mem port sees when the fabric delivered the frame.
+		d.pool.Meta(h).RxTime = int64(now)
+		d.tx[k] = h
+		k++
+	}
+	if k == 0 {
+		return work
+	}
+	n := d.out.TxBurst(d.outQ, d.tx[:k])
+	d.own[cSent] += uint64(n)
+	if n < k {
+		d.own[cTxRefused] += uint64(k - n)
+		d.pending = append(d.pending[:0], d.tx[n:k]...)
+	}
+	return work + k
+}
+
+// nextEvent returns when the direction next has something to send: now for
+// frames the output refused, else the earliest release time.
+func (d *direction) nextEvent(now clock.Time) (clock.Time, bool) {
+	if len(d.pending) > 0 {
+		return now, true
+	}
+	if f, _, ok := d.line.peek(); ok {
+		return f.at, true
+	}
+	return 0, false
+}
+
+// flush frees every frame the direction holds and forgets the link time
+// they took.
+func (d *direction) flush() {
+	flushed := len(d.pending)
+	d.cache.Free(d.pending)
+	d.pending = d.pending[:0]
+	for {
+		k := 0
+		for k < len(d.tx) {
+			_, from, ok := d.line.peek()
+			if !ok {
+				break
+			}
+			d.tx[k] = d.line.pop(from)
+			k++
+		}
+		if k == 0 {
+			break
+		}
+		d.cache.Free(d.tx[:k])
+		flushed += k
+	}
+	// The flushed frames no longer occupy the link or order their paths.
+	d.depLen = 0
+	d.linkFree, d.linkRem = 0, 0
+	clear(d.watermark)
+	d.own[cFlushed] += uint64(flushed)
+	d.own[cHeld] = 0
+	d.publish()
+}

@@ -1,0 +1,110 @@
+package fabric
+
+import "sync/atomic"
+
+// Counter indices. Each direction keeps plain counters in this order and
+// publishes them to atomics once per Poll that did work.
+const (
+	// The inputs come first: publish stores in this order, and snapshot
+	// relies on it.
+	cReceived = iota
+	cDuplicated
+	cSent
+	cLossRandom
+	cLossBurst
+	cQueueFull
+	cLimitFull
+	cDupNoBuf
+	cCorrupted
+	cReordered
+	cDelayed
+	cTxRefused
+	cFlushed
+	cHeld
+	numCounters
+)
+
+// DirStats are one direction's counters. All but Held only grow. Every
+// frame taken from the input port or made by duplication ends up in exactly
+// one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, Flushed or Held:
+//
+//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + Flushed + Held
+type DirStats struct {
+	Received   uint64 // frames taken from the input port
+	Sent       uint64 // frames the output port accepted
+	LossRandom uint64 // dropped by Profile.Loss
+	LossBurst  uint64 // dropped by the Gilbert-Elliott model (Profile.Burst)
+	QueueFull  uint64 // tail-dropped by the rate limiter's full queue
+	LimitFull  uint64 // tail-dropped because Profile.Limit frames were held
+	Duplicated uint64 // copies made by Profile.Dup
+	DupNoBuf   uint64 // copies not made because the pool was empty
+	Corrupted  uint64 // frames with one bit flipped
+	Reordered  uint64 // frames held back by Profile.ReorderDelay
+	Delayed    uint64 // frames released later than they arrived
+	// TxRefused counts refusals by the output port: a refused frame is kept
+	// and offered again on the next Poll, so one frame may count more than
+	// once.
+	TxRefused uint64
+	Flushed   uint64 // frames freed by Stop or Close while held
+	Held      uint64 // frames held now (a gauge)
+	// Paths counts the frames sent down each path, indexed by path.
+	Paths []uint64
+}
+
+// Stats are a fabric's counters, per direction.
+type Stats struct {
+	AtoB, BtoA DirStats
+}
+
+// counters is a direction's private tally and its published copy.
+type counters struct {
+	own      [numCounters]uint64
+	ownPaths []uint64
+	pub      [numCounters]atomic.Uint64
+	pubPaths []atomic.Uint64
+}
+
+func newCounters(paths int) counters {
+	return counters{ownPaths: make([]uint64, paths), pubPaths: make([]atomic.Uint64, paths)}
+}
+
+func (c *counters) publish() {
+	for i := range c.own {
+		if c.pub[i].Load() != c.own[i] {
+			c.pub[i].Store(c.own[i])
+		}
+	}
+	for i := range c.ownPaths {
+		if c.pubPaths[i].Load() != c.ownPaths[i] {
+			c.pubPaths[i].Store(c.ownPaths[i])
+		}
+	}
+}
+
+// snapshot reads the published counters one by one. The frames' fates are
+// read before the inputs (publish stores the inputs first), so that even a
+// snapshot taken while the fabric runs never shows more frames leaving
+// than entering.
+func (c *counters) snapshot() DirStats {
+	s := DirStats{
+		Sent:       c.pub[cSent].Load(),
+		LossRandom: c.pub[cLossRandom].Load(),
+		LossBurst:  c.pub[cLossBurst].Load(),
+		QueueFull:  c.pub[cQueueFull].Load(),
+		LimitFull:  c.pub[cLimitFull].Load(),
+		DupNoBuf:   c.pub[cDupNoBuf].Load(),
+		Corrupted:  c.pub[cCorrupted].Load(),
+		Reordered:  c.pub[cReordered].Load(),
+		Delayed:    c.pub[cDelayed].Load(),
+		TxRefused:  c.pub[cTxRefused].Load(),
+		Flushed:    c.pub[cFlushed].Load(),
+		Held:       c.pub[cHeld].Load(),
+		Paths:      make([]uint64, len(c.pubPaths)),
+	}
+	s.Duplicated = c.pub[cDuplicated].Load()
+	s.Received = c.pub[cReceived].Load()
+	for i := range c.pubPaths {
+		s.Paths[i] = c.pubPaths[i].Load()
+	}
+	return s
+}
