@@ -1,5 +1,7 @@
 package rings
 
+import "github.com/peregrine-net/peregrine/internal/release"
+
 // MPMC is a bounded ring any number of goroutines may enqueue to and dequeue
 // from concurrently. The zero value is not usable; call NewMPMC.
 type MPMC[T any] struct {
@@ -48,7 +50,7 @@ func (r *MPMC[T]) enqueue(src []T, bulk bool) int {
 	}
 	r.copyIn(oldHead, src[:n])
 	waitTurn(&r.prod, oldHead)
-	storeRelease64(&r.prod.tail, oldHead+n)
+	release.Store64(&r.prod.tail, oldHead+n)
 	return int(n)
 }
 
@@ -63,7 +65,7 @@ func (r *MPMC[T]) dequeue(dst []T, bulk bool) int {
 	}
 	r.copyOut(oldHead, dst[:n])
 	waitTurn(&r.cons, oldHead)
-	storeRelease64(&r.cons.tail, oldHead+n)
+	release.Store64(&r.cons.tail, oldHead+n)
 	return int(n)
 }
 

@@ -1,5 +1,7 @@
 package rings
 
+import "github.com/peregrine-net/peregrine/internal/release"
+
 // MPSC is a bounded ring any number of goroutines may enqueue to
 // concurrently and exactly one goroutine dequeues from (Len, Free and Cap
 // may be called from anywhere). The zero value is not usable; call NewMPSC.
@@ -53,7 +55,7 @@ func (r *MPSC[T]) enqueue(src []T, bulk bool) int {
 	}
 	r.copyIn(oldHead, src[:n])
 	waitTurn(&r.prod, oldHead)
-	storeRelease64(&r.prod.tail, oldHead+n)
+	release.Store64(&r.prod.tail, oldHead+n)
 	return int(n)
 }
 

@@ -1,6 +1,8 @@
 package rings
 
 import (
+	"github.com/peregrine-net/peregrine/internal/release"
+
 	"errors"
 	"fmt"
 	"math/bits"
@@ -150,7 +152,7 @@ func (s *storage[T]) count(consTail, prodTail uint64) int {
 func waitTurn(side *headTail, oldHead uint64) {
 	for spins := 0; side.tail.Load() != oldHead; spins++ {
 		if spins < spinsBeforeYield {
-			cpuRelax()
+			release.CPURelax()
 			continue
 		}
 		runtime.Gosched()
@@ -168,7 +170,7 @@ func mpReserve(prod *headTail, consTail *atomic.Uint64, capacity, want uint64, b
 		// stale oldHead; that, like too little room, takes the slow path.
 		if used := oldHead - prod.otherTail.Load(); used > capacity-want {
 			fresh := consTail.Load()
-			storeRelease64(&prod.otherTail, fresh)
+			release.Store64(&prod.otherTail, fresh)
 			// fresh was loaded after oldHead, so oldHead-fresh <= capacity
 			// unless oldHead is stale, in which case free is merely wrong
 			// and the CAS below fails.
@@ -195,7 +197,7 @@ func mcReserve(cons *headTail, prodTail *atomic.Uint64, capacity, want uint64, b
 		// A copy older than a fresh oldHead wraps to more than the capacity.
 		if avail := cons.otherTail.Load() - oldHead; avail < want || avail > capacity {
 			fresh := prodTail.Load()
-			storeRelease64(&cons.otherTail, fresh)
+			release.Store64(&cons.otherTail, fresh)
 			avail = fresh - oldHead
 			if n > avail {
 				if bulk || avail == 0 {

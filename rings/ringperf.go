@@ -1,6 +1,8 @@
 package rings
 
 import (
+	"github.com/peregrine-net/peregrine/internal/release"
+
 	"errors"
 	"fmt"
 	"math/bits"
@@ -57,14 +59,14 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 		produce = func(buf []uint32) {
 			for range bulks {
 				for r.EnqueueBulk(buf) == 0 {
-					cpuRelax()
+					release.CPURelax()
 				}
 			}
 		}
 		consume = func(buf []uint32) {
 			for range bulks {
 				for r.DequeueBulk(buf) == 0 {
-					cpuRelax()
+					release.CPURelax()
 				}
 			}
 		}
@@ -76,14 +78,14 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 		produce = func(buf []uint32) {
 			for range bulks {
 				for r.EnqueueBulk(buf) == 0 {
-					cpuRelax()
+					release.CPURelax()
 				}
 			}
 		}
 		consume = func(buf []uint32) {
 			for range bulks {
 				for r.DequeueBulk(buf) == 0 {
-					cpuRelax()
+					release.CPURelax()
 				}
 			}
 		}

@@ -1,6 +1,10 @@
 package rings
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/peregrine-net/peregrine/internal/release"
+)
 
 // SPSC is a bounded ring for exactly one producer goroutine and one
 // consumer goroutine (Len, Free and Cap may be called from anywhere). The
@@ -80,7 +84,7 @@ func spEnqueue[T any](s *storage[T], prod, cons *singleSide, src []T, bulk bool)
 		}
 	}
 	s.copyIn(tail, src[:want])
-	storeRelease64(&prod.tail, tail+want)
+	release.Store64(&prod.tail, tail+want)
 	return int(want)
 }
 
@@ -103,6 +107,6 @@ func scDequeue[T any](s *storage[T], cons *singleSide, prodTail *atomic.Uint64, 
 		}
 	}
 	s.copyOut(head, dst[:want])
-	storeRelease64(&cons.tail, head+want)
+	release.Store64(&cons.tail, head+want)
 	return int(want)
 }

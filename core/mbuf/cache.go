@@ -1,6 +1,7 @@
 package mbuf
 
 import (
+	"github.com/peregrine-net/peregrine/internal/release"
 	"sync/atomic"
 
 	"github.com/peregrine-net/peregrine/rings"
@@ -52,7 +53,10 @@ type Cache struct {
 	_ [128]byte
 }
 
-func bump(counter *atomic.Uint64, n int) { counter.Store(counter.Load() + uint64(n)) }
+// bump adds n to a counter only this cache's owner writes. The store needs
+// release order, not a full fence: readers on other cores only need to see
+// counts no newer than the handles they describe (see package release).
+func bump(counter *atomic.Uint64, n int) { release.Store64(counter, counter.Load()+uint64(n)) }
 
 // GetBulk pops len(hs) free handles into hs, or none when fewer than
 // len(hs) are free in the cache and the shared ring together, and returns
