@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDemoVerifiesOnOneAndTwoLcores(t *testing.T) {
+	for _, lcores := range []string{"0", "0,1"} {
+		t.Run("lcores="+lcores, func(t *testing.T) {
+			var out bytes.Buffer
+			ok, err := runDemo(context.Background(), demoConfig{
+				duration: 300 * time.Millisecond, size: "imix", burst: 32,
+				lcores: lcores, idle: "sleep", frames: 4096, quiet: true,
+			}, &out)
+			require.NoError(t, err)
+			require.True(t, ok, out.String())
+			require.Contains(t, out.String(), "verification passed")
+			require.Contains(t, out.String(), "pool back to zero in use")
+			require.NotContains(t, out.String(), "FAIL")
+		})
+	}
+}
+
+func TestDemoRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  demoConfig
+		want string
+	}{
+		{demoConfig{duration: 0, size: "64", burst: 32, idle: "sleep", frames: 1024}, "--duration"},
+		{demoConfig{duration: time.Second, size: "12", burst: 32, idle: "sleep", frames: 1024}, "--size"},
+		{demoConfig{duration: time.Second, size: "64", burst: 32, idle: "nap", frames: 1024}, "--idle"},
+		{demoConfig{duration: time.Second, size: "64", burst: 32, idle: "sleep", frames: 1024, lcores: "0,1,2"}, "--lcores"},
+		{demoConfig{duration: time.Second, size: "64", burst: 999, idle: "sleep", frames: 1024}, "burst 999"},
+	} {
+		_, err := runDemo(context.Background(), tc.cfg, &bytes.Buffer{})
+		require.ErrorContains(t, err, tc.want)
+	}
+}
+
+func TestHelpListsSubcommandsWithExamples(t *testing.T) {
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"demo", "--help"})
+	require.NoError(t, root.Execute())
+	require.Contains(t, out.String(), "peregrine demo --duration")
+	for _, flag := range []string{"--duration", "--size", "--burst", "--lcores", "--idle"} {
+		require.True(t, strings.Contains(out.String(), flag), "demo --help lacks %s", flag)
+	}
+}

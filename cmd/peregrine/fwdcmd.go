@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine/bench/traffic"
+	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/lcore"
+)
+
+type fwdConfig struct {
+	ports    []string
+	mode     string
+	duration time.Duration
+	burst    int
+	lcores   string
+	idle     string
+	period   time.Duration
+	peerMAC  string
+	size     string
+	rate     string
+	flows    int
+	frames   int
+	// ready is called once the ports are open and the loops run (tests).
+	ready func()
+}
+
+func newFwdCommand() *cobra.Command {
+	var cfg fwdConfig
+	cmd := &cobra.Command{
+		Use:   "fwd",
+		Short: "Forward between ports like dpdk-testpmd (io, mac, macswap, rxonly, txonly)",
+		Long: `fwd runs testpmd's forwarding modes on poll loops:
+
+  io       forward frames untouched
+  mac      rewrite source MAC to the output port's, destination to --peer-mac
+  macswap  swap source and destination MAC
+  rxonly   receive and free
+  txonly   transmit generated frames (--size, --rate, --flows), receive nothing
+
+With two ports, frames received on one are sent on the other (both ways);
+with one port, they go back out the port they came in on. Each queue of
+each port gets its own forwarding stage; stages are spread over --lcores.
+Frames the output refuses are dropped and counted, as in testpmd. Per-port
+(and, with several queues, per-queue) rates print every --stats-period; a
+summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
+		Example: `  peregrine fwd --port afxdp:veth1?queue=0 --port afxdp:veth2?queue=0 --mode io
+  peregrine fwd --port afpacket:eth1 --mode macswap --duration 10s
+  peregrine fwd --port afxdp:veth0 --mode txonly --size 64 --rate 1mpps
+  peregrine fwd --port null: --port null: --mode io --duration 5s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runFwd(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
+	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
+	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
+	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
+	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
+	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.StringVar(&cfg.peerMAC, "peer-mac", "", "destination MAC written in mac mode")
+	f.StringVar(&cfg.size, "size", "64", "txonly: frame size without FCS: N, MIN-MAX or imix")
+	f.StringVar(&cfg.rate, "rate", "max", "txonly: rate per port and queue: 1mpps, 500kpps, 10gbit, max")
+	f.IntVar(&cfg.flows, "flows", 1, "txonly: number of flows (UDP source ports)")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	return cmd
+}
+
+func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
+	if n := len(cfg.ports); n < 1 || n > 2 {
+		return fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
+	}
+	cpus, err := lcore.ParseCPUList(cfg.lcores)
+	if err != nil {
+		return fmt.Errorf("--lcores: %w", err)
+	}
+	idle, err := lcore.ParseIdleMode(cfg.idle)
+	if err != nil {
+		return fmt.Errorf("--idle: %w", err)
+	}
+	txonly := cfg.mode == "txonly"
+	var mode fwd.Mode
+	if !txonly {
+		if mode, err = fwd.ParseMode(cfg.mode); err != nil {
+			return fmt.Errorf("--mode: %w (or txonly)", err)
+		}
+	}
+	var peer net.HardwareAddr
+	if cfg.peerMAC != "" {
+		if peer, err = net.ParseMAC(cfg.peerMAC); err != nil {
+			return fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
+		}
+	}
+	var sizes traffic.Sizes
+	var rate float64
+	if txonly {
+		if sizes, err = traffic.ParseSizes(cfg.size, traffic.MaxFrame); err != nil {
+			return fmt.Errorf("--size: %w", err)
+		}
+		if rate, err = parseRate(cfg.rate, sizes.Mean()); err != nil {
+			return fmt.Errorf("--rate: %w", err)
+		}
+	}
+
+	s, err := newSession(cfg.frames, 0)
+	if err != nil {
+		return fmt.Errorf("--frames: %w", err)
+	}
+	if err := s.open(cfg.ports); err != nil {
+		return joinStop(err, s)
+	}
+	var stages []lcore.Stage
+	for i, in := range s.ports {
+		outPort := s.ports[(i+1)%len(s.ports)]
+		queues := min(in.Info().Queues, outPort.Info().Queues)
+		for q := range queues {
+			if txonly {
+				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate})
+				if err != nil {
+					return joinStop(err, s)
+				}
+				stages = append(stages, g)
+				continue
+			}
+			f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: s.pool, Burst: cfg.burst, PeerMAC: peer})
+			if err != nil {
+				return joinStop(err, s)
+			}
+			stages = append(stages, f)
+		}
+	}
+	if err := s.loops(cpus, idle, stages); err != nil {
+		return joinStop(fmt.Errorf("--lcores: %w", err), s)
+	}
+	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(s.ports), len(stages), cpus, cfg.burst)
+	meter := newPortMeter(s.ports)
+	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, nil, cfg.ready)
+	if err != nil {
+		return joinStop(err, s)
+	}
+	stopErr := s.stop()
+	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
+	meter.summary(out, elapsed)
+	var dropped uint64
+	for _, st := range stages {
+		if f, ok := st.(*fwd.Forwarder); ok {
+			dropped += f.Stats().Dropped
+		}
+	}
+	if !txonly {
+		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", dropped)
+	}
+	return stopErr
+}
+
+func joinStop(err error, s *session) error {
+	if serr := s.stop(); serr != nil {
+		return fmt.Errorf("%w (and while stopping: %v)", err, serr)
+	}
+	return err
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine/bench/traffic"
+	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/hist"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/pmd/pcap"
+)
+
+type genConfig struct {
+	port     string
+	rx       bool
+	rate     string
+	size     string
+	flows    int
+	count    uint64
+	duration time.Duration
+	burst    int
+	lcores   string
+	idle     string
+	period   time.Duration
+	replay   string
+	timing   string
+	loop     int
+	expect   uint64
+	idleExit time.Duration
+	frames   int
+	// ready is called once the ports are open and the loops run (tests).
+	ready func()
+}
+
+func newGenCommand() *cobra.Command {
+	var cfg genConfig
+	cmd := &cobra.Command{
+		Use:   "gen",
+		Short: "Generate stamped traffic (pktgen-style), replay a capture, or receive and measure it",
+		Long: `gen transmits Ethernet/IPv4/UDP frames (198.18.0.1 → 198.18.0.2) on every queue
+of a port, each stamped with a per-flow sequence number and its transmit time.
+
+With --rx it is the receiving side instead: it reports rate, loss (from
+sequence gaps, or exactly against --expect), reordering (frames behind the
+expected sequence number) and one-way latency (the machine's monotonic
+clock, shared by every process on it).
+
+With --replay FILE it sends the frames of a pcap capture instead, as fast
+as possible or at the capture's own timing (--timing recorded).`,
+		Example: `  peregrine gen --port afxdp:veth0 --rate 1mpps --size 64 --duration 10s
+  peregrine gen --port afxdp:veth0 --rate 10gbit --size imix --flows 16
+  peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
+  peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
+  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if cfg.rx {
+				ok, err := runGenRx(ctx, cfg, cmd.OutOrStdout())
+				if err == nil && !ok {
+					return exitError{1}
+				}
+				return err
+			}
+			return runGenTx(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0 (required)")
+	f.BoolVar(&cfg.rx, "rx", false, "receive and measure instead of transmitting")
+	f.StringVar(&cfg.rate, "rate", "max", "rate per queue: 1mpps, 500kpps, 10gbit, 1000 (pps) or max")
+	f.StringVar(&cfg.size, "size", "64", "frame size without FCS: N, MIN-MAX (uniform) or imix (7:4:1 of 64/594/1518)")
+	f.IntVar(&cfg.flows, "flows", 1, "number of flows (UDP source ports 10000..); the receiver must use the same")
+	f.Uint64Var(&cfg.count, "count", 0, "transmit: stop after this many frames per queue (0: no limit)")
+	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until --count, --idle-exit or SIGINT)")
+	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
+	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops")
+	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
+	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")
+	f.IntVar(&cfg.loop, "loop", 1, "replay the capture this many times (0: forever)")
+	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
+	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	return cmd
+}
+
+func genLoopSetup(cfg genConfig) ([]int, lcore.IdleMode, error) {
+	if cfg.port == "" {
+		return nil, 0, fmt.Errorf("--port is required, e.g. --port afxdp:veth0")
+	}
+	cpus, err := lcore.ParseCPUList(cfg.lcores)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--lcores: %w", err)
+	}
+	idle, err := lcore.ParseIdleMode(cfg.idle)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--idle: %w", err)
+	}
+	return cpus, idle, nil
+}
+
+func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
+	cpus, idle, err := genLoopSetup(cfg)
+	if err != nil {
+		return err
+	}
+	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
+	if err != nil {
+		return fmt.Errorf("--size: %w", err)
+	}
+	rate, err := parseRate(cfg.rate, sizes.Mean())
+	if err != nil {
+		return fmt.Errorf("--rate: %w", err)
+	}
+	s, err := newSession(cfg.frames, 0)
+	if err != nil {
+		return fmt.Errorf("--frames: %w", err)
+	}
+	if err := s.open([]string{cfg.port}); err != nil {
+		return joinStop(err, s)
+	}
+	out0 := s.ports[0]
+	var stages []lcore.Stage
+	var done func() bool
+	if cfg.replay != "" {
+		if cfg.timing != "fast" && cfg.timing != "recorded" {
+			return joinStop(fmt.Errorf("--timing %q: use fast or recorded", cfg.timing), s)
+		}
+		if err := s.open([]string{fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop)}); err != nil {
+			return joinStop(fmt.Errorf("--replay: %w", err), s)
+		}
+		src := s.ports[1]
+		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: s.pool, Burst: cfg.burst, OnFull: fwd.FullRetry})
+		if err != nil {
+			return joinStop(err, s)
+		}
+		stages = append(stages, f)
+		done = func() bool {
+			st := f.Stats()
+			return src.(*pcap.Reader).Ended() && st.Tx+st.Dropped == src.Stats().RxPackets
+		}
+	} else {
+		var gens []*traffic.Generator
+		for q := range out0.Info().Queues {
+			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
+			if err != nil {
+				return joinStop(err, s)
+			}
+			gens = append(gens, g)
+			stages = append(stages, g)
+		}
+		if cfg.count > 0 {
+			done = func() bool {
+				for _, g := range gens {
+					if !g.Done() {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		defer func() {
+			var total traffic.GeneratorStats
+			for _, g := range gens {
+				st := g.Stats()
+				total.Sent += st.Sent
+				total.Bytes += st.Bytes
+			}
+			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
+		}()
+	}
+	if err := s.loops(cpus, idle, stages); err != nil {
+		return joinStop(fmt.Errorf("--lcores: %w", err), s)
+	}
+	fmt.Fprintf(out, "peregrine gen: %s, %d queue(s), frames %s B, rate %s, burst %d\n", out0.Info().Name, out0.Info().Queues, sizes, cfg.rate, cfg.burst)
+	meter := newPortMeter(s.ports[:1])
+	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, done, cfg.ready)
+	if err != nil {
+		return joinStop(err, s)
+	}
+	stopErr := s.stop()
+	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
+	meter.summary(out, elapsed)
+	return stopErr
+}
+
+// runGenRx receives and measures. It reports false when --expect was given
+// and frames were lost.
+func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
+	cpus, idle, err := genLoopSetup(cfg)
+	if err != nil {
+		return false, err
+	}
+	s, err := newSession(cfg.frames, 0)
+	if err != nil {
+		return false, fmt.Errorf("--frames: %w", err)
+	}
+	if err := s.open([]string{cfg.port}); err != nil {
+		return false, joinStop(err, s)
+	}
+	in := s.ports[0]
+	var sinks []*traffic.Sink
+	var stages []lcore.Stage
+	for q := range in.Info().Queues {
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
+		if err != nil {
+			return false, joinStop(err, s)
+		}
+		sinks = append(sinks, sk)
+		stages = append(stages, sk)
+	}
+	if err := s.loops(cpus, idle, stages); err != nil {
+		return false, joinStop(fmt.Errorf("--lcores: %w", err), s)
+	}
+	frames := func() (n uint64) {
+		for _, sk := range sinks {
+			n += sk.Frames()
+		}
+		return n
+	}
+	var lastFrames uint64
+	var lastChange time.Time
+	done := func() bool {
+		n := frames()
+		if cfg.expect > 0 && n >= cfg.expect {
+			return true
+		}
+		if n != lastFrames || lastChange.IsZero() {
+			lastFrames, lastChange = n, time.Now()
+			return false
+		}
+		return cfg.idleExit > 0 && n > 0 && time.Since(lastChange) >= cfg.idleExit
+	}
+	fmt.Fprintf(out, "peregrine gen --rx: %s, %d queue(s), %d flow(s)\n", in.Info().Name, in.Info().Queues, cfg.flows)
+	meter := newPortMeter(s.ports)
+	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, done, cfg.ready)
+	if err != nil {
+		return false, joinStop(err, s)
+	}
+	stopErr := s.stop()
+
+	var total traffic.SinkStats
+	var lat hist.Histogram
+	for _, sk := range sinks {
+		st := sk.Stats()
+		total.Received += st.Received
+		total.Bytes += st.Bytes
+		total.InOrder += st.InOrder
+		total.Gaps += st.Gaps
+		total.Late += st.Late
+		total.Foreign += st.Foreign
+		l := sk.Latency()
+		lat.Merge(&l)
+	}
+	secs := elapsed.Seconds()
+	fmt.Fprintf(out, "\nsummary after %.2fs:\n", secs)
+	fmt.Fprintf(out, "  received %d stamped frames (%.3f Mpps, %.3f Gbit/s), %d other frames\n",
+		total.Received, float64(total.Received)/secs/1e6, float64(total.Bytes)*8/secs/1e9, total.Foreign)
+	lost := int64(total.Gaps) - int64(total.Late)
+	if cfg.expect > 0 {
+		lost = int64(cfg.expect) - int64(total.Received)
+	}
+	fmt.Fprintf(out, "  lost %d, reordered (late) %d, in order %d\n", max(lost, 0), total.Late, total.InOrder)
+	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
+		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
+	ok := cfg.expect == 0 || total.Received == cfg.expect
+	if cfg.expect > 0 {
+		verdict := "every expected frame arrived"
+		if !ok {
+			verdict = fmt.Sprintf("MISSING %d of %d expected frames", int64(cfg.expect)-int64(total.Received), cfg.expect)
+		}
+		fmt.Fprintf(out, "  %s\n", verdict)
+	}
+	return ok, stopErr
+}

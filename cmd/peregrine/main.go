@@ -1,0 +1,44 @@
+// Command peregrine is the appliance and tool box built on the peregrine
+// packet stack. Run `peregrine --help` for the subcommands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit status through cobra without printing
+// usage: the command has already said what went wrong.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	root := newRootCommand()
+	if err := root.Execute(); err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "peregrine:", err)
+		os.Exit(2)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "peregrine",
+		Short: "A kernel-bypass, poll-mode packet stack and datacenter transport appliance",
+		Long: `peregrine moves packets between ports in poll-mode loops pinned to cores,
+with zero heap allocations per packet, and runs a reliable datacenter transport on them.
+
+Ports are named like DPDK vdevs: mem:PAIR/END, null:, pcap:FILE, pcap-out:FILE.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newBenchCommand(), newDecodeCommand())
+	return root
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd"
+)
+
+// session holds what a tool subcommand opens: the pool, ports and poll
+// loops. close releases everything in reverse order and reports leaks.
+type session struct {
+	pool  *mbuf.Pool
+	env   *pmd.Env
+	ports []port.Port
+	group lcore.Group
+}
+
+func newSession(frames, frameSize int) (*session, error) {
+	pool, err := mbuf.New(mbuf.Options{Name: "peregrine", Frames: frames, FrameSize: frameSize})
+	if err != nil {
+		return nil, err
+	}
+	return &session{pool: pool, env: &pmd.Env{Pool: pool}}, nil
+}
+
+// open opens every spec, in order.
+func (s *session) open(specs []string) error {
+	for _, spec := range specs {
+		p, err := pmd.Open(s.env, spec)
+		if err != nil {
+			return err
+		}
+		s.ports = append(s.ports, p)
+	}
+	return nil
+}
+
+// loops builds one poll loop per CPU, handing out stages round-robin.
+func (s *session) loops(cpus []int, idle lcore.IdleMode, stages []lcore.Stage) error {
+	per := make([][]lcore.Stage, len(cpus))
+	for i, st := range stages {
+		per[i%len(cpus)] = append(per[i%len(cpus)], st)
+	}
+	for i, cpu := range cpus {
+		if len(per[i]) == 0 {
+			continue
+		}
+		l, err := lcore.New(lcore.Options{Name: fmt.Sprintf("lcore-%d", cpu), CPU: cpu, Idle: lcore.IdlePolicy{Mode: idle}, Stages: per[i]})
+		if err != nil {
+			return err
+		}
+		s.group.Add(l)
+	}
+	return nil
+}
+
+// stop stops the loops (their stop hooks return cached frames), closes the
+// ports and the pool. It returns the loops' error joined with any leak.
+func (s *session) stop() error {
+	s.group.StopAll()
+	err := s.group.WaitAll()
+	for _, p := range s.ports {
+		err = errors.Join(err, p.Close())
+	}
+	s.ports = nil
+	if leak := s.pool.CheckLeaks(); leak != nil {
+		return errors.Join(err, leak)
+	}
+	return errors.Join(err, s.pool.Close())
+}
+
+// runFor starts the loops and calls tick every period until d passes (0:
+// until ctx ends) or done reports true.
+// ready, when set, is called once the loops are running.
+func (s *session) runFor(ctx context.Context, d, period time.Duration, tick func(elapsed time.Duration), done func() bool, ready func()) (time.Duration, error) {
+	start := time.Now()
+	if err := s.group.StartAll(); err != nil {
+		return 0, err
+	}
+	if ready != nil {
+		ready()
+	}
+	var deadline <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		deadline = t.C
+	}
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	// A finished job (done) is noticed at the next poll of this slower
+	// ticker; the command's own pace, not a synchronisation.
+	check := time.NewTicker(10 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			if tick != nil {
+				tick(time.Since(start))
+			}
+		case <-check.C:
+			if done != nil && done() {
+				return time.Since(start), nil
+			}
+		case <-deadline:
+			return time.Since(start), nil
+		case <-ctx.Done():
+			return time.Since(start), nil
+		}
+	}
+}
+
+// portMeter prints per-port, per-queue rates between calls.
+type portMeter struct {
+	ports []port.Port
+	last  []port.Stats
+	at    time.Duration
+}
+
+func newPortMeter(ports []port.Port) *portMeter {
+	m := &portMeter{ports: ports, last: make([]port.Stats, len(ports))}
+	for i, p := range ports {
+		m.last[i] = p.Stats()
+	}
+	return m
+}
+
+func (m *portMeter) print(w io.Writer, elapsed time.Duration) {
+	dt := (elapsed - m.at).Seconds()
+	m.at = elapsed
+	for i, p := range m.ports {
+		st := p.Stats()
+		prev := m.last[i]
+		m.last[i] = st
+		fmt.Fprintf(w, "[%5.1fs] %-28s rx %8.3f Mpps %7.3f Gbit/s  tx %8.3f Mpps %7.3f Gbit/s  drop rx %d tx %d\n",
+			elapsed.Seconds(), p.Info().Name,
+			float64(st.RxPackets-prev.RxPackets)/dt/1e6, float64(st.RxBytes-prev.RxBytes)*8/dt/1e9,
+			float64(st.TxPackets-prev.TxPackets)/dt/1e6, float64(st.TxBytes-prev.TxBytes)*8/dt/1e9,
+			st.RxDropped+st.RxNoBuf, st.TxDropped)
+		if len(st.Queues) > 1 {
+			for q, qs := range st.Queues {
+				var pq port.QueueStats
+				if q < len(prev.Queues) {
+					pq = prev.Queues[q]
+				}
+				fmt.Fprintf(w, "          %-28s rx %8.3f Mpps            tx %8.3f Mpps\n",
+					fmt.Sprintf("  queue %d", q), float64(qs.RxPackets-pq.RxPackets)/dt/1e6, float64(qs.TxPackets-pq.TxPackets)/dt/1e6)
+			}
+		}
+	}
+}
+
+// summary prints each port's totals.
+func (m *portMeter) summary(w io.Writer, elapsed time.Duration) {
+	secs := elapsed.Seconds()
+	for _, p := range m.ports {
+		st := p.Stats()
+		fmt.Fprintf(w, "  %-28s rx %d pkts (%.3f Mpps)  tx %d pkts (%.3f Mpps)  rx dropped %d  no-buf %d  tx refused %d  errors %d\n",
+			p.Info().Name, st.RxPackets, float64(st.RxPackets)/secs/1e6, st.TxPackets, float64(st.TxPackets)/secs/1e6,
+			st.RxDropped, st.RxNoBuf, st.TxDropped, st.Errors)
+	}
+}
+
+// parseRate reads a rate: a bare number or "Npps"/"Nkpps"/"Nmpps" is
+// frames per second; "Nbit"/"Nkbit"/"Nmbit"/"Ngbit" is L2 bits per second,
+// turned into frames per second with the mean frame size. "" or "0" means
+// as fast as possible.
+func parseRate(s string, meanFrame float64) (float64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || s == "0" || s == "max" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+		bits   bool
+	}{
+		{"gbit", 1e9, true}, {"mbit", 1e6, true}, {"kbit", 1e3, true}, {"bit", 1, true},
+		{"mpps", 1e6, false}, {"kpps", 1e3, false}, {"pps", 1, false}, {"", 1, false},
+	}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || v < 0 {
+			break
+		}
+		v *= u.mult
+		if u.bits {
+			v /= meanFrame * 8
+		}
+		return v, nil
+	}
+	return 0, fmt.Errorf("rate %q: use frames per second (1000000, 1mpps, 500kpps) or bits per second (10gbit, 100mbit), or max", s)
+}
