@@ -34,27 +34,17 @@ type Topology struct {
 	AddrA, AddrB netip.Prefix
 }
 
-// Topology3 is gen ↔ fwd ↔ sink: GenIf pairs with FwdGenIf, FwdSinkIf
-// pairs with SinkIf. Addresses are fixed: gen 198.18.0.1/30, fwd
-// 198.18.0.2/30 and 198.18.0.5/30, sink 198.18.0.6/30.
-type Topology3 struct {
-	Gen, Fwd, Sink          *netns.NS
-	GenIf, SinkIf           string
-	FwdGenIf, FwdSinkIf     string
-	GenMAC, SinkMAC         net.HardwareAddr
-	FwdGenMAC, FwdSinkMAC   net.HardwareAddr
-	GenAddr, SinkAddr       netip.Prefix
-	FwdGenAddr, FwdSinkAddr netip.Prefix
-}
+// Topology3 is gen ↔ fwd ↔ sink (see netns.Topology3).
+type Topology3 = netns.Topology3
 
 // Interface names used by TwoNS and ThreeNS.
 const (
 	IfA       = "pgt-a"
 	IfB       = "pgt-b"
-	GenIf     = "pgt-gen"
-	FwdGenIf  = "pgt-fwd0"
-	FwdSinkIf = "pgt-fwd1"
-	SinkIf    = "pgt-sink"
+	GenIf     = "pgt" + netns.GenIfSuffix
+	FwdGenIf  = "pgt" + netns.FwdGenIfSuffix
+	FwdSinkIf = "pgt" + netns.FwdSinkIfSuffix
+	SinkIf    = "pgt" + netns.SinkIfSuffix
 )
 
 // TwoNS creates namespaces A and B joined by a veth pair configured by
@@ -90,34 +80,15 @@ func TwoNS(t testing.TB, opts netns.VethOptions) *Topology {
 func ThreeNS(t testing.TB, opts netns.VethOptions) *Topology3 {
 	t.Helper()
 	SkipUnlessRoot(t)
-	base := uniquePrefix(t)
-	topo := &Topology3{
-		Gen:  create(t, base+"-gen"),
-		Fwd:  create(t, base+"-fwd"),
-		Sink: create(t, base+"-sink"),
-
-		GenIf: GenIf, FwdGenIf: FwdGenIf, FwdSinkIf: FwdSinkIf, SinkIf: SinkIf,
-
-		GenMAC:     net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x01},
-		FwdGenMAC:  net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x02},
-		FwdSinkMAC: net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x05},
-		SinkMAC:    net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x06},
-
-		GenAddr:     netip.MustParsePrefix("198.18.0.1/30"),
-		FwdGenAddr:  netip.MustParsePrefix("198.18.0.2/30"),
-		FwdSinkAddr: netip.MustParsePrefix("198.18.0.5/30"),
-		SinkAddr:    netip.MustParsePrefix("198.18.0.6/30"),
-	}
-	first := opts
-	first.MACA, first.MACB, first.AddrA, first.AddrB = topo.GenMAC, topo.FwdGenMAC, topo.GenAddr, topo.FwdGenAddr
-	if err := netns.Veth(topo.Gen, GenIf, topo.Fwd, FwdGenIf, first); err != nil {
+	topo, err := netns.ThreeNS(uniquePrefix(t), "pgt", opts)
+	if err != nil {
 		t.Fatalf("netnstest: %v", err)
 	}
-	second := opts
-	second.MACA, second.MACB, second.AddrA, second.AddrB = topo.FwdSinkMAC, topo.SinkMAC, topo.FwdSinkAddr, topo.SinkAddr
-	if err := netns.Veth(topo.Fwd, FwdSinkIf, topo.Sink, SinkIf, second); err != nil {
-		t.Fatalf("netnstest: %v", err)
-	}
+	t.Cleanup(func() {
+		if err := topo.Delete(); err != nil {
+			t.Errorf("netnstest: cleanup: %v", err)
+		}
+	})
 	return topo
 }
 

@@ -1,0 +1,85 @@
+package netns
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+)
+
+// Topology3 is gen ↔ fwd ↔ sink in three namespaces: GenIf pairs with
+// FwdGenIf, FwdSinkIf pairs with SinkIf. Addresses are fixed: gen
+// 198.18.0.1/30, fwd 198.18.0.2/30 and 198.18.0.5/30, sink 198.18.0.6/30.
+type Topology3 struct {
+	Gen, Fwd, Sink          *NS
+	GenIf, SinkIf           string
+	FwdGenIf, FwdSinkIf     string
+	GenMAC, SinkMAC         net.HardwareAddr
+	FwdGenMAC, FwdSinkMAC   net.HardwareAddr
+	GenAddr, SinkAddr       netip.Prefix
+	FwdGenAddr, FwdSinkAddr netip.Prefix
+}
+
+// Interface names of a Topology3 are prefixed with the namespace prefix's
+// first characters so several topologies can coexist.
+const (
+	GenIfSuffix     = "-g0"
+	FwdGenIfSuffix  = "-f0"
+	FwdSinkIfSuffix = "-f1"
+	SinkIfSuffix    = "-s0"
+)
+
+// ThreeNS creates namespaces PREFIX-gen, PREFIX-fwd and PREFIX-sink joined
+// by two veth pairs named with ifPrefix (at most 12 characters, so the
+// interface names fit the kernel's 15). On error, what was built is torn
+// down. Delete removes it all.
+func ThreeNS(prefix, ifPrefix string, opts VethOptions) (*Topology3, error) {
+	topo := &Topology3{
+		GenIf: ifPrefix + GenIfSuffix, FwdGenIf: ifPrefix + FwdGenIfSuffix,
+		FwdSinkIf: ifPrefix + FwdSinkIfSuffix, SinkIf: ifPrefix + SinkIfSuffix,
+
+		GenMAC:     net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x01},
+		FwdGenMAC:  net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x02},
+		FwdSinkMAC: net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x05},
+		SinkMAC:    net.HardwareAddr{0x02, 0x70, 0x67, 0x00, 0x01, 0x06},
+
+		GenAddr:     netip.MustParsePrefix("198.18.0.1/30"),
+		FwdGenAddr:  netip.MustParsePrefix("198.18.0.2/30"),
+		FwdSinkAddr: netip.MustParsePrefix("198.18.0.5/30"),
+		SinkAddr:    netip.MustParsePrefix("198.18.0.6/30"),
+	}
+	fail := func(err error) (*Topology3, error) {
+		return nil, errors.Join(err, topo.Delete())
+	}
+	var err error
+	for _, ns := range []struct {
+		into **NS
+		name string
+	}{{&topo.Gen, prefix + "-gen"}, {&topo.Fwd, prefix + "-fwd"}, {&topo.Sink, prefix + "-sink"}} {
+		if *ns.into, err = Create(ns.name); err != nil {
+			return fail(err)
+		}
+	}
+	first := opts
+	first.MACA, first.MACB, first.AddrA, first.AddrB = topo.GenMAC, topo.FwdGenMAC, topo.GenAddr, topo.FwdGenAddr
+	if err := Veth(topo.Gen, topo.GenIf, topo.Fwd, topo.FwdGenIf, first); err != nil {
+		return fail(err)
+	}
+	second := opts
+	second.MACA, second.MACB, second.AddrA, second.AddrB = topo.FwdSinkMAC, topo.SinkMAC, topo.FwdSinkAddr, topo.SinkAddr
+	if err := Veth(topo.Fwd, topo.FwdSinkIf, topo.Sink, topo.SinkIf, second); err != nil {
+		return fail(err)
+	}
+	return topo, nil
+}
+
+// Delete removes the namespaces (and with them the veth pairs). It is
+// idempotent and tolerates a partly built topology.
+func (t *Topology3) Delete() error {
+	var err error
+	for _, ns := range []*NS{t.Gen, t.Fwd, t.Sink} {
+		if ns != nil {
+			err = errors.Join(err, ns.Delete())
+		}
+	}
+	return err
+}
