@@ -131,3 +131,20 @@ func grepLine(t *testing.T, text, prefix string) string {
 	t.Fatalf("no line starting %q in:\n%s", prefix, text)
 	return ""
 }
+
+func TestDemoOverVeth(t *testing.T) {
+	netnstest.SkipUnlessRoot(t)
+	for _, driver := range []string{"afpacket"} {
+		t.Run(driver, func(t *testing.T) {
+			var out bytes.Buffer
+			ok, err := runDemo(context.Background(), demoConfig{
+				duration: 300 * time.Millisecond, size: "64-1000", burst: 32, lcores: "0,1",
+				idle: "sleep", frames: 4096, quiet: true, veth: true, driver: driver,
+			}, &out)
+			require.NoError(t, err)
+			require.True(t, ok, out.String())
+			require.Contains(t, out.String(), "over "+driver+" ports over veth")
+			require.Contains(t, out.String(), "verification passed")
+		})
+	}
+}
