@@ -19,7 +19,7 @@ import (
 // three namespaces joined by veth pairs: gen → fwd (io) → gen --rx. At a low
 // rate every frame must arrive, in order.
 func TestGenFwdSinkOverVeth(t *testing.T) {
-	for _, driver := range []string{"afpacket"} {
+	for _, driver := range []string{"afxdp", "afpacket"} {
 		t.Run(driver, func(t *testing.T) {
 			topo := netnstest.ThreeNS(t, netns.VethOptions{GRO: true})
 			spec := func(ns *netns.NS, ifname string) string {
@@ -134,12 +134,12 @@ func grepLine(t *testing.T, text, prefix string) string {
 
 func TestDemoOverVeth(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
-	for _, driver := range []string{"afpacket"} {
+	for _, driver := range []string{"afxdp", "afpacket"} {
 		t.Run(driver, func(t *testing.T) {
 			var out bytes.Buffer
 			ok, err := runDemo(context.Background(), demoConfig{
 				duration: 300 * time.Millisecond, size: "64-1000", burst: 32, lcores: "0,1",
-				idle: "sleep", frames: 4096, quiet: true, veth: true, driver: driver,
+				idle: "sleep", frames: 16384, quiet: true, veth: true, driver: driver, // afxdp stocks 2048-entry fill rings on 4 ports
 			}, &out)
 			require.NoError(t, err)
 			require.True(t, ok, out.String())

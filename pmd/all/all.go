@@ -6,6 +6,7 @@ package all
 
 import (
 	_ "github.com/peregrine-net/peregrine/pmd/afpacket"
+	_ "github.com/peregrine-net/peregrine/pmd/afxdp"
 	_ "github.com/peregrine-net/peregrine/pmd/mem"
 	_ "github.com/peregrine-net/peregrine/pmd/null"
 	_ "github.com/peregrine-net/peregrine/pmd/pcap"

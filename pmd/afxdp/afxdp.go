@@ -1,0 +1,397 @@
+package afxdp
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
+	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
+)
+
+// xdpPacketHeadroom is the headroom the kernel always leaves in front of a
+// received frame (XDP_PACKET_HEADROOM), on top of the UMEM headroom.
+const xdpPacketHeadroom = unix.XDP_PACKET_HEADROOM
+
+// Port is an AF_XDP port: one socket per queue over a UMEM that is the
+// pool's arena. It implements port.Port.
+type Port struct {
+	pool     *mbuf.Pool
+	info     port.Info
+	opts     Options
+	queues   []queue
+	stats    *portstat.Counters
+	att      *attachment
+	zeroCopy bool
+	closed   atomic.Bool
+
+	// mu guards the sockets against Close while Stats reads their
+	// counters, and final, the counters read just before Close.
+	mu    sync.Mutex
+	final []KernelStats
+}
+
+var _ port.Port = (*Port)(nil)
+
+// queue is one socket and its two halves. RX and TX may be driven by
+// different goroutines (one lcore receives on a queue while another sends
+// on it), so each half has its own rings, cache and ownership record, on
+// cache lines of its own.
+type queue struct {
+	sock *xsk.Socket
+	rx   rxQueue
+	tx   txQueue
+}
+
+// KernelStats are the kernel's counters of one queue's socket
+// (XDP_STATISTICS).
+type KernelStats struct {
+	RxDropped            uint64 // no chunk to receive into, or frame larger than a chunk
+	RxInvalidDescs       uint64 // invalid addresses on the fill ring
+	TxInvalidDescs       uint64 // invalid TX descriptors
+	RxRingFull           uint64 // dropped because the RX ring was full
+	RxFillRingEmptyDescs uint64 // times the kernel found the fill ring empty
+	TxRingEmptyDescs     uint64 // times the kernel found the TX ring empty (not an error)
+}
+
+// New opens an AF_XDP port on opts.Interface whose frames live in pool. It
+// registers the pool's arena as the UMEM, attaches the XDP program (or
+// joins the one in opts.Attachments) and fills every fill ring, so the port
+// holds Queues*RingSize frames of the pool until Close.
+func New(pool *mbuf.Pool, opts Options) (*Port, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: pool is nil (pass the mbuf pool whose arena becomes the UMEM)", ErrInvalidOptions)
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	geo := geometryOf(pool)
+	if need := opts.Queues * opts.RingSize; pool.Available() < need {
+		return nil, fmt.Errorf("%w: pool %q has %d free frames; the fill rings of %d queue(s) of %d entries need %d (use a bigger pool or a smaller RingSize)",
+			ErrInvalidOptions, pool.Name(), pool.Available(), opts.Queues, opts.RingSize, need)
+	}
+	p := &Port{pool: pool, opts: opts, stats: portstat.New(opts.Queues)}
+	where, nsName := "the current network namespace", ""
+	if opts.Namespace != nil {
+		nsName = opts.Namespace.Name
+		where = fmt.Sprintf("network namespace %q", nsName)
+	}
+	inNamespace := func(fn func() error) error {
+		if opts.Namespace == nil {
+			return fn()
+		}
+		return opts.Namespace.Do(fn)
+	}
+	err = inNamespace(func() error {
+		if err := xsk.Probe(); err != nil {
+			return socketError(opts.Interface, opts.Queue, opts.ZeroCopy, err)
+		}
+		li, err := lookupLink(opts.Interface, where)
+		if err != nil {
+			return err
+		}
+		if opts.Queue+opts.Queues > li.Queues {
+			return fmt.Errorf("%w: %s in %s has %d queue(s) (0..%d); queue=%d queues=%d asks for %d..%d (create the interface with more queues, e.g. ethtool -L or veth numrxqueues)",
+				ErrNoQueue, li.Name, where, li.Queues, li.Queues-1, opts.Queue, opts.Queues, opts.Queue, opts.Queue+opts.Queues-1)
+		}
+		if maxFrame := li.MTU + ethHeaderLen; maxFrame > geo.rxRoom {
+			return fmt.Errorf("%w: %s has MTU %d, so frames of up to %d bytes, but pool %q frames hold at most %d received bytes (FrameSize %d minus %d headroom); lower the MTU to %d or use FrameSize 4096",
+				ErrFrameTooSmall, li.Name, li.MTU, maxFrame, pool.Name(), geo.rxRoom, pool.FrameSize(), pool.FrameSize()-geo.rxRoom, geo.rxRoom-ethHeaderLen)
+		}
+		p.info = port.Info{
+			Name:   opts.Name,
+			Driver: DriverName,
+			Queues: opts.Queues,
+			MTU:    li.MTU,
+			MAC:    slices.Clone(li.MAC),
+			Caps:   port.CapZeroCopy,
+		}
+		att, err := acquire(opts.Attachments, attachKey{nsName, li.Index}, li, opts, opts.Logger)
+		if err != nil {
+			return err
+		}
+		p.att = att
+		p.queues = make([]queue, opts.Queues)
+		for i := range p.queues {
+			if err := p.openQueue(i, li, geo); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		p.teardown()
+		return nil, fmt.Errorf("afxdp: open %s in %s: %w", opts.Interface, where, err)
+	}
+	return p, nil
+}
+
+// geometry is how the pool's frames map onto UMEM chunks.
+type geometry struct {
+	frames       int
+	shift        uint   // log2(FrameSize): frame = addr >> shift
+	umemHeadroom uint32 // so that received data starts at the pool's headroom
+	rxRoom       int    // largest frame the kernel can receive into a chunk
+}
+
+func geometryOf(pool *mbuf.Pool) geometry {
+	// The kernel puts a received frame at chunk + UMEM headroom +
+	// XDP_PACKET_HEADROOM; choosing the UMEM headroom as the pool's
+	// headroom minus that puts it exactly where AllocBulk would. A pool
+	// headroom below XDP_PACKET_HEADROOM cannot be met: frames then start
+	// at 256 and DataOff says so.
+	start := max(pool.Headroom(), xdpPacketHeadroom)
+	return geometry{
+		frames:       pool.Frames(),
+		shift:        uint(bits.TrailingZeros(uint(pool.FrameSize()))),
+		umemHeadroom: uint32(start - xdpPacketHeadroom),
+		rxRoom:       pool.FrameSize() - start,
+	}
+}
+
+// openQueue binds the socket of port queue i and fills its fill ring. The
+// first socket registers the UMEM; the others share it (XDP_SHARED_UMEM)
+// with fill and completion rings of their own.
+func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
+	ifQueue := p.opts.Queue + i
+	cfg := xsk.Config{
+		Ifindex:        li.Index,
+		Queue:          ifQueue,
+		RingSize:       uint32(p.opts.RingSize),
+		UMEM:           p.pool.Arena(),
+		ChunkSize:      uint32(p.pool.FrameSize()),
+		Headroom:       geo.umemHeadroom,
+		BusyPollBudget: p.opts.BusyPoll,
+	}
+	var sock *xsk.Socket
+	var err error
+	if i > 0 {
+		cfg.Shared = p.queues[0].sock
+		sock, err = xsk.Open(cfg)
+	} else {
+		sock, err = p.openFirstSocket(cfg, li)
+	}
+	if err != nil {
+		return socketError(li.Name, ifQueue, p.opts.ZeroCopy, err)
+	}
+	if i == 0 {
+		p.zeroCopy = sock.ZeroCopy()
+	}
+	q := &p.queues[i]
+	q.sock = sock
+	if err := sock.SetTxBudget(p.opts.RingSize); err != nil {
+		p.opts.Logger.Debug("afxdp: kernel keeps the default TX budget of 32 frames per sendto", "interface", li.Name, "queue", ifQueue, "reason", err)
+	}
+	qs := p.stats.Queue(i)
+	q.rx = rxQueue{
+		ring: sock.RX, fill: sock.Fill, sock: sock, pool: p.pool,
+		lent:      make([]uint64, (geo.frames+63)/64),
+		stage:     make([]mbuf.Handle, min(p.opts.RingSize, refillStage)),
+		shift:     geo.shift,
+		queue:     uint16(i),
+		refillMin: uint32(min(refillBatch, p.opts.RingSize/2)),
+		busyPoll:  p.opts.BusyPoll > 0,
+		stats:     qs,
+	}
+	q.rx.own = p.pool.NewCache()
+	q.rx.cache = q.rx.own
+	q.tx = txQueue{
+		ring: sock.TX, comp: sock.Comp, sock: sock, pool: p.pool,
+		lent:   make([]uint64, (geo.frames+63)/64),
+		stage:  make([]mbuf.Handle, min(p.opts.RingSize, reclaimStage)),
+		shift:  geo.shift,
+		maxLen: uint32(min(p.info.MTU+ethHeaderLen+vlanHeaderLen, p.pool.FrameSize())),
+		frame:  uint32(p.pool.FrameSize()),
+		stats:  qs,
+	}
+	q.tx.own = p.pool.NewCache()
+	q.tx.cache = q.tx.own
+	for free := q.rx.fill.Free(1); free > 0; free = q.rx.fill.Free(1) {
+		if !q.rx.stock(free) {
+			return fmt.Errorf("%w: pool %q ran out of frames filling the fill ring of queue %d (use a bigger pool or a smaller RingSize)",
+				ErrInvalidOptions, p.pool.Name(), ifQueue)
+		}
+	}
+	return p.att.setSocket(ifQueue, sock.FD())
+}
+
+func (p *Port) openFirstSocket(cfg xsk.Config, li linkInfo) (*xsk.Socket, error) {
+	wake := uint16(unix.XDP_USE_NEED_WAKEUP)
+	switch p.opts.ZeroCopy {
+	case ZeroCopyOn:
+		cfg.BindFlags = wake | unix.XDP_ZEROCOPY
+	case ZeroCopyOff:
+		cfg.BindFlags = wake | unix.XDP_COPY
+	default:
+		cfg.BindFlags = wake | unix.XDP_ZEROCOPY
+		sock, err := xsk.Open(cfg)
+		if err == nil {
+			return sock, nil
+		}
+		var op *xsk.OpError
+		if !errors.As(err, &op) || op.Step != xsk.StepBind || errors.Is(err, unix.EBUSY) {
+			return nil, err
+		}
+		p.opts.Logger.Debug("afxdp: zero-copy bind refused, using copy mode", "interface", li.Name, "queue", cfg.Queue, "reason", err)
+		cfg.BindFlags = wake | unix.XDP_COPY
+	}
+	return xsk.Open(cfg)
+}
+
+// socketError explains a failed socket setup.
+func socketError(ifname string, queue int, zc ZeroCopy, err error) error {
+	var op *xsk.OpError
+	if !errors.As(err, &op) {
+		return fmt.Errorf("AF_XDP socket for %s queue %d: %w", ifname, queue, err)
+	}
+	switch {
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w: AF_XDP %s for %s queue %d: %w", ErrPermission, op.Step, ifname, queue, err)
+	case op.Step == xsk.StepSocket && errors.Is(err, unix.EAFNOSUPPORT):
+		return fmt.Errorf("%w: this kernel has no AF_XDP (CONFIG_XDP_SOCKETS): %w", ErrNotSupported, err)
+	case op.Step == xsk.StepUMEM && errors.Is(err, unix.ENOMEM):
+		return fmt.Errorf("%w: registering the pool as UMEM failed: the locked-memory limit is too low (ulimit -l; needs CAP_IPC_LOCK or root): %w", ErrPermission, err)
+	case op.Step == xsk.StepBind && errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("%w: queue %d of %s is in use by another AF_XDP socket: %w", ErrQueueBusy, queue, ifname, err)
+	case op.Step == xsk.StepBind && zc == ZeroCopyOn && errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("%w: %s refuses zero-copy AF_XDP (veth supports copy mode only); use zerocopy=auto or off: %w", ErrNotSupported, ifname, err)
+	default:
+		return fmt.Errorf("AF_XDP socket for %s queue %d: %w", ifname, queue, err)
+	}
+}
+
+// UseCaches makes queue's receive half stock its fill ring from rx and its
+// transmit half free completed frames to tx, instead of the port's own
+// caches; nil keeps (or restores) the port's own. Like DPDK's per-lcore
+// mempool cache, this lets frames cycle through the cache of the goroutine
+// that drives the queue and that allocates and frees its packets, so the
+// kernel copies into and out of frames still in the CPU cache: measured
+// here, +25% transmit rate for 1518-byte frames.
+//
+// rx must be owned by the goroutine that calls RxBurst(queue), tx by the
+// one that calls TxBurst(queue) (they may be one cache if one goroutine
+// does both), both must come from the port's pool, and the half must not
+// be running while UseCaches changes it. The caches may be closed before
+// the port: Close returns the frames it held through its own caches.
+func (p *Port) UseCaches(queue int, rx, tx *mbuf.Cache) error {
+	if uint(queue) >= uint(len(p.queues)) {
+		return fmt.Errorf("%w: UseCaches: queue %d out of range (the port has %d)", ErrInvalidOptions, queue, len(p.queues))
+	}
+	if p.closed.Load() {
+		return fmt.Errorf("%w: UseCaches on closed port %s", ErrInvalidOptions, p.opts.Name)
+	}
+	q := &p.queues[queue]
+	q.rx.cache, q.tx.cache = cmp.Or(rx, q.rx.own), cmp.Or(tx, q.tx.own)
+	return nil
+}
+
+// Info describes the port.
+func (p *Port) Info() port.Info {
+	info := p.info
+	info.MAC = slices.Clone(p.info.MAC)
+	return info
+}
+
+// Mode returns how the XDP program is attached: ModeNative or ModeGeneric.
+func (p *Port) Mode() Mode { return p.att.mode }
+
+// ZeroCopy reports whether the sockets are bound in zero-copy mode (false:
+// the kernel copies frames between its buffers and the pool).
+func (p *Port) ZeroCopy() bool { return p.zeroCopy }
+
+// Stats returns the port's counters with the kernel's socket counters folded
+// in: RxDropped includes frames the kernel dropped for lack of a chunk, a
+// full RX ring or a frame too large; RxNoBuf counts the times the kernel
+// found a fill ring empty; Errors includes invalid descriptors.
+func (p *Port) Stats() port.Stats {
+	s := p.stats.Snapshot()
+	for q, k := range p.KernelStats() {
+		drop := k.RxDropped + k.RxRingFull
+		s.Queues[q].RxDropped += drop
+		s.RxDropped += drop
+		s.RxNoBuf += k.RxFillRingEmptyDescs
+		s.Errors += k.RxInvalidDescs + k.TxInvalidDescs
+	}
+	return s
+}
+
+// KernelStats returns each queue's socket counters (a syscall per queue;
+// control path only). After Close it returns the values read at Close.
+func (p *Port) KernelStats() []KernelStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.final != nil {
+		return slices.Clone(p.final)
+	}
+	return p.readKernelStats()
+}
+
+func (p *Port) readKernelStats() []KernelStats {
+	out := make([]KernelStats, len(p.queues))
+	for i := range p.queues {
+		if p.queues[i].sock == nil {
+			continue
+		}
+		k, err := p.queues[i].sock.Stats()
+		if err != nil {
+			continue // the socket is healthy or gone; neither is worth a failure here
+		}
+		out[i] = KernelStats(k)
+	}
+	return out
+}
+
+// Close detaches the XDP program (unless other ports of the same
+// Attachments still use it), closes the sockets and returns to the pool
+// every frame the port held: those on the fill and RX rings, those the
+// kernel held between them, and those sent but not yet completed. The
+// goroutines driving the port must have stopped before Close. Close is
+// idempotent.
+func (p *Port) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.final = p.readKernelStats()
+	return p.teardown()
+}
+
+// teardown releases whatever New set up, also after a failed New.
+func (p *Port) teardown() error {
+	var errs []error
+	if p.att != nil {
+		errs = append(errs, p.att.release(p.opts.Queue, p.opts.Queues))
+	}
+	// Sharing sockets go first; the UMEM lives until the last one closes.
+	for i := len(p.queues) - 1; i >= 0; i-- {
+		q := &p.queues[i]
+		if q.sock == nil {
+			continue
+		}
+		errs = append(errs, q.sock.Close())
+	}
+	// With every socket closed the kernel holds no frame any more.
+	for i := range p.queues {
+		q := &p.queues[i]
+		if q.rx.own != nil {
+			q.rx.reclaimAll()
+		}
+		if q.tx.own != nil {
+			q.tx.reclaimAll()
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("afxdp: close %s: %w", p.opts.Name, err)
+	}
+	return nil
+}

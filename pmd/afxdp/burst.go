@@ -1,0 +1,260 @@
+package afxdp
+
+import (
+	"math"
+	"math/bits"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
+	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
+)
+
+const (
+	// refillBatch: the fill ring is topped up once this many slots are
+	// free, so the two atomic index updates are paid per batch.
+	refillBatch = 32
+	// refillStage and reclaimStage bound the frames moved per call.
+	refillStage  = 256
+	reclaimStage = 256
+	// maxKicks bounds the sendto calls of one TxBurst; descriptors the
+	// kernel has not taken by then go with the next burst's kick.
+	maxKicks = 16
+	// cacheLine is 128, not 64: the adjacent-line prefetcher pulls pairs.
+	cacheLine = 128
+)
+
+// rxQueue is the receive half of a queue: the RX ring it consumes and the
+// fill ring it keeps stocked. One goroutine at a time drives it.
+type rxQueue struct {
+	_     [cacheLine]byte
+	ring  *xsk.DescRing
+	fill  *xsk.AddrRing
+	sock  *xsk.Socket
+	pool  *mbuf.Pool
+	cache *mbuf.Cache // where refills come from: own, or the driver's (UseCaches)
+	own   *mbuf.Cache // the port's cache for this half; Close frees lent frames here
+	// lent has a bit per pool frame, set while the frame is on the fill
+	// ring, in the kernel, or on the RX ring: Close frees exactly these.
+	lent      []uint64
+	stage     []mbuf.Handle
+	shift     uint
+	queue     uint16
+	refillMin uint32
+	busyPoll  bool
+	stats     *portstat.Queue
+}
+
+// txQueue is the transmit half: the TX ring it produces and the completion
+// ring it drains. One goroutine at a time drives it.
+type txQueue struct {
+	_     [cacheLine]byte
+	ring  *xsk.DescRing
+	comp  *xsk.AddrRing
+	sock  *xsk.Socket
+	pool  *mbuf.Pool
+	cache *mbuf.Cache // where completed frames go: own, or the driver's (UseCaches)
+	own   *mbuf.Cache // the port's cache for this half; Close frees lent frames here
+	// lent has a bit per pool frame, set from TxBurst until the frame's
+	// completion comes back.
+	lent   []uint64
+	stage  []mbuf.Handle
+	shift  uint
+	maxLen uint32 // MTU + Ethernet and VLAN headers, at most FrameSize
+	frame  uint32 // FrameSize
+	stats  *portstat.Queue
+	bad    [1]mbuf.Handle
+	_      [cacheLine]byte
+}
+
+// RxBurst receives up to len(bufs) frames from queue. Each frame is the
+// pool frame the kernel wrote it into, with DataOff/DataLen set and the
+// rest of its Meta zero (Queue = queue); the caller owns bufs[:n]. The fill
+// ring is topped up from the queue's cache afterwards.
+func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
+	if uint(queue) >= uint(len(p.queues)) || len(bufs) == 0 || p.closed.Load() {
+		return 0
+	}
+	return p.queues[queue].rx.burst(bufs)
+}
+
+func (q *rxQueue) burst(bufs []mbuf.Handle) int {
+	n := q.ring.Avail(uint32(min(len(bufs), math.MaxInt32)))
+	if n == 0 {
+		q.refill()
+		if q.busyPoll || q.fill.NeedWakeup() {
+			q.sock.Wake()
+		}
+		return 0
+	}
+	idx := q.ring.ConsIndex()
+	bufs = bufs[:n]
+	var bytes uint64
+	for i := range bufs {
+		d := q.ring.At(idx + uint32(i))
+		h := mbuf.Handle(d.Addr >> q.shift)
+		// Copy mode reports the address of the data, past the headroom:
+		// the frame is the chunk that contains it.
+		*q.pool.Meta(h) = mbuf.Meta{
+			DataOff: uint16(d.Addr - uint64(h)<<q.shift),
+			DataLen: uint16(d.Len),
+			Queue:   q.queue,
+		}
+		q.lent[h>>6] &^= 1 << (h & 63)
+		bufs[i] = h
+		bytes += uint64(d.Len)
+	}
+	q.ring.Release(n)
+	q.refill()
+	q.stats.AddRx(int(n), bytes)
+	return int(n)
+}
+
+// refill tops the fill ring up once refillMin slots are free.
+func (q *rxQueue) refill() {
+	if free := q.fill.Free(q.refillMin); free >= q.refillMin {
+		q.stock(free)
+	}
+}
+
+// stock puts up to free frames on the fill ring and reports whether it
+// got any from the pool. A short pool is tried with smaller requests, since
+// GetBulk is all or nothing.
+func (q *rxQueue) stock(free uint32) bool {
+	want := min(free, uint32(len(q.stage)))
+	got := q.cache.GetBulk(q.stage[:want])
+	for got == 0 && want > 1 {
+		want /= 2
+		got = q.cache.GetBulk(q.stage[:want])
+	}
+	if got == 0 {
+		q.stats.RxNoBuf.Add(1)
+		return false
+	}
+	idx := q.fill.ProdIndex()
+	for i, h := range q.stage[:got] {
+		q.fill.Set(idx+uint32(i), uint64(h)<<q.shift)
+		q.lent[h>>6] |= 1 << (h & 63)
+	}
+	q.fill.Submit(uint32(got))
+	return true
+}
+
+// TxBurst queues up to len(bufs) frames on queue's TX ring and owns
+// bufs[:n]; the caller keeps bufs[n:] (the ring was full). A frame shorter
+// than an Ethernet header or longer than MTU plus Ethernet and VLAN headers
+// is accepted but freed and counted in Errors, not sent. Completed frames of
+// earlier bursts are freed to the queue's cache first.
+func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
+	if uint(queue) >= uint(len(p.queues)) || len(bufs) == 0 || p.closed.Load() {
+		return 0
+	}
+	return p.queues[queue].tx.burst(bufs)
+}
+
+func (q *txQueue) burst(bufs []mbuf.Handle) int {
+	q.reclaim()
+	want := uint32(min(len(bufs), math.MaxInt32))
+	n := min(q.ring.Free(want), want)
+	idx := q.ring.ProdIndex()
+	var written, bad uint32
+	var bytes uint64
+	for _, h := range bufs[:n] {
+		m := q.pool.Meta(h)
+		l, off := uint32(m.DataLen), uint32(m.DataOff)
+		if l < ethHeaderLen || l > q.maxLen || off+l > q.frame {
+			q.bad[0] = h
+			q.cache.Free(q.bad[:])
+			bad++
+			continue
+		}
+		d := q.ring.At(idx + written)
+		d.Addr = uint64(h)<<q.shift + uint64(off)
+		d.Len = l
+		d.Options = 0
+		q.lent[h>>6] |= 1 << (h & 63)
+		written++
+		bytes += uint64(l)
+	}
+	if written > 0 {
+		q.ring.Submit(written)
+	}
+	if q.ring.NeedWakeup() && (written > 0 || q.ring.Pending() > 0) {
+		q.kick()
+	}
+	q.stats.AddTx(int(written), bytes)
+	q.stats.AddTxDropped(len(bufs) - int(n))
+	if bad > 0 {
+		q.stats.TxErrors.Add(uint64(bad))
+	}
+	return int(n)
+}
+
+// kick makes the kernel send what is on the TX ring. In copy mode sendto
+// transmits synchronously, up to its budget per call, and answers EAGAIN
+// while descriptors remain or the completion ring is full.
+func (q *txQueue) kick() {
+	for range maxKicks {
+		switch errno := q.sock.Kick(); errno {
+		case 0:
+		case unix.EAGAIN:
+			q.reclaim()
+		case unix.EBUSY, unix.EINTR, unix.ENOBUFS:
+		default: // ENETDOWN, ENXIO: the device is gone or down
+			q.stats.TxErrors.Add(1)
+			return
+		}
+		if q.ring.Pending() == 0 {
+			return
+		}
+	}
+}
+
+// reclaim frees the frames the kernel has finished sending.
+func (q *txQueue) reclaim() {
+	n := q.comp.Avail(uint32(len(q.stage)))
+	if n == 0 {
+		return
+	}
+	idx := q.comp.ConsIndex()
+	hs := q.stage[:n]
+	for i := range hs {
+		h := mbuf.Handle(q.comp.Get(idx+uint32(i)) >> q.shift)
+		q.lent[h>>6] &^= 1 << (h & 63)
+		hs[i] = h
+	}
+	q.comp.Release(n)
+	q.cache.Free(hs)
+}
+
+// reclaimAll frees every frame still lent, once the socket is closed, and
+// closes the half's own cache. A cache given to UseCaches may be closed
+// already, so it is not touched.
+func (q *rxQueue) reclaimAll() {
+	freeLent(q.lent, q.stage, q.own)
+	q.own.Close()
+}
+
+// reclaimAll is rxQueue.reclaimAll for the transmit half.
+func (q *txQueue) reclaimAll() {
+	freeLent(q.lent, q.stage, q.own)
+	q.own.Close()
+}
+
+func freeLent(lent []uint64, stage []mbuf.Handle, cache *mbuf.Cache) {
+	n := 0
+	for w, word := range lent {
+		for word != 0 {
+			stage[n] = mbuf.Handle(w*64 + bits.TrailingZeros64(word))
+			word &= word - 1
+			n++
+			if n == len(stage) {
+				cache.Free(stage)
+				n = 0
+			}
+		}
+		lent[w] = 0
+	}
+	cache.Free(stage[:n])
+}

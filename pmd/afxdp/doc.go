@@ -1,0 +1,67 @@
+// Package afxdp is the AF_XDP port driver: kernel bypass over any Linux
+// interface, one AF_XDP socket per queue, registered with pmd as
+//
+//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&busy_poll=0
+//
+// # The pool is the UMEM
+//
+// The mbuf pool's arena (one mmap, frame i at byte i*FrameSize) is
+// registered as the UMEM with chunk size FrameSize, so the kernel writes
+// received frames straight into pool frames and reads sent frames straight
+// from them: no copy in peregrine. The UMEM headroom is chosen so that a
+// received frame starts at the pool's headroom (the kernel adds its own
+// 256-byte XDP_PACKET_HEADROOM on top). Each port registers the whole arena,
+// so any frame of the pool, received on any port, can be sent on any port.
+// The first socket of a port registers the UMEM; the sockets of its other
+// queues share it (XDP_SHARED_UMEM) with fill and completion rings of their
+// own.
+//
+// # XDP program
+//
+// At open the driver builds an XDP program with cilium/ebpf's asm package
+// (no C compiler) that redirects frames into an XSKMAP by rx_queue_index,
+// with XDP_PASS as the fallback, so frames of queues without a socket, and
+// with udp_port=P every frame that is not UDP to port P (ARP, for one), go
+// to the kernel stack. It is attached through a BPF link, which the kernel
+// removes if the process dies; native mode is tried first unless mode says
+// otherwise. The driver never detaches a program it did not attach: if one
+// is there, Open fails with ErrForeignProgram. Ports opened with the same
+// Attachments (the pmd registry uses one per Env) share one program per
+// interface, each adding its queues' sockets to the map.
+//
+// # Buffer ownership
+//
+//   - Fill ring: at open and after every RxBurst the port takes free frames
+//     from the receive half's mbuf.Cache and puts their offsets on the fill
+//     ring; from then on the kernel owns them.
+//   - RxBurst: each RX descriptor names the frame the kernel filled; the
+//     port sets its Meta (DataOff = address - frame start, DataLen) and hands
+//     the handle to the caller, who owns it from then on.
+//   - TxBurst: takes ownership of bufs[:n]; their offset+DataOff and
+//     DataLen go on the TX ring and the kernel owns the frames until their
+//     addresses come back on the completion ring, when a later TxBurst
+//     frees them to the transmit half's cache. The caller keeps bufs[n:].
+//     A frame too short or too long for the link is taken and freed, not
+//     sent, and counted in Errors.
+//   - Close: once the sockets are closed the kernel holds nothing, and the
+//     port frees every frame it had lent (a bitmap per queue half records
+//     them, including frames the kernel took off the fill ring but never
+//     returned).
+//
+// Each half's cache is the port's own unless UseCaches hands it the cache
+// of the goroutine driving the half, which keeps frames cycling through
+// one LIFO cache and hot in the CPU cache, as DPDK's per-lcore mempool
+// cache does.
+//
+// The receive and transmit halves of a queue keep separate rings, caches
+// and records, so one goroutine may receive on a queue while another sends
+// on it; each half must be driven by one goroutine at a time, and all must
+// have stopped before Close.
+//
+// # Privileges and namespaces
+//
+// Opening a port needs CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK
+// (or root). With Options.Namespace the socket creation, bind and attach run
+// inside that network namespace; the sockets stay there and may be used
+// from any thread.
+package afxdp

@@ -1,0 +1,167 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/bits"
+
+	"github.com/peregrine-net/peregrine/pmd/netns"
+)
+
+// DriverName is the name the driver registers under.
+const DriverName = "afxdp"
+
+// Defaults and limits of Options.
+const (
+	DefaultRingSize = 2048
+	MinRingSize     = 64
+	MaxRingSize     = 32768
+	MaxQueues       = 256
+	MaxBusyPoll     = 65535
+)
+
+// Mode selects how the XDP program is attached.
+type Mode string
+
+// Modes. The zero value is ModeAuto.
+const (
+	// ModeAuto attaches in native (driver) mode and falls back to generic
+	// mode when the driver refuses.
+	ModeAuto Mode = "auto"
+	// ModeNative attaches in the driver (XDP_FLAGS_DRV_MODE) or fails.
+	ModeNative Mode = "native"
+	// ModeGeneric attaches in generic mode (XDP_FLAGS_SKB_MODE): slower,
+	// works on every interface.
+	ModeGeneric Mode = "generic"
+)
+
+// ZeroCopy selects the AF_XDP bind mode.
+type ZeroCopy string
+
+// Zero-copy policies. The zero value is ZeroCopyAuto.
+const (
+	// ZeroCopyAuto binds in zero-copy mode and falls back to copy mode when
+	// the driver does not support it (veth, for one).
+	ZeroCopyAuto ZeroCopy = "auto"
+	// ZeroCopyOn binds in zero-copy mode or fails.
+	ZeroCopyOn ZeroCopy = "on"
+	// ZeroCopyOff binds in copy mode: the kernel copies frames between the
+	// driver's buffers and the pool.
+	ZeroCopyOff ZeroCopy = "off"
+)
+
+// Errors callers may test with errors.Is.
+var (
+	// ErrInvalidOptions is wrapped by every error about bad Options.
+	ErrInvalidOptions = errors.New("afxdp: invalid options")
+	// ErrNoInterface: the interface does not exist in the namespace.
+	ErrNoInterface = errors.New("afxdp: no such interface")
+	// ErrNoQueue: the queue asked for does not exist on the interface.
+	ErrNoQueue = errors.New("afxdp: no such queue")
+	// ErrForeignProgram: another XDP program is attached to the interface.
+	// The driver never detaches a program it did not attach.
+	ErrForeignProgram = errors.New("afxdp: interface has a foreign XDP program")
+	// ErrPermission: the process lacks the privileges AF_XDP needs.
+	ErrPermission = errors.New("afxdp: permission denied (needs CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF and CAP_IPC_LOCK, or root)")
+	// ErrFrameTooSmall: the interface's MTU does not fit the pool's frames.
+	ErrFrameTooSmall = errors.New("afxdp: frames too small for the interface MTU")
+	// ErrNotSupported: the interface refused a mode that was required
+	// (mode=native or zerocopy=on).
+	ErrNotSupported = errors.New("afxdp: not supported by the interface")
+	// ErrQueueBusy: another socket or port already uses the queue.
+	ErrQueueBusy = errors.New("afxdp: queue already in use")
+)
+
+// Options configure New. Zero fields take their defaults.
+type Options struct {
+	// Interface is the network interface to open (required).
+	Interface string
+	// Queue is the first interface queue the port uses; port queue i is
+	// interface queue Queue+i. Default 0.
+	Queue int
+	// Queues is the number of queues, one AF_XDP socket each. Default 1.
+	Queues int
+	// Namespace is the network namespace the interface lives in; nil
+	// means the caller's. Sockets are created and the program attached
+	// inside it; the port may then be driven from any goroutine.
+	Namespace *netns.NS
+	// Mode is how the XDP program is attached. Default ModeAuto.
+	Mode Mode
+	// ZeroCopy is the bind policy. Default ZeroCopyAuto.
+	ZeroCopy ZeroCopy
+	// UDPPort, when not 0, makes the XDP program redirect only UDP
+	// datagrams (IPv4 or IPv6) to this destination port; every other frame
+	// goes to the kernel stack.
+	UDPPort int
+	// RingSize is the number of entries of each of the four rings of every
+	// socket, a power of two. The fill ring is kept full, so the port holds
+	// Queues*RingSize frames of the pool while open. Default 2048.
+	RingSize int
+	// BusyPoll, when > 0, turns on preferred busy polling with this budget
+	// (SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET) and makes every empty
+	// RxBurst enter the kernel to poll. Default 0 (off).
+	BusyPoll int
+	// Name is Info().Name. Default "afxdp:INTERFACE".
+	Name string
+	// Attachments, when set, shares XDP program attachments between the
+	// ports opened with it, so several ports may use different queues of
+	// one interface. Nil gives the port a private attachment: a second
+	// port on the same interface then fails with ErrForeignProgram.
+	Attachments *Attachments
+	// Logger receives fallbacks (generic mode, copy mode). Nil →
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	if o.Interface == "" {
+		return bad("Options.Interface is empty (name the interface, e.g. \"eth0\")")
+	}
+	if o.Queues == 0 {
+		o.Queues = 1
+	}
+	if o.RingSize == 0 {
+		o.RingSize = DefaultRingSize
+	}
+	if o.Mode == "" {
+		o.Mode = ModeAuto
+	}
+	if o.ZeroCopy == "" {
+		o.ZeroCopy = ZeroCopyAuto
+	}
+	if o.Name == "" {
+		o.Name = DriverName + ":" + o.Interface
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	switch {
+	case o.Queue < 0:
+		return bad("Options.Queue %d is negative (use 0 for the first queue)", o.Queue)
+	case o.Queues < 1 || o.Queues > MaxQueues:
+		return bad("Options.Queues %d is out of range (use 1..%d)", o.Queues, MaxQueues)
+	case o.RingSize < MinRingSize || o.RingSize > MaxRingSize:
+		return bad("Options.RingSize %d is out of range (use a power of two in %d..%d)", o.RingSize, MinRingSize, MaxRingSize)
+	case o.RingSize&(o.RingSize-1) != 0:
+		return bad("Options.RingSize %d is not a power of two (use %d)", o.RingSize, 1<<bits.Len(uint(o.RingSize)))
+	case o.UDPPort < 0 || o.UDPPort > 65535:
+		return bad("Options.UDPPort %d is out of range (use 1..65535, or 0 to redirect every frame)", o.UDPPort)
+	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll:
+		return bad("Options.BusyPoll %d is out of range (use 0 for off, or a budget in 1..%d)", o.BusyPoll, MaxBusyPoll)
+	}
+	switch o.Mode {
+	case ModeAuto, ModeNative, ModeGeneric:
+	default:
+		return bad("Options.Mode %q is not one of auto, native, generic", o.Mode)
+	}
+	switch o.ZeroCopy {
+	case ZeroCopyAuto, ZeroCopyOn, ZeroCopyOff:
+	default:
+		return bad("Options.ZeroCopy %q is not one of auto, on, off", o.ZeroCopy)
+	}
+	return o, nil
+}

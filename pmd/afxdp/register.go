@@ -1,0 +1,72 @@
+package afxdp
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd"
+	"github.com/peregrine-net/peregrine/pmd/netns"
+)
+
+func init() {
+	pmd.Register(pmd.Driver{
+		Name:   DriverName,
+		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&busy_poll=0]",
+		Help:   "AF_XDP sockets on queues of a kernel interface; the pool's arena is the UMEM, so frames pass with no copy in peregrine",
+		Open:   open,
+	})
+}
+
+// attachmentsKey is where the driver keeps its Attachments in a pmd.Env, so
+// ports of one Env can share an interface.
+const attachmentsKey = "afxdp/attachments"
+
+func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
+	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "busy_poll"); err != nil {
+		return nil, err
+	}
+	pool, err := env.RequirePool(DriverName)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Target == "" {
+		return nil, fmt.Errorf("%w: afxdp: no interface in %q (e.g. afxdp:eth0?queues=2)", pmd.ErrBadSpec, spec.Raw)
+	}
+	opts := Options{Interface: spec.Target, Name: spec.String(), Logger: env.Logger()}
+	if opts.Queue, err = spec.Int("queue", 0, 0, 1<<20); err != nil {
+		return nil, err
+	}
+	if opts.Queues, err = spec.Int("queues", 1, 1, MaxQueues); err != nil {
+		return nil, err
+	}
+	if opts.RingSize, err = spec.Int("ring", DefaultRingSize, MinRingSize, MaxRingSize); err != nil {
+		return nil, err
+	}
+	if opts.RingSize&(opts.RingSize-1) != 0 {
+		return nil, fmt.Errorf("%w: afxdp: parameter ring=%d is not a power of two (use ring=%d)", pmd.ErrBadParam, opts.RingSize, 1<<bits.Len(uint(opts.RingSize)))
+	}
+	if opts.UDPPort, err = spec.Int("udp_port", 0, 0, 65535); err != nil {
+		return nil, err
+	}
+	if opts.BusyPoll, err = spec.Int("busy_poll", 0, 0, MaxBusyPoll); err != nil {
+		return nil, err
+	}
+	mode, err := spec.Choice("mode", string(ModeAuto), string(ModeAuto), string(ModeNative), string(ModeGeneric))
+	if err != nil {
+		return nil, err
+	}
+	opts.Mode = Mode(mode)
+	zc, err := spec.Choice("zerocopy", string(ZeroCopyAuto), string(ZeroCopyAuto), string(ZeroCopyOn), string(ZeroCopyOff))
+	if err != nil {
+		return nil, err
+	}
+	opts.ZeroCopy = ZeroCopy(zc)
+	if spec.Params.Has("netns") {
+		if opts.Namespace, err = netns.Open(spec.Params.Get("netns")); err != nil {
+			return nil, fmt.Errorf("%w: afxdp: netns=%q: %w", pmd.ErrBadParam, spec.Params.Get("netns"), err)
+		}
+	}
+	opts.Attachments = env.Shared(attachmentsKey, func() any { return NewAttachments() }).(*Attachments)
+	return New(pool, opts)
+}
