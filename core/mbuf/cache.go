@@ -64,6 +64,9 @@ func bump(counter *atomic.Uint64, n int) { release.Store64(counter, counter.Load
 // for packets).
 func (c *Cache) GetBulk(hs []Handle) int {
 	n := len(hs)
+	if n == 0 {
+		return 0
+	}
 	if n > c.n || c.debug {
 		return c.getSlow(hs, true)
 	}
@@ -161,6 +164,9 @@ func (c *Cache) getBypass(hs []Handle, bulk bool) int {
 // up. Metadata is not touched.
 func (c *Cache) PutBulk(hs []Handle) {
 	n := len(hs)
+	if n == 0 {
+		return // poll loops free empty bursts; publishing nothing costs a store
+	}
 	if c.n+n > c.size || c.debug {
 		c.putSlow(hs)
 		return
