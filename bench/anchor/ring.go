@@ -32,6 +32,10 @@ type RingFigures struct {
 	// dequeuer cycles / elements dequeued. The threads run at the same time,
 	// so the figure is about twice the wall-clock cycles per element moved.
 	// Compare with peregrine measured the same way (sum of both sides).
+	// The machine notes' earlier 4.3 (SP/SC) and 9.3 (MP/MC) are these two
+	// lines: the "elem APIs: element size 16B" repeats of them run 1.5-2x
+	// higher (10.6 / 19.5 in the same run as 7.8 / 12.2). Quiet runs on
+	// 2026-11-21 gave 6.0-6.6 and 11.0-12.1 (bench/ANCHORS.md).
 	SPSCBulk32TwoCores float64
 	MPMCBulk32TwoCores float64
 	// SPSCBulk32OneCore and MPMCBulk32OneCore come from "### Testing bulk
