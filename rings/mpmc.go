@@ -40,18 +40,7 @@ func (r *MPMC[T]) DequeueBulk(dst []T) int { return r.dequeue(dst, true) }
 func (r *MPMC[T]) DequeueBurst(dst []T) int { return r.dequeue(dst, false) }
 
 func (r *MPMC[T]) enqueue(src []T, bulk bool) int {
-	want := r.clampRequest(len(src), bulk)
-	if want == 0 {
-		return 0
-	}
-	oldHead, n := mpReserve(&r.prod, &r.cons.tail, r.capacity, want, bulk)
-	if n == 0 {
-		return 0
-	}
-	r.copyIn(oldHead, src[:n])
-	waitTurn(&r.prod, oldHead)
-	release.Store64(&r.prod.tail, oldHead+n)
-	return int(n)
+	return mpEnqueue(&r.storage, &r.prod, &r.cons.tail, src, bulk)
 }
 
 func (r *MPMC[T]) dequeue(dst []T, bulk bool) int {

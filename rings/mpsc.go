@@ -1,7 +1,5 @@
 package rings
 
-import "github.com/peregrine-net/peregrine/internal/release"
-
 // MPSC is a bounded ring any number of goroutines may enqueue to
 // concurrently and exactly one goroutine dequeues from (Len, Free and Cap
 // may be called from anywhere). The zero value is not usable; call NewMPSC.
@@ -45,18 +43,7 @@ func (r *MPSC[T]) DequeueBurst(dst []T) int {
 }
 
 func (r *MPSC[T]) enqueue(src []T, bulk bool) int {
-	want := r.clampRequest(len(src), bulk)
-	if want == 0 {
-		return 0
-	}
-	oldHead, n := mpReserve(&r.prod, &r.cons.tail, r.capacity, want, bulk)
-	if n == 0 {
-		return 0
-	}
-	r.copyIn(oldHead, src[:n])
-	waitTurn(&r.prod, oldHead)
-	release.Store64(&r.prod.tail, oldHead+n)
-	return int(n)
+	return mpEnqueue(&r.storage, &r.prod, &r.cons.tail, src, bulk)
 }
 
 // Len returns how many elements the ring holds; under concurrent use it is

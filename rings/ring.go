@@ -211,3 +211,20 @@ func mcReserve(cons *headTail, prodTail *atomic.Uint64, capacity, want uint64, b
 		}
 	}
 }
+
+// mpEnqueue is the multi-producer enqueue shared by MPSC and MPMC;
+// consTail is the consumer side's published tail.
+func mpEnqueue[T any](s *storage[T], prod *headTail, consTail *atomic.Uint64, src []T, bulk bool) int {
+	want := s.clampRequest(len(src), bulk)
+	if want == 0 {
+		return 0
+	}
+	oldHead, n := mpReserve(prod, consTail, s.capacity, want, bulk)
+	if n == 0 {
+		return 0
+	}
+	s.copyIn(oldHead, src[:n])
+	waitTurn(prod, oldHead)
+	release.Store64(&prod.tail, oldHead+n)
+	return int(n)
+}
