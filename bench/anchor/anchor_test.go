@@ -95,17 +95,28 @@ func TestParseMempoolRejectsIncompleteOutput(t *testing.T) {
 }
 
 // The sample is a real interactive dpdk-testpmd run: start, 5 s, stop, quit.
-func TestParseAccumulatedTxReadsAllPortsTotal(t *testing.T) {
-	packets, err := parseAccumulatedTx(readSample(t, "testpmd_io_null.txt"))
+func TestParseAccumulatedReadsAllPortsTotals(t *testing.T) {
+	res, err := parseAccumulated(readSample(t, "testpmd_io_null.txt"))
 	require.NoError(t, err)
-	require.Equal(t, uint64(292843392), packets) // port 0 + port 1
+	require.Equal(t, uint64(292843392), res.TxPackets) // port 0 + port 1
+	require.Equal(t, uint64(292843392), res.RxPackets)
+	require.Zero(t, res.RxDropped)
+	require.Zero(t, res.TxDropped)
 }
 
-func TestParseAccumulatedTxRejectsMissingBlock(t *testing.T) {
+func TestParseAccumulatedReadsDrops(t *testing.T) {
+	sample := strings.Replace(readSample(t, "testpmd_io_null.txt"),
+		"RX-packets: 292843392      RX-dropped: 0 ", "RX-packets: 292843392      RX-dropped: 17", 1)
+	res, err := parseAccumulated(sample)
+	require.NoError(t, err)
+	require.Equal(t, uint64(17), res.RxDropped)
+}
+
+func TestParseAccumulatedRejectsMissingBlock(t *testing.T) {
 	sample := readSample(t, "testpmd_io_null.txt")
-	_, err := parseAccumulatedTx(strings.ReplaceAll(sample, "Accumulated", "Partial"))
+	_, err := parseAccumulated(strings.ReplaceAll(sample, "Accumulated", "Partial"))
 	require.ErrorIs(t, err, ErrUnexpectedOutput)
-	_, err = parseAccumulatedTx(strings.ReplaceAll(sample, "TX-packets: 292843392", "TX-packets: many"))
+	_, err = parseAccumulated(strings.ReplaceAll(sample, "TX-packets: 292843392", "TX-packets: many"))
 	require.ErrorIs(t, err, ErrUnexpectedOutput)
 }
 
@@ -145,6 +156,16 @@ func TestTestpmdRejectsBadDuration(t *testing.T) {
 		_, err := TestpmdNullIOFwd(context.Background(), dur)
 		require.ErrorContains(t, err, "testpmd duration")
 	}
+}
+
+func TestTestpmdRejectsBadOptions(t *testing.T) {
+	ctx := context.Background()
+	_, err := Testpmd(ctx, TestpmdOptions{Duration: time.Second})
+	require.ErrorContains(t, err, "Vdevs is empty")
+	_, err = Testpmd(ctx, TestpmdOptions{Vdevs: []string{"net_null0"}, Duration: time.Second, TxPktLen: -1})
+	require.ErrorContains(t, err, "TxPktLen -1")
+	_, err = Testpmd(ctx, TestpmdOptions{Vdevs: []string{"net_null0"}})
+	require.ErrorContains(t, err, "testpmd duration 0s")
 }
 
 func TestMissingToolsReportNotInstalled(t *testing.T) {
@@ -238,6 +259,40 @@ func TestTestpmdNullIOFwdRunsTestpmd(t *testing.T) {
 	require.Greater(t, mpps, 0.1)
 	require.Less(t, mpps, 10_000.0)
 	t.Logf("testpmd io fwd over 2x net_null, 1 forwarding core: %.1f Mpps", mpps)
+}
+
+// TestTestpmdTxonlyReportsCountsAndCallsHooks runs the general driver in
+// txonly mode over one net_null port (its tx frees what it is given).
+func TestTestpmdTxonlyReportsCountsAndCallsHooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs dpdk-testpmd (~2 s); skipped with -short")
+	}
+	requireTools(t, "dpdk-testpmd")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var hooks []string
+	res, err := Testpmd(ctx, TestpmdOptions{
+		Vdevs: []string{"net_null0"}, ForwardMode: "txonly", TxPktLen: 128,
+		Duration: 500 * time.Millisecond, TotalMbufs: 8192,
+		BeforeStart: func() { hooks = append(hooks, "before-start") },
+		AfterStop:   func() { hooks = append(hooks, "after-stop") },
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"before-start", "after-stop"}, hooks)
+	require.Positive(t, res.TxPackets)
+	require.Zero(t, res.RxPackets, "txonly receives nothing")
+	require.GreaterOrEqual(t, res.Elapsed, 500*time.Millisecond)
+	require.Contains(t, res.Output, "txonly packet forwarding")
+	require.Contains(t, res.Output, "packet len=128")
+	t.Logf("testpmd txonly over net_null: %.1f Mpps", float64(res.TxPackets)/res.Elapsed.Seconds()/1e6)
+}
+
+func TestTestpmdInMissingNamespaceFailsAtStartup(t *testing.T) {
+	requireTools(t, "dpdk-testpmd", "ip")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Testpmd(ctx, TestpmdOptions{Netns: "pg-no-such-namespace", Vdevs: []string{"net_null0"}, Duration: time.Second})
+	require.ErrorContains(t, err, "testpmd startup")
 }
 
 func TestTestpmdIsKilledWhenContextEnds(t *testing.T) {

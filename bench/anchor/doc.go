@@ -7,7 +7,11 @@
 //   - MempoolPerf: cached rte_mempool get+put cost on one lcore
 //     (bench/dpdk/mempool_bench, built on first use), in ns per object;
 //   - TestpmdNullIOFwd: dpdk-testpmd io forwarding between two net_null
-//     ports on one forwarding lcore, in Mpps.
+//     ports on one forwarding lcore, in Mpps;
+//   - Testpmd: the general driver behind it — any --vdev ports (net_af_xdp,
+//     net_af_packet, net_null), any forwarding mode, optionally inside a
+//     network namespace — returning the accumulated RX/TX packet counts and
+//     the forwarding time (`peregrine bench vs-testpmd` runs it on veth).
 //
 // Each runs its tool as a child process in its own process group; when the
 // context ends the whole group is killed. DPDK runs with --no-huge,
