@@ -1,7 +1,6 @@
 package traffic
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -53,20 +52,8 @@ type Generator struct {
 
 // NewGenerator validates opts and builds a generator.
 func NewGenerator(opts GeneratorOptions) (*Generator, error) {
-	if opts.Port == nil || opts.Pool == nil {
-		return nil, errors.New("traffic: generator needs Port and Pool")
-	}
-	if opts.Burst == 0 {
-		opts.Burst = 32
-	}
-	if opts.Burst < 1 || opts.Burst > 256 {
-		return nil, fmt.Errorf("traffic: burst %d out of range: use 1..256", opts.Burst)
-	}
-	if opts.Flows == 0 {
-		opts.Flows = 1
-	}
-	if opts.Flows < 1 || opts.Flows > 65535-BaseSrcPort {
-		return nil, fmt.Errorf("traffic: flows %d out of range: use 1..%d", opts.Flows, 65535-BaseSrcPort)
+	if err := checkEndpoint("generator", opts.Port, opts.Pool, opts.Queue, &opts.Burst, &opts.Flows); err != nil {
+		return nil, err
 	}
 	if opts.Rate < 0 {
 		return nil, fmt.Errorf("traffic: rate %g must be >= 0 (0 = as fast as possible)", opts.Rate)
@@ -78,9 +65,6 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 	if opts.Sizes.Max() > room {
 		return nil, fmt.Errorf("traffic: frame size %d exceeds the pool's room of %d bytes per frame (frame size %d - headroom %d)",
 			opts.Sizes.Max(), room, opts.Pool.FrameSize(), opts.Pool.Headroom())
-	}
-	if opts.Queue < 0 || opts.Queue >= opts.Port.Info().Queues {
-		return nil, fmt.Errorf("traffic: queue %d out of range: port %s has %d queues", opts.Queue, opts.Port.Info().Name, opts.Port.Info().Queues)
 	}
 	g := &Generator{
 		opts:    opts,
@@ -229,3 +213,27 @@ var _ interface {
 	Name() string
 	Poll(clock.Time) int
 } = (*Generator)(nil)
+
+// checkEndpoint validates what generator and sink options share, filling
+// in the defaults for burst (32) and flows (1).
+func checkEndpoint(who string, p port.Port, pool *mbuf.Pool, queue int, burst, flows *int) error {
+	if p == nil || pool == nil {
+		return fmt.Errorf("traffic: %s needs Port and Pool", who)
+	}
+	if *burst == 0 {
+		*burst = 32
+	}
+	if *burst < 1 || *burst > 256 {
+		return fmt.Errorf("traffic: burst %d out of range: use 1..256", *burst)
+	}
+	if *flows == 0 {
+		*flows = 1
+	}
+	if *flows < 1 || *flows > 65535-BaseSrcPort {
+		return fmt.Errorf("traffic: flows %d out of range: use 1..%d", *flows, 65535-BaseSrcPort)
+	}
+	if queue < 0 || queue >= p.Info().Queues {
+		return fmt.Errorf("traffic: queue %d out of range: port %s has %d queues", queue, p.Info().Name, p.Info().Queues)
+	}
+	return nil
+}

@@ -1,8 +1,6 @@
 package traffic
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -59,23 +57,8 @@ type SinkStats struct {
 
 // NewSink validates opts and builds a sink.
 func NewSink(opts SinkOptions) (*Sink, error) {
-	if opts.Port == nil || opts.Pool == nil {
-		return nil, errors.New("traffic: sink needs Port and Pool")
-	}
-	if opts.Burst == 0 {
-		opts.Burst = 32
-	}
-	if opts.Burst < 1 || opts.Burst > 256 {
-		return nil, fmt.Errorf("traffic: burst %d out of range: use 1..256", opts.Burst)
-	}
-	if opts.Flows == 0 {
-		opts.Flows = 1
-	}
-	if opts.Flows < 1 || opts.Flows > 65535-BaseSrcPort {
-		return nil, fmt.Errorf("traffic: flows %d out of range: use 1..%d", opts.Flows, 65535-BaseSrcPort)
-	}
-	if opts.Queue < 0 || opts.Queue >= opts.Port.Info().Queues {
-		return nil, fmt.Errorf("traffic: queue %d out of range: port %s has %d queues", opts.Queue, opts.Port.Info().Name, opts.Port.Info().Queues)
+	if err := checkEndpoint("sink", opts.Port, opts.Pool, opts.Queue, &opts.Burst, &opts.Flows); err != nil {
+		return nil, err
 	}
 	return &Sink{
 		opts:  opts,

@@ -134,3 +134,24 @@ func TestGeneratorRateLimit(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoError(t, pool.CheckLeaks())
 }
+
+func TestOptionErrorsNameTheField(t *testing.T) {
+	pool, err := mbuf.New(mbuf.Options{Name: "opts", Frames: 256})
+	require.NoError(t, err)
+	a, b, err := mem.NewPair(pool, mem.PairOptions{Name: "o"})
+	require.NoError(t, err)
+	defer a.Close()
+	defer b.Close()
+	_, err = NewGenerator(GeneratorOptions{Port: a})
+	require.ErrorContains(t, err, "generator needs Port and Pool")
+	_, err = NewSink(SinkOptions{Port: b, Pool: pool, Burst: 300})
+	require.ErrorContains(t, err, "burst 300 out of range")
+	_, err = NewGenerator(GeneratorOptions{Port: a, Pool: pool, Flows: 70000})
+	require.ErrorContains(t, err, "flows 70000 out of range")
+	_, err = NewSink(SinkOptions{Port: b, Pool: pool, Queue: 2})
+	require.ErrorContains(t, err, "queue 2 out of range: port mem:o/1 has 1 queues")
+	_, err = NewGenerator(GeneratorOptions{Port: a, Pool: pool, Rate: -1})
+	require.ErrorContains(t, err, "rate -1")
+	_, err = NewGenerator(GeneratorOptions{Port: a, Pool: pool, Sizes: FixedSize(3000)})
+	require.ErrorContains(t, err, "exceeds the pool's room")
+}
