@@ -1,0 +1,268 @@
+package rt
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// State is a connection's state.
+type State uint8
+
+// Connection states.
+const (
+	// StateFree: the slot holds no connection (a Conn in this state has
+	// been released; see Conn).
+	StateFree State = iota
+	// StateOpening: the initiator sent ConnOpen and waits for ConnAccept.
+	StateOpening
+	// StateAccepting: the target answered ConnAccept and waits for the
+	// initiator's first packet (its ACK of ConnAccept, or data).
+	StateAccepting
+	// StateEstablished: both sides know each other's CID; packets flow.
+	StateEstablished
+	// StateClosing: a close was asked for (locally or by the peer's
+	// ConnClose); the connection delivers and retransmits until both
+	// directions are acknowledged.
+	StateClosing
+	// StateClosed: closed cleanly; the slot lingers to acknowledge the
+	// peer's retransmissions, then is freed.
+	StateClosed
+	// StateFailed: the connection failed (Conn.Err says why) and was freed.
+	StateFailed
+)
+
+var stateNames = [...]string{"free", "opening", "accepting", "established", "closing", "closed", "failed"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	// EventEstablished: the connection can carry packets (the initiator got
+	// ConnAccept; the target got the initiator's first packet). On the
+	// target this is how the ULP first learns of the Conn.
+	EventEstablished EventKind = iota + 1
+	// EventClosed: both directions closed cleanly.
+	EventClosed
+	// EventFailed: the connection failed; Err says why. Its packets were
+	// dropped and every unacknowledged one is lost.
+	EventFailed
+	// EventAbandoned: the packet Window/PSN ran out of retransmissions and
+	// a resync took its place, which the peer acknowledged. The packet may
+	// or may not have been delivered; the connection goes on.
+	EventAbandoned
+	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
+	// or an unexpected packet), which the ULP should handle.
+	EventNack
+)
+
+var eventNames = [...]string{"", "established", "closed", "failed", "abandoned", "nack"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event reports a change of a connection to the ULP. Events are delivered
+// on the polling goroutine through the handler given to SetEventHandler.
+type Event struct {
+	Kind   EventKind
+	Conn   *Conn
+	Err    error       // EventFailed: the reason (ErrOpenTimeout, ErrRetryExhausted, …)
+	Window wire.Window // EventAbandoned, EventNack
+	PSN    uint32      // EventAbandoned, EventNack
+	Nack   wire.NackBody
+}
+
+// ctrlKind is the connection-management packet a connection wants sent.
+type ctrlKind uint8
+
+const (
+	ctrlNone ctrlKind = iota
+	ctrlOpen
+	ctrlAccept
+	ctrlClose // a ConnClose is due but the request window had no room
+)
+
+// pendingNack is a NACK a receiver owes its peer.
+type pendingNack struct {
+	code   wire.NackCode
+	window wire.Window
+	psn    uint32
+}
+
+// conn is one slot of the connection table. Everything is preallocated by
+// NewEndpoint; the bitmaps are slices of one array.
+type conn struct {
+	idx      int32
+	state    State
+	gen      uint32 // generation of the current (or last) CID of this slot
+	localCID uint32
+	peerCID  uint32
+	peer     PeerAddr
+	addrs    wire.Addrs
+	hdrOff   int  // offset of the transport header in frames to the peer
+	announce bool // the ULP was told about the connection (EventEstablished, or Open)
+	handle   *Conn
+
+	tx [2]txWindow // by window-1
+	rx [2]rxWindow
+
+	// Receive side: ACK coalescing and echo.
+	ackCount  int // reliable packets received since the last ACK
+	ackNow    bool
+	ackTimer  clock.TimerID
+	oow       wire.OOWFlags
+	oowCount  uint16
+	echoTx    uint32 // TxTime of the latest fresh (not retransmitted) packet
+	echoRx    uint32 // our clock when it arrived
+	echoFresh bool   // not yet echoed in an ACK
+	peerTx    uint32 // TxTime of the latest packet, echoed on data packets
+	nack      pendingNack
+
+	// Setup, close and linger.
+	ctrl        ctrlKind
+	ctrlTimer   clock.TimerID
+	ctrlTries   int
+	ctrlSentAt  clock.Time
+	closeWanted bool
+	closeSent   bool
+	peerClosing bool
+	peerClose   uint32 // PSN of the peer's ConnClose
+	peerDataEnd uint32 // the peer's data-window NSN when it closed
+	openKey     openKey
+	hasOpenKey  bool
+
+	rtt   rttEstimator
+	fixed FixedWindow
+	cc    CongestionControl
+	stats ConnStats
+}
+
+func (c *conn) window(w wire.Window) int { return int(w) - 1 }
+
+// peerClosed reports whether the peer's ConnClose arrived with every
+// request before it and every data-window packet the peer sent (its
+// ConnClose names its final data-window NSN).
+func (c *conn) peerClosed() bool {
+	return c.peerClosing && seqLT(c.peerClose, c.rx[0].bsn) && c.rx[1].bsn == c.peerDataEnd
+}
+
+// txIdle reports whether nothing is in flight in either window.
+func (c *conn) txIdle() bool { return c.tx[0].inFlight() == 0 && c.tx[1].inFlight() == 0 }
+
+// Conn is the ULP's handle on a connection. It stays valid after the
+// connection is gone: its methods then report the final state (StateClosed
+// or StateFailed) and Send returns ErrClosed, even once the table slot
+// serves another connection. All methods must be called on the endpoint's
+// polling goroutine (typically from the deliver function, an event handler
+// or between Polls of a loop the caller runs).
+type Conn struct {
+	e          *Endpoint
+	c          *conn
+	cid        uint32
+	final      State
+	err        error
+	peer       PeerAddr
+	finalStats ConnStats
+	// finalPeerCID keeps the peer CID once the slot serves another connection.
+	finalPeerCID uint32
+}
+
+// live returns the slot while it still holds this connection.
+func (h *Conn) live() *conn {
+	if h.c.handle == h {
+		return h.c
+	}
+	return nil
+}
+
+// State returns the connection's state.
+func (h *Conn) State() State {
+	if c := h.live(); c != nil {
+		return c.state
+	}
+	return h.final
+}
+
+// Err returns why the connection failed, or nil.
+func (h *Conn) Err() error { return h.err }
+
+// LocalCID returns the CID this endpoint allocated for the connection (the
+// destination CID of the peer's packets).
+func (h *Conn) LocalCID() uint32 { return h.cid }
+
+// PeerCID returns the peer's CID (0 until ConnAccept arrives).
+func (h *Conn) PeerCID() uint32 {
+	if c := h.live(); c != nil {
+		return c.peerCID
+	}
+	return h.finalPeerCID
+}
+
+// Peer returns the peer's address.
+func (h *Conn) Peer() PeerAddr { return h.peer }
+
+// Endpoint returns the endpoint the connection belongs to.
+func (h *Conn) Endpoint() *Endpoint { return h.e }
+
+// Outstanding returns the unacknowledged packets of window w.
+func (h *Conn) Outstanding(w wire.Window) int {
+	c := h.live()
+	if c == nil || (w != wire.WindowRequest && w != wire.WindowData) {
+		return 0
+	}
+	return int(c.tx[c.window(w)].outstanding)
+}
+
+// Stats returns the connection's counters.
+func (h *Conn) Stats() ConnStats {
+	c := h.live()
+	if c == nil {
+		return h.finalStats
+	}
+	s := c.stats
+	s.SRTT, s.RTTVar, s.RTO = int64(c.rtt.srtt), int64(c.rtt.rttvar), int64(c.rtt.rto)
+	return s
+}
+
+// RTO returns the current retransmit timeout.
+func (h *Conn) RTO() time.Duration { return h.c.rtt.rto }
+
+func (h *Conn) String() string {
+	return "conn " + strconv.FormatUint(uint64(h.cid), 16) + " (" + h.State().String() + ")"
+}
+
+// WindowState is a snapshot of one window pair of a connection: our
+// transmit window and our receive window of the same kind.
+type WindowState struct {
+	TxBSN, TxNSN uint32 // oldest unacknowledged, next to assign
+	Outstanding  int    // unacknowledged packets
+	RxBSN        uint32 // next PSN expected from the peer
+	RxAhead      int    // packets received past RxBSN (holes before them)
+}
+
+// Window returns the state of window w (request or data).
+func (h *Conn) Window(w wire.Window) WindowState {
+	c := h.live()
+	if c == nil || (w != wire.WindowRequest && w != wire.WindowData) {
+		return WindowState{}
+	}
+	k := c.window(w)
+	return WindowState{
+		TxBSN: c.tx[k].bsn, TxNSN: c.tx[k].nsn, Outstanding: int(c.tx[k].outstanding),
+		RxBSN: c.rx[k].bsn, RxAhead: c.rx[k].got.count(),
+	}
+}

@@ -1,0 +1,143 @@
+// Package rt is peregrine's reliable transport (SEEDS §S0, part 1):
+// connections, sliding windows, acknowledgements and the CAM-indexed
+// retransmission engine, over one port queue per lcore.
+//
+// # Endpoint
+//
+// An Endpoint is the transport of one lcore: single goroutine, share
+// nothing. It owns a fixed table of MaxConns connections, a retransmission
+// CAM of CAMCapacity entries with a context array beside it, a timer wheel,
+// and an mbuf cache; NewEndpoint allocates all of it and the packet path
+// allocates nothing. It is an lcore.Stage: each Poll receives one burst,
+// fires due timers, and transmits one burst (control packets, ACKs,
+// retransmissions, new packets, in that order). The ULP calls Open, Send and
+// Close on the same goroutine (from the deliver function, an event handler,
+// or between Polls); only Stats may be read from elsewhere.
+//
+// # Connections
+//
+// A connection is a pair of CIDs, one allocated by each side. A local CID
+// is 24 bits: the table slot in the low bits and a generation in the high
+// bits that changes each time the slot is reused, so a packet for a closed
+// connection finds the slot but not the generation and is dropped as stale.
+// Every received frame is steered by its first word (wire.PeekCID) to a
+// slot index, then checked, before anything else is decoded.
+//
+// Setup is a three-way exchange. Open sends ConnOpen (destination CID 0,
+// the initiator's CID in the source-CID extension, its receive BSNs in
+// ReqEBSN/DataEBSN) and resends it on a timer (RTO, doubling) until
+// ConnAccept arrives or RetryLimit runs out (EventFailed, ErrOpenTimeout).
+// The target, if Options.Accept agrees and a slot is free, allocates its
+// CID and answers ConnAccept (its CID and receive BSNs); a repeated
+// ConnOpen gets the same answer (the target remembers initiators in a
+// small CAM keyed by their CID and address). Each side starts its transmit
+// windows at the BSNs the other announced, so the initial PSNs are the
+// receiver's choice (random, from Options.Seed). The initiator is
+// established on ConnAccept and ACKs it at once; the target is established
+// by the initiator's first packet to its CID and resends ConnAccept on its
+// own timer until then. A refused ConnOpen gets a NACK (ulp-fatal for the
+// policy: ErrRefused; resource-exhausted for a full table: retried).
+//
+// Close sends ConnClose in the request window, behind every earlier
+// request; the peer answers with its own ConnClose once it has all
+// requests up to ours. When both ConnCloses are acknowledged and received
+// the connection is StateClosed (EventClosed) and keeps its slot for
+// CloseLinger to acknowledge late retransmissions, then frees it.
+//
+// # Sliding windows
+//
+// Per connection and direction there are two windows, request and data
+// (wire.Type.Window), each with NSN (next PSN to assign), BSN (oldest
+// unacknowledged) and a sequence-number bitmap of WindowSize bits (bit n =
+// PSN BSN+n), all mod 2^32. Transmit bit set = acknowledged; receive bit
+// set = received. The receiver rules: PSN < BSN is dropped and answered
+// with an ACK of the current BSN; a PSN inside the window sets its bit, or
+// is a duplicate (dropped, ACKed) if the bit was set, else it is delivered
+// exactly once and counts toward the next ACK; PSN == BSN moves BSN past
+// every received bit; a PSN beyond the window is dropped and flagged in the
+// next ACK (OOW). The sender rules: an acknowledgement whose BSN precedes
+// ours is stale and ignored; one that acknowledges a PSN never sent is
+// forged and ignored whole; otherwise BSN moves to the receiver's and the
+// receiver's bitmap is ORed in, and each newly acknowledged packet is
+// retired.
+//
+// # ACKs
+//
+// Every reliable packet carries our receive BSNs (ReqEBSN, DataEBSN). A
+// dedicated ACK, or an extended ACK with both 128-bit receive bitmaps when
+// a window has holes, goes out after AckEvery reliable packets or AckDelay
+// after the first, whichever comes first, and at once when a packet asks
+// for it (AckRequested), is a duplicate, stale or beyond the window. A data
+// packet that carries everything an ACK would say cancels the pending ACK.
+// ACKs have no PSN and are never retransmitted. An ACK echoes the TxTime of
+// the latest packet that was not a retransmission (Karn's rule, applied by
+// the receiver) and when it got it (RxTime), so the sender samples the
+// fabric RTT without the receiver's turnaround; TxEcho 0 means no sample.
+// A packet the deliver function refuses (NotReady, NoResources) is not
+// marked received; the peer gets a NACK and holds off that packet and the
+// ones after it for the NACK's RNR time.
+//
+// # Retransmission engine
+//
+// Every outstanding packet is registered at Send in a cam.Table keyed by
+// (local CID, window, PSN); the entry index selects a context: the
+// retained frame, the latest send time, the send and timeout counts and
+// the retransmit timer. ACK processing retires entries through the CAM. A
+// per-packet timer on the wheel (the connection's RTO, doubled per timeout
+// of that packet, capped at MaxRTO) resends the packet with the same PSN,
+// the Retransmission flag and an incremented Retry. A hole is resent early,
+// without waiting for its timer, once a PSN EarlyRetransmitDistance past it
+// is acknowledged and the hole was last sent at least an SRTT ago. After
+// RetryLimit timeouts a resync with the same PSN takes the packet's place
+// (so the receiver's window can move on); if the peer acknowledges it the
+// packet is reported abandoned (EventAbandoned: it may or may not have been
+// delivered), and if the resync runs out too the connection fails
+// (EventFailed, ErrRetryExhausted). The RTO follows Jacobson/Karels over
+// the echoed samples, plus AckDelay, within [MinRTO, MaxRTO].
+//
+// A Send that finds the window (WindowSize PSNs), the congestion window,
+// the CAM or the pool full is refused with an error matching ErrBusy and
+// changes nothing; the caller retries after a Poll.
+//
+// # Congestion
+//
+// Part 1 caps unacknowledged packets per window with a fixed window
+// (FixedWindow, Options.MaxOutstanding) and relies on the RTO. The
+// CongestionControl interface (OnAck with the RTT, OnRetransmit, Window) is
+// where issue 5's delay-based controller plugs in (Options.Congestion).
+//
+// # Who owns each mbuf
+//
+//   - Receive: RxBurst hands the endpoint each frame; the endpoint owns it
+//     while it decodes and processes it. The header and payload given to
+//     the deliver function alias it and are valid during the call only.
+//     The endpoint frees the burst to its cache when the burst is done.
+//   - Send: the payload is copied into a fresh mbuf (the retained frame),
+//     fully encoded. The retransmission engine owns it until the packet is
+//     acknowledged, abandoned, or its connection fails or is dropped by
+//     Stop, and then frees it.
+//   - Transmit: each transmission (first or resend) allocates another mbuf,
+//     copies the retained frame into it and patches flags, retry, eBSNs and
+//     timestamps (with an incremental UDP checksum update). TxBurst takes
+//     that copy; frames the port refuses stay the endpoint's and go first
+//     on the next Poll. ACKs, NACKs and control packets are built in fresh
+//     mbufs and handed over the same way. (The copy per transmission is
+//     the simple, correct choice; reference-counted mbufs would save it.)
+//   - Stop frees every retained and pending frame and flushes the cache;
+//     Close also releases the cache. The port stays the caller's.
+//
+// # Layering
+//
+// The ULP of issue 5 (transactions, the reorder engine, solicitation)
+// sits on Send, the deliver function and the events: RSN, SSN, ReqLen,
+// Offset and the extensions travel untouched in SendHeader and the
+// delivered header; PSNs stay the transport's.
+//
+// # Determinism
+//
+// The endpoint reads no clock of its own: time is Poll's now (the wheel's
+// start is read from Options.Clock once). Its random choices (initial
+// PSNs, CID generations, CAM hash keys) come from Options.Seed. The same
+// seed and the same input frames at the same times give the same output,
+// which is what the rtsim subpackage relies on.
+package rt

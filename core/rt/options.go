@@ -1,0 +1,304 @@
+package rt
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"time"
+
+	"github.com/peregrine-net/peregrine/cam"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// Defaults and limits of Options.
+const (
+	DefaultMaxConns    = 64
+	MaxMaxConns        = 1 << 20 // leaves at least 4 generation bits in a 24-bit CID
+	DefaultWindowSize  = 128     // matches the 128-bit bitmaps of an extended ACK
+	MinWindowSize      = 64
+	MaxWindowSize      = 4096
+	DefaultAckEvery    = 4
+	DefaultAckDelay    = 10 * time.Microsecond
+	DefaultMinRTO      = 100 * time.Microsecond
+	DefaultMaxRTO      = 100 * time.Millisecond
+	DefaultInitialRTO  = 1 * time.Millisecond
+	DefaultRetryLimit  = 7
+	MaxRetryLimit      = 255
+	DefaultEarlyRetx   = 3
+	DefaultBurst       = 32
+	MaxBurst           = 256
+	DefaultRNRTimeout  = 100 * time.Microsecond
+	DefaultTimerTick   = 1 * time.Microsecond
+	MaxCAMCapacity     = cam.MaxCapacity
+	defaultCAMCapLimit = 1 << 20
+)
+
+// ErrInvalidOptions is wrapped by every error NewEndpoint returns for bad
+// Options.
+var ErrInvalidOptions = errors.New("rt: invalid options")
+
+// PeerAddr is where a connection's peer lives: the MAC, IP and UDP port its
+// frames go to.
+type PeerAddr struct {
+	MAC  [6]byte
+	IP   netip.Addr
+	Port uint16 // 0 means wire.DefaultPort
+}
+
+func (p PeerAddr) String() string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x/%v:%d", p.MAC[0], p.MAC[1], p.MAC[2], p.MAC[3], p.MAC[4], p.MAC[5], p.IP, portOrDefault(p.Port))
+}
+
+func portOrDefault(p uint16) uint16 {
+	if p == 0 {
+		return wire.DefaultPort
+	}
+	return p
+}
+
+// Options configure NewEndpoint. Port, Pool, Clock and LocalIP are
+// required; zero values of the others select the documented defaults.
+type Options struct {
+	// Name names the endpoint's stage (default "rt").
+	Name string
+	// Port and Queue are the device queue the endpoint drives: it alone
+	// calls RxBurst and TxBurst on it.
+	Port  port.Port
+	Queue int
+	// Pool is the pool the port's frames live in; the endpoint allocates
+	// its frames from it through its own Cache.
+	Pool *mbuf.Pool
+	// Clock gives the timer wheel its start; every later time comes from
+	// Poll's now, which must be read from the same clock.
+	Clock clock.Clock
+
+	// LocalMAC (zero: the port's MAC), LocalIP (required, IPv4 or IPv6) and
+	// LocalPort (0: wire.DefaultPort) are the endpoint's own address.
+	// Frames to another IP or UDP port are dropped and counted.
+	LocalMAC  [6]byte
+	LocalIP   netip.Addr
+	LocalPort uint16
+	// NoUDPChecksum sends IPv4 frames without a UDP checksum. The checksum
+	// is what catches corrupted frames: leave it on unless the link
+	// guarantees integrity.
+	NoUDPChecksum bool
+
+	// MaxConns is the size of the connection table, 1..MaxMaxConns
+	// (default 64). A CID is a slot index plus a generation in 24 bits.
+	MaxConns int
+	// WindowSize is the PSN span of each sliding window (and its bitmap), a
+	// multiple of 64 in 64..4096 (default 128, the width of an extended
+	// ACK's bitmaps; a larger window is acknowledged 128 PSNs at a time
+	// beyond the cumulative BSN).
+	WindowSize int
+	// MaxOutstanding caps unacknowledged packets per connection and window
+	// under the default fixed congestion window, 1..WindowSize (default
+	// WindowSize).
+	MaxOutstanding int
+	// AckEvery and AckDelay coalesce ACKs: one goes out after AckEvery
+	// reliable packets or AckDelay after the first unacknowledged one,
+	// whichever comes first, and at once for AckRequested, duplicates and
+	// out-of-window packets. AckEvery 1..WindowSize (default 4); AckDelay
+	// default 10µs.
+	AckEvery int
+	AckDelay time.Duration
+	// MinRTO, MaxRTO and InitialRTO bound and seed the retransmit timeout
+	// (defaults 100µs, 100ms, 1ms). The timeout adapts to the smoothed
+	// RTT; each timeout of a packet doubles its own next one.
+	MinRTO, MaxRTO, InitialRTO time.Duration
+	// RetryLimit is how many timeouts a packet survives (1..255, default
+	// 7). Past it a resync stands in for the packet, with the same limit;
+	// when that runs out too the connection fails. Connection setup uses
+	// the same limit.
+	RetryLimit int
+	// EarlyRetransmitDistance resends a hole without waiting for its
+	// timer once a PSN this far past it was acknowledged (and the hole was
+	// last sent at least an RTT ago). Default 3; negative disables.
+	EarlyRetransmitDistance int
+	// CAMCapacity is the number of packets the retransmission engine can
+	// track across all connections (default MaxConns × 2 × MaxOutstanding,
+	// at most 2^20). A Send beyond it is refused with ErrCAMFull.
+	CAMCapacity int
+	// Burst is the most frames one Poll receives, and the most it
+	// transmits, 1..256 (default 32).
+	Burst int
+	// CloseLinger is how long a closed connection keeps its slot to
+	// acknowledge retransmissions of the peer's last packets (default
+	// 2 × MaxRTO).
+	CloseLinger time.Duration
+	// RNRTimeout is the back-off announced in the NACK sent when the
+	// deliver function refuses a packet (default 100µs).
+	RNRTimeout time.Duration
+	// TimerTick is the timer wheel's resolution (default 1µs).
+	TimerTick time.Duration
+
+	// Seed seeds the endpoint's random choices: initial PSNs, CID
+	// generations and the CAMs' hash keys. The same seed and the same
+	// inputs replay the same packets.
+	Seed uint64
+	// FixedInitialPSN makes every receive window start at InitialPSN
+	// instead of a random PSN (tests of the wrap-around at 2^32).
+	FixedInitialPSN bool
+	InitialPSN      uint32
+
+	// Accept decides whether to accept a peer's ConnOpen; nil accepts all.
+	// It runs on the polling goroutine.
+	Accept func(peer PeerAddr) bool
+	// Congestion makes the congestion controller of a new connection; nil
+	// selects a fixed window of MaxOutstanding. It runs on the goroutine
+	// that opens or accepts the connection.
+	Congestion func() CongestionControl
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+}
+
+// withDefaults validates o and fills in every default.
+func (o Options) withDefaults() (Options, error) {
+	if o.Name == "" {
+		o.Name = "rt"
+	}
+	if o.Port == nil {
+		return o, invalid("Options.Port is nil (pass the port the endpoint drives)")
+	}
+	if q := o.Port.Info().Queues; o.Queue < 0 || o.Queue >= q {
+		return o, invalid("Options.Queue %d is out of range: port %s has %d queues (use 0..%d)", o.Queue, o.Port.Info().Name, q, q-1)
+	}
+	if o.Pool == nil {
+		return o, invalid("Options.Pool is nil (pass the pool the port's frames live in)")
+	}
+	if o.Clock == nil {
+		return o, invalid("Options.Clock is nil (pass the clock Poll's now is read from)")
+	}
+	if !o.LocalIP.IsValid() {
+		return o, invalid("Options.LocalIP is not set (the endpoint's IPv4 or IPv6 address)")
+	}
+	o.LocalIP = o.LocalIP.Unmap()
+	if o.LocalMAC == [6]byte{} {
+		if mac := o.Port.Info().MAC; len(mac) == 6 {
+			o.LocalMAC = [6]byte(mac)
+		}
+	}
+	if o.LocalPort == 0 {
+		o.LocalPort = wire.DefaultPort
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxConns < 1 || o.MaxConns > MaxMaxConns {
+		return o, invalid("Options.MaxConns %d is out of range (use 1..%d)", o.MaxConns, MaxMaxConns)
+	}
+	if o.WindowSize == 0 {
+		o.WindowSize = DefaultWindowSize
+	}
+	if o.WindowSize < MinWindowSize || o.WindowSize > MaxWindowSize || o.WindowSize%64 != 0 {
+		return o, invalid("Options.WindowSize %d is not a multiple of 64 in %d..%d (use %d)", o.WindowSize, MinWindowSize, MaxWindowSize, min(max(MinWindowSize, (o.WindowSize+63)/64*64), MaxWindowSize))
+	}
+	if o.MaxOutstanding == 0 {
+		o.MaxOutstanding = o.WindowSize
+	}
+	if o.MaxOutstanding < 1 || o.MaxOutstanding > o.WindowSize {
+		return o, invalid("Options.MaxOutstanding %d is out of range (use 1..WindowSize %d)", o.MaxOutstanding, o.WindowSize)
+	}
+	if o.AckEvery == 0 {
+		o.AckEvery = DefaultAckEvery
+	}
+	if o.AckEvery < 1 || o.AckEvery > o.WindowSize {
+		return o, invalid("Options.AckEvery %d is out of range (use 1..WindowSize %d)", o.AckEvery, o.WindowSize)
+	}
+	if o.AckDelay == 0 {
+		o.AckDelay = DefaultAckDelay
+	}
+	if o.MinRTO == 0 {
+		o.MinRTO = DefaultMinRTO
+	}
+	if o.MaxRTO == 0 {
+		o.MaxRTO = max(DefaultMaxRTO, o.MinRTO)
+	}
+	if o.InitialRTO == 0 {
+		o.InitialRTO = min(max(DefaultInitialRTO, o.MinRTO), o.MaxRTO)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"AckDelay", o.AckDelay}, {"MinRTO", o.MinRTO}, {"MaxRTO", o.MaxRTO}, {"InitialRTO", o.InitialRTO}} {
+		if d.v < 0 {
+			return o, invalid("Options.%s %v is negative (use a positive duration, or 0 for the default)", d.name, d.v)
+		}
+	}
+	if o.MinRTO > o.MaxRTO {
+		return o, invalid("Options.MinRTO %v exceeds MaxRTO %v", o.MinRTO, o.MaxRTO)
+	}
+	if o.InitialRTO < o.MinRTO || o.InitialRTO > o.MaxRTO {
+		return o, invalid("Options.InitialRTO %v is outside [MinRTO %v, MaxRTO %v]", o.InitialRTO, o.MinRTO, o.MaxRTO)
+	}
+	if o.RetryLimit == 0 {
+		o.RetryLimit = DefaultRetryLimit
+	}
+	if o.RetryLimit < 1 || o.RetryLimit > MaxRetryLimit {
+		return o, invalid("Options.RetryLimit %d is out of range (use 1..%d)", o.RetryLimit, MaxRetryLimit)
+	}
+	switch {
+	case o.EarlyRetransmitDistance == 0:
+		o.EarlyRetransmitDistance = DefaultEarlyRetx
+	case o.EarlyRetransmitDistance < 0:
+		o.EarlyRetransmitDistance = 0
+	case o.EarlyRetransmitDistance >= o.WindowSize:
+		return o, invalid("Options.EarlyRetransmitDistance %d is not below WindowSize %d (use a small distance such as 3, or -1 to disable)", o.EarlyRetransmitDistance, o.WindowSize)
+	}
+	if o.CAMCapacity == 0 {
+		o.CAMCapacity = min(o.MaxConns*2*o.MaxOutstanding, defaultCAMCapLimit)
+	}
+	if o.CAMCapacity < 1 || o.CAMCapacity > MaxCAMCapacity {
+		return o, invalid("Options.CAMCapacity %d is out of range (use 1..%d)", o.CAMCapacity, MaxCAMCapacity)
+	}
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	if o.Burst < 1 || o.Burst > MaxBurst {
+		return o, invalid("Options.Burst %d is out of range (use 1..%d)", o.Burst, MaxBurst)
+	}
+	if o.CloseLinger == 0 {
+		o.CloseLinger = 2 * o.MaxRTO
+	}
+	if o.RNRTimeout == 0 {
+		o.RNRTimeout = DefaultRNRTimeout
+	}
+	if o.TimerTick == 0 {
+		o.TimerTick = DefaultTimerTick
+	}
+	if o.CloseLinger < 0 || o.RNRTimeout < 0 || o.TimerTick < 0 {
+		return o, invalid("Options.CloseLinger %v, RNRTimeout %v and TimerTick %v must not be negative", o.CloseLinger, o.RNRTimeout, o.TimerTick)
+	}
+	room := o.Pool.FrameSize() - o.Pool.Headroom()
+	if room < minFrameRoom {
+		return o, invalid("Options.Pool %q leaves %d bytes per frame after its headroom, below the %d a transport frame needs (lower the pool's Headroom)", o.Pool.Name(), room, minFrameRoom)
+	}
+	return o, nil
+}
+
+// minFrameRoom is the room a frame needs for the largest control packet:
+// IPv6 headers, an extended ACK.
+const minFrameRoom = wire.EthHeaderLen + wire.IPv6HeaderLen + wire.UDPHeaderLen + wire.BaseHeaderLen + wire.ExtendedAckBodyLen + 16
+
+// cidLayout splits a 24-bit CID into a slot index (low bits) and a
+// generation (high bits), so that a CID of a closed connection misses once
+// its slot is reused.
+type cidLayout struct {
+	idxBits uint
+	idxMask uint32
+	genMax  uint32 // generations run 1..genMax
+}
+
+func newCIDLayout(maxConns int) cidLayout {
+	b := uint(bits.Len32(uint32(maxConns - 1)))
+	return cidLayout{idxBits: b, idxMask: 1<<b - 1, genMax: wire.MaxCID >> b}
+}
+
+func (l cidLayout) make(gen uint32, idx int32) uint32 { return gen<<l.idxBits | uint32(idx) }
+func (l cidLayout) index(cid uint32) uint32           { return cid & l.idxMask }

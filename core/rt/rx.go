@@ -1,0 +1,383 @@
+package rt
+
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// receive processes one frame. The frame is freed by the caller once the
+// whole burst is done. A frame that does not parse, is not for us, or
+// names no live connection only bumps a counter.
+func (e *Endpoint) receive(h mbuf.Handle) {
+	e.cnt.own[cRxFrames]++
+	b := e.pool.Data(h)
+	l4, ok := wire.L4Offset(b)
+	if !ok {
+		e.cnt.own[cRxNotTransport]++
+		return
+	}
+	cid, ok := wire.PeekCID(b, l4)
+	if !ok {
+		if l4 <= len(b)-wire.UDPHeaderLen-4 {
+			e.cnt.own[cRxBadVersion]++
+		} else {
+			e.cnt.own[cRxNotTransport]++
+		}
+		return
+	}
+	// The first word finds the connection before anything else is read.
+	var c *conn
+	if cid != 0 {
+		if c = e.lookup(cid); c == nil {
+			return
+		}
+	}
+	f := &e.frame
+	if err := f.Decode(b); err != nil {
+		switch err {
+		case wire.ErrChecksum:
+			e.cnt.own[cRxBadChecksum]++
+		case wire.ErrVersion:
+			e.cnt.own[cRxBadVersion]++
+		case wire.ErrNotIP, wire.ErrNotUDP, wire.ErrFragment:
+			e.cnt.own[cRxNotTransport]++
+		default:
+			e.cnt.own[cRxMalformed]++
+		}
+		return
+	}
+	if f.DstPort != e.localPort || f.DstIP != e.localIP {
+		e.cnt.own[cRxNotForUs]++
+		return
+	}
+	if c == nil {
+		if f.Header.Type != wire.TypeConnOpen {
+			e.cnt.own[cRxBadState]++
+			return
+		}
+		e.onConnOpen(f)
+		return
+	}
+	e.onPacket(c, f)
+}
+
+// onConnOpen answers an initiator: a repeated ConnOpen gets the same
+// ConnAccept again; a new one gets a slot if the policy and the table
+// allow, else a NACK.
+func (e *Endpoint) onConnOpen(f *wire.Frame) {
+	hd := &f.Header
+	peerCID := hd.Ext.SourceCID
+	if peerCID == 0 {
+		e.cnt.own[cRxMalformed]++
+		return
+	}
+	peer := PeerAddr{MAC: f.SrcMAC, IP: f.SrcIP, Port: f.SrcPort}
+	key := openKey{PeerCID: peerCID, AddrHash: e.addrHash(peer.IP, peer.Port)}
+	if idx, ok := e.openKeys.Lookup(key); ok {
+		c := &e.conns[e.openConn[idx]]
+		if c.peerCID != peerCID || c.peer.IP != peer.IP || c.peer.Port != peer.Port {
+			// Two initiators whose keys collide: refuse the newcomer.
+			e.reject(f, wire.NackResourceExhausted)
+			return
+		}
+		e.cnt.own[cConnDupOpen]++
+		c.peerTx = hd.TxTime
+		// Accepting, or established while the initiator still missed
+		// every ConnAccept (it ignores the repeat once established).
+		e.wantCtrl(c, ctrlAccept)
+		return
+	}
+	if e.opts.Accept != nil && !e.opts.Accept(peer) {
+		e.reject(f, wire.NackULPFatal)
+		return
+	}
+	c := e.allocConn()
+	if c == nil {
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	idx, err := e.openKeys.Insert(key)
+	if err != nil {
+		e.freeConns = append(e.freeConns, c.idx)
+		c.state = StateFree
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	e.openConn[idx] = c.idx
+	c.openKey, c.hasOpenKey = key, true
+	e.initConn(c, peer)
+	c.peerCID = peerCID
+	c.tx[0].reset(hd.ReqEBSN)
+	c.tx[1].reset(hd.DataEBSN)
+	c.peerTx = hd.TxTime
+	c.state = StateAccepting
+	c.handle = &Conn{e: e, c: c, cid: c.localCID, peer: peer}
+	e.wantCtrl(c, ctrlAccept)
+	e.cnt.own[cConnAccepted]++
+}
+
+// reject queues a NACK to an initiator we keep no connection for.
+func (e *Endpoint) reject(f *wire.Frame, code wire.NackCode) {
+	e.cnt.own[cConnRejected]++
+	if e.nOrphans == maxOrphans {
+		return
+	}
+	e.orphans[e.nOrphans] = orphanNack{
+		addrs: wire.Addrs{
+			SrcMAC: e.opts.LocalMAC, DstMAC: f.SrcMAC,
+			SrcIP: e.localIP, DstIP: f.SrcIP,
+			SrcPort: e.localPort, DstPort: f.SrcPort,
+			NoUDPChecksum: e.opts.NoUDPChecksum,
+		},
+		destCID: f.Header.Ext.SourceCID,
+		code:    code,
+		echo:    f.Header.TxTime,
+	}
+	e.nOrphans++
+}
+
+// onPacket processes a decoded packet addressed to connection c.
+func (e *Endpoint) onPacket(c *conn, f *wire.Frame) {
+	hd := &f.Header
+	switch c.state {
+	case StateOpening:
+		switch hd.Type {
+		case wire.TypeConnAccept:
+			e.onConnAccept(c, hd)
+		case wire.TypeNack:
+			e.cnt.own[cRxNack]++
+			switch hd.Nack.Code {
+			case wire.NackULPFatal:
+				e.failConn(c, ErrRefused)
+			case wire.NackResourceExhausted:
+				// The peer is full for now: the setup timer retries.
+			default:
+				e.cnt.own[cRxBadState]++
+			}
+		default:
+			e.cnt.own[cRxBadState]++
+		}
+		return
+	case StateAccepting:
+		if hd.Type == wire.TypeConnAccept || hd.Type == wire.TypeConnOpen {
+			e.cnt.own[cRxBadState]++
+			return
+		}
+		// Any packet to our CID proves the initiator got ConnAccept.
+		e.establish(c)
+	}
+	c.peerTx = hd.TxTime
+	switch hd.Type {
+	case wire.TypeConnOpen:
+		e.cnt.own[cRxBadState]++
+	case wire.TypeConnAccept:
+		if hd.Ext.SourceCID != c.peerCID {
+			e.cnt.own[cRxBadState]++
+			return
+		}
+		// A repeated ConnAccept: the target did not hear from us yet.
+		e.cnt.own[cConnDupOpen]++
+		e.ackNow(c)
+	case wire.TypeAck, wire.TypeExtendedAck:
+		e.onAck(c, hd)
+	case wire.TypeNack:
+		if !e.onNack(c, hd) {
+			return // the connection failed
+		}
+	default:
+		e.piggyback(c, hd)
+		e.onReliable(c, hd, f.Payload)
+	}
+	e.progressClose(c)
+}
+
+// onConnAccept completes the initiator's side of the setup.
+func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
+	if hd.Ext.SourceCID == 0 {
+		e.cnt.own[cRxMalformed]++
+		return
+	}
+	c.peerCID = hd.Ext.SourceCID
+	c.tx[0].reset(hd.ReqEBSN)
+	c.tx[1].reset(hd.DataEBSN)
+	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
+		// Karn: only a ConnOpen sent once gives an unambiguous sample.
+		c.rtt.sample(e.now.Sub(c.ctrlSentAt), &e.opts)
+		e.cnt.own[cRTTSamples]++
+	}
+	c.peerTx = hd.TxTime
+	e.establish(c)
+	e.ackNow(c) // the third leg: tells the target we have its CID
+}
+
+// ackNow asks for an ACK in this Poll's transmit phase.
+func (e *Endpoint) ackNow(c *conn) {
+	c.ackNow = true
+	e.ackQ.push(c.idx)
+}
+
+// piggyback applies the cumulative acknowledgement every packet carries.
+func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
+	total := 0
+	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
+	for k := range 2 {
+		newly, res := c.tx[k].ack(ebsn[k], nil, e.acked[:0])
+		switch res {
+		case ackStale:
+			e.cnt.own[cAckStale]++
+		case ackForged:
+			e.cnt.own[cAckForged]++
+		}
+		e.retire(c, k, newly)
+		total += len(newly)
+	}
+	return total
+}
+
+// onAck processes an ACK or extended ACK: both windows' BSNs and bitmaps,
+// an RTT sample, and early retransmission of the holes it reveals.
+func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
+	ext := hd.Type == wire.TypeExtendedAck
+	if ext {
+		e.cnt.own[cRxExtendedAck]++
+	} else {
+		e.cnt.own[cRxAck]++
+	}
+	c.stats.AcksReceived++
+	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
+	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}
+	total, forged := 0, false
+	for k := range 2 {
+		var bm *wire.Bitmap128
+		if ext {
+			bm = maps[k]
+		}
+		newly, res := c.tx[k].ack(ebsn[k], bm, e.acked[:0])
+		switch res {
+		case ackStale:
+			e.cnt.own[cAckStale]++
+		case ackForged:
+			e.cnt.own[cAckForged]++
+			forged = true
+		}
+		e.retire(c, k, newly)
+		total += len(newly)
+	}
+	var rtt time.Duration
+	if hd.TxEcho != 0 && !forged {
+		// Fabric RTT: our time since the echoed packet left, minus the
+		// receiver's time between getting it and sending this ACK.
+		round := e.now32 - hd.TxEcho
+		turn := hd.TxTime - hd.Ack.RxTime
+		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round {
+			rtt = time.Duration(round - turn)
+			c.rtt.sample(rtt, &e.opts)
+			e.cnt.own[cRTTSamples]++
+		}
+	}
+	c.cc.OnAck(rtt, total)
+	if ext && c.state != StateFree {
+		for k := range 2 {
+			e.earlyRetransmit(c, k)
+		}
+	}
+}
+
+// onNack processes a NACK; it returns false if the connection failed.
+func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
+	e.cnt.own[cRxNack]++
+	e.piggyback(c, hd)
+	n := &hd.Nack
+	switch n.Code {
+	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
+		d := max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick)
+		e.holdOff(c, n.Window, n.PSN, d)
+	case wire.NackOutOfWindow:
+		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
+	case wire.NackBadCID:
+		e.failConn(c, ErrPeerReset)
+		return false
+	case wire.NackULPFatal:
+		e.failConn(c, ErrPeerFatal)
+		return false
+	default:
+		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
+	}
+	return true
+}
+
+// onReliable applies the receiver rules to a packet with a PSN.
+func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
+	w := hd.Window()
+	k := c.window(w)
+	rw := &c.rx[k]
+	class, off := rw.classify(hd.PSN)
+	switch class {
+	case rxStale:
+		e.cnt.own[cRxStalePSN]++
+		e.ackNow(c)
+		return
+	case rxBeyond:
+		e.cnt.own[cRxOutOfWindow]++
+		c.oow |= wire.OOWFlags(1) << k
+		if c.oowCount < ^uint16(0) {
+			c.oowCount++
+		}
+		e.ackNow(c)
+		return
+	case rxDuplicate:
+		e.cnt.own[cRxDuplicate]++
+		c.stats.Duplicates++
+		e.ackNow(c)
+		return
+	}
+	switch hd.Type {
+	case wire.TypeResync:
+		e.cnt.own[cRxResync]++
+	case wire.TypeConnClose:
+		c.peerClosing = true
+		c.peerClose = hd.PSN
+		c.peerDataEnd = hd.Offset
+	default:
+		if e.deliver != nil {
+			if v := e.deliver(c.handle, hd, payload); v != Accept {
+				e.cnt.own[cRxRefused]++
+				code := wire.NackReceiverNotReady
+				if v == NoResources {
+					code = wire.NackResourceExhausted
+				}
+				if c.nack.code == 0 {
+					// One NACK at a time, for the first refusal: the
+					// sender holds off that packet and every later one.
+					c.nack = pendingNack{code: code, window: w, psn: hd.PSN}
+				}
+				e.ackNow(c)
+				return
+			}
+			if c.state == StateFree {
+				return // the ULP's callback dropped the connection
+			}
+		}
+		e.cnt.own[cRxDelivered]++
+		c.stats.Delivered++
+	}
+	rw.accept(off)
+	c.ackCount++
+	if !hd.Flags.Has(wire.FlagRetransmission) {
+		c.echoTx, c.echoRx, c.echoFresh = hd.TxTime, e.now32, true
+	}
+	if hd.Flags.Has(wire.FlagAckRequested) || c.ackCount >= e.opts.AckEvery {
+		e.ackNow(c)
+	} else if c.ackTimer == clock.NoTimer {
+		id, err := e.wheel.Arm(e.now.Add(e.opts.AckDelay), uint64(timerAck)<<32|uint64(uint32(c.idx)))
+		if err != nil {
+			e.cnt.own[cInternal]++
+			e.ackNow(c)
+			return
+		}
+		c.ackTimer = id
+	}
+}
