@@ -1,0 +1,32 @@
+package transportcore
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRunPrintsEveryRatio runs the scenario small: the verdicts depend on
+// the machine, the report's shape does not.
+func TestRunPrintsEveryRatio(t *testing.T) {
+	var out bytes.Buffer
+	pass, fail, err := Run(context.Background(), Options{Out: &out, Ops: 1 << 14, SimPackets: 1 << 12, RxPackets: 1 << 12, FwdDuration: 200 * time.Millisecond})
+	require.NoError(t, err, out.String())
+	require.Equal(t, 6, pass+fail, out.String())
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	ratio := regexp.MustCompile(`^RATIO [a-z0-9_]+ [0-9.]+ goal (<=|>=) [0-9.]+ (PASS|FAIL)$`)
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "RATIO ") {
+			require.Regexp(t, ratio, l)
+			n++
+		}
+	}
+	require.Equal(t, 6, n)
+	require.Regexp(t, `^BENCH-SUMMARY pass=\d+ fail=\d+$`, lines[len(lines)-1])
+}
