@@ -195,7 +195,10 @@
 // extension; the target allocates its own CID and answers ConnAccept with
 // destination CID = the initiator's and source CID = its own. Both are
 // retried by timer and idempotent. ConnClose rides the request window, so
-// it takes effect after every earlier request and its ACK confirms it.
+// it takes effect after every earlier request and its ACK confirms it; its
+// Offset field carries the sender's final data-window sequence number (the
+// NSN after its last data packet), so the receiver knows when both windows
+// are complete before it tears the connection down.
 //
 // # RoCEv2
 //
