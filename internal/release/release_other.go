@@ -11,3 +11,8 @@ func Store64(addr *atomic.Uint64, val uint64) { addr.Store(val) }
 
 // CPURelax would be a spin-wait hint; without assembly there is none.
 func CPURelax() {}
+
+// StoreCounter64 stores a statistics counter that only the calling goroutine
+// writes; without the amd64 build (or under the race detector) it is an
+// atomic store.
+func StoreCounter64(addr *atomic.Uint64, val uint64) { addr.Store(val) }
