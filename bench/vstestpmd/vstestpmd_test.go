@@ -1,0 +1,84 @@
+package vstestpmd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOptionsAreValidated(t *testing.T) {
+	for name, c := range map[string]struct {
+		opts Options
+		want string
+	}{
+		"no out":         {Options{}, "Options.Out is nil"},
+		"rounds":         {Options{Out: &bytes.Buffer{}, Rounds: MaxRounds + 1}, "Options.Rounds 16"},
+		"duration":       {Options{Out: &bytes.Buffer{}, Duration: time.Millisecond}, "Options.Duration 1ms"},
+		"size":           {Options{Out: &bytes.Buffer{}, Sizes: []int{64, 9000}}, "frame size 9000"},
+		"comparison":     {Options{Out: &bytes.Buffer{}, Comparisons: []string{"afxdp_macswap"}}, `unknown comparison "afxdp_macswap"`},
+		"long prefix":    {Options{Out: &bytes.Buffer{}, Prefix: "abcdefghijklm"}, "longer than 12"},
+		"prefix charset": {Options{Out: &bytes.Buffer{}, Prefix: "a/b"}, "only letters"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Run(context.Background(), c.opts)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+func TestMedian(t *testing.T) {
+	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	require.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	require.True(t, median(nil) != median(nil), "no samples: NaN")
+}
+
+var (
+	ratioLine   = regexp.MustCompile(`^RATIO [A-Za-z0-9_]+ -?[0-9.]+(e[-+][0-9]+)? goal (>=|<=) [0-9.e+-]+ (PASS|FAIL)$`)
+	summaryLine = regexp.MustCompile(`^BENCH-SUMMARY pass=([0-9]+) fail=([0-9]+)$`)
+)
+
+// TestRunQuick runs every comparison once, briefly, with 64-byte frames,
+// and checks the report's shape (not the verdicts: speed is for the full
+// run, `peregrine bench vs-testpmd`).
+func TestRunQuick(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to build namespaces and open AF_XDP/AF_PACKET ports (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_IPC_LOCK); run `sudo go test`")
+	}
+	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
+		t.Skip("dpdk-testpmd not installed (run hack/install-deps.sh as root)")
+	}
+	if testing.Short() {
+		t.Skip("runs dpdk-testpmd five times (~15 s); skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	pass, fail, err := Run(ctx, Options{Out: &out, Rounds: 1, Duration: 200 * time.Millisecond, Sizes: []int{64}})
+	t.Log("\n" + out.String())
+	require.NoError(t, err)
+
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	var ratios []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "RATIO ") {
+			require.Regexp(t, ratioLine, l)
+			ratios = append(ratios, strings.Fields(l)[1])
+		}
+	}
+	require.Equal(t, []string{
+		"afxdp_rxonly_64B_vs_testpmd", "afxdp_txonly_64B_vs_testpmd", "afxdp_io_64B_vs_testpmd",
+		"afpacket_rxonly_64B_vs_testpmd", "afpacket_io_64B_vs_testpmd", "fwd_loop_heap_allocs_per_pkt",
+	}, ratios)
+	last := lines[len(lines)-1]
+	require.Regexp(t, summaryLine, last, "the summary is the last line")
+	require.Equal(t, len(ratios), pass+fail)
+	require.Contains(t, last, fmt.Sprintf("pass=%d fail=%d", pass, fail))
+}
