@@ -7,11 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/bench/foundation"
+	"github.com/peregrine-net/peregrine/bench/transportcore"
+	"github.com/peregrine-net/peregrine/bench/vstestpmd"
 	"github.com/peregrine-net/peregrine/core/lcore"
 )
 
@@ -30,7 +34,57 @@ each followed by a comment line with the raw figures, and last
 It exits 0 when the scenario ran, whatever the verdicts (read the summary);
 non-zero when it could not run.`,
 	}
-	cmd.AddCommand(newBenchFoundationCommand())
+	cmd.AddCommand(newBenchFoundationCommand(), newBenchTransportCoreCommand(), newBenchVsTestpmdCommand())
+	return cmd
+}
+
+func newBenchVsTestpmdCommand() *cobra.Command {
+	var (
+		rounds   int
+		duration time.Duration
+		sizes    []int
+		only     []string
+		prefix   string
+	)
+	cmd := &cobra.Command{
+		Use:   "vs-testpmd",
+		Short: "AF_XDP and AF_PACKET ports over veth against dpdk-testpmd's, same topology, same run",
+		Long: `vs-testpmd builds gen -> fwd -> sink across three network namespaces
+(veth, 198.18.0.0/15), then measures peregrine and dpdk-testpmd (net_af_xdp,
+net_af_packet) in alternating rounds on the same interfaces, CPUs,
+generator and sink:
+
+  afxdp_rxonly     receive and free while an in-kernel generator floods
+  afxdp_txonly     send as fast as possible into an XDP sink
+  afxdp_io         forward gen -> fwd -> sink (counted at the sink)
+  afpacket_rxonly  as afxdp_rxonly over AF_PACKET
+  afpacket_io      as afxdp_io over AF_PACKET
+
+The device under test runs on CPU 1 (testpmd -l 0,1), the generator on
+CPU 0. Each line's ratio is median peregrine / median testpmd; a last ratio
+checks heap allocations per packet in peregrine's forwarding loop. The
+namespaces are deleted at the end, also on error or SIGINT/SIGTERM.
+Needs root and Debian's DPDK (hack/install-deps.sh).`,
+		Example: `  sudo peregrine bench vs-testpmd
+  sudo peregrine bench vs-testpmd --rounds 5 --duration 3s --sizes 64
+  sudo peregrine bench vs-testpmd --only afxdp_io,afpacket_io`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			_, _, err := vstestpmd.Run(ctx, vstestpmd.Options{
+				Out: cmd.OutOrStdout(), Rounds: rounds, Duration: duration, Sizes: sizes,
+				Comparisons: only, Prefix: prefix,
+			})
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&rounds, "rounds", vstestpmd.DefaultRounds, "measurements per side and comparison, alternating peregrine/testpmd")
+	f.DurationVar(&duration, "duration", vstestpmd.DefaultDuration, "forwarding time of each measurement")
+	f.IntSliceVar(&sizes, "sizes", vstestpmd.DefaultSizes, "frame sizes in bytes without FCS (60..1518)")
+	f.StringSliceVar(&only, "only", nil, "run only these comparisons: "+strings.Join(vstestpmd.Comparisons(), ", "))
+	f.StringVar(&prefix, "netns-prefix", "", "name the namespaces PREFIX-gen, PREFIX-fwd, PREFIX-sink (default pgvs<pid>)")
 	return cmd
 }
 
@@ -98,4 +152,29 @@ func ensureDPDK(ctx context.Context, log io.Writer) {
 			return
 		}
 	}
+}
+
+func newBenchTransportCoreCommand() *cobra.Command {
+	var cpu int
+	cmd := &cobra.Command{
+		Use:   "transport-core",
+		Short: "CAM vs Go map, simulator speed, transport RX cost vs mem-port forwarding",
+		Long: `transport-core measures, in one run on this machine:
+
+  cam lookups and delete+insert churn at 64 and 64K entries  vs map[key]uint32 with the same keys
+  transport packets simulated per second on one core          (goal: at least 1 M)
+  the transport's receive path per packet                     vs mem-port io forwarding per packet
+
+Takes about a minute.`,
+		Example: `  peregrine bench transport-core`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			_, _, err := transportcore.Run(ctx, transportcore.Options{Out: cmd.OutOrStdout(), CPU: cpu})
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&cpu, "cpu", 1, "CPU for the forwarding baseline's poll loop")
+	return cmd
 }
