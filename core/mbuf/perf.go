@@ -26,27 +26,24 @@ func CachedGetPutBulk(p *Pool, bulk, keep, elems int) (nsPerElem float64, err er
 	c := p.NewCache()
 	defer c.Close()
 	table := make([]Handle, keep)
-	round := func() error {
+	rounds := (elems+keep-1)/keep + 1 // the first round warms the cache, untimed
+	var start time.Time
+	// The loop is written out, like the autotest's, so the harness adds no
+	// call per round to what is measured.
+	for r := range rounds {
+		if r == 1 {
+			start = time.Now()
+		}
 		for i := 0; i < keep; i += bulk {
 			if c.GetBulk(table[i:i+bulk]) != bulk {
-				return fmt.Errorf("mbuf: perf: pool %q ran out of frames (%d free)", p.Name(), p.Available())
+				c.PutBulk(table[:i])
+				return 0, fmt.Errorf("mbuf: perf: pool %q ran out of frames (%d free)", p.Name(), p.Available())
 			}
 		}
 		for i := 0; i < keep; i += bulk {
 			c.PutBulk(table[i : i+bulk])
 		}
-		return nil
-	}
-	if err := round(); err != nil {
-		return 0, err
-	}
-	rounds := (elems + keep - 1) / keep
-	start := time.Now()
-	for range rounds {
-		if err := round(); err != nil {
-			return 0, err
-		}
 	}
 	elapsed := time.Since(start)
-	return float64(elapsed.Nanoseconds()) / float64(rounds*keep), nil
+	return float64(elapsed.Nanoseconds()) / float64((rounds-1)*keep), nil
 }
