@@ -36,7 +36,8 @@ func newRootCommand() *cobra.Command {
 		Long: `peregrine moves packets between ports in poll-mode loops pinned to cores,
 with zero heap allocations per packet, and runs a reliable datacenter transport on them.
 
-Ports are named like DPDK vdevs: mem:PAIR/END, null:, pcap:FILE, pcap-out:FILE.`,
+Ports are named like DPDK vdevs: mem:PAIR/END, null:, pcap:FILE, pcap-out:FILE,
+afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
