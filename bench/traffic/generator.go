@@ -25,6 +25,10 @@ type GeneratorOptions struct {
 	Count uint64
 	// SrcMAC/DstMAC default to locally administered 02:00:00:00:00:01/02.
 	SrcMAC, DstMAC net.HardwareAddr
+	// Cache is the poll loop's mbuf cache to allocate from; nil makes one.
+	// Sharing the loop's cache with its ports keeps frames on one CPU's
+	// LIFO stack (see fwd.Options.Cache).
+	Cache *mbuf.Cache
 }
 
 // Generator is a stage that sends stamped frames on one port queue.
@@ -68,7 +72,7 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 	}
 	g := &Generator{
 		opts:    opts,
-		cache:   opts.Pool.NewCache(),
+		cache:   cacheOr(opts.Cache, opts.Pool),
 		flowSeq: make([]uint64, opts.Flows),
 		burst:   make([]mbuf.Handle, opts.Burst),
 		pending: make([]mbuf.Handle, 0, opts.Burst),
@@ -236,4 +240,12 @@ func checkEndpoint(who string, p port.Port, pool *mbuf.Pool, queue int, burst, f
 		return fmt.Errorf("traffic: queue %d out of range: port %s has %d queues", queue, p.Info().Name, p.Info().Queues)
 	}
 	return nil
+}
+
+// cacheOr returns c, or a new cache of pool when c is nil.
+func cacheOr(c *mbuf.Cache, pool *mbuf.Pool) *mbuf.Cache {
+	if c != nil {
+		return c
+	}
+	return pool.NewCache()
 }

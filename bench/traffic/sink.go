@@ -21,6 +21,8 @@ type SinkOptions struct {
 	// sink read the same clock (same process, or clock.Real in processes on
 	// one machine).
 	Latency bool
+	// Cache is the poll loop's mbuf cache to free into; nil makes one.
+	Cache *mbuf.Cache
 }
 
 // Sink is a stage that receives stamped frames, checks their sequence
@@ -62,7 +64,7 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	}
 	return &Sink{
 		opts:  opts,
-		cache: opts.Pool.NewCache(),
+		cache: cacheOr(opts.Cache, opts.Pool),
 		burst: make([]mbuf.Handle, opts.Burst),
 		next:  make([]uint64, opts.Flows),
 	}, nil

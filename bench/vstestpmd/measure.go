@@ -142,7 +142,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		if err != nil {
 			return result{}, err
 		}
-		f, err := fwd.New(fwd.Options{Mode: fwd.ModeRxOnly, In: in, Pool: pool})
+		f, err := fwd.New(fwd.Options{Mode: fwd.ModeRxOnly, In: in, Pool: pool, Cache: loopCache})
 		if err != nil {
 			return result{}, err
 		}
@@ -158,7 +158,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 			return result{}, err
 		}
 		g, err := traffic.NewGenerator(traffic.GeneratorOptions{
-			Port: out, Pool: pool, Sizes: traffic.FixedSize(size),
+			Port: out, Pool: pool, Sizes: traffic.FixedSize(size), Cache: loopCache,
 			SrcMAC: b.topo.FwdSinkMAC, DstMAC: b.topo.SinkMAC,
 		})
 		if err != nil {
@@ -177,11 +177,11 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 			return result{}, err
 		}
 		// Both streams, as testpmd's io mode polls port 0 → 1 and 1 → 0.
-		there, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: in, Out: out, Pool: pool})
+		there, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: in, Out: out, Pool: pool, Cache: loopCache})
 		if err != nil {
 			return result{}, err
 		}
-		back, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: out, Out: in, Pool: pool})
+		back, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: out, Out: in, Pool: pool, Cache: loopCache})
 		if err != nil {
 			return result{}, err
 		}

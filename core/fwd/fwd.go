@@ -61,6 +61,11 @@ type Options struct {
 	OnFull   FullPolicy
 	// PeerMAC is the destination MAC written in mac mode.
 	PeerMAC net.HardwareAddr
+	// Cache is the poll loop's mbuf cache, used to free dropped frames;
+	// nil makes one for this stage. Give the loop's stages and ports one
+	// cache (afxdp.Port.UseCaches) so frames cycle through one LIFO stack
+	// on that CPU instead of through the pool's shared ring.
+	Cache *mbuf.Cache
 }
 
 // Forwarder is the stage.
@@ -89,9 +94,13 @@ func New(opts Options) (*Forwarder, error) {
 	if q := opts.In.Info().Queues; opts.InQueue < 0 || opts.InQueue >= q {
 		return nil, fmt.Errorf("fwd: input queue %d out of range: port %s has %d queues", opts.InQueue, opts.In.Info().Name, q)
 	}
+	cache := opts.Cache
+	if cache == nil {
+		cache = opts.Pool.NewCache()
+	}
 	f := &Forwarder{
 		opts:    opts,
-		cache:   opts.Pool.NewCache(),
+		cache:   cache,
 		burst:   make([]mbuf.Handle, opts.Burst),
 		pending: make([]mbuf.Handle, 0, opts.Burst),
 	}

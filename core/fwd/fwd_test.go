@@ -185,3 +185,15 @@ func TestOptionErrors(t *testing.T) {
 	_, err = New(Options{Mode: ModeMAC, In: r.inRx, Out: r.outTx, Pool: r.pool})
 	require.ErrorContains(t, err, "PeerMAC")
 }
+
+func TestSharedCacheReceivesDroppedFrames(t *testing.T) {
+	r := newRig(t, 64)
+	loopCache := r.pool.NewCache()
+	defer loopCache.Close()
+	f, err := New(Options{Mode: ModeRxOnly, In: r.inRx, Pool: r.pool, Cache: loopCache})
+	require.NoError(t, err)
+	r.send(t, 20)
+	require.Equal(t, 20, f.Poll(0))
+	require.Equal(t, 20, loopCache.Len(), "rxonly freed into the loop's cache, not a private one")
+	f.Stop(0)
+}
