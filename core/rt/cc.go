@@ -1,18 +1,23 @@
 package rt
 
-import "time"
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
 
 // CongestionControl decides how many packets a connection may have
 // unacknowledged in each window. The transport calls it on the polling
-// goroutine. Part 1 ships FixedWindow; a delay-based controller (issue 5)
-// plugs in through Options.Congestion.
+// goroutine with the poll's time. FixedWindow is the default; the
+// delay-based controller of core/rt/swift plugs in through
+// Options.Congestion.
 type CongestionControl interface {
 	// OnAck reports packets newly acknowledged by one ACK and, when the ACK
 	// carried a clean sample, the fabric RTT (0 otherwise).
-	OnAck(rtt time.Duration, acked int)
+	OnAck(now clock.Time, rtt time.Duration, acked int)
 	// OnRetransmit reports a resend: timeout true for a retransmit timer,
 	// false for an early retransmit of a hole.
-	OnRetransmit(timeout bool)
+	OnRetransmit(now clock.Time, timeout bool)
 	// Window returns the current cap on unacknowledged packets per window
 	// (at least 1; values past WindowSize are capped by the window).
 	Window() int
@@ -22,8 +27,8 @@ type CongestionControl interface {
 // is always N packets.
 type FixedWindow struct{ N int }
 
-func (f *FixedWindow) OnAck(time.Duration, int) {}
-func (f *FixedWindow) OnRetransmit(bool)        {}
-func (f *FixedWindow) Window() int              { return f.N }
+func (f *FixedWindow) OnAck(clock.Time, time.Duration, int) {}
+func (f *FixedWindow) OnRetransmit(clock.Time, bool)        {}
+func (f *FixedWindow) Window() int                          { return f.N }
 
 var _ CongestionControl = (*FixedWindow)(nil)

@@ -62,7 +62,10 @@ const (
 	// or may not have been delivered; the connection goes on.
 	EventAbandoned
 	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
-	// or an unexpected packet), which the ULP should handle.
+	// or an unexpected packet), which the ULP should handle. For a ULP
+	// error (the peer's deliver function answered ULPError) the packet is
+	// resolved: a resync takes its place so the windows move on, and no
+	// ACK handler call or EventAbandoned follows for it.
 	EventNack
 )
 
@@ -84,6 +87,10 @@ type Event struct {
 	Window wire.Window // EventAbandoned, EventNack
 	PSN    uint32      // EventAbandoned, EventNack
 	Nack   wire.NackBody
+	// Cookie is the SendHeader.Cookie of packet Window/PSN (EventAbandoned,
+	// and EventNack while the packet was still outstanding: HasCookie).
+	Cookie    uint64
+	HasCookie bool
 }
 
 // ctrlKind is the connection-management packet a connection wants sent.
@@ -236,6 +243,15 @@ func (h *Conn) Stats() ConnStats {
 	s := c.stats
 	s.SRTT, s.RTTVar, s.RTO = int64(c.rtt.srtt), int64(c.rtt.rttvar), int64(c.rtt.rto)
 	return s
+}
+
+// Congestion returns the connection's congestion controller (the one
+// Options.Congestion made, or its FixedWindow), for a scheduler that paces.
+func (h *Conn) Congestion() CongestionControl {
+	if c := h.live(); c != nil {
+		return c.cc
+	}
+	return nil
 }
 
 // RTO returns the current retransmit timeout.

@@ -75,7 +75,17 @@
 // fabric RTT without the receiver's turnaround; TxEcho 0 means no sample.
 // A packet the deliver function refuses (NotReady, NoResources) is not
 // marked received; the peer gets a NACK and holds off that packet and the
-// ones after it for the NACK's RNR time.
+// ones after it for the NACK's RNR time. A packet refused for good
+// (ULPError: it names memory that is not registered, say) is not marked
+// received either; the peer gets a ULP-error NACK, reports it to its ULP
+// (EventNack) and sends a resync in its place, so the window moves on and
+// the packet is never acknowledged as delivered.
+//
+// The ULP tags each packet it sends with a Cookie (SendHeader.Cookie, never
+// sent) and hears it back exactly once when the packet resolves: through
+// the ACK handler (SetAckHandler) when acknowledged, in EventNack for a ULP
+// error, in EventAbandoned when its retries ran out. That is how the
+// transaction layer above completes operations without a table of PSNs.
 //
 // # Retransmission engine
 //
@@ -101,10 +111,12 @@
 //
 // # Congestion
 //
-// Part 1 caps unacknowledged packets per window with a fixed window
-// (FixedWindow, Options.MaxOutstanding) and relies on the RTO. The
-// CongestionControl interface (OnAck with the RTT, OnRetransmit, Window) is
-// where issue 5's delay-based controller plugs in (Options.Congestion).
+// By default a fixed window caps unacknowledged packets per window
+// (FixedWindow, Options.MaxOutstanding) and the RTO does the rest. The
+// CongestionControl interface (OnAck with the poll's time and the fabric
+// RTT, OnRetransmit, Window) is where the delay-based controller of
+// core/rt/swift plugs in (Options.Congestion); Conn.Congestion exposes it
+// to a scheduler that paces.
 //
 // # Who owns each mbuf
 //

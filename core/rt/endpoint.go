@@ -26,6 +26,12 @@ const (
 	NotReady
 	// NoResources: like NotReady, but NACKed as resource exhaustion.
 	NoResources
+	// ULPError: the ULP refuses the packet for good (it names memory that
+	// is not registered, say). It is not marked received; the peer gets a
+	// ULP-error NACK, reports it (EventNack with the packet's cookie) and
+	// replaces the packet by a resync. If that NACK is lost the packet is
+	// resent and refused again.
+	ULPError
 )
 
 // DeliverFunc receives every reliable packet exactly once (unless it
@@ -108,6 +114,7 @@ type Endpoint struct {
 
 	deliver DeliverFunc
 	onEvent func(Event)
+	onAcked AckHandler
 
 	cnt     counters
 	stopped bool
@@ -216,6 +223,16 @@ func (e *Endpoint) SetDeliver(fn DeliverFunc) { e.deliver = fn }
 // SetEventHandler sets the function that receives connection events, on
 // the polling goroutine. It may call Open, Send and Close, but not Poll.
 func (e *Endpoint) SetEventHandler(fn func(Event)) { e.onEvent = fn }
+
+// AckHandler is told of every reliable packet the peer acknowledged, with
+// the Cookie it was sent with, in the polling goroutine while the ACK is
+// processed. It must not call Send, Open or Close (record what to do and
+// do it after Poll).
+type AckHandler func(c *Conn, w wire.Window, psn uint32, cookie uint64)
+
+// SetAckHandler sets the function told of each acknowledged packet (nil:
+// none).
+func (e *Endpoint) SetAckHandler(fn AckHandler) { e.onAcked = fn }
 
 // Stats returns the counters as published by the last Poll that did work.
 // It may be called from any goroutine.

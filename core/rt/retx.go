@@ -15,6 +15,7 @@ import (
 // packet, in the slot the CAM's entry index selects.
 type retxCtx struct {
 	frame    mbuf.Handle // the retained frame; every transmission sends a copy
+	cookie   uint64      // SendHeader.Cookie, handed back when the packet resolves
 	conn     int32
 	win      wire.Window
 	psn      uint32
@@ -24,6 +25,7 @@ type retxCtx struct {
 	timeouts uint16 // timer expiries since the packet (or its resync) was built
 	early    bool   // queued as an early retransmit
 	resync   bool   // the frame is a resync standing in for the abandoned packet
+	nacked   bool   // the resync stands in for a packet the peer's ULP refused
 }
 
 // SendHeader is what the ULP chooses of a reliable packet's header. The
@@ -42,9 +44,14 @@ type SendHeader struct {
 	ReqLen uint32
 	Offset uint32
 	Phase  wire.Phase
-	// Ext carries the placement and QPN extensions; the source CID is the
-	// transport's.
+	// Ext carries the placement, QPN and region extensions; the source CID
+	// is the transport's.
 	Ext wire.Ext
+	// Cookie is the ULP's own word for this packet. It is not sent; the
+	// transport hands it back when the packet resolves: to the ACK handler
+	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
+	// peer's ULP refuses it, in EventAbandoned when it runs out of retries.
+	Cookie uint64
 }
 
 // Send queues one reliable packet: it takes the next PSN of the type's
@@ -141,7 +148,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
-	e.ctx[idx] = retxCtx{frame: f, conn: c.idx, win: w, psn: psn}
+	e.ctx[idx] = retxCtx{frame: f, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
 	e.newQ.push(int32(idx))
 	c.stats.Sent++
 	return psn, nil
@@ -157,12 +164,18 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 			e.cnt.own[cInternal]++
 			continue
 		}
-		abandoned := e.ctx[idx].resync
+		x := &e.ctx[idx]
+		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
 		e.releaseCtx(idx)
 		e.cnt.own[cAckRetired]++
-		if abandoned {
+		switch {
+		case abandoned:
 			e.cnt.own[cAbandoned]++
-			e.emit(Event{Kind: EventAbandoned, Conn: c.handle, Window: w, PSN: psn})
+			e.emit(Event{Kind: EventAbandoned, Conn: c.handle, Window: w, PSN: psn, Cookie: cookie})
+		case nacked:
+			// Reported in EventNack when the NACK came.
+		case e.onAcked != nil:
+			e.onAcked(c.handle, w, psn, cookie)
 		}
 	}
 }
@@ -197,17 +210,17 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 			e.failConn(c, ErrRetryExhausted)
 			return
 		}
-		e.startResync(idx, x, c)
+		e.startResync(idx, x, c, wire.ResyncRetryExhausted)
 		return
 	}
-	c.cc.OnRetransmit(true)
+	c.cc.OnRetransmit(e.now, true)
 	x.early = false
 	e.retxQ.push(int32(idx))
 }
 
 // startResync replaces an abandoned packet by a resync with the same PSN,
 // so that the receiver's window can move past it.
-func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn) {
+func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.ResyncCode) {
 	f := e.allocFrame()
 	if f == mbuf.NoHandle {
 		// Try again once the pool has room.
@@ -223,7 +236,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn) {
 		Type:    wire.TypeResync,
 		Flags:   wire.FlagAckRequested,
 		PSN:     x.psn,
-		Resync:  wire.ResyncBody{Code: wire.ResyncRetryExhausted, OrigType: orig},
+		Resync:  wire.ResyncBody{Code: code, OrigType: orig},
 	}
 	n, err := wire.EncodeFrame(e.room(f), &c.addrs, hd, nil)
 	if err != nil {
@@ -317,7 +330,7 @@ func (e *Endpoint) earlyRetransmit(c *conn, k int) {
 				continue
 			}
 			x.early = true
-			c.cc.OnRetransmit(false)
+			c.cc.OnRetransmit(e.now, false)
 			e.retxQ.push(int32(idx))
 		}
 	}

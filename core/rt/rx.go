@@ -3,6 +3,7 @@ package rt
 import (
 	"time"
 
+	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -278,7 +279,7 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 			e.cnt.own[cRTTSamples]++
 		}
 	}
-	c.cc.OnAck(rtt, total)
+	c.cc.OnAck(e.now, rtt, total)
 	if ext && c.state != StateFree {
 		for k := range 2 {
 			e.earlyRetransmit(c, k)
@@ -303,10 +304,34 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 	case wire.NackULPFatal:
 		e.failConn(c, ErrPeerFatal)
 		return false
+	case wire.NackULPError:
+		e.onULPError(c, n)
 	default:
-		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
+		ev := Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n}
+		if idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN}); ok {
+			ev.Cookie, ev.HasCookie = e.ctx[idx].cookie, true
+		}
+		e.emit(ev)
 	}
 	return true
+}
+
+// onULPError resolves a packet the peer's ULP refused: the ULP hears of it
+// once (EventNack with its cookie) and a resync takes its place. A NACK for
+// a packet no longer outstanding, or already replaced, is a repeat.
+func (e *Endpoint) onULPError(c *conn, n *wire.NackBody) {
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
+	if !ok || e.ctx[idx].resync {
+		e.cnt.own[cNackStale]++
+		return
+	}
+	x := &e.ctx[idx]
+	x.nacked = true
+	e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n, Cookie: x.cookie, HasCookie: true})
+	if c.state == StateFree {
+		return // the handler dropped the connection
+	}
+	e.startResync(idx, x, c, wire.ResyncULPError)
 }
 
 // onReliable applies the receiver rules to a packet with a PSN.
@@ -346,8 +371,11 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
 				e.cnt.own[cRxRefused]++
 				code := wire.NackReceiverNotReady
-				if v == NoResources {
+				switch v {
+				case NoResources:
 					code = wire.NackResourceExhausted
+				case ULPError:
+					code = wire.NackULPError
 				}
 				if c.nack.code == 0 {
 					// One NACK at a time, for the first refusal: the

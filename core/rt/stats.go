@@ -23,6 +23,7 @@ const (
 	cRxAck
 	cRxExtendedAck
 	cRxNack
+	cNackStale
 	cAckStale
 	cAckForged
 	cAckRetired
@@ -73,6 +74,7 @@ type Stats struct {
 	RxAck          uint64 // ACKs received
 	RxExtendedAck  uint64 // extended ACKs received
 	RxNack         uint64 // NACKs received
+	NackStale      uint64 // ULP-error NACKs for packets already resolved (repeats)
 	AckStale       uint64 // acknowledgements (per window) older than the window
 	AckForged      uint64 // acknowledgements (per window) of PSNs never sent
 	AckRetired     uint64 // packets retired by acknowledgements
@@ -128,7 +130,7 @@ func (c *counters) snapshot() Stats {
 		RxUnknownCID: v[cRxUnknownCID], RxStaleCID: v[cRxStaleCID], RxBadState: v[cRxBadState],
 		RxDelivered: v[cRxDelivered], RxDuplicate: v[cRxDuplicate], RxStalePSN: v[cRxStalePSN],
 		RxOutOfWindow: v[cRxOutOfWindow], RxRefused: v[cRxRefused], RxResync: v[cRxResync],
-		RxAck: v[cRxAck], RxExtendedAck: v[cRxExtendedAck], RxNack: v[cRxNack],
+		RxAck: v[cRxAck], RxExtendedAck: v[cRxExtendedAck], RxNack: v[cRxNack], NackStale: v[cNackStale],
 		AckStale: v[cAckStale], AckForged: v[cAckForged], AckRetired: v[cAckRetired],
 		TxFrames: v[cTxFrames], TxData: v[cTxData], TxRetransmit: v[cTxRetransmit],
 		TxEarlyRetransmit: v[cTxEarlyRetransmit], TxAck: v[cTxAck], TxExtendedAck: v[cTxExtendedAck],

@@ -189,6 +189,18 @@
 //	|   Reserved    |          Source CID (24)                      |
 //	+---------------+-----------------------------------------------+
 //
+//	Region (remote memory of a push or pull), type 4, 4 words:
+//	+---------------+---------------+-------------------------------+
+//	|    Type=4     |     Len=4     |           Reserved            |
+//	+---------------+---------------+-------------------------------+
+//	|                     Region key (target's)                     |
+//	+---------------------------------------------------------------+
+//	|                   Address in the region (64)                  |
+//	+                                                               +
+//	|                                                               |
+//	+---------------------------------------------------------------+
+//	A packet's payload belongs at Address + Offset of that region.
+//
 // # Connection management
 //
 // ConnOpen (destination CID 0) carries the initiator's CID in the source-CID

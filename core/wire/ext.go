@@ -17,8 +17,12 @@ const (
 	// ExtSourceCID: the sender's own CID (Ext.SourceCID); required on
 	// ConnOpen and ConnAccept.
 	ExtSourceCID ExtMask = 1 << 2
+	// ExtRegion: the remote memory a push lands in or a pull reads from
+	// (Ext.Region): the target's region key and the byte address inside
+	// that region of the message's first byte.
+	ExtRegion ExtMask = 1 << 3
 
-	extKnown = ExtPlacement | ExtQPN | ExtSourceCID
+	extKnown = ExtPlacement | ExtQPN | ExtSourceCID | ExtRegion
 )
 
 // TLV type codes of the extensions. Other codes are skipped by length, so
@@ -27,6 +31,7 @@ const (
 	ExtTypePlacement uint8 = 1
 	ExtTypeQPN       uint8 = 2
 	ExtTypeSourceCID uint8 = 3
+	ExtTypeRegion    uint8 = 4
 )
 
 // Encoded length of each known extension, TLV header included.
@@ -34,6 +39,7 @@ const (
 	extPlacementLen = 8
 	extQPNLen       = 8
 	extSourceCIDLen = 8
+	extRegionLen    = 16
 )
 
 // Ext is the set of extensions of one header: fixed fields, no slices.
@@ -45,6 +51,15 @@ type Ext struct {
 	DstQPN    uint32 // global QPN of the receiving queue pair (24 bits)
 	SrcQPN    uint32 // global QPN of the sending queue pair (24 bits)
 	SourceCID uint32 // the sender's CID (24 bits)
+	Region    RegionRef
+}
+
+// RegionRef names remote memory: a region the target registered (Key) and a
+// byte address inside it (Addr). A packet's payload goes to
+// Addr + Header.Offset.
+type RegionRef struct {
+	Key  uint32
+	Addr uint64
 }
 
 // Placement is the S2 delivery index: where the receiver places the
@@ -66,6 +81,9 @@ func (e *Ext) Len() int {
 	}
 	if e.Present&ExtSourceCID != 0 {
 		n += extSourceCIDLen
+	}
+	if e.Present&ExtRegion != 0 {
+		n += extRegionLen
 	}
 	return n
 }
@@ -117,6 +135,13 @@ func (e *Ext) put(b []byte) {
 		b[0], b[1] = ExtTypeSourceCID, extSourceCIDLen/4
 		be.PutUint16(b[2:], 0)
 		be.PutUint32(b[4:], e.SourceCID)
+		b = b[extSourceCIDLen:]
+	}
+	if e.Present&ExtRegion != 0 {
+		b[0], b[1] = ExtTypeRegion, extRegionLen/4
+		be.PutUint16(b[2:], 0)
+		be.PutUint32(b[4:], e.Region.Key)
+		be.PutUint64(b[8:], e.Region.Addr)
 	}
 }
 
@@ -167,6 +192,12 @@ func (e *Ext) Decode(b []byte) error {
 			}
 			bit = ExtSourceCID
 			e.SourceCID = be.Uint32(tlv[4:]) & MaxCID
+		case ExtTypeRegion:
+			if n < extRegionLen {
+				return ErrExtension
+			}
+			bit = ExtRegion
+			e.Region = RegionRef{Key: be.Uint32(tlv[4:]), Addr: be.Uint64(tlv[8:])}
 		default:
 			continue
 		}
@@ -192,6 +223,10 @@ func (e *Ext) String() string {
 	}
 	if e.Present&ExtSourceCID != 0 {
 		fmt.Fprintf(&b, "%sscid=%#06x", sep, e.SourceCID)
+		sep = " "
+	}
+	if e.Present&ExtRegion != 0 {
+		fmt.Fprintf(&b, "%sregion=%#x+%#x", sep, e.Region.Key, e.Region.Addr)
 	}
 	b.WriteByte('}')
 	return b.String()

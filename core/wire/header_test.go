@@ -47,7 +47,7 @@ func TestTypeWindow(t *testing.T) {
 func TestHeaderRoundTripEveryType(t *testing.T) {
 	r := newRand(1)
 	for _, typ := range allTypes {
-		for mask := wire.ExtMask(0); mask < 8; mask++ {
+		for mask := wire.ExtMask(0); mask < 16; mask++ {
 			h := randHeader(r, typ, 0)
 			h.Ext = randExt(r, false)
 			h.Ext.Present = mask
@@ -85,6 +85,9 @@ func fillExt(e wire.Ext) wire.Ext {
 	}
 	if e.Present&wire.ExtSourceCID == 0 {
 		e.SourceCID = 0
+	}
+	if e.Present&wire.ExtRegion == 0 {
+		e.Region = wire.RegionRef{}
 	}
 	return e
 }
@@ -246,7 +249,7 @@ func TestDecodeTruncatedEveryLength(t *testing.T) {
 	for _, typ := range allTypes {
 		payload := randBytes(r, 17)
 		h := randHeader(r, typ, len(payload))
-		h.Ext = fillExt(wire.Ext{Present: wire.ExtPlacement | wire.ExtQPN | wire.ExtSourceCID})
+		h.Ext = fillExt(wire.Ext{Present: wire.ExtPlacement | wire.ExtQPN | wire.ExtSourceCID | wire.ExtRegion})
 		h.Flags |= wire.FlagHasExtension
 		b, err := encodePacket(&h, payload)
 		require.NoError(t, err)
@@ -423,7 +426,7 @@ func TestEncodeErrors(t *testing.T) {
 			h.Resync = wire.ResyncBody{Code: wire.ResyncTimeout, OrigType: wire.TypeAck}
 		}, wire.ErrBody},
 		{"conn open without source cid", func(h *wire.Header) { h.Type = wire.TypeConnOpen }, wire.ErrExtension},
-		{"undefined ext bit", func(h *wire.Header) { h.Ext.Present = 0x08 }, wire.ErrField},
+		{"undefined ext bit", func(h *wire.Header) { h.Ext.Present = 0x10 }, wire.ErrField},
 		{"placement mode 0", func(h *wire.Header) { h.Ext.Present = wire.ExtPlacement }, wire.ErrExtension},
 		{"qpn 25 bits", func(h *wire.Header) { h.Ext.Present = wire.ExtQPN; h.Ext.SrcQPN = 1 << 24 }, wire.ErrField},
 		{"source cid 25 bits", func(h *wire.Header) { h.Ext.Present = wire.ExtSourceCID; h.Ext.SourceCID = 1 << 24 }, wire.ErrField},

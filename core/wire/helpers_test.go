@@ -78,7 +78,7 @@ func randHeader(r *rand.Rand, t wire.Type, payloadLen int) wire.Header {
 
 func randExt(r *rand.Rand, needSourceCID bool) wire.Ext {
 	var e wire.Ext
-	e.Present = wire.ExtMask(r.IntN(8))
+	e.Present = wire.ExtMask(r.IntN(16))
 	if needSourceCID {
 		e.Present |= wire.ExtSourceCID
 	}
@@ -90,6 +90,9 @@ func randExt(r *rand.Rand, needSourceCID bool) wire.Ext {
 	}
 	if e.Present&wire.ExtSourceCID != 0 {
 		e.SourceCID = r.Uint32() & wire.MaxCID
+	}
+	if e.Present&wire.ExtRegion != 0 {
+		e.Region = wire.RegionRef{Key: r.Uint32(), Addr: r.Uint64()}
 	}
 	return e
 }
