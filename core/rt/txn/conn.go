@@ -1,0 +1,179 @@
+package txn
+
+import (
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// ConnOptions configure Open.
+type ConnOptions struct {
+	// Ordered connections deliver requests to the target ULP in request
+	// order and completions to this side in posting order; unordered ones
+	// deliver each as soon as it is complete.
+	Ordered bool
+	// Weight is the connection's share in the TX scheduler (default 1).
+	Weight int
+}
+
+// Conn is a connection as the ULP sees it. It belongs to the endpoint's
+// goroutine.
+type Conn struct {
+	e   *Endpoint
+	idx int32
+	gen uint32
+}
+
+func (h *Conn) live() *conn {
+	if h == nil {
+		return nil
+	}
+	c := &h.e.conns[h.idx]
+	if !c.live || c.gen != h.gen {
+		return nil
+	}
+	return c
+}
+
+// Transport returns the transport connection below (nil once closed).
+func (h *Conn) Transport() *rt.Conn {
+	if c := h.live(); c != nil {
+		return c.rc
+	}
+	return nil
+}
+
+// Ordered reports whether the connection orders requests and completions
+// (on the target: whether the peer asked for order).
+func (h *Conn) Ordered() bool {
+	c := h.live()
+	return c != nil && (c.ordered || c.peerOrdered)
+}
+
+// Live reports whether the connection still carries operations.
+func (h *Conn) Live() bool { c := h.live(); return c != nil && !c.closing }
+
+// Close closes the connection once every operation on it has completed;
+// posting on it is refused from now on.
+func (h *Conn) Close() error {
+	c := h.live()
+	if c == nil {
+		return ErrClosed
+	}
+	c.closing = true
+	h.e.maybeClose(h.idx)
+	return nil
+}
+
+func (h *Conn) String() string {
+	if c := h.live(); c != nil {
+		return c.rc.String()
+	}
+	return "txn conn (closed)"
+}
+
+// conn is the transaction state of one transport connection.
+type conn struct {
+	live      bool
+	gen       uint32
+	rc        *rt.Conn
+	cid       uint32
+	cidEntry  uint32
+	handle    *Conn
+	swift     *swift.Controller
+	ordered   bool // this side asked for order
+	closing   bool
+	closeSent bool
+	blocked   bool // a scheduler class waits for an ACK to reopen the window
+
+	// Initiator.
+	nextRSN   uint32
+	nextSSN   uint32
+	doneBase  uint32 // next RSN to complete
+	grantBase uint32 // next SSN whose grant releases data
+
+	// Target.
+	peerOrdered bool
+	reqBase     uint32 // next peer RSN to deliver to the ULP
+	ssnBase     uint32 // next peer SSN to queue for a grant
+
+	// Every transaction of the connection, both roles, oldest first.
+	head, tail int32
+	count      int
+}
+
+// role says which side of a transaction an xact holds.
+type role uint8
+
+const (
+	roleInitiator role = iota + 1
+	roleTarget
+)
+
+// xact is the context of one transaction on either side: fixed size, in a
+// preallocated array; indexes travel as scheduler items and in cookies.
+type xact struct {
+	live      bool
+	gen       uint32
+	role      role
+	kind      OpKind
+	solicited bool
+	conn      int32
+	prev      int32
+	next      int32
+
+	rsn, ssn uint32
+	length   uint32
+	mem      []byte         // initiator: the local span; target: the region span
+	remote   wire.RegionRef // the remote (initiator) or named (target) region
+	tag      uint64
+	posted   clock.Time
+
+	pkts       uint32 // data packets the message needs (at least 1)
+	sentPkts   uint32 // data packets handed to the transport
+	reqSent    bool   // the request packet (pull or push request) went out
+	unresolved int32  // packets sent and not yet acknowledged or refused
+	received   uint32 // bytes placed (target push, initiator pull)
+	gotData    bool
+	granted    bool // initiator: may send solicited data; target: grant issued
+	grantLeft  uint32
+	inSched    bool // an item of it is queued in the scheduler
+	stop       bool // initiator: failed, send nothing more
+	done       bool // initiator: completion decided, waiting for its turn
+	failed     bool // target: the request was refused
+	ssnHeld    bool // an entry in an SSN space is still registered
+	rsnHeld    bool // an entry in an RSN space is still registered
+	status     Status
+}
+
+func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }
+
+// ring is a fixed FIFO of cookies.
+type ring struct {
+	buf        []uint64
+	head, size int
+}
+
+func newRing(n int) ring { return ring{buf: make([]uint64, n)} }
+
+func (r *ring) push(v uint64) bool {
+	if r.size == len(r.buf) {
+		return false
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = v
+	r.size++
+	return true
+}
+
+func (r *ring) peek() (uint64, bool) {
+	if r.size == 0 {
+		return 0, false
+	}
+	return r.buf[r.head], true
+}
+
+func (r *ring) pop() {
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+}

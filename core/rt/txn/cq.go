@@ -1,0 +1,103 @@
+package txn
+
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
+
+// OpKind is the kind of a transaction.
+type OpKind uint8
+
+const (
+	OpPush OpKind = iota + 1
+	OpPull
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpPush:
+		return "push"
+	case OpPull:
+		return "pull"
+	}
+	return "op?"
+}
+
+// Status is how an operation ended.
+type Status uint8
+
+const (
+	// StatusOK: a push's data was placed at the target (every packet
+	// acknowledged); a pull's data was placed in the local region.
+	StatusOK Status = iota
+	// StatusRemoteAccess: the target refused the remote region: not
+	// registered, without the access, or too small for the span. Nothing
+	// was written at the target (a push) or locally (a pull).
+	StatusRemoteAccess
+	// StatusAbandoned: a packet of the operation ran out of retries and was
+	// abandoned; the target may or may not have placed it.
+	StatusAbandoned
+	// StatusConnFailed: the connection failed or was closed with the
+	// operation outstanding (peer restart, unreachable peer, Stop).
+	StatusConnFailed
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusRemoteAccess:
+		return "remote-access-error"
+	case StatusAbandoned:
+		return "abandoned"
+	case StatusConnFailed:
+		return "connection-failed"
+	}
+	return "status?"
+}
+
+// Completion reports one finished operation. On an ordered connection the
+// completions of its operations come in the order they were posted.
+type Completion struct {
+	Conn   *Conn
+	Tag    uint64 // the operation's Op.Tag
+	Kind   OpKind
+	RSN    uint32
+	Bytes  int
+	Status Status
+	// Remote is the remote region the operation named (for error reports).
+	RemoteKey  uint32
+	RemoteAddr uint64
+	Posted     clock.Time
+	Done       clock.Time
+}
+
+// Latency is the time from posting to completion.
+func (c *Completion) Latency() time.Duration { return c.Done.Sub(c.Posted) }
+
+// cq is a fixed ring of completions.
+type cq struct {
+	buf        []Completion
+	head, size int
+}
+
+func (q *cq) push(c Completion) bool {
+	if q.size == len(q.buf) {
+		return false
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = c
+	q.size++
+	return true
+}
+
+func (q *cq) pop(out []Completion) int {
+	n := min(len(out), q.size)
+	for i := range n {
+		out[i] = q.buf[q.head]
+		q.buf[q.head] = Completion{}
+		q.head = (q.head + 1) % len(q.buf)
+	}
+	q.size -= n
+	return n
+}

@@ -1,0 +1,293 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/peregrine-net/peregrine/cam"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/reorder"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/sched"
+)
+
+// ErrBusy is matched (errors.Is) by a post refused for now: the context
+// table, the reorder engine, the scheduler or the completion queue is
+// full. Poll, drain completions, and post again. Nothing changed.
+var ErrBusy = errors.New("txn: busy, poll and drain completions, then retry")
+
+// Errors of Open and the posting calls that do not go away by retrying.
+var (
+	ErrClosed      = errors.New("txn: connection closed")
+	ErrLocalRegion = errors.New("txn: local region refused")
+	ErrTooLong     = fmt.Errorf("txn: message longer than %d bytes", MaxMessage)
+)
+
+// Reorder-engine spaces: an endpoint is initiator and target at once, so
+// its own sequence numbers and its peers' live in separate spaces of the
+// same CAM, keyed by the local CID.
+const (
+	spaceRSN     = reorder.SpaceRSN // our requests, for completion order and pull data lookup
+	spaceSSN     = reorder.SpaceSSN // our solicited pushes, for grants
+	spacePeerRSN = reorder.Space(2) // the peer's requests, for delivery order
+	spacePeerSSN = reorder.Space(3) // the peer's solicited pushes, for grant order
+)
+
+// Endpoint is the transaction layer of one lcore over its own rt.Endpoint:
+// single goroutine, share nothing, everything preallocated by New. It is
+// an lcore stage (Poll). Stats may be read from other goroutines.
+type Endpoint struct {
+	opts    Options
+	rt      *rt.Endpoint
+	seg     int
+	regions regions
+	ro      *reorder.Engine
+	byEntry []int32 // reorder entry index -> xact index
+	sch     *sched.Scheduler
+	cids    *cam.Table[uint32] // local CID -> cidConn entry
+	cidConn []int32            // CID entry -> conn index
+	conns   []conn
+	freeCon []int32
+	xacts   []xact
+	freeX   []int32
+	cq      cq
+	// reserved counts completions promised to outstanding operations, so
+	// a post is refused rather than a completion dropped.
+	reserved int
+	grants   ring // target: solicited pushes waiting for a grant, in arrival order
+	granted  int  // target: bytes granted and not yet received
+	now      clock.Time
+	req      Request
+	cnt      counters
+}
+
+// New builds an endpoint and its transport.
+func New(opts Options) (*Endpoint, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	seg, err := segmentFor(&o)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rt.NewEndpoint(o.Transport)
+	if err != nil {
+		return nil, err
+	}
+	ro := r.Options()
+	e := &Endpoint{opts: o, rt: r, seg: seg, regions: newRegions(o.MaxRegions)}
+	fail := func(err error) (*Endpoint, error) { return nil, errors.Join(err, r.Close()) }
+	// Every xact holds at most two entries (RSN and SSN).
+	e.ro, err = reorder.New(reorder.Options{Capacity: 2 * o.MaxOps, Seed: ro.Seed ^ 0x5eed})
+	if err != nil {
+		return fail(invalid("Options.MaxOps: %v", err))
+	}
+	e.byEntry = make([]int32, e.ro.Cap())
+	e.sch, err = sched.New(sched.Options{Flows: ro.MaxConns, Items: 2 * o.MaxOps, Quantum: o.Quantum, RoundRobin: o.RoundRobin})
+	if err != nil {
+		return fail(invalid("scheduler: %v", err))
+	}
+	e.cids, err = cam.New[uint32](cam.Options{Capacity: ro.MaxConns, Seed: ro.Seed ^ 0xc1d, Name: "txn CID table"})
+	if err != nil {
+		return fail(invalid("Transport.MaxConns: %v", err))
+	}
+	e.cidConn = make([]int32, e.cids.Cap())
+	e.conns = make([]conn, ro.MaxConns)
+	e.freeCon = make([]int32, 0, ro.MaxConns)
+	for i := ro.MaxConns - 1; i >= 0; i-- {
+		e.freeCon = append(e.freeCon, int32(i))
+	}
+	e.xacts = make([]xact, o.MaxOps)
+	e.freeX = make([]int32, 0, o.MaxOps)
+	for i := o.MaxOps - 1; i >= 0; i-- {
+		e.freeX = append(e.freeX, int32(i))
+	}
+	e.cq.buf = make([]Completion, o.CQSize)
+	e.grants = newRing(o.MaxOps)
+	r.SetDeliver(e.deliver)
+	r.SetAckHandler(e.onAcked)
+	r.SetEventHandler(e.onEvent)
+	return e, nil
+}
+
+// Transport returns the reliable transport below (for its stats).
+func (e *Endpoint) Transport() *rt.Endpoint { return e.rt }
+
+// Name names the stage.
+func (e *Endpoint) Name() string { return "txn:" + e.rt.Name() }
+
+// Segment returns the payload bytes per packet.
+func (e *Endpoint) Segment() int { return e.seg }
+
+// Register makes mem a region peers may push into (RemoteWrite) or pull
+// from (RemoteRead), and local operations may name. The endpoint keeps mem
+// until Deregister; the caller must not resize it.
+func (e *Endpoint) Register(mem []byte, access Access) (Region, error) {
+	return e.regions.register(mem, access)
+}
+
+// Deregister forgets a region. Operations already posted on it keep their
+// slice of it until they complete.
+func (e *Endpoint) Deregister(r Region) error { return e.regions.deregister(r.Key) }
+
+// Completions moves up to len(out) completions into out and returns how
+// many.
+func (e *Endpoint) Completions(out []Completion) int {
+	n := e.cq.pop(out)
+	e.reserved -= n
+	return n
+}
+
+// Outstanding returns the operations posted and not yet completed plus
+// peers' requests in progress.
+func (e *Endpoint) Outstanding() int { return len(e.xacts) - len(e.freeX) }
+
+// Poll runs one round: the scheduler hands the transport what may be sent
+// (new requests, segments, grants, pull data), then the transport receives
+// a burst, fires its timers and transmits. It returns the work done.
+func (e *Endpoint) Poll(now clock.Time) int {
+	e.now = now
+	n := e.issueGrants()
+	n += e.schedule(now)
+	n += e.rt.Poll(now)
+	e.publish()
+	return n
+}
+
+// NextDeadline returns when Poll next has timed work (transport timers,
+// paced connections).
+func (e *Endpoint) NextDeadline() (clock.Time, bool) {
+	t, ok := e.rt.NextDeadline()
+	if p, pok := e.sch.NextDeadline(); pok && (!ok || p < t) {
+		t, ok = p, true
+	}
+	return t, ok
+}
+
+// Stop fails every outstanding operation (StatusConnFailed completions) and
+// stops the transport, freeing its frames.
+func (e *Endpoint) Stop(now clock.Time) {
+	e.now = now
+	for i := range e.conns {
+		if e.conns[i].live {
+			e.teardown(int32(i))
+		}
+	}
+	e.rt.Stop(now)
+	e.publish()
+}
+
+// Close stops (if needed) and releases the transport.
+func (e *Endpoint) Close() error { return e.rt.Close() }
+
+// Open starts a connection to peer. Operations may be posted at once; they
+// wait in the scheduler until the connection is established.
+func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
+	if len(e.freeCon) == 0 {
+		return nil, rt.ErrTableFull
+	}
+	rc, err := e.rt.Open(peer)
+	if err != nil {
+		return nil, err
+	}
+	c := e.attach(rc)
+	if c == nil {
+		rc.Abort()
+		return nil, rt.ErrTableFull
+	}
+	c.ordered = opts.Ordered
+	if opts.Weight > 0 {
+		if err := e.sch.SetWeight(int(c.handle.idx), opts.Weight); err != nil {
+			e.teardown(c.handle.idx)
+			rc.Abort()
+			return nil, err
+		}
+	}
+	return c.handle, nil
+}
+
+// attach gives a transport connection its transaction state.
+func (e *Endpoint) attach(rc *rt.Conn) *conn {
+	if len(e.freeCon) == 0 {
+		return nil
+	}
+	i := e.freeCon[len(e.freeCon)-1]
+	k, err := e.cids.Insert(rc.LocalCID())
+	if err != nil {
+		return nil
+	}
+	e.freeCon = e.freeCon[:len(e.freeCon)-1]
+	e.cidConn[k] = i
+	c := &e.conns[i]
+	gen := c.gen + 1
+	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k}
+	c.handle = &Conn{e: e, idx: i, gen: gen}
+	if sw, ok := rc.Congestion().(*swift.Controller); ok {
+		c.swift = sw
+	}
+	_ = e.sch.SetWeight(int(i), 1)
+	return c
+}
+
+func (e *Endpoint) connOf(rc *rt.Conn) (int32, *conn) {
+	k, ok := e.cids.Lookup(rc.LocalCID())
+	if !ok {
+		return -1, nil
+	}
+	i := e.cidConn[k]
+	c := &e.conns[i]
+	if !c.live || c.rc != rc {
+		return -1, nil
+	}
+	return i, c
+}
+
+// onEvent follows the transport's connection events.
+func (e *Endpoint) onEvent(ev rt.Event) {
+	switch ev.Kind {
+	case rt.EventEstablished:
+		i, c := e.connOf(ev.Conn)
+		if c == nil {
+			if e.attach(ev.Conn) == nil {
+				e.cnt.own[cConnRefused]++
+				ev.Conn.Abort()
+			}
+			return
+		}
+		if c.blocked {
+			c.blocked = false
+			e.sch.SetBlocked(int(i), sched.ClassData, false)
+			e.sch.SetBlocked(int(i), sched.ClassRequest, false)
+		}
+	case rt.EventClosed, rt.EventFailed:
+		if i, c := e.connOf(ev.Conn); c != nil {
+			e.teardown(i)
+		}
+	case rt.EventNack:
+		if ev.HasCookie {
+			e.resolve(ev.Cookie, StatusRemoteAccess)
+		}
+	case rt.EventAbandoned:
+		e.resolve(ev.Cookie, StatusAbandoned)
+	}
+}
+
+// onAcked resolves the packet a cookie names.
+func (e *Endpoint) onAcked(rc *rt.Conn, _ wire.Window, _ uint32, cookie uint64) {
+	if i, c := e.connOf(rc); c != nil && c.blocked {
+		c.blocked = false
+		e.sch.SetBlocked(int(i), sched.ClassData, false)
+		e.sch.SetBlocked(int(i), sched.ClassRequest, false)
+	}
+	e.resolve(cookie, StatusOK)
+}
+
+func (e *Endpoint) publish() {
+	e.cnt.publish()
+	rs := e.ro.Stats()
+	e.cnt.ro[0].Store(rs.Waits)
+	e.cnt.ro[1].Store(rs.Released)
+}

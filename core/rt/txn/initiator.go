@@ -1,0 +1,393 @@
+package txn
+
+import (
+	"fmt"
+
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/reorder"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/sched"
+)
+
+// Solicit chooses between solicited and unsolicited push.
+type Solicit uint8
+
+const (
+	// SolicitAuto: solicited when the message is larger than
+	// Options.SolicitThreshold, or larger than one packet while the
+	// connection's congestion window is below one packet.
+	SolicitAuto Solicit = iota
+	// SolicitAlways asks for a grant whatever the size.
+	SolicitAlways
+	// SolicitNever sends the data at once whatever the size.
+	SolicitNever
+)
+
+// Op describes a push or a pull.
+type Op struct {
+	// Local and LocalAddr name the local bytes [LocalAddr, LocalAddr+Len):
+	// the data a push sends, or where a pull's data lands. They are read
+	// (push) or written (pull) while the operation is outstanding.
+	Local     Region
+	LocalAddr uint64
+	Len       int
+	// Remote names the target's registered region and the address in it.
+	Remote wire.RegionRef
+	// Tag is the ULP's own word, returned in the completion.
+	Tag     uint64
+	Solicit Solicit
+}
+
+// Push posts a push of op.Len local bytes into the peer's region. It
+// returns the request sequence number. When the endpoint cannot take the
+// operation now it returns an error matching ErrBusy and nothing changes.
+func (h *Conn) Push(op Op) (rsn uint32, err error) { return h.e.post(h, OpPush, &op) }
+
+// Pull posts a pull of op.Len bytes of the peer's region into local memory.
+func (h *Conn) Pull(op Op) (rsn uint32, err error) { return h.e.post(h, OpPull, &op) }
+
+func (e *Endpoint) post(h *Conn, kind OpKind, op *Op) (uint32, error) {
+	c := h.live()
+	if c == nil || c.closing {
+		return 0, ErrClosed
+	}
+	if op.Len < 0 || op.Len > MaxMessage {
+		return 0, ErrTooLong
+	}
+	mem, why := e.regions.span(op.Local.Key, op.LocalAddr, uint32(op.Len), 0)
+	if why != refuseNone {
+		return 0, fmt.Errorf("%w: local region %#x [%d, +%d) %v", ErrLocalRegion, op.Local.Key, op.LocalAddr, op.Len, why)
+	}
+	if len(e.freeX) == 0 || e.reserved >= len(e.cq.buf) || e.ro.Len()+2 > e.ro.Cap() || e.sch.Len() >= e.sch.Cap() {
+		e.cnt.own[cBusy]++
+		return 0, ErrBusy
+	}
+	solicited := false
+	if kind == OpPush {
+		switch op.Solicit {
+		case SolicitAlways:
+			solicited = true
+		case SolicitAuto:
+			solicited = e.opts.SolicitThreshold >= 0 && op.Len > e.opts.SolicitThreshold ||
+				c.swift != nil && c.swift.Cwnd() < 1 && op.Len > e.seg
+		}
+	}
+	i, x := e.allocX(h.idx, roleInitiator)
+	x.kind, x.solicited = kind, solicited
+	x.rsn = c.nextRSN
+	x.length = uint32(op.Len)
+	x.mem, x.remote, x.tag = mem, op.Remote, op.Tag
+	x.posted = e.now
+	x.pkts = e.packets(x.length)
+	if err := e.register(i, c.cid, spaceRSN, x.rsn); err != nil {
+		e.freeXact(i)
+		e.cnt.own[cBusy]++
+		return 0, ErrBusy
+	}
+	x.rsnHeld = true
+	if solicited {
+		x.ssn = c.nextSSN
+		if err := e.register(i, c.cid, spaceSSN, x.ssn); err != nil {
+			e.ro.Take(c.cid, spaceRSN, x.rsn)
+			e.freeXact(i)
+			e.cnt.own[cBusy]++
+			return 0, ErrBusy
+		}
+		x.ssnHeld = true
+	}
+	if !e.enqueue(h.idx, sched.ClassRequest, i) {
+		e.ro.Take(c.cid, spaceRSN, x.rsn)
+		if solicited {
+			e.ro.Take(c.cid, spaceSSN, x.ssn)
+		}
+		e.freeXact(i)
+		e.cnt.own[cBusy]++
+		return 0, ErrBusy
+	}
+	c.nextRSN++
+	if solicited {
+		c.nextSSN++
+		e.cnt.own[cSolicited]++
+	} else if kind == OpPush {
+		e.cnt.own[cUnsolicited]++
+	}
+	if kind == OpPush {
+		e.cnt.own[cPushes]++
+	} else {
+		e.cnt.own[cPulls]++
+	}
+	e.reserved++
+	e.cnt.own[cPosted]++
+	return x.rsn, nil
+}
+
+// packets returns how many data packets a message of n bytes takes.
+func (e *Endpoint) packets(n uint32) uint32 {
+	return max(1, (n+uint32(e.seg)-1)/uint32(e.seg))
+}
+
+// requestCost is what a packet without data costs in the scheduler.
+const requestCost = 64
+
+// firstCost is the scheduler cost of a transaction's next packet.
+func (e *Endpoint) firstCost(x *xact) int {
+	if x.kind == OpPull && x.role == roleInitiator || x.solicited && !x.reqSent && x.role == roleInitiator ||
+		x.role == roleTarget && x.kind == OpPush {
+		return requestCost
+	}
+	return requestCost + int(min(x.length-x.sentPkts*uint32(e.seg), uint32(e.seg)))
+}
+
+func (e *Endpoint) register(i int32, cid uint32, sp reorder.Space, seq uint32) error {
+	k, err := e.ro.Register(cid, sp, seq)
+	if err != nil {
+		return err
+	}
+	e.byEntry[k] = i
+	return nil
+}
+
+// allocX takes a free context and links it to connection ci.
+func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
+	i := e.freeX[len(e.freeX)-1]
+	e.freeX = e.freeX[:len(e.freeX)-1]
+	x := &e.xacts[i]
+	gen := x.gen + 1
+	if gen == 0 {
+		gen = 1
+	}
+	*x = xact{live: true, gen: gen, role: r, conn: ci, prev: -1, next: -1}
+	c := &e.conns[ci]
+	if c.tail >= 0 {
+		e.xacts[c.tail].next = i
+		x.prev = c.tail
+	} else {
+		c.head = i
+	}
+	c.tail = i
+	c.count++
+	return i, x
+}
+
+// freeXact unlinks and frees a context; its reorder entries must be gone.
+func (e *Endpoint) freeXact(i int32) {
+	x := &e.xacts[i]
+	c := &e.conns[x.conn]
+	if x.prev >= 0 {
+		e.xacts[x.prev].next = x.next
+	} else {
+		c.head = x.next
+	}
+	if x.next >= 0 {
+		e.xacts[x.next].prev = x.prev
+	} else {
+		c.tail = x.prev
+	}
+	c.count--
+	gen := x.gen
+	*x = xact{gen: gen}
+	e.freeX = append(e.freeX, i)
+}
+
+// byCookie returns the live context a cookie names.
+func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
+	i := int32(uint32(cookie))
+	if cookie>>32 == 0 || int(i) >= len(e.xacts) || i < 0 {
+		return -1, nil
+	}
+	x := &e.xacts[i]
+	if !x.live || uint64(x.gen) != cookie>>32 {
+		return -1, nil
+	}
+	return i, x
+}
+
+// resolve is the transport's verdict on one packet of a transaction:
+// acknowledged (StatusOK), refused by the peer's ULP, or abandoned.
+func (e *Endpoint) resolve(cookie uint64, st Status) {
+	if cookie == 0 {
+		return // a grant: nothing waits for its ACK
+	}
+	i, x := e.byCookie(cookie)
+	if x == nil {
+		e.cnt.own[cStaleCookie]++
+		return
+	}
+	x.unresolved--
+	if x.role == roleTarget {
+		// Pull data.
+		if st != StatusOK {
+			x.failed = true
+		}
+		e.maybeFreeServed(i)
+		return
+	}
+	if st != StatusOK && x.status == StatusOK {
+		x.status = st
+		x.stop = true
+		if x.solicited && !x.granted && x.ssnHeld {
+			// No grant will come for a refused request: let the grant order
+			// pass over this SSN.
+			e.skipGrant(i, x)
+		}
+	}
+	e.checkDone(i)
+}
+
+// checkDone completes an initiator's transaction once nothing of it is
+// pending, in posting order on an ordered connection.
+func (e *Endpoint) checkDone(i int32) {
+	x := &e.xacts[i]
+	if x.done {
+		return
+	}
+	switch {
+	case x.stop:
+		if x.unresolved > 0 || e.queuedNow(x) {
+			return
+		}
+	case x.kind == OpPull:
+		if !x.gotData || x.received != x.length {
+			return
+		}
+	default: // push
+		if x.sentPkts != x.pkts || x.unresolved > 0 {
+			return
+		}
+	}
+	x.done = true
+	c := &e.conns[x.conn]
+	if c.ordered {
+		e.ro.MarkReady(c.doneBase, c.cid, spaceRSN, x.rsn)
+		for {
+			k, ok := e.ro.PopReady(c.cid, spaceRSN, &c.doneBase)
+			if !ok {
+				break
+			}
+			j := e.byEntry[k]
+			e.xacts[j].rsnHeld = false
+			e.complete(j, e.xacts[j].status)
+		}
+		return
+	}
+	e.ro.Take(c.cid, spaceRSN, x.rsn)
+	x.rsnHeld = false
+	e.complete(i, x.status)
+}
+
+// queuedNow reports whether the scheduler may still hand out x. A stopped
+// transaction is dropped when picked, so only the flag matters.
+func (e *Endpoint) queuedNow(x *xact) bool { return x.inSched }
+
+// complete posts the completion of initiator transaction i and frees it.
+func (e *Endpoint) complete(i int32, st Status) {
+	x := &e.xacts[i]
+	c := &e.conns[x.conn]
+	if x.ssnHeld {
+		e.ro.Take(c.cid, spaceSSN, x.ssn)
+		x.ssnHeld = false
+	}
+	if x.rsnHeld {
+		e.ro.Take(c.cid, spaceRSN, x.rsn)
+		x.rsnHeld = false
+	}
+	cp := Completion{
+		Conn: c.handle, Tag: x.tag, Kind: x.kind, RSN: x.rsn, Bytes: int(x.length), Status: st,
+		RemoteKey: x.remote.Key, RemoteAddr: x.remote.Addr, Posted: x.posted, Done: e.now,
+	}
+	if st == StatusOK {
+		e.cnt.own[cCompleted]++
+		e.cnt.own[cBytesCompleted] += uint64(x.length)
+	} else {
+		e.cnt.own[cCompletedErr]++
+	}
+	if !e.cq.push(cp) {
+		panic("txn: completion queue overflow despite reservation") // a bug, never the peer's doing
+	}
+	ci := x.conn
+	e.freeXact(i)
+	e.maybeClose(ci)
+}
+
+// skipGrant releases the SSN entry of a solicited push that will never be
+// granted, keeping the grant order moving.
+func (e *Endpoint) skipGrant(i int32, x *xact) {
+	c := &e.conns[x.conn]
+	e.ro.MarkReady(c.grantBase, c.cid, spaceSSN, x.ssn)
+	e.releaseGrants(x.conn, c)
+}
+
+// onGrant handles a push grant from the target.
+func (e *Endpoint) onGrant(ci int32, c *conn, h *wire.Header) rt.Verdict {
+	k, ok := e.ro.Lookup(c.cid, spaceSSN, h.SSN)
+	if !ok || e.xacts[e.byEntry[k]].rsn != h.RSN {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	if _, ok := e.ro.MarkReady(c.grantBase, c.cid, spaceSSN, h.SSN); !ok {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	e.releaseGrants(ci, c)
+	return rt.Accept
+}
+
+// releaseGrants lets the solicited pushes whose grants arrived, in SSN
+// order, queue their data.
+func (e *Endpoint) releaseGrants(ci int32, c *conn) {
+	for {
+		k, ok := e.ro.PopReady(c.cid, spaceSSN, &c.grantBase)
+		if !ok {
+			return
+		}
+		j := e.byEntry[k]
+		x := &e.xacts[j]
+		x.ssnHeld = false
+		if x.stop {
+			e.checkDone(j)
+			continue
+		}
+		x.granted = true
+		e.cnt.own[cGrantsReceived]++
+		if !e.enqueue(ci, sched.ClassData, j) {
+			// The store holds 2×MaxOps items and each transaction queues at
+			// most one at a time, so this cannot happen.
+			e.fail(j, StatusConnFailed)
+		}
+	}
+}
+
+// fail stops an initiator transaction with st.
+func (e *Endpoint) fail(i int32, st Status) {
+	x := &e.xacts[i]
+	if x.status == StatusOK {
+		x.status = st
+	}
+	x.stop = true
+	e.checkDone(i)
+}
+
+// onPullData places pull data in the initiator's local span.
+func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
+	k, ok := e.ro.Lookup(c.cid, spaceRSN, h.RSN)
+	if !ok {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	i := e.byEntry[k]
+	x := &e.xacts[i]
+	if x.kind != OpPull || x.done || x.stop {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	if h.ReqLen != x.length || uint64(h.Offset)+uint64(len(p)) > uint64(x.length) {
+		e.cnt.own[cMalformed]++
+		return rt.Accept
+	}
+	copy(x.mem[h.Offset:], p)
+	x.received += uint32(len(p))
+	x.gotData = true
+	e.cnt.own[cBytesPlaced] += uint64(len(p))
+	e.checkDone(i)
+	return rt.Accept
+}

@@ -1,0 +1,200 @@
+package txn
+
+import (
+	"errors"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/sched"
+)
+
+// enqueue queues transaction i's next packet on connection ci's class.
+func (e *Endpoint) enqueue(ci int32, cl sched.Class, i int32) bool {
+	x := &e.xacts[i]
+	if e.sch.Enqueue(int(ci), cl, uint32(i), e.firstCost(x)) != nil {
+		return false
+	}
+	x.inSched = true
+	return true
+}
+
+// schedule hands the transport up to one burst of packets, as the
+// scheduler picks them: connections in deficit round-robin, grants and
+// data before new requests within one, each gated by its windows and
+// paced by its congestion window.
+func (e *Endpoint) schedule(now clock.Time) int {
+	budget := e.rt.Options().Burst
+	sent := 0
+	for sent < budget {
+		flow, cl, item, ok := e.sch.Next(now)
+		if !ok {
+			break
+		}
+		ci, i := int32(flow), int32(item)
+		x := &e.xacts[i]
+		x.inSched = false
+		c := &e.conns[ci]
+		if !c.live || !x.live || x.conn != ci {
+			continue
+		}
+		if x.role == roleInitiator && x.stop {
+			e.checkDone(i)
+			continue
+		}
+		if x.role == roleTarget && x.failed {
+			e.maybeFreeTarget(i)
+			continue
+		}
+		var sh rt.SendHeader
+		payload := e.nextPacket(c, x, i, &sh)
+		_, err := c.rc.Send(sh, payload)
+		if err != nil {
+			if errors.Is(err, rt.ErrBusy) {
+				_ = e.sch.Requeue(flow, cl, item, e.firstCost(x))
+				x.inSched = true
+				if err == rt.ErrWindowFull || err == rt.ErrNotEstablished {
+					// This connection's own ACKs (or its establishment)
+					// reopen it; the others go on.
+					e.sch.SetBlocked(flow, cl, true)
+					c.blocked = true
+					continue
+				}
+				break // pool or CAM: nobody can send until a Poll
+			}
+			// The connection is closing or failed: its teardown follows.
+			if x.role == roleInitiator {
+				e.fail(i, StatusConnFailed)
+			} else {
+				x.failed = true
+				e.maybeFreeTarget(i)
+			}
+			continue
+		}
+		sent++
+		e.advance(ci, c, x, i, cl)
+		if c.swift != nil {
+			if gap := c.swift.PacingGap(); gap > 0 {
+				e.sch.PaceUntil(flow, now.Add(gap))
+				e.cnt.own[cPaced]++
+			}
+		}
+	}
+	return sent
+}
+
+// nextPacket describes transaction x's next packet in sh and returns its
+// payload (a slice of registered memory; the transport copies it).
+func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []byte {
+	sh.RSN, sh.SSN, sh.ReqLen = x.rsn, x.ssn, x.length
+	sh.Cookie = x.cookie(i)
+	if x.role == roleInitiator {
+		sh.Ext = wire.Ext{Present: wire.ExtRegion, Region: x.remote}
+		if c.ordered {
+			sh.Flags |= wire.FlagOrdered
+		}
+		switch {
+		case x.kind == OpPull:
+			sh.Type = wire.TypePullRequest
+			return nil
+		case x.solicited && !x.reqSent:
+			sh.Type = wire.TypePushRequest
+			return nil
+		case x.solicited:
+			sh.Type = wire.TypePushSolicitedData
+		default:
+			sh.Type = wire.TypePushUnsolicitedData
+		}
+	} else {
+		if x.kind == OpPush {
+			sh.Type = wire.TypePushGrant
+			sh.Cookie = 0
+			return nil
+		}
+		sh.Type = wire.TypePullData
+	}
+	off := x.sentPkts * uint32(e.seg)
+	end := min(off+uint32(e.seg), x.length)
+	sh.Offset = off
+	if x.sentPkts+1 == x.pkts {
+		sh.Flags |= wire.FlagLastOfMessage
+	}
+	return x.mem[off:end]
+}
+
+// advance records that x's packet went out and queues its next one.
+func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) {
+	if x.role == roleTarget && x.kind == OpPush {
+		e.cnt.own[cGrantsIssued]++ // the grant is sent; the data will come
+		return
+	}
+	x.unresolved++
+	more := false
+	switch {
+	case x.role == roleInitiator && x.kind == OpPull:
+		x.reqSent = true
+	case x.role == roleInitiator && x.solicited && !x.reqSent:
+		x.reqSent = true // the data waits for the grant
+	default:
+		if x.role == roleTarget {
+			e.cnt.own[cBytesServed] += uint64(min(x.length-x.sentPkts*uint32(e.seg), uint32(e.seg)))
+		}
+		x.sentPkts++
+		more = x.sentPkts < x.pkts
+	}
+	if more && !e.enqueue(ci, cl, i) {
+		if x.role == roleInitiator {
+			e.fail(i, StatusConnFailed)
+		} else {
+			x.failed = true
+		}
+	}
+}
+
+// teardown fails everything of a connection that failed or closed:
+// initiator operations complete with StatusConnFailed (or the status they
+// already had) in posting order, peers' requests are dropped.
+func (e *Endpoint) teardown(ci int32) {
+	c := &e.conns[ci]
+	e.sch.Drop(int(ci), nil)
+	for i := c.head; i >= 0; {
+		x := &e.xacts[i]
+		next := x.next
+		x.inSched = false
+		if x.role == roleInitiator {
+			st := x.status
+			if !x.done && st == StatusOK {
+				st = StatusConnFailed
+			}
+			e.complete(i, st)
+		} else {
+			if x.granted && x.grantLeft > 0 {
+				e.granted -= int(x.grantLeft)
+			}
+			if x.rsnHeld {
+				e.ro.Take(c.cid, spacePeerRSN, x.rsn)
+			}
+			if x.ssnHeld {
+				e.ro.Take(c.cid, spacePeerSSN, x.ssn)
+			}
+			e.freeXact(i)
+		}
+		i = next
+	}
+	e.cids.DeleteIndex(c.cidEntry)
+	e.sch.Unpace(int(ci))
+	e.sch.SetBlocked(int(ci), sched.ClassData, false)
+	e.sch.SetBlocked(int(ci), sched.ClassRequest, false)
+	gen := c.gen
+	*c = conn{gen: gen, head: -1, tail: -1}
+	e.freeCon = append(e.freeCon, ci)
+}
+
+// maybeClose closes a connection the ULP is closing once it is idle.
+func (e *Endpoint) maybeClose(ci int32) {
+	c := &e.conns[ci]
+	if c.live && c.closing && c.count == 0 && !c.closeSent {
+		c.closeSent = true
+		_ = c.rc.Close()
+	}
+}

@@ -1,0 +1,339 @@
+package txn
+
+import (
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/sched"
+)
+
+// Request is what the target ULP sees of a peer's request (OnRequest).
+type Request struct {
+	Conn *Conn
+	Kind OpKind
+	RSN  uint32
+	// Region is the region and address the initiator named; Data is that
+	// span of the region: the bytes a push placed, or those a pull is
+	// about to read. Valid during the call only.
+	Region wire.RegionRef
+	Data   []byte
+}
+
+// deliver is the transport's deliver function: every reliable packet of
+// the transaction protocol, exactly once.
+func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
+	ci, c := e.connOf(rc)
+	if c == nil {
+		// Established on the transport but no slot here: refuse for good.
+		e.cnt.own[cConnRefused]++
+		return rt.ULPError
+	}
+	switch h.Type {
+	case wire.TypePushUnsolicitedData:
+		return e.onPushData(ci, c, h, p, false)
+	case wire.TypePushSolicitedData:
+		return e.onPushData(ci, c, h, p, true)
+	case wire.TypePushRequest:
+		return e.onPushRequest(ci, c, h)
+	case wire.TypePullRequest:
+		return e.onPullRequest(ci, c, h)
+	case wire.TypePullData:
+		return e.onPullData(c, h, p)
+	case wire.TypePushGrant:
+		return e.onGrant(ci, c, h)
+	}
+	e.cnt.own[cMalformed]++
+	return rt.Accept
+}
+
+// span checks the region a request names.
+func (e *Endpoint) span(h *wire.Header, access Access) ([]byte, refusal) {
+	if h.Ext.Present&wire.ExtRegion == 0 {
+		return nil, refuseUnregistered
+	}
+	return e.regions.span(h.Ext.Region.Key, h.Ext.Region.Addr, h.ReqLen, access)
+}
+
+// refuse answers a request whose region is refused. The request still
+// takes its turn in the peer's order (so later ones are not held up
+// forever): a failed context is recorded and released in order without
+// reaching the ULP. If even that has no room, the packet is refused for
+// now and comes back.
+func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why refusal) rt.Verdict {
+	solicited := h.Type == wire.TypePushRequest
+	needRSN := c.peerOrdered && !seqLT(h.RSN, c.reqBase)
+	if needRSN {
+		if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
+			needRSN = false // recorded by an earlier copy or segment
+		}
+	}
+	needSSN := solicited && !seqLT(h.SSN, c.ssnBase)
+	if needSSN {
+		if _, ok := e.ro.Lookup(c.cid, spacePeerSSN, h.SSN); ok {
+			needSSN = false
+		}
+	}
+	if needRSN || needSSN {
+		if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
+			return rt.NoResources
+		}
+		i, x := e.allocX(ci, roleTarget)
+		x.failed = true
+		x.rsn, x.ssn = h.RSN, h.SSN
+		if needRSN {
+			_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
+			x.rsnHeld = true
+		}
+		if needSSN {
+			_ = e.register(i, c.cid, spacePeerSSN, h.SSN)
+			x.ssnHeld = true
+			e.ro.MarkReady(c.ssnBase, c.cid, spacePeerSSN, h.SSN)
+			e.queueGrants(c)
+		}
+		if needRSN {
+			e.requestComplete(ci, c, i)
+		}
+	}
+	switch why {
+	case refuseUnregistered:
+		e.cnt.own[cRefusedUnregistered]++
+	case refuseAccess:
+		e.cnt.own[cRefusedAccess]++
+	default:
+		e.cnt.own[cRefusedTooSmall]++
+	}
+	return rt.ULPError
+}
+
+// onPushData places a push segment in the region it names.
+func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solicited bool) rt.Verdict {
+	if !solicited {
+		c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
+	}
+	if uint64(h.Offset)+uint64(len(p)) > uint64(h.ReqLen) {
+		e.cnt.own[cMalformed]++
+		return rt.ULPError
+	}
+	var x *xact
+	i := int32(-1)
+	if k, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
+		i = e.byEntry[k]
+		x = &e.xacts[i]
+		if x.role != roleTarget || x.kind != OpPush || x.solicited != solicited || x.length != h.ReqLen {
+			e.cnt.own[cUnmatched]++
+			return rt.Accept
+		}
+		if x.failed {
+			return e.refuse(ci, c, h, refuseUnregistered)
+		}
+		if solicited && !x.granted {
+			e.cnt.own[cUnmatched]++
+			return rt.Accept
+		}
+	} else if solicited {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	span, why := e.span(h, RemoteWrite)
+	if why != refuseNone {
+		if x != nil {
+			x.failed = true
+			e.requestComplete(ci, c, i)
+		}
+		return e.refuse(ci, c, h, why)
+	}
+	if x == nil {
+		if c.peerOrdered && seqLT(h.RSN, c.reqBase) {
+			e.cnt.own[cUnmatched]++
+			return rt.Accept
+		}
+		if len(e.freeX) == 0 || e.ro.Len()+1 > e.ro.Cap() {
+			return rt.NoResources
+		}
+		i, x = e.allocX(ci, roleTarget)
+		x.kind, x.rsn, x.length, x.remote = OpPush, h.RSN, h.ReqLen, h.Ext.Region
+		x.mem = span
+		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
+		x.rsnHeld = true
+	}
+	copy(x.mem[h.Offset:], p)
+	x.received += uint32(len(p))
+	e.cnt.own[cBytesPlaced] += uint64(len(p))
+	if solicited {
+		n := min(uint32(len(p)), x.grantLeft)
+		x.grantLeft -= n
+		e.granted -= int(n)
+	}
+	if x.received == x.length {
+		e.requestComplete(ci, c, i)
+	}
+	return rt.Accept
+}
+
+// onPushRequest records a solicited push and queues it for a grant in SSN
+// order.
+func (e *Endpoint) onPushRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
+	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
+	span, why := e.span(h, RemoteWrite)
+	if why != refuseNone {
+		return e.refuse(ci, c, h, why)
+	}
+	if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok || c.peerOrdered && seqLT(h.RSN, c.reqBase) {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
+		return rt.NoResources
+	}
+	i, x := e.allocX(ci, roleTarget)
+	x.kind, x.solicited, x.rsn, x.ssn, x.length, x.remote = OpPush, true, h.RSN, h.SSN, h.ReqLen, h.Ext.Region
+	x.mem = span
+	_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
+	_ = e.register(i, c.cid, spacePeerSSN, h.SSN)
+	x.rsnHeld, x.ssnHeld = true, true
+	e.ro.MarkReady(c.ssnBase, c.cid, spacePeerSSN, h.SSN)
+	e.queueGrants(c)
+	return rt.Accept
+}
+
+// queueGrants moves the solicited pushes that are next in SSN order to the
+// endpoint's grant queue.
+func (e *Endpoint) queueGrants(c *conn) {
+	for {
+		k, ok := e.ro.PopReady(c.cid, spacePeerSSN, &c.ssnBase)
+		if !ok {
+			return
+		}
+		i := e.byEntry[k]
+		x := &e.xacts[i]
+		x.ssnHeld = false
+		if x.failed {
+			e.maybeFreeTarget(i)
+			continue
+		}
+		e.grants.push(x.cookie(i))
+	}
+}
+
+// issueGrants grants queued solicited pushes, oldest first, while the
+// bytes granted and not yet received stay within IncastCap (a push larger
+// than the cap goes alone).
+func (e *Endpoint) issueGrants() int {
+	n := 0
+	for {
+		ck, ok := e.grants.peek()
+		if !ok {
+			return n
+		}
+		i, x := e.byCookie(ck)
+		if x == nil || x.failed {
+			e.grants.pop()
+			continue
+		}
+		if e.granted > 0 && e.granted+int(x.length) > e.opts.IncastCap {
+			return n
+		}
+		if !e.enqueue(x.conn, sched.ClassData, i) {
+			return n
+		}
+		e.grants.pop()
+		x.granted = true
+		x.grantLeft = x.length
+		e.granted += int(x.length)
+		if g := uint64(e.granted); g > e.cnt.own[cGrantedMax] {
+			e.cnt.own[cGrantedMax] = g
+		}
+		n++
+	}
+}
+
+// onPullRequest records a pull; it is complete at once and is served when
+// its turn comes.
+func (e *Endpoint) onPullRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
+	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
+	span, why := e.span(h, RemoteRead)
+	if why != refuseNone {
+		return e.refuse(ci, c, h, why)
+	}
+	if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok || c.peerOrdered && seqLT(h.RSN, c.reqBase) {
+		e.cnt.own[cUnmatched]++
+		return rt.Accept
+	}
+	if len(e.freeX) == 0 || e.ro.Len()+1 > e.ro.Cap() {
+		return rt.NoResources
+	}
+	i, x := e.allocX(ci, roleTarget)
+	x.kind, x.rsn, x.length, x.remote, x.mem = OpPull, h.RSN, h.ReqLen, h.Ext.Region, span
+	x.pkts = e.packets(x.length)
+	_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
+	x.rsnHeld = true
+	e.requestComplete(ci, c, i)
+	return rt.Accept
+}
+
+// requestComplete releases a peer's request that has all it needs, in
+// RSN order on an ordered connection.
+func (e *Endpoint) requestComplete(ci int32, c *conn, i int32) {
+	x := &e.xacts[i]
+	if !c.peerOrdered {
+		e.ro.Take(c.cid, spacePeerRSN, x.rsn)
+		x.rsnHeld = false
+		e.release(ci, c, i)
+		return
+	}
+	e.ro.MarkReady(c.reqBase, c.cid, spacePeerRSN, x.rsn)
+	for {
+		k, ok := e.ro.PopReady(c.cid, spacePeerRSN, &c.reqBase)
+		if !ok {
+			return
+		}
+		j := e.byEntry[k]
+		e.xacts[j].rsnHeld = false
+		e.release(ci, c, j)
+	}
+}
+
+// release hands a complete request to the target ULP: a push is done, a
+// pull starts sending its data.
+func (e *Endpoint) release(ci int32, c *conn, i int32) {
+	x := &e.xacts[i]
+	if x.failed {
+		e.maybeFreeTarget(i)
+		return
+	}
+	e.cnt.own[cRequestsDelivered]++
+	if e.opts.OnRequest != nil {
+		e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
+		e.opts.OnRequest(&e.req)
+		e.req = Request{}
+	}
+	if x.kind == OpPush {
+		e.maybeFreeTarget(i)
+		return
+	}
+	if !e.enqueue(ci, sched.ClassData, i) {
+		// The store holds 2×MaxOps items and each transaction queues at
+		// most one at a time.
+		x.failed = true
+		e.maybeFreeTarget(i)
+	}
+}
+
+// maybeFreeTarget frees a target context that holds no reorder entry and
+// has nothing in flight.
+func (e *Endpoint) maybeFreeTarget(i int32) {
+	x := &e.xacts[i]
+	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 {
+		return
+	}
+	if x.kind == OpPull && !x.failed && x.sentPkts != x.pkts {
+		return
+	}
+	ci := x.conn
+	e.freeXact(i)
+	e.maybeClose(ci)
+}
+
+// maybeFreeServed frees a pull once all its data is acknowledged.
+func (e *Endpoint) maybeFreeServed(i int32) { e.maybeFreeTarget(i) }
+
+func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
