@@ -103,6 +103,9 @@ const (
 	ctrlClose // a ConnClose is due but the request window had no room
 )
 
+// maxULPNacks bounds the ULP-error NACKs a connection queues.
+const maxULPNacks = 8
+
 // pendingNack is a NACK a receiver owes its peer.
 type pendingNack struct {
 	code   wire.NackCode
@@ -138,6 +141,11 @@ type conn struct {
 	echoFresh bool   // not yet echoed in an ACK
 	peerTx    uint32 // TxTime of the latest packet, echoed on data packets
 	nack      pendingNack
+	// ULP-error NACKs owed, oldest first: unlike an RNR NACK (one at a
+	// time, the sender holds off) each refused packet needs its own, and
+	// one the queue has no room for is owed again when the packet returns.
+	ulpNacks [maxULPNacks]pendingNack
+	nULPNack uint8
 
 	// Setup, close and linger.
 	ctrl        ctrlKind
@@ -159,6 +167,42 @@ type conn struct {
 }
 
 func (c *conn) window(w wire.Window) int { return int(w) - 1 }
+
+// oweULPNack queues a ULP-error NACK unless it is queued already or the
+// queue is full.
+func (c *conn) oweULPNack(n pendingNack) {
+	for i := range c.nULPNack {
+		if c.ulpNacks[i] == n {
+			return
+		}
+	}
+	if int(c.nULPNack) < len(c.ulpNacks) {
+		c.ulpNacks[c.nULPNack] = n
+		c.nULPNack++
+	}
+}
+
+// nextNack returns the NACK to send next, if any: the RNR one first.
+func (c *conn) nextNack() (pendingNack, bool) {
+	if c.nack.code != 0 {
+		return c.nack, true
+	}
+	if c.nULPNack > 0 {
+		return c.ulpNacks[0], true
+	}
+	return pendingNack{}, false
+}
+
+// nackSent forgets the NACK nextNack returned.
+func (c *conn) nackSent() {
+	if c.nack.code != 0 {
+		c.nack = pendingNack{}
+		return
+	}
+	copy(c.ulpNacks[:], c.ulpNacks[1:c.nULPNack])
+	c.nULPNack--
+	c.ulpNacks[c.nULPNack] = pendingNack{}
+}
 
 // peerClosed reports whether the peer's ConnClose arrived with every
 // request before it and every data-window packet the peer sent (its

@@ -377,7 +377,9 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 				case ULPError:
 					code = wire.NackULPError
 				}
-				if c.nack.code == 0 {
+				if v == ULPError {
+					c.oweULPNack(pendingNack{code: code, window: w, psn: hd.PSN})
+				} else if c.nack.code == 0 {
 					// One NACK at a time, for the first refusal: the
 					// sender holds off that packet and every later one.
 					c.nack = pendingNack{code: code, window: w, psn: hd.PSN}

@@ -134,7 +134,7 @@ func (e *Endpoint) piggybacked(c *conn) {
 	if c.ackCount == 0 && !c.ackNow {
 		return
 	}
-	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 {
+	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 {
 		return
 	}
 	e.ackSent(c)
@@ -221,15 +221,15 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		DataEBSN: c.rx[1].bsn,
 		TxTime:   e.now32,
 	}
-	nack := c.nack.code != 0
+	owed, nack := c.nextNack()
 	switch {
 	case nack:
 		hd.Type = wire.TypeNack
 		hd.TxEcho = c.peerTx
 		hd.Nack = wire.NackBody{
-			Code:             c.nack.code,
-			Window:           c.nack.window,
-			PSN:              c.nack.psn,
+			Code:             owed.code,
+			Window:           owed.window,
+			PSN:              owed.psn,
 			RNRTimeoutMicros: uint32(e.opts.RNRTimeout.Microseconds()),
 		}
 	default:
@@ -256,7 +256,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 	e.pending = append(e.pending, f)
 	if nack {
 		e.cnt.own[cTxNack]++
-		c.nack = pendingNack{}
+		c.nackSent()
 		// An ACK may still be owed; it goes next.
 		return true
 	}

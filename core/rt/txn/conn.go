@@ -138,12 +138,13 @@ type xact struct {
 	gotData    bool
 	granted    bool // initiator: may send solicited data; target: grant issued
 	grantLeft  uint32
-	inSched    bool // an item of it is queued in the scheduler
-	stop       bool // initiator: failed, send nothing more
-	done       bool // initiator: completion decided, waiting for its turn
-	failed     bool // target: the request was refused
-	ssnHeld    bool // an entry in an SSN space is still registered
-	rsnHeld    bool // an entry in an RSN space is still registered
+	inSched    bool    // an item of it is queued in the scheduler
+	stop       bool    // initiator: failed, send nothing more
+	done       bool    // initiator: completion decided, waiting for its turn
+	failed     bool    // target: the request was refused
+	why        refusal // target: why
+	ssnHeld    bool    // an entry in an SSN space is still registered
+	rsnHeld    bool    // an entry in an RSN space is still registered
 	status     Status
 }
 

@@ -59,6 +59,7 @@ type Endpoint struct {
 	grants   ring // target: solicited pushes waiting for a grant, in arrival order
 	granted  int  // target: bytes granted and not yet received
 	now      clock.Time
+	tearing  bool // teardown runs: entries are taken, not left for their turn
 	req      Request
 	cnt      counters
 }

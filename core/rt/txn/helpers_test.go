@@ -38,6 +38,19 @@ func newPair(t testing.TB, seed uint64, profile string, tweak func(a, b *Options
 	t.Helper()
 	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 16384, CacheSize: 128})
 	require.NoError(t, err)
+	p := newPairOn(t, pool, seed, profile, tweak)
+	t.Cleanup(func() {
+		p.close()
+		require.Zero(t, pool.InUse(), "pool in-use after stop")
+		_ = pool.Close()
+	})
+	return p
+}
+
+// newPairOn builds a pair on a pool the caller owns and closes; the caller
+// also calls close.
+func newPairOn(t testing.TB, pool *mbuf.Pool, seed uint64, profile string, tweak func(a, b *Options)) *pair {
+	t.Helper()
 	prof, err := fabric.ParseProfile(profile)
 	require.NoError(t, err)
 	pa, pb, fab, err := fabric.Link(pool, fabric.Options{Name: "txn", AtoB: prof, BtoA: prof, Seed: seed ^ 0xfab, LinkRing: 4096})
@@ -54,24 +67,24 @@ func newPair(t testing.TB, seed uint64, profile string, tweak func(a, b *Options
 	require.NoError(t, err)
 	p.b, err = New(ob)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		now := p.clk.Now()
-		p.a.Stop(now)
-		p.b.Stop(now)
-		_ = p.a.Close()
-		_ = p.b.Close()
-		fab.Stop(now)
-		drain := make([]mbuf.Handle, 64)
-		for _, pt := range []port.Port{pa, pb} {
-			for n := pt.RxBurst(0, drain); n > 0; n = pt.RxBurst(0, drain) {
-				pool.Free(drain[:n])
-			}
-		}
-		_ = fab.Close()
-		require.Zero(t, pool.InUse(), "pool in-use after stop")
-		_ = pool.Close()
-	})
 	return p
+}
+
+// close stops everything and returns every frame to the pool.
+func (p *pair) close() {
+	now := p.clk.Now()
+	p.a.Stop(now)
+	p.b.Stop(now)
+	_ = p.a.Close()
+	_ = p.b.Close()
+	p.fab.Stop(now)
+	drain := make([]mbuf.Handle, 64)
+	for _, pt := range []port.Port{p.pa, p.pb} {
+		for n := pt.RxBurst(0, drain); n > 0; n = pt.RxBurst(0, drain) {
+			p.pool.Free(drain[:n])
+		}
+	}
+	_ = p.fab.Close()
 }
 
 func copyReq(r *Request) Request {

@@ -238,8 +238,8 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 // pending, in posting order on an ordered connection.
 func (e *Endpoint) checkDone(i int32) {
 	x := &e.xacts[i]
-	if x.done {
-		return
+	if !x.live || x.role != roleInitiator || x.done {
+		return // completed already (an earlier call in this chain freed it)
 	}
 	switch {
 	case x.stop:
@@ -284,7 +284,15 @@ func (e *Endpoint) complete(i int32, st Status) {
 	x := &e.xacts[i]
 	c := &e.conns[x.conn]
 	if x.ssnHeld {
-		e.ro.Take(c.cid, spaceSSN, x.ssn)
+		if e.tearing {
+			e.ro.Take(c.cid, spaceSSN, x.ssn)
+		} else if k, ok := e.ro.Lookup(c.cid, spaceSSN, x.ssn); ok {
+			// Its grant turn has not come yet (an earlier SSN is still
+			// waiting): leave a ready entry that releaseGrants passes over,
+			// so the grant order does not stall on a gap.
+			e.ro.MarkReady(c.grantBase, c.cid, spaceSSN, x.ssn)
+			e.byEntry[k] = -1
+		}
 		x.ssnHeld = false
 	}
 	if x.rsnHeld {
@@ -341,6 +349,9 @@ func (e *Endpoint) releaseGrants(ci int32, c *conn) {
 			return
 		}
 		j := e.byEntry[k]
+		if j < 0 {
+			continue // a transaction that completed before its turn
+		}
 		x := &e.xacts[j]
 		x.ssnHeld = false
 		if x.stop {

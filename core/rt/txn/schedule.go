@@ -156,6 +156,8 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 // already had) in posting order, peers' requests are dropped.
 func (e *Endpoint) teardown(ci int32) {
 	c := &e.conns[ci]
+	e.tearing = true
+	defer func() { e.tearing = false }()
 	e.sch.Drop(int(ci), nil)
 	for i := c.head; i >= 0; {
 		x := &e.xacts[i]

@@ -77,7 +77,11 @@ func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why refusal) rt.Ver
 			return rt.NoResources
 		}
 		i, x := e.allocX(ci, roleTarget)
-		x.failed = true
+		x.failed, x.why = true, why
+		x.kind, x.solicited, x.length = OpPush, solicited, h.ReqLen
+		if h.Type == wire.TypePullRequest {
+			x.kind = OpPull
+		}
 		x.rsn, x.ssn = h.RSN, h.SSN
 		if needRSN {
 			_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
@@ -118,12 +122,16 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	if k, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
 		i = e.byEntry[k]
 		x = &e.xacts[i]
-		if x.role != roleTarget || x.kind != OpPush || x.solicited != solicited || x.length != h.ReqLen {
-			e.cnt.own[cUnmatched]++
-			return rt.Accept
-		}
 		if x.failed {
-			return e.refuse(ci, c, h, refuseUnregistered)
+			// The request was refused already (an earlier segment); refuse
+			// every segment of it the same way.
+			return e.refuse(ci, c, h, x.why)
+		}
+		if x.kind != OpPush || x.solicited != solicited || x.length != h.ReqLen {
+			// A segment that contradicts its transaction: refused for good,
+			// so the initiator's operation fails rather than completing.
+			e.cnt.own[cMalformed]++
+			return rt.ULPError
 		}
 		if solicited && !x.granted {
 			e.cnt.own[cUnmatched]++
@@ -136,7 +144,7 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	span, why := e.span(h, RemoteWrite)
 	if why != refuseNone {
 		if x != nil {
-			x.failed = true
+			x.failed, x.why = true, why
 			e.requestComplete(ci, c, i)
 		}
 		return e.refuse(ci, c, h, why)

@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# Compare peregrine's reliable transport with quic-go through the same
+# impairment fabric (issue 5):
+#
+#   bench/vs-quic.sh          (root; re-runs itself with sudo when needed)
+#
+# Builds `peregrine` and bench/quicpeer (a separate Go module, so the main
+# module never depends on quic-go) into a temporary directory and builds two
+# topologies with hack/topo.sh, addresses only in 198.18.0.0/15:
+#
+#   pq<PID>-gen (198.18.0.1) <-> pq<PID>-fwd: peregrine fabric <-> pq<PID>-sink (198.18.0.6)
+#   pt<PID>-a (198.18.0.1) <-> pt<PID>-b (198.18.0.2)       kernel TCP ceiling, no middlebox
+#
+# and measures, each figure the median of RUNS runs:
+#   quic-go bulk goodput with no loss, 1 % and 5 % loss each way (GSO off);
+#   quic-go 4 KiB request/ack latency (p50/p99/p99.9) with no loss and 1 % loss;
+#   quic-go bulk with its UDP GSO on, no loss (informational);
+#   kernel TCP bulk goodput over a bare veth pair with TSO on (the ceiling);
+# then the peregrine side (peregrine_side, a placeholder until the transport
+# exists) and prints
+#
+#   # quic ... / # tcp ... / # peregrine ...     figures, as comments
+#   RATIO <name> <value> goal >= <goal> <PASS|FAIL>  (one per comparison)
+#   BENCH-SUMMARY pass=<n> fail=<m>               (last)
+#
+# Environment: RUNS (3), DURATION (3s per bulk run), LAT_COUNT (5000 measured
+# requests per latency run), FABRIC_IDLE (busy|yield|sleep, default yield:
+# the fabric's poll loop on CPU FABRIC_CPU (1); busy takes a whole CPU from
+# the two endpoints on this 2-CPU machine and sleep adds up to 1 ms per
+# idle wake-up to p99), FABRIC_PORT (afxdp|afpacket, default afxdp; afpacket
+# adds its ~1 ms receive-block timeout to every latency), SEED (1).
+#
+# Why the fabric path needs setup beyond topo.sh (found running quic-go
+# through it):
+#   - gen and sink sit in different /30s and the fabric is a layer-2 relay
+#     that answers nothing itself, so each end gets a /32 route to the other
+#     on its veth and a permanent neighbour entry with the other end's MAC:
+#     no ARP crosses the fabric (where it would also be lost at random).
+#   - veth sends UDP with CHECKSUM_PARTIAL (checksum left to "hardware");
+#     a frame the fabric reads raw and sends again still carries the partial
+#     checksum, and the sink drops every datagram (UdpInCsumErrors). So TX
+#     checksum offload is off at gen and sink (`ethtool -K IF tx off`, which
+#     also turns TSO off): the kernel fills in checksums before veth.
+#   - GSO off (ethtool) at gen and sink, and QUIC_GO_DISABLE_GSO=true: the
+#     comparison is quic-go without UDP GSO. (With tx checksums off the
+#     kernel would still segment quic-go's GSO batches in software before
+#     the veth, so the fabric never sees a frame above the MTU either way.)
+#   - GRO stays on at every end, as topo.sh sets it: veth delivers to
+#     AF_PACKET and generic XDP only with GRO on.
+#
+# On exit — also after a failure or SIGINT/SIGTERM — every process this run
+# started is stopped, its namespaces deleted and the temporary directory
+# removed. Exits 0 when the comparison ran (read BENCH-SUMMARY), non-zero
+# when it could not run. About 2–3 minutes with the defaults.
+set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(...) stops the script too
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+if [[ $(id -u) -ne 0 ]]; then
+	if command -v sudo >/dev/null 2>&1; then
+		exec sudo --preserve-env=PATH,GOPATH,GOCACHE,GOMODCACHE,RUNS,DURATION,LAT_COUNT,FABRIC_IDLE,FABRIC_CPU,FABRIC_PORT,SEED "$0" "$@"
+	fi
+	echo "vs-quic.sh: needs root (namespaces, veth, AF_XDP ports: CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) and sudo is not installed" >&2
+	exit 1
+fi
+[[ $# -eq 0 ]] || { echo "vs-quic.sh: takes no arguments (configure with RUNS, DURATION, LAT_COUNT, FABRIC_IDLE, FABRIC_CPU, FABRIC_PORT, SEED)" >&2; exit 2; }
+
+runs=${RUNS:-3}
+duration=${DURATION:-3s}
+lat_count=${LAT_COUNT:-5000}
+fabric_idle=${FABRIC_IDLE:-yield}
+fabric_cpu=${FABRIC_CPU:-1}
+fabric_port=${FABRIC_PORT:-afxdp}
+seed=${SEED:-1}
+[[ $runs =~ ^[1-9][0-9]?$ ]] || { echo "vs-quic.sh: RUNS=$runs must be 1..99" >&2; exit 2; }
+[[ $duration =~ ^[0-9]+(ms|s)$ ]] || { echo "vs-quic.sh: DURATION=$duration must look like 3s or 500ms" >&2; exit 2; }
+[[ $lat_count =~ ^[1-9][0-9]*$ ]] || { echo "vs-quic.sh: LAT_COUNT=$lat_count must be a positive number" >&2; exit 2; }
+[[ $fabric_idle =~ ^(busy|yield|sleep)$ ]] || { echo "vs-quic.sh: FABRIC_IDLE=$fabric_idle must be busy, yield or sleep" >&2; exit 2; }
+[[ $fabric_port =~ ^(afxdp|afpacket)$ ]] || { echo "vs-quic.sh: FABRIC_PORT=$fabric_port must be afxdp or afpacket" >&2; exit 2; }
+
+go=$(command -v go || true)
+[[ -n $go ]] || go=/usr/local/go/bin/go
+[[ -x $go ]] || { echo "vs-quic.sh: no go toolchain in PATH or at /usr/local/go/bin/go" >&2; exit 1; }
+command -v ethtool >/dev/null || { echo "vs-quic.sh: ethtool not found (apt-get install ethtool)" >&2; exit 1; }
+
+prefix="pq$$"  # fabric path: $prefix-gen, -fwd, -sink
+tprefix="pt$$" # TCP ceiling: $tprefix-a, -b
+gen=$prefix-gen fwd=$prefix-fwd sink=$prefix-sink
+gen_if=$prefix-g0 sink_if=$prefix-s0
+gen_addr=198.18.0.1 sink_addr=198.18.0.6
+gen_mac=02:70:67:00:01:01 sink_mac=02:70:67:00:01:06 # hack/topo.sh up3
+tcp_client_ns=$tprefix-a tcp_server_ns=$tprefix-b tcp_server_addr=198.18.0.2
+tmp=$(mktemp -d -t vs-quic.XXXXXX)
+# Every process this script starts runs inside one of its namespaces (so
+# cleanup finds them all by namespace, never by name or by a PID that may
+# have been reused); fabric_pid and client_pid are set only while running.
+fabric_pid=
+client_pid=
+
+stop_pid() { # PID: SIGTERM, then SIGKILL after 5 s; PID is a child of this script
+	local pid=$1 i
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+our_namespaces() {
+	ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^($prefix|$tprefix)-" || true
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	set +e
+	local pid ns i left
+	[[ -n $client_pid ]] && kill -TERM "$client_pid" 2>/dev/null
+	for ns in $(our_namespaces); do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -TERM "$pid" 2>/dev/null
+		done
+	done
+	for ((i = 0; i < 50; i++)); do
+		left=
+		for ns in $(our_namespaces); do
+			left+=$(ip netns pids "$ns" 2>/dev/null)
+		done
+		[[ -z $left ]] && break
+		sleep 0.1
+	done
+	for ns in $(our_namespaces); do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			echo "vs-quic.sh: killing process $pid left in namespace $ns" >&2
+			kill -KILL "$pid" 2>/dev/null
+		done
+	done
+	wait 2>/dev/null
+	"$repo/hack/topo.sh" down "$prefix" >/dev/null 2>&1
+	"$repo/hack/topo.sh" down "$tprefix" >/dev/null 2>&1
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+	echo "vs-quic.sh: $*" >&2
+	exit 1
+}
+
+# median of the numbers given as arguments
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+# field KEY LINE: the value of KEY=VALUE in a RESULT line
+field() {
+	local kv
+	for kv in $2; do
+		[[ $kv == "$1="* ]] && { echo "${kv#*=}"; return 0; }
+	done
+	die "no $1= in '$2'"
+}
+
+# wait_line FILE PATTERN PID WHAT: wait (10 s at most) for a line matching
+# PATTERN in FILE written by PID.
+wait_line() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || die "$4 exited before it was ready:
+$(cat "$1")"
+		sleep 0.1
+	done
+	die "$4 not ready after 10 s:
+$(cat "$1")"
+}
+
+# start NS LOG CMD...: run CMD in NS in the background, logging to LOG;
+# $started is its PID.
+start() {
+	local ns=$1 log=$2
+	shift 2
+	ip netns exec "$ns" "$@" >"$log" 2>&1 &
+	started=$!
+}
+
+# client NS WHAT CMD...: run a quicpeer client and set $result to its RESULT
+# line. It runs in the background and the script waits for it, so SIGINT or
+# SIGTERM stops the script at once instead of after the client.
+client() {
+	local ns=$1 what=$2 rc=0
+	shift 2
+	timeout 120 ip netns exec "$ns" env QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true "$@" >"$tmp/client.out" 2>&1 &
+	client_pid=$!
+	wait "$client_pid" || rc=$?
+	client_pid=
+	if ((rc != 0)); then
+		diagnose
+		die "$what failed (exit $rc):
+$(cat "$tmp/client.out")"
+	fi
+	result=$(grep '^RESULT ' "$tmp/client.out") || die "$what printed no RESULT line:
+$(cat "$tmp/client.out")"
+}
+
+# diagnose prints what explains a broken fabric path.
+diagnose() {
+	{
+		echo "--- sink UDP counters (UdpInCsumErrors: checksums left partial):"
+		ip netns exec "$sink" nstat -az 2>/dev/null | grep -E '^Udp(InDatagrams|InErrors|InCsumErrors|NoPorts|RcvbufErrors)' || true
+		echo "--- fabric log:"
+		[[ -n $fabric_pid ]] && cat "$tmp/fabric.log"
+		echo "--- gen neighbours and routes:"
+		ip -n "$gen" neigh show
+		ip -n "$gen" route show
+	} >&2
+}
+
+echo "# vs-quic.sh: building peregrine and quicpeer ($("$go" version | awk '{print $3}'))"
+(cd "$repo" && "$go" build -o "$tmp/peregrine" ./cmd/peregrine)
+(cd "$repo/bench/quicpeer" && "$go" build -o "$tmp/quicpeer" .)
+quicpeer=$tmp/quicpeer
+
+# ---- topologies ----
+"$repo/hack/topo.sh" up3 "$prefix" >/dev/null
+"$repo/hack/topo.sh" up2 "$tprefix" >/dev/null # TSO on: the ceiling
+for end in "$gen:$gen_if" "$sink:$sink_if"; do
+	ip netns exec "${end%%:*}" ethtool -K "${end#*:}" tx off gso off >/dev/null
+done
+ip -n "$gen" route add "$sink_addr/32" dev "$gen_if"
+ip -n "$gen" neigh replace "$sink_addr" lladdr "$sink_mac" dev "$gen_if" nud permanent
+ip -n "$sink" route add "$gen_addr/32" dev "$sink_if"
+ip -n "$sink" neigh replace "$gen_addr" lladdr "$gen_mac" dev "$sink_if" nud permanent
+export QUIC_GO_DISABLE_GSO=true
+
+echo "# machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; fabric: $fabric_port ports, idle=$fabric_idle on CPU $fabric_cpu; $runs runs of $duration (bulk) and $lat_count requests (latency) per figure"
+
+# ---- servers (they serve every run; --lifetime only guards a lost script) ----
+start "$sink" "$tmp/quic-server.log" "$quicpeer" quic-server --listen "$sink_addr:4433" --timeout 2m --lifetime 15m
+wait_line "$tmp/quic-server.log" '^READY' "$started" "quic-server"
+start "$sink" "$tmp/quic-lat-server.log" "$quicpeer" quic-lat-server --listen "$sink_addr:4434" --timeout 2m --lifetime 15m
+wait_line "$tmp/quic-lat-server.log" '^READY' "$started" "quic-lat-server"
+start "$tcp_server_ns" "$tmp/tcp-server.log" "$quicpeer" tcp-server --listen "$tcp_server_addr:4433" --timeout 2m --lifetime 15m
+wait_line "$tmp/tcp-server.log" '^READY' "$started" "tcp-server"
+
+# ---- fabric ----
+fabric_start() { # PROFILE
+	start "$fwd" "$tmp/fabric.log" "$tmp/peregrine" fabric --port-a "$fabric_port:$prefix-f0" --port-b "$fabric_port:$prefix-f1" \
+		--profile "$1" --seed "$seed" --lcores "$fabric_cpu" --idle "$fabric_idle" --stats-period 1h
+	fabric_pid=$started
+	wait_line "$tmp/fabric.log" '^peregrine fabric:' "$fabric_pid" "peregrine fabric"
+}
+
+fabric_stop() { # LABEL: stop the fabric and print the loss it applied
+	stop_pid "$fabric_pid"
+	fabric_pid=
+	grep -q '^summary' "$tmp/fabric.log" || die "peregrine fabric printed no summary:
+$(cat "$tmp/fabric.log")"
+	awk -v label="$1" '
+		/^  (A→B|B→A) received/ {
+			dir = $1; rx = $3; lost = $9 + $11
+			printf "#   fabric %s %s: %d frames in, %d lost (%.2f %%)\n", label, dir, rx, lost, rx ? 100 * lost / rx : 0
+		}' "$tmp/fabric.log"
+}
+
+# ---- measurements ----
+declare -A quic_bulk quic_p50 quic_p99 quic_p999
+
+# bulk_runs NS WHAT CMD...: run CMD RUNS times; $median is the median
+# goodput, $all every run's.
+bulk_runs() {
+	local ns=$1 what=$2 i gs=()
+	shift 2
+	for ((i = 0; i < runs; i++)); do
+		client "$ns" "$what, run $((i + 1))" "$@"
+		gs+=("$(field goodput_gbps "$result")")
+	done
+	median=$(median "${gs[@]}")
+	all="${gs[*]}"
+}
+
+# lat_runs LABEL: RUNS quic-lat-client runs; $p50, $p99, $p999 are the
+# medians, $all every run's p99.
+lat_runs() {
+	local label=$1 i a50=() a99=() a999=()
+	for ((i = 0; i < runs; i++)); do
+		client "$gen" "quic-lat-client ($label, run $((i + 1)))" "$quicpeer" quic-lat-client --connect "$sink_addr:4434" \
+			--size 4096 --count "$lat_count" --warmup 200 --timeout 100s
+		a50+=("$(field p50_us "$result")")
+		a99+=("$(field p99_us "$result")")
+		a999+=("$(field p999_us "$result")")
+	done
+	p50=$(median "${a50[@]}") p99=$(median "${a99[@]}") p999=$(median "${a999[@]}")
+	all="${a99[*]}"
+}
+
+for loss in 0% 1% 5%; do
+	fabric_start "loss=$loss"
+	bulk_runs "$gen" "quic-client (loss $loss)" \
+		"$quicpeer" quic-client --connect "$sink_addr:4433" --duration "$duration" --timeout 60s
+	quic_bulk[$loss]=$median
+	echo "# quic bulk loss=$loss goodput_gbps=$median (median of $runs: $all; quic-go GSO off, via fabric)"
+	if [[ $loss == 0% ]]; then
+		bulk_runs "$gen" "quic-client (loss 0%, GSO on)" \
+			env QUIC_GO_DISABLE_GSO=false "$quicpeer" quic-client --connect "$sink_addr:4433" --duration "$duration" --timeout 60s
+		echo "# quic-gso-on bulk loss=0% goodput_gbps=$median (median of $runs: $all; informational: quic-go's UDP GSO on, segmented by the kernel before the veth)"
+	fi
+	if [[ $loss != 5% ]]; then
+		lat_runs "loss $loss"
+		quic_p50[$loss]=$p50 quic_p99[$loss]=$p99 quic_p999[$loss]=$p999
+		echo "# quic push4k loss=$loss p50_us=$p50 p99_us=$p99 p999_us=$p999 (medians of $runs runs of $lat_count; p99 per run: $all)"
+	fi
+	fabric_stop "loss=$loss"
+done
+
+bulk_runs "$tcp_client_ns" "tcp-client" \
+	"$quicpeer" tcp-client --connect "$tcp_server_addr:4433" --duration "$duration" --timeout 60s
+tcp_ceiling=$median
+echo "# tcp bulk loss=0% goodput_gbps=$tcp_ceiling (median of $runs: $all; kernel TCP over a bare veth pair, TSO on, no middlebox: the ceiling)"
+echo "# machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+
+# ---- peregrine side (PLACEHOLDER: the lead fills this in) ----
+# peregrine_side runs peregrine's transport through the same fabric profiles
+# (fabric_start/fabric_stop, gen -> sink, same addresses) and fills
+# peregrine_bulk[0%|1%|5%] (Gbit/s) and peregrine_p99[0%|1%] (µs), printing
+# its figures as "# peregrine ..." lines like the quic ones above.
+declare -A peregrine_bulk peregrine_p99
+peregrine_side() {
+	echo "# peregrine side: not built yet"
+}
+peregrine_side
+
+# ---- verdicts ----
+pass=0 fail=0
+# ratio NAME VALUE GOAL: one verdict, VALUE >= GOAL passes.
+ratio() {
+	local verdict
+	if awk -v v="$2" -v g="$3" 'BEGIN {exit !(v >= g)}'; then
+		verdict=PASS pass=$((pass + 1))
+	else
+		verdict=FAIL fail=$((fail + 1))
+	fi
+	echo "RATIO $1 $2 goal >= $3 $verdict"
+}
+# div A B: A / B with four decimals
+div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", b > 0 ? a / b : 0}'; }
+
+for loss in 0% 1% 5%; do
+	# Goodput: peregrine over quic-go. Goal 1 is a placeholder for the lead.
+	if [[ -n ${peregrine_bulk[$loss]:-} ]]; then
+		ratio "bulk-goodput-vs-quic-loss${loss%\%}" "$(div "${peregrine_bulk[$loss]}" "${quic_bulk[$loss]}")" 1
+	fi
+done
+for loss in 0% 1%; do
+	# Latency: quic-go's p99 over peregrine's (above 1: peregrine is faster).
+	if [[ -n ${peregrine_p99[$loss]:-} ]]; then
+		ratio "push4k-p99-vs-quic-loss${loss%\%}" "$(div "${quic_p99[$loss]}" "${peregrine_p99[$loss]}")" 1
+	fi
+done
+echo "BENCH-SUMMARY pass=$pass fail=$fail"
