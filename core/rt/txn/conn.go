@@ -97,6 +97,10 @@ type conn struct {
 	peerOrdered bool
 	reqBase     uint32 // next peer RSN to deliver to the ULP
 	ssnBase     uint32 // next peer SSN to queue for a grant
+	// Solicited pushes waiting for a grant, in SSN order (linked through
+	// xact.grantNext), and whether the connection is in the grant round.
+	grantHead, grantTail int32
+	inGrantRound         bool
 
 	// Every transaction of the connection, both roles, oldest first.
 	head, tail int32
@@ -143,6 +147,7 @@ type xact struct {
 	done       bool    // initiator: completion decided, waiting for its turn
 	failed     bool    // target: the request was refused
 	why        refusal // target: why
+	grantNext  int32   // target: next in the connection's grant queue
 	ssnHeld    bool    // an entry in an SSN space is still registered
 	rsnHeld    bool    // an entry in an RSN space is still registered
 	status     Status
@@ -172,6 +177,19 @@ func (r *ring) peek() (uint64, bool) {
 		return 0, false
 	}
 	return r.buf[r.head], true
+}
+
+// remove deletes every v from the ring, keeping the order of the rest.
+func (r *ring) remove(v uint64) {
+	kept := 0
+	for i := range r.size {
+		w := r.buf[(r.head+i)%len(r.buf)]
+		if w != v {
+			r.buf[(r.head+kept)%len(r.buf)] = w
+			kept++
+		}
+	}
+	r.size = kept
 }
 
 func (r *ring) pop() {

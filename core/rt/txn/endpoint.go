@@ -56,7 +56,7 @@ type Endpoint struct {
 	// reserved counts completions promised to outstanding operations, so
 	// a post is refused rather than a completion dropped.
 	reserved int
-	grants   ring // target: solicited pushes waiting for a grant, in arrival order
+	grants   ring // target: connections with pushes waiting for a grant, round-robin
 	granted  int  // target: bytes granted and not yet received
 	now      clock.Time
 	tearing  bool // teardown runs: entries are taken, not left for their turn
@@ -107,7 +107,7 @@ func New(opts Options) (*Endpoint, error) {
 		e.freeX = append(e.freeX, int32(i))
 	}
 	e.cq.buf = make([]Completion, o.CQSize)
-	e.grants = newRing(o.MaxOps)
+	e.grants = newRing(ro.MaxConns)
 	r.SetDeliver(e.deliver)
 	r.SetAckHandler(e.onAcked)
 	r.SetEventHandler(e.onEvent)
@@ -224,7 +224,7 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 	e.cidConn[k] = i
 	c := &e.conns[i]
 	gen := c.gen + 1
-	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k}
+	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1}
 	c.handle = &Conn{e: e, idx: i, gen: gen}
 	if sw, ok := rc.Congestion().(*swift.Controller); ok {
 		c.swift = sw

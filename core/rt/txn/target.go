@@ -204,7 +204,7 @@ func (e *Endpoint) onPushRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
 }
 
 // queueGrants moves the solicited pushes that are next in SSN order to the
-// endpoint's grant queue.
+// connection's grant queue, and the connection into the grant round.
 func (e *Endpoint) queueGrants(c *conn) {
 	for {
 		k, ok := e.ro.PopReady(c.cid, spacePeerSSN, &c.ssnBase)
@@ -218,13 +218,23 @@ func (e *Endpoint) queueGrants(c *conn) {
 			e.maybeFreeTarget(i)
 			continue
 		}
-		e.grants.push(x.cookie(i))
+		x.grantNext = -1
+		if c.grantTail >= 0 {
+			e.xacts[c.grantTail].grantNext = i
+		} else {
+			c.grantHead = i
+		}
+		c.grantTail = i
+		if !c.inGrantRound {
+			c.inGrantRound = true
+			e.grants.push(uint64(c.gen)<<32 | uint64(uint32(x.conn)))
+		}
 	}
 }
 
-// issueGrants grants queued solicited pushes, oldest first, while the
-// bytes granted and not yet received stay within IncastCap (a push larger
-// than the cap goes alone).
+// issueGrants grants queued solicited pushes, one per connection in turn
+// (so every initiator progresses), while the bytes granted and not yet
+// received stay within IncastCap (a push larger than the cap goes alone).
 func (e *Endpoint) issueGrants() int {
 	n := 0
 	for {
@@ -232,25 +242,45 @@ func (e *Endpoint) issueGrants() int {
 		if !ok {
 			return n
 		}
-		i, x := e.byCookie(ck)
-		if x == nil || x.failed {
+		ci := int32(uint32(ck))
+		c := &e.conns[ci]
+		if !c.live || uint64(c.gen) != ck>>32 || c.grantHead < 0 {
 			e.grants.pop()
+			if c.live && uint64(c.gen) == ck>>32 {
+				c.inGrantRound = false
+			}
 			continue
 		}
-		if e.granted > 0 && e.granted+int(x.length) > e.opts.IncastCap {
-			return n
+		i := c.grantHead
+		x := &e.xacts[i]
+		if !x.failed {
+			if e.granted > 0 && e.granted+int(x.length) > e.opts.IncastCap {
+				return n
+			}
+			if !e.enqueue(ci, sched.ClassData, i) {
+				return n
+			}
+			x.granted = true
+			x.grantLeft = x.length
+			e.granted += int(x.length)
+			if g := uint64(e.granted); g > e.cnt.own[cGrantedMax] {
+				e.cnt.own[cGrantedMax] = g
+			}
+			n++
 		}
-		if !e.enqueue(x.conn, sched.ClassData, i) {
-			return n
+		c.grantHead = x.grantNext
+		if c.grantHead < 0 {
+			c.grantTail = -1
 		}
 		e.grants.pop()
-		x.granted = true
-		x.grantLeft = x.length
-		e.granted += int(x.length)
-		if g := uint64(e.granted); g > e.cnt.own[cGrantedMax] {
-			e.cnt.own[cGrantedMax] = g
+		if c.grantHead >= 0 {
+			e.grants.push(ck) // to the back of the round
+		} else {
+			c.inGrantRound = false
 		}
-		n++
+		if x.failed {
+			e.maybeFreeTarget(i)
+		}
 	}
 }
 
