@@ -34,6 +34,12 @@ type demoConfig struct {
 	veth     bool
 	driver   string
 	rate     string
+	workload string
+	profile  string
+	window   int
+	seed     uint64
+	target   time.Duration
+	minRTO   time.Duration
 }
 
 func newDemoCommand() *cobra.Command {
@@ -41,24 +47,35 @@ func newDemoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the main job on its embedded default (in-memory ports, no privileges)",
-		Long: `demo runs a generator → forwarder → sink pipeline over in-memory port pairs
-on pinned poll loops, prints live per-second stats, and verifies at the end
-that every frame sent was received, in order, and that every buffer is back
-in the pool. It exits 0 only if verification passes.
+		Long: `demo runs the reliable transport end to end (the default --workload transport):
+an initiator keeps --window pushes (512 B and 4 KiB unsolicited, 64 KiB solicited
+through the target's grants) and pulls outstanding on four connections, two
+ordered and two unordered, to a target through the fabric emulator (--profile,
+each direction). It prints live per-second stats and a summary (goodput, ops/s,
+latency p50/p99/p999, grants, reorder-engine waits, retransmissions, drops by
+reason), and verifies that every operation completed exactly once with no
+error, in posting order on ordered connections, with its bytes where they
+belong, and that every buffer is back in the pool. It exits 0 only if
+verification passes.
 
-Layout with two lcores: lcore A runs the generator and the sink, lcore B the
-forwarder; frames cross between them through mem port pairs (handles only,
-no copies).
+--workload forward runs the datapath foundation instead: a generator →
+forwarder → sink pipeline over in-memory port pairs, verified in order.
 
-With --veth (root) the same pipeline runs across three network namespaces
-the demo creates (198.18.0.0/15 only) and removes again: the generator in
-one, the forwarder in a second, the sink in a third, joined by veth pairs
-and opened with --driver (afxdp or afpacket). A real link has no
-backpressure, so --veth sends at --rate (default 50kpps, safe on a busy two-core machine).`,
+Layout with two lcores: lcore A runs the initiator (or the generator and the
+sink), lcore B the fabric and the target (or the forwarder); frames cross
+between them through mem port pairs (handles only, no copies).
+
+With --veth (root) the same runs across three network namespaces the demo
+creates (198.18.0.0/15 only) and removes again, joined by veth pairs and opened
+with --driver (afxdp or afpacket): the initiator (or generator) in one, the
+fabric (or forwarder) in a second, the target (or sink) in a third. The forward
+workload sends at --rate there (default 50kpps, safe on a busy two-core machine).`,
 		Example: `  peregrine demo
-  peregrine demo --duration 10s --size 1518 --burst 64
+  peregrine demo --profile loss=1%,delay=50us --window 64 --duration 10s
   peregrine demo --lcores 0 --idle busy     # everything on one core
-  sudo peregrine demo --veth --driver afpacket --rate 100kpps`,
+  peregrine demo --workload forward --size 1518 --burst 64
+  sudo peregrine demo --veth --driver afxdp
+  sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
@@ -74,16 +91,22 @@ backpressure, so --veth sends at --rate (default 50kpps, safe on a busy two-core
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long the generator sends")
-	f.StringVar(&cfg.size, "size", "64", "frame size in bytes without FCS: N, MIN-MAX, or imix")
-	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
+	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends)")
+	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
+	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "", "CPUs for the poll loops, e.g. 0,1 (one CPU runs every stage on one loop; default: the first two CPUs this process may use)")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-second stats")
 	f.BoolVar(&cfg.veth, "veth", false, "run across three network namespaces over veth pairs (needs root)")
 	f.StringVar(&cfg.driver, "driver", "afxdp", "with --veth: the port driver, afxdp or afpacket")
-	f.StringVar(&cfg.rate, "rate", "", "generator rate (e.g. 200kpps, 1gbit; default: as fast as possible, or 50kpps with --veth)")
+	f.StringVar(&cfg.rate, "rate", "", "forward workload: generator rate (e.g. 200kpps, 1gbit; default: as fast as possible, or 50kpps with --veth)")
+	f.StringVar(&cfg.workload, "workload", "transport", "transport (pushes and pulls through the fabric, verified) or forward (gen → fwd → sink)")
+	f.StringVar(&cfg.profile, "profile", "loss=0.5%,reorder=1%/50us,delay=20us", "transport workload: the fabric's impairment profile, each direction (see peregrine fabric --help)")
+	f.IntVar(&cfg.window, "window", 32, "transport workload: operations outstanding at once")
+	f.Uint64Var(&cfg.seed, "seed", 1, "transport workload: seed of the fabric and the endpoints")
+	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "transport workload: Swift's base target delay (Google's NIC default is 25us; poll loops that sleep need more)")
+	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "transport workload: the shortest retransmit timeout")
 	return cmd
 }
 
@@ -112,6 +135,21 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	idle, err := lcore.ParseIdleMode(cfg.idle)
 	if err != nil {
 		return false, fmt.Errorf("--idle: %w", err)
+	}
+	switch cfg.workload {
+	case "", "transport":
+		if cfg.window < 1 || cfg.window > 4096 {
+			return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
+		}
+		if cfg.veth {
+			if _, err := driverCheck(cfg.driver); err != nil {
+				return false, err
+			}
+		}
+		return runDemoTransport(ctx, cfg, cpus, idle, out)
+	case "forward":
+	default:
+		return false, fmt.Errorf("--workload %q: use transport or forward", cfg.workload)
 	}
 	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
 	if err != nil {
@@ -338,9 +376,16 @@ func roundDur(ns uint64) time.Duration {
 
 // demoTopology builds the three namespaces of demo --veth under a name
 // unique to this process.
-func demoTopology(driver string) (*netns.Topology3, error) {
+func driverCheck(driver string) (string, error) {
 	if driver != "afxdp" && driver != "afpacket" {
-		return nil, fmt.Errorf("--driver %q: use afxdp or afpacket", driver)
+		return "", fmt.Errorf("--driver %q: use afxdp or afpacket", driver)
+	}
+	return driver, nil
+}
+
+func demoTopology(driver string) (*netns.Topology3, error) {
+	if _, err := driverCheck(driver); err != nil {
+		return nil, err
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("--veth creates network namespaces and veth pairs: run as root (needs CAP_SYS_ADMIN and CAP_NET_ADMIN; the ports need CAP_NET_RAW, and afxdp also CAP_BPF and CAP_IPC_LOCK)")

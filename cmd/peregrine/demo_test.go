@@ -15,7 +15,7 @@ func TestDemoVerifiesOnOneAndTwoLcores(t *testing.T) {
 		t.Run("lcores="+lcores, func(t *testing.T) {
 			var out bytes.Buffer
 			ok, err := runDemo(context.Background(), demoConfig{
-				duration: 300 * time.Millisecond, size: "imix", burst: 32,
+				duration: 300 * time.Millisecond, size: "imix", burst: 32, workload: "forward",
 				lcores: lcores, idle: "sleep", frames: 4096, quiet: true,
 			}, &out)
 			require.NoError(t, err)
@@ -27,16 +27,37 @@ func TestDemoVerifiesOnOneAndTwoLcores(t *testing.T) {
 	}
 }
 
+func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
+	for _, lcores := range []string{"0", "0,1"} {
+		t.Run("lcores="+lcores, func(t *testing.T) {
+			var out bytes.Buffer
+			ok, err := runDemo(context.Background(), demoConfig{
+				duration: 500 * time.Millisecond, workload: "transport", profile: "loss=1%,reorder=2%/30us,delay=10us",
+				window: 16, seed: 3, target: 200 * time.Microsecond, minRTO: time.Millisecond,
+				lcores: lcores, idle: "sleep", frames: 8192, quiet: true,
+			}, &out)
+			require.NoError(t, err)
+			require.True(t, ok, out.String())
+			require.Contains(t, out.String(), "every completed operation's bytes are where they belong (0 wrong)")
+			require.Contains(t, out.String(), "verification passed")
+			require.Contains(t, out.String(), "latency post→completion")
+		})
+	}
+}
+
 func TestDemoRejectsBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		cfg  demoConfig
 		want string
 	}{
 		{demoConfig{duration: 0, size: "64", burst: 32, idle: "sleep", frames: 1024}, "--duration"},
-		{demoConfig{duration: time.Second, size: "12", burst: 32, idle: "sleep", frames: 1024}, "--size"},
+		{demoConfig{duration: time.Second, size: "12", burst: 32, idle: "sleep", frames: 1024, workload: "forward"}, "--size"},
 		{demoConfig{duration: time.Second, size: "64", burst: 32, idle: "nap", frames: 1024}, "--idle"},
 		{demoConfig{duration: time.Second, size: "64", burst: 32, idle: "sleep", frames: 1024, lcores: "0,1,2"}, "--lcores"},
-		{demoConfig{duration: time.Second, size: "64", burst: 999, idle: "sleep", frames: 1024}, "burst 999"},
+		{demoConfig{duration: time.Second, size: "64", burst: 999, idle: "sleep", frames: 1024, workload: "forward"}, "burst 999"},
+		{demoConfig{duration: time.Second, idle: "sleep", frames: 1024, workload: "bogus"}, "--workload"},
+		{demoConfig{duration: time.Second, idle: "sleep", frames: 1024, workload: "transport", window: 0}, "--window"},
+		{demoConfig{duration: time.Second, idle: "sleep", frames: 1024, workload: "transport", window: 8, profile: "loss=2"}, "--profile"},
 	} {
 		_, err := runDemo(context.Background(), tc.cfg, &bytes.Buffer{})
 		require.ErrorContains(t, err, tc.want)
@@ -49,7 +70,7 @@ func TestHelpListsSubcommandsWithExamples(t *testing.T) {
 	root.SetOut(&out)
 	root.SetArgs([]string{"demo", "--help"})
 	require.NoError(t, root.Execute())
-	require.Contains(t, out.String(), "peregrine demo --duration")
+	require.Contains(t, out.String(), "peregrine demo --profile")
 	for _, flag := range []string{"--duration", "--size", "--burst", "--lcores", "--idle"} {
 		require.True(t, strings.Contains(out.String(), flag), "demo --help lacks %s", flag)
 	}

@@ -135,16 +135,19 @@ func grepLine(t *testing.T, text, prefix string) string {
 func TestDemoOverVeth(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
 	for _, driver := range []string{"afxdp", "afpacket"} {
-		t.Run(driver, func(t *testing.T) {
-			var out bytes.Buffer
-			ok, err := runDemo(context.Background(), demoConfig{
-				duration: 300 * time.Millisecond, size: "64-1000", burst: 32, lcores: "0,1",
-				idle: "sleep", frames: 16384, quiet: true, veth: true, driver: driver, // afxdp stocks 2048-entry fill rings on 4 ports
-			}, &out)
-			require.NoError(t, err)
-			require.True(t, ok, out.String())
-			require.Contains(t, out.String(), "over "+driver+" ports over veth")
-			require.Contains(t, out.String(), "verification passed")
-		})
+		for _, workload := range []string{"forward", "transport"} {
+			t.Run(driver+"/"+workload, func(t *testing.T) {
+				var out bytes.Buffer
+				ok, err := runDemo(context.Background(), demoConfig{
+					duration: 300 * time.Millisecond, size: "64-1000", burst: 32, lcores: "0,1", workload: workload,
+					idle: "sleep", frames: 16384, quiet: true, veth: true, driver: driver, // afxdp stocks 2048-entry fill rings on 4 ports
+					profile: "loss=0.5%,delay=10us", window: 16, seed: 1, target: 200 * time.Microsecond, minRTO: time.Millisecond,
+				}, &out)
+				require.NoError(t, err)
+				require.True(t, ok, out.String())
+				require.Contains(t, out.String(), driver+" ports over veth")
+				require.Contains(t, out.String(), "verification passed")
+			})
+		}
 	}
 }

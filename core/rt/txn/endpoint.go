@@ -79,7 +79,7 @@ func New(opts Options) (*Endpoint, error) {
 		return nil, err
 	}
 	ro := r.Options()
-	e := &Endpoint{opts: o, rt: r, seg: seg, regions: newRegions(o.MaxRegions)}
+	e := &Endpoint{opts: o, rt: r, seg: seg, regions: newRegions(o.MaxRegions), now: o.Transport.Clock.Now()}
 	fail := func(err error) (*Endpoint, error) { return nil, errors.Join(err, r.Close()) }
 	// Every xact holds at most two entries (RSN and SSN).
 	e.ro, err = reorder.New(reorder.Options{Capacity: 2 * o.MaxOps, Seed: ro.Seed ^ 0x5eed})

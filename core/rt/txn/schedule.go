@@ -75,6 +75,11 @@ func (e *Endpoint) schedule(now clock.Time) int {
 		e.advance(ci, c, x, i, cl)
 		if c.swift != nil {
 			if gap := c.swift.PacingGap(); gap > 0 {
+				// Never pace past the retransmit timeout: a packet held
+				// longer than a loss would be waits for nothing (and on
+				// poll loops that sleep, inflated RTTs would otherwise
+				// stretch a collapsed window's gap to seconds).
+				gap = min(gap, c.rc.RTO())
 				e.sch.PaceUntil(flow, now.Add(gap))
 				e.cnt.own[cPaced]++
 			}

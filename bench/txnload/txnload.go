@@ -1,0 +1,316 @@
+// Package txnload is the transaction workload of `peregrine demo` and the
+// transport benchmarks: a stage that keeps a window of pushes and pulls
+// outstanding on an initiator's connections to a target, checks every
+// completion (status, order on ordered connections, the bytes where they
+// landed) and measures goodput and latency.
+//
+// Memory: the initiator registers one source region (what pushes send,
+// stamped per operation) and one destination region (where pulls land);
+// the target one region whose first half receives pushes and whose second
+// half, filled with a fixed pattern, serves pulls. Each operation owns a
+// slot of Slot bytes in those regions from posting to completion, so
+// operations never overlap. When the target lives in the same process the
+// stage verifies pushes by reading the target's region after the
+// completion (the acknowledgement that completed it travelled through the
+// ports' rings, which order the target's writes before the read).
+package txnload
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/hist"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// Options configure a Load.
+type Options struct {
+	// Initiator posts the operations; Target (optional, same process) is
+	// the peer whose memory pushes land in, for verification.
+	Initiator *txn.Endpoint
+	Target    *txn.Endpoint
+	// TargetRegion is the region the target registered with Target
+	// Region(): when Target is nil it must be given (the key, and Len).
+	TargetRegion txn.Region
+	Peer         rt.PeerAddr
+	// Conns connections are opened; even ones ordered, odd ones unordered
+	// (default 2).
+	Conns int
+	// Window is the most operations outstanding at once (default 32).
+	Window int
+	// Sizes are the message sizes, used in turn (default 512 B, 4 KiB,
+	// 64 KiB: unsolicited and solicited pushes).
+	Sizes []int
+	// PullEvery makes every n-th operation a pull (default 4; negative:
+	// no pulls).
+	PullEvery int
+	// Count stops posting after this many operations (0: until Stop).
+	Count uint64
+}
+
+// TargetMemory returns the memory a target should register for a load of
+// the given options (RemoteWrite|RemoteRead), with its pull half filled.
+func TargetMemory(window int, sizes []int) []byte {
+	slot := slotSize(sizes)
+	mem := make([]byte, 2*window*slot)
+	fillPattern(mem[window*slot:])
+	return mem
+}
+
+func slotSize(sizes []int) int {
+	m := 0
+	for _, s := range sizes {
+		m = max(m, s)
+	}
+	return m
+}
+
+func fillPattern(b []byte) {
+	for i := range b {
+		b[i] = pullByte(i)
+	}
+}
+
+// stampEvery is the stride of the operation stamps a push carries.
+const stampEvery = 256
+
+// Stats are the load's counters, readable from any goroutine.
+type Stats struct {
+	Posted, Completed, Failed, Busy uint64
+	Bytes                           uint64 // bytes of operations completed OK
+	BadData                         uint64 // completed OK but the bytes are wrong
+	OutOfOrder                      uint64 // ordered completions out of posting order
+}
+
+type slotState struct {
+	busy  bool
+	conn  int
+	kind  txn.OpKind
+	size  int
+	id    uint64
+	order uint64 // posting sequence on its connection
+}
+
+// Load is the workload stage.
+type Load struct {
+	opts    Options
+	conns   []*txn.Conn
+	slot    int
+	src     []byte
+	dst     []byte
+	rSrc    txn.Region
+	rDst    txn.Region
+	target  []byte
+	slots   []slotState
+	free    []int
+	cq      []txn.Completion
+	nextOp  uint64
+	posted  []uint64 // per connection: operations posted
+	doneSeq []uint64 // per connection: next expected completion sequence
+	stopped atomic.Bool
+	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
+	cnt     [7]atomic.Uint64
+}
+
+// New registers the memory and opens the connections.
+func New(opts Options, targetMem []byte) (*Load, error) {
+	if opts.Initiator == nil {
+		return nil, errors.New("txnload: Options.Initiator is required")
+	}
+	if opts.Conns == 0 {
+		opts.Conns = 2
+	}
+	if opts.Window == 0 {
+		opts.Window = 32
+	}
+	if len(opts.Sizes) == 0 {
+		opts.Sizes = []int{512, 4 << 10, 64 << 10}
+	}
+	if opts.PullEvery == 0 {
+		opts.PullEvery = 4
+	}
+	for _, s := range opts.Sizes {
+		if s < 16 || s > txn.MaxMessage {
+			return nil, fmt.Errorf("txnload: size %d out of range (16..%d)", s, txn.MaxMessage)
+		}
+	}
+	l := &Load{opts: opts, slot: slotSize(opts.Sizes), cq: make([]txn.Completion, 64)}
+	l.src = make([]byte, opts.Window*l.slot)
+	l.dst = make([]byte, opts.Window*l.slot)
+	var err error
+	if l.rSrc, err = opts.Initiator.Register(l.src, 0); err != nil {
+		return nil, err
+	}
+	if l.rDst, err = opts.Initiator.Register(l.dst, 0); err != nil {
+		return nil, err
+	}
+	l.target = targetMem
+	if opts.Target != nil {
+		if targetMem == nil {
+			return nil, errors.New("txnload: with Options.Target, pass the target's memory (TargetMemory)")
+		}
+		if opts.TargetRegion, err = opts.Target.Register(targetMem, txn.RemoteWrite|txn.RemoteRead); err != nil {
+			return nil, err
+		}
+	}
+	if opts.TargetRegion.Len < 2*opts.Window*l.slot {
+		return nil, fmt.Errorf("txnload: target region of %d bytes is smaller than 2 × window %d × slot %d", opts.TargetRegion.Len, opts.Window, l.slot)
+	}
+	l.opts = opts
+	l.slots = make([]slotState, opts.Window)
+	for i := opts.Window - 1; i >= 0; i-- {
+		l.free = append(l.free, i)
+	}
+	l.posted = make([]uint64, opts.Conns)
+	l.doneSeq = make([]uint64, opts.Conns)
+	for i := range opts.Conns {
+		c, err := opts.Initiator.Open(opts.Peer, txn.ConnOptions{Ordered: i%2 == 0})
+		if err != nil {
+			return nil, err
+		}
+		l.conns = append(l.conns, c)
+	}
+	return l, nil
+}
+
+// Name names the stage.
+func (l *Load) Name() string { return "txnload" }
+
+// Stop stops posting; outstanding operations still complete.
+func (l *Load) Stop() { l.stopped.Store(true) }
+
+// Idle reports, from any goroutine, whether Stop was called and every
+// operation posted has completed.
+func (l *Load) Idle() bool {
+	s := l.Stats()
+	return l.stopped.Load() && s.Posted == s.Completed+s.Failed
+}
+
+// Stats returns the counters.
+func (l *Load) Stats() Stats {
+	return Stats{Posted: l.cnt[0].Load(), Completed: l.cnt[1].Load(), Failed: l.cnt[2].Load(), Busy: l.cnt[3].Load(),
+		Bytes: l.cnt[4].Load(), BadData: l.cnt[5].Load(), OutOfOrder: l.cnt[6].Load()}
+}
+
+// Poll completes what finished and posts up to the window. It does not
+// poll the endpoints: they are stages of their own.
+func (l *Load) Poll(now clock.Time) int {
+	work := 0
+	for {
+		n := l.opts.Initiator.Completions(l.cq)
+		for i := range l.cq[:n] {
+			l.complete(&l.cq[i], now)
+		}
+		work += n
+		if n < len(l.cq) {
+			break
+		}
+	}
+	for !l.stopped.Load() && len(l.free) > 0 && (l.opts.Count == 0 || l.nextOp < l.opts.Count) {
+		if !l.post() {
+			break
+		}
+		work++
+	}
+	return work
+}
+
+func (l *Load) post() bool {
+	s := l.free[len(l.free)-1]
+	id := l.nextOp
+	ci := int(id % uint64(len(l.conns)))
+	size := l.opts.Sizes[id%uint64(len(l.opts.Sizes))]
+	kind := txn.OpPush
+	if l.opts.PullEvery > 0 && id%uint64(l.opts.PullEvery) == uint64(l.opts.PullEvery-1) {
+		kind = txn.OpPull
+	}
+	off := uint64(s * l.slot)
+	op := txn.Op{Len: size, Tag: uint64(s)}
+	var err error
+	if kind == txn.OpPush {
+		stamp(l.src[off:off+uint64(size)], id)
+		op.Local, op.LocalAddr = l.rSrc, off
+		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: off}
+		_, err = l.conns[ci].Push(op)
+	} else {
+		clear(l.dst[off : off+uint64(size)])
+		op.Local, op.LocalAddr = l.rDst, off
+		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: uint64(l.opts.Window*l.slot) + off}
+		_, err = l.conns[ci].Pull(op)
+	}
+	if err != nil {
+		l.cnt[3].Add(1)
+		return false
+	}
+	l.free = l.free[:len(l.free)-1]
+	l.slots[s] = slotState{busy: true, conn: ci, kind: kind, size: size, id: id, order: l.posted[ci]}
+	l.posted[ci]++
+	l.nextOp++
+	l.cnt[0].Add(1)
+	return true
+}
+
+// stamp writes the operation id every stampEvery bytes (and in the last 8).
+func stamp(b []byte, id uint64) {
+	for i := 0; i+8 <= len(b); i += stampEvery {
+		binary.LittleEndian.PutUint64(b[i:], id)
+	}
+	if len(b) >= 8 {
+		binary.LittleEndian.PutUint64(b[len(b)-8:], id)
+	}
+}
+
+func (l *Load) complete(c *txn.Completion, now clock.Time) {
+	s := int(c.Tag)
+	st := &l.slots[s]
+	if c.Status != txn.StatusOK {
+		l.cnt[2].Add(1)
+	} else {
+		l.cnt[1].Add(1)
+		l.cnt[4].Add(uint64(st.size))
+		l.Latency.Record(uint64(c.Latency()))
+		if !l.verify(st, s) {
+			l.cnt[5].Add(1)
+		}
+	}
+	if st.conn%2 == 0 {
+		if st.order != l.doneSeq[st.conn] {
+			l.cnt[6].Add(1)
+		}
+		l.doneSeq[st.conn] = st.order + 1
+	}
+	*st = slotState{}
+	l.free = append(l.free, s)
+}
+
+func (l *Load) verify(st *slotState, s int) bool {
+	off := s * l.slot
+	if st.kind == txn.OpPull {
+		// The pull half holds fillPattern, so the byte at relative offset
+		// j is pullByte(j); sample it (every 61st byte and the last).
+		for i := 0; i < st.size; i += 61 {
+			if l.dst[off+i] != pullByte(off+i) {
+				return false
+			}
+		}
+		return l.dst[off+st.size-1] == pullByte(off+st.size-1)
+	}
+	if l.target == nil {
+		return true
+	}
+	got := l.target[off : off+st.size]
+	want := l.src[off : off+st.size]
+	for i := 0; i+8 <= st.size; i += stampEvery {
+		if binary.LittleEndian.Uint64(got[i:]) != st.id || binary.LittleEndian.Uint64(want[i:]) != st.id {
+			return false
+		}
+	}
+	return binary.LittleEndian.Uint64(got[st.size-8:]) == st.id
+}
+
+func pullByte(j int) byte { return byte(j*7 + j>>8) }
