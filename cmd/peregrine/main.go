@@ -64,6 +64,6 @@ afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.`,
 			stopProfile()
 		}
 	}
-	root.AddCommand(newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newBenchCommand(), newDecodeCommand())
+	root.AddCommand(newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand())
 	return root
 }

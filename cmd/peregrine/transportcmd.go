@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine/bench/txnload"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/pmd"
+)
+
+type transportConfig struct {
+	role      string
+	port      string
+	ip        string
+	peerMAC   string
+	peerIP    string
+	regionKey uint32
+	regionLen int
+	sizes     string
+	window    int
+	conns     int
+	pullEvery int
+	duration  time.Duration
+	count     uint64
+	lcore     int
+	idle      string
+	frames    int
+	target    time.Duration
+	minRTO    time.Duration
+	seed      uint64
+	quiet     bool
+	ready     func(key uint32, length int) // tests: the target is up
+}
+
+func newTransportCommand() *cobra.Command {
+	var cfg transportConfig
+	cmd := &cobra.Command{
+		Use:   "transport initiator|target",
+		Short: "Run one end of the reliable transport on a real port (the two-process end-to-end test)",
+		Long: `transport runs one endpoint of the reliable transport on a port.
+
+A target registers --region-size bytes (pushes land in the first half; the
+second half, filled with a fixed pattern, serves pulls), prints
+  READY key=0x... len=N mac=... ip=...
+and serves until --duration passes or SIGINT/SIGTERM.
+
+An initiator keeps --window operations outstanding on --conns connections
+(even ones ordered) to the target: pushes of --sizes in turn, every
+--pull-every-th a pull. It checks each completion (status, posting order on
+ordered connections, pulled bytes) and ends with a summary and one line
+  RESULT proto=peregrine ops=N bytes=N seconds=S goodput_gbps=G p50_us=.. p99_us=.. p999_us=..
+It exits 0 only if every operation completed without error.`,
+		Example: `  sudo peregrine transport target --port afxdp:veth1?netns=b --ip 198.18.0.6
+  sudo peregrine transport initiator --port afxdp:veth0?netns=a --ip 198.18.0.1 \
+      --peer-mac 02:70:67:00:01:06 --peer-ip 198.18.0.6 --region-key 0x10001 --duration 5s
+  peregrine transport initiator ... --sizes 4KiB --window 1 --pull-every 0   # latency`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"initiator", "target"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.role = args[0]
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?netns=a (required)")
+	f.StringVar(&cfg.ip, "ip", "", "this endpoint's IP address (required)")
+	f.StringVar(&cfg.peerMAC, "peer-mac", "", "initiator: the target's MAC")
+	f.StringVar(&cfg.peerIP, "peer-ip", "", "initiator: the target's IP")
+	f.Uint32Var(&cfg.regionKey, "region-key", 0x10001, "initiator: the target's region key (its READY line)")
+	f.IntVar(&cfg.regionLen, "region-size", 0, "bytes of the target's region (default: 2 × window × largest size)")
+	f.StringVar(&cfg.sizes, "sizes", "64KiB", "initiator: message sizes used in turn, e.g. 512,4KiB,64KiB")
+	f.IntVar(&cfg.window, "window", 32, "operations outstanding at once")
+	f.IntVar(&cfg.conns, "conns", 2, "initiator: connections (even ones ordered)")
+	f.IntVar(&cfg.pullEvery, "pull-every", 0, "initiator: every n-th operation is a pull (0: none)")
+	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long to post (initiator) or serve (target; 0: until a signal)")
+	f.Uint64Var(&cfg.count, "count", 0, "initiator: stop after this many operations (0: --duration)")
+	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
+	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
+	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
+	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
+	f.Uint64Var(&cfg.seed, "seed", 1, "seed of the endpoint's random choices")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	return cmd
+}
+
+func parseByteSizes(spec string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		f = strings.TrimSpace(f)
+		mult := 1
+		for _, u := range []struct {
+			suf string
+			m   int
+		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"K", 1000}, {"B", 1}} {
+			if strings.HasSuffix(f, u.suf) {
+				f, mult = strings.TrimSuffix(f, u.suf), u.m
+				break
+			}
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n*mult < 16 || n*mult > txn.MaxMessage {
+			return nil, fmt.Errorf("size %q: use a byte count 16..%d, e.g. 512, 4KiB, 1MiB", f, txn.MaxMessage)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool, error) {
+	if cfg.role != "initiator" && cfg.role != "target" {
+		return false, fmt.Errorf("role %q: use initiator or target", cfg.role)
+	}
+	if cfg.port == "" {
+		return false, errors.New("--port is required, e.g. --port afxdp:veth0?netns=a")
+	}
+	ip, err := netip.ParseAddr(cfg.ip)
+	if err != nil {
+		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
+	}
+	sizes, err := parseByteSizes(cfg.sizes)
+	if err != nil {
+		return false, fmt.Errorf("--sizes: %w", err)
+	}
+	if cfg.window < 1 || cfg.window > 4096 {
+		return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
+	}
+	idle, err := lcore.ParseIdleMode(cfg.idle)
+	if err != nil {
+		return false, fmt.Errorf("--idle: %w", err)
+	}
+	var peer rt.PeerAddr
+	if cfg.role == "initiator" {
+		mac, err := net.ParseMAC(cfg.peerMAC)
+		if err != nil || len(mac) != 6 {
+			return false, fmt.Errorf("--peer-mac %q: give the target's Ethernet MAC, e.g. 02:70:67:00:01:06", cfg.peerMAC)
+		}
+		pip, err := netip.ParseAddr(cfg.peerIP)
+		if err != nil {
+			return false, fmt.Errorf("--peer-ip %q: %v", cfg.peerIP, err)
+		}
+		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
+	}
+	pool, err := mbuf.New(mbuf.Options{Name: "transport", Frames: cfg.frames})
+	if err != nil {
+		return false, fmt.Errorf("--frames: %w", err)
+	}
+	defer pool.Close()
+	p, err := pmd.Open(&pmd.Env{Pool: pool}, cfg.port)
+	if err != nil {
+		return false, fmt.Errorf("--port: %w", err)
+	}
+	closed := false
+	closePort := func() {
+		if !closed {
+			closed = true
+			p.Close()
+		}
+	}
+	defer closePort()
+	clk := clock.NewReal()
+	sp := swift.DefaultParams()
+	sp.BaseTarget = cfg.target
+	ep, err := txn.New(txn.Options{
+		Transport: rt.Options{Name: cfg.role, Port: p, Pool: pool, Clock: clk, LocalIP: ip,
+			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, Seed: cfg.seed},
+		Congestion: &sp,
+	})
+	if err != nil {
+		return false, err
+	}
+	defer ep.Close()
+	stages := []lcore.Stage{ep}
+	var load *txnload.Load
+	regionLen := cfg.regionLen
+	if regionLen == 0 {
+		regionLen = len(txnload.TargetMemory(cfg.window, sizes))
+	}
+	pullEvery := -1 // txnload: negative means no pulls
+	if cfg.pullEvery > 0 {
+		pullEvery = cfg.pullEvery
+	}
+	if cfg.role == "target" {
+		mem := txnload.TargetMemory(cfg.window, sizes)
+		if regionLen > len(mem) {
+			mem = append(mem, make([]byte, regionLen-len(mem))...)
+		}
+		r, err := ep.Register(mem, txn.RemoteWrite|txn.RemoteRead)
+		if err != nil {
+			return false, err
+		}
+		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", r.Key, r.Len, net.HardwareAddr(p.Info().MAC), ip)
+		if cfg.ready != nil {
+			cfg.ready(r.Key, r.Len)
+		}
+	} else {
+		load, err = txnload.New(txnload.Options{
+			Initiator: ep, TargetRegion: txn.Region{Key: cfg.regionKey, Len: regionLen}, Peer: peer,
+			Conns: cfg.conns, Window: cfg.window, Sizes: sizes, PullEvery: pullEvery, Count: cfg.count,
+		}, nil)
+		if err != nil {
+			return false, err
+		}
+		stages = []lcore.Stage{load, ep}
+	}
+	loop, err := lcore.New(lcore.Options{Name: cfg.role, CPU: cfg.lcore, Clock: clk, Idle: lcore.IdlePolicy{Mode: idle}, Stages: stages})
+	if err != nil {
+		return false, fmt.Errorf("--lcore: %w", err)
+	}
+	var group lcore.Group
+	group.Add(loop)
+	if err := group.StartAll(); err != nil {
+		return false, err
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	if cfg.duration > 0 {
+		deadline = time.After(cfg.duration)
+	}
+	var last txnload.Stats
+	lastT := time.Duration(0)
+	interrupted := false
+wait:
+	for {
+		select {
+		case <-tick.C:
+			if !cfg.quiet {
+				now := time.Since(start)
+				ts := ep.Transport().Stats()
+				if load != nil {
+					s := load.Stats()
+					dt := (now - lastT).Seconds()
+					fmt.Fprintf(out, "[%5.1fs] %8.0f ops/s %7.3f Gbit/s goodput | retransmits %d | pool %d in use\n",
+						now.Seconds(), float64(s.Completed-last.Completed)/dt, float64(s.Bytes-last.Bytes)*8/dt/1e9, ts.TxRetransmit, pool.InUse())
+					last, lastT = s, now
+				} else {
+					fmt.Fprintf(out, "[%5.1fs] requests %d, placed %d B, served %d B | retransmits %d | pool %d in use\n",
+						now.Seconds(), ep.Stats().RequestsDelivered, ep.Stats().BytesPlaced, ep.Stats().BytesServed, ts.TxRetransmit, pool.InUse())
+				}
+			}
+			if load != nil && cfg.count > 0 && load.Stats().Completed+load.Stats().Failed >= cfg.count {
+				break wait
+			}
+		case <-deadline:
+			break wait
+		case <-ctx.Done():
+			interrupted = true
+			break wait
+		}
+	}
+	elapsed := time.Since(start)
+	var atEnd txnload.Stats // the figures of the measured interval
+	if load != nil {
+		atEnd = load.Stats()
+	}
+	drained := true
+	if load != nil {
+		load.Stop()
+		drained = waitFor(load.Idle, 5*time.Second)
+	}
+	group.StopAll()
+	runErr := group.WaitAll()
+	ep.Stop(clk.Now())
+	drainPorts(pool, []port.Port{p})
+	closePort()
+	ts := ep.Transport().Stats()
+	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
+		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
+	if load == nil {
+		st := ep.Stats()
+		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d\n",
+			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall)
+		return runErr == nil && pool.CheckLeaks() == nil, runErr
+	}
+	ls := load.Stats()
+	lat := &load.Latency
+	secs := elapsed.Seconds()
+	checks := []check{
+		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
+		{drained, "every outstanding operation completed within 5s of the load stopping"},
+		{ls.Completed > 0, "operations completed"},
+		{ls.Failed == 0, fmt.Sprintf("no operation failed (%d)", ls.Failed)},
+		{ls.BadData == 0, fmt.Sprintf("pulled bytes are right (%d wrong)", ls.BadData)},
+		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
+		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+	}
+	ok := report(out, checks, interrupted)
+	fmt.Fprintf(out, "RESULT proto=peregrine ops=%d bytes=%d seconds=%.3f goodput_gbps=%.4f p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
+		atEnd.Completed, atEnd.Bytes, secs, float64(atEnd.Bytes)*8/secs/1e9,
+		float64(lat.Quantile(0.5))/1e3, float64(lat.Quantile(0.99))/1e3, float64(lat.Quantile(0.999))/1e3)
+	return ok, nil
+}
