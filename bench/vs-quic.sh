@@ -16,8 +16,9 @@
 #   quic-go 4 KiB request/ack latency (p50/p99/p99.9) with no loss and 1 % loss;
 #   quic-go bulk with its UDP GSO on, no loss (informational);
 #   kernel TCP bulk goodput over a bare veth pair with TSO on (the ceiling);
-# then the peregrine side (peregrine_side, a placeholder until the transport
-# exists) and prints
+# then the peregrine side (peregrine_side: `peregrine transport` target and
+# initiator as two processes, AF_XDP ports, the same fabric profiles), and
+# prints
 #
 #   # quic ... / # tcp ... / # peregrine ...     figures, as comments
 #   RATIO <name> <value> goal >= <goal> <PASS|FAIL>  (one per comparison)
@@ -326,42 +327,79 @@ tcp_ceiling=$median
 echo "# tcp bulk loss=0% goodput_gbps=$tcp_ceiling (median of $runs: $all; kernel TCP over a bare veth pair, TSO on, no middlebox: the ceiling)"
 echo "# machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
-# ---- peregrine side (PLACEHOLDER: the lead fills this in) ----
-# peregrine_side runs peregrine's transport through the same fabric profiles
-# (fabric_start/fabric_stop, gen -> sink, same addresses) and fills
-# peregrine_bulk[0%|1%|5%] (Gbit/s) and peregrine_p99[0%|1%] (µs), printing
-# its figures as "# peregrine ..." lines like the quic ones above.
-declare -A peregrine_bulk peregrine_p99
+# ---- peregrine side ----
+# The same fabric profiles, gen -> sink, same addresses: `peregrine transport
+# target` in the sink namespace, `peregrine transport initiator` in gen, both
+# on AF_XDP ports of the same veths (their XDP programs take the UDP frames
+# the quic servers got before). Bulk: 64 KiB pushes, 32 outstanding, two
+# connections; latency: one 4 KiB push at a time.
+declare -A peregrine_bulk peregrine_p50 peregrine_p99 peregrine_p999
+target_pid=
+# pg_target: start the target and set $region_key.
+pg_target() {
+	start "$sink" "$tmp/pg-target.log" "$tmp/peregrine" transport target --port "afxdp:$sink_if" --ip "$sink_addr" \
+		--sizes 4KiB,64KiB --window 32 --duration 0 --lcore "$fabric_cpu" --idle yield --quiet
+	target_pid=$started
+	wait_line "$tmp/pg-target.log" '^READY' "$target_pid" "peregrine transport target"
+	region_key=$(sed -n 's/^READY key=\([^ ]*\).*/\1/p' "$tmp/pg-target.log")
+}
+pg_target_stop() {
+	stop_pid "$target_pid"
+	target_pid=
+}
+# pg_initiator WHAT ARGS...: one initiator run; $result is its RESULT line.
+pg_initiator() {
+	local what=$1
+	shift
+	client "$gen" "$what" "$tmp/peregrine" transport initiator --port "afxdp:$gen_if" --ip "$gen_addr" \
+		--peer-mac "$sink_mac" --peer-ip "$sink_addr" --region-key "$region_key" --lcore 0 --idle yield --quiet "$@"
+}
 peregrine_side() {
-	echo "# peregrine side: not built yet"
+	local loss i gs a50 a99 a999
+	for loss in 0% 1% 5%; do
+		fabric_start "loss=$loss"
+		pg_target
+		gs=()
+		for ((i = 0; i < runs; i++)); do
+			pg_initiator "peregrine bulk (loss $loss, run $((i + 1)))" --sizes 64KiB --window 32 --conns 2 --duration "$duration"
+			gs+=("$(field goodput_gbps "$result")")
+		done
+		peregrine_bulk[$loss]=$(median "${gs[@]}")
+		echo "# peregrine bulk loss=$loss goodput_gbps=${peregrine_bulk[$loss]} (median of $runs: ${gs[*]}; 64 KiB pushes, window 32, AF_XDP, via fabric)"
+		if [[ $loss != 5% ]]; then
+			a50=() a99=() a999=()
+			for ((i = 0; i < runs; i++)); do
+				pg_initiator "peregrine push4k (loss $loss, run $((i + 1)))" --sizes 4KiB --window 1 --conns 1 --count "$lat_count" --duration 100s
+				a50+=("$(field p50_us "$result")") a99+=("$(field p99_us "$result")") a999+=("$(field p999_us "$result")")
+			done
+			peregrine_p50[$loss]=$(median "${a50[@]}") peregrine_p99[$loss]=$(median "${a99[@]}") peregrine_p999[$loss]=$(median "${a999[@]}")
+			echo "# peregrine push4k loss=$loss p50_us=${peregrine_p50[$loss]} p99_us=${peregrine_p99[$loss]} p999_us=${peregrine_p999[$loss]} (medians of $runs runs of $lat_count; p99 per run: ${a99[*]})"
+		fi
+		pg_target_stop
+		fabric_stop "peregrine loss=$loss"
+	done
 }
 peregrine_side
 
-# ---- verdicts ----
+# ---- verdicts (issue 5's goals) ----
 pass=0 fail=0
-# ratio NAME VALUE GOAL: one verdict, VALUE >= GOAL passes.
+# ratio NAME VALUE OP GOAL: one verdict, VALUE OP GOAL (>= or <=) passes.
 ratio() {
 	local verdict
-	if awk -v v="$2" -v g="$3" 'BEGIN {exit !(v >= g)}'; then
+	if awk -v v="$2" -v op="$3" -v g="$4" 'BEGIN {exit !(op == ">=" ? v >= g : v <= g)}'; then
 		verdict=PASS pass=$((pass + 1))
 	else
 		verdict=FAIL fail=$((fail + 1))
 	fi
-	echo "RATIO $1 $2 goal >= $3 $verdict"
+	echo "RATIO $1 $2 goal $3 $4 $verdict"
 }
 # div A B: A / B with four decimals
-div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", b > 0 ? a / b : 0}'; }
+div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", (b > 0 ? a / b : 0)}'; }
 
-for loss in 0% 1% 5%; do
-	# Goodput: peregrine over quic-go. Goal 1 is a placeholder for the lead.
-	if [[ -n ${peregrine_bulk[$loss]:-} ]]; then
-		ratio "bulk-goodput-vs-quic-loss${loss%\%}" "$(div "${peregrine_bulk[$loss]}" "${quic_bulk[$loss]}")" 1
-	fi
-done
-for loss in 0% 1%; do
-	# Latency: quic-go's p99 over peregrine's (above 1: peregrine is faster).
-	if [[ -n ${peregrine_p99[$loss]:-} ]]; then
-		ratio "push4k-p99-vs-quic-loss${loss%\%}" "$(div "${quic_p99[$loss]}" "${peregrine_p99[$loss]}")" 1
-	fi
-done
+ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk[1%]}" "${quic_bulk[1%]}")" ">=" 10
+ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk[1%]}" "${peregrine_bulk[0%]}")" ">=" 0.8
+ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk[5%]}" "${peregrine_bulk[0%]}")" ">=" 0.5
+ratio bulk_goodput_noloss_vs_kernel_tcp "$(div "${peregrine_bulk[0%]}" "$tcp_ceiling")" ">=" 0.5
+ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99[1%]}" "${peregrine_p99[0%]}")" "<=" 3
+echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk[0%]}" "${quic_bulk[0%]}"), at 5 % loss $(div "${peregrine_bulk[5%]}" "${quic_bulk[5%]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99[1%]}" "${peregrine_p99[1%]}")"
 echo "BENCH-SUMMARY pass=$pass fail=$fail"

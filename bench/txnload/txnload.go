@@ -113,6 +113,8 @@ type Load struct {
 	posted  []uint64 // per connection: operations posted
 	doneSeq []uint64 // per connection: next expected completion sequence
 	stopped atomic.Bool
+	closing bool        // the connections were asked to close (loop goroutine)
+	closed  atomic.Bool // every connection is closed
 	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
 	cnt     [7]atomic.Uint64
 }
@@ -197,9 +199,17 @@ func (l *Load) Stats() Stats {
 		Bytes: l.cnt[4].Load(), BadData: l.cnt[5].Load(), OutOfOrder: l.cnt[6].Load()}
 }
 
+// Closed reports, from any goroutine, whether the load stopped, drained and
+// closed its connections (the peer was told; it frees its side).
+func (l *Load) Closed() bool { return l.closed.Load() }
+
 // Poll completes what finished and posts up to the window. It does not
-// poll the endpoints: they are stages of their own.
+// poll the endpoints: they are stages of their own. Once stopped and
+// drained it closes its connections.
 func (l *Load) Poll(now clock.Time) int {
+	if l.stopped.Load() && len(l.free) == len(l.slots) && !l.closed.Load() {
+		return l.closeConns()
+	}
 	work := 0
 	for {
 		n := l.opts.Initiator.Completions(l.cq)
@@ -314,3 +324,21 @@ func (l *Load) verify(st *slotState, s int) bool {
 }
 
 func pullByte(j int) byte { return byte(j*7 + j>>8) }
+
+// closeConns closes the connections once and notes when all are gone.
+func (l *Load) closeConns() int {
+	if !l.closing {
+		l.closing = true
+		for _, c := range l.conns {
+			_ = c.Close()
+		}
+		return 1
+	}
+	for _, c := range l.conns {
+		if c.Transport() != nil && c.Transport().State() != rt.StateClosed {
+			return 0
+		}
+	}
+	l.closed.Store(true)
+	return 1
+}

@@ -107,7 +107,7 @@ It exits 0 only if every operation completed without error.`,
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
-	f.Uint64Var(&cfg.seed, "seed", 1, "seed of the endpoint's random choices")
+	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: from the clock, so a rerun is a new peer to the target)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
 	return cmd
 }
@@ -186,6 +186,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 	}
 	defer closePort()
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano()) | 1
+	}
 	clk := clock.NewReal()
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
@@ -287,6 +290,9 @@ wait:
 	if load != nil {
 		load.Stop()
 		drained = waitFor(load.Idle, 5*time.Second)
+		// Close the connections so the target frees its side now, not when
+		// its retransmissions to a vanished peer run out.
+		waitFor(load.Closed, time.Second)
 	}
 	group.StopAll()
 	runErr := group.WaitAll()
