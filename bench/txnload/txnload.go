@@ -9,10 +9,12 @@
 // the target one region whose first half receives pushes and whose second
 // half, filled with a fixed pattern, serves pulls. Each operation owns a
 // slot of Slot bytes in those regions from posting to completion, so
-// operations never overlap. When the target lives in the same process the
-// stage verifies pushes by reading the target's region after the
-// completion (the acknowledgement that completed it travelled through the
-// ports' rings, which order the target's writes before the read).
+// operations never overlap. Pulls are verified by the initiator when they
+// complete. Pushes are verified where they land: give the target endpoint
+// Load.CheckRequest as its OnRequest (it runs on the target's goroutine,
+// which owns that memory), and it checks that every stamp in the placed
+// span names the same operation — a segment of another operation, or one
+// placed at the wrong offset, breaks that.
 package txnload
 
 import (
@@ -84,6 +86,7 @@ type Stats struct {
 	Posted, Completed, Failed, Busy uint64
 	Bytes                           uint64 // bytes of operations completed OK
 	BadData                         uint64 // completed OK but the bytes are wrong
+	Checked                         uint64 // pushes the target checked (CheckRequest)
 	OutOfOrder                      uint64 // ordered completions out of posting order
 }
 
@@ -105,7 +108,6 @@ type Load struct {
 	dst     []byte
 	rSrc    txn.Region
 	rDst    txn.Region
-	target  []byte
 	slots   []slotState
 	free    []int
 	cq      []txn.Completion
@@ -115,6 +117,7 @@ type Load struct {
 	stopped atomic.Bool
 	closing bool        // the connections were asked to close (loop goroutine)
 	closed  atomic.Bool // every connection is closed
+	checked atomic.Uint64
 	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
 	cnt     [7]atomic.Uint64
 }
@@ -151,7 +154,6 @@ func New(opts Options, targetMem []byte) (*Load, error) {
 	if l.rDst, err = opts.Initiator.Register(l.dst, 0); err != nil {
 		return nil, err
 	}
-	l.target = targetMem
 	if opts.Target != nil {
 		if targetMem == nil {
 			return nil, errors.New("txnload: with Options.Target, pass the target's memory (TargetMemory)")
@@ -196,7 +198,7 @@ func (l *Load) Idle() bool {
 // Stats returns the counters.
 func (l *Load) Stats() Stats {
 	return Stats{Posted: l.cnt[0].Load(), Completed: l.cnt[1].Load(), Failed: l.cnt[2].Load(), Busy: l.cnt[3].Load(),
-		Bytes: l.cnt[4].Load(), BadData: l.cnt[5].Load(), OutOfOrder: l.cnt[6].Load()}
+		Bytes: l.cnt[4].Load(), BadData: l.cnt[5].Load(), OutOfOrder: l.cnt[6].Load(), Checked: l.checked.Load()}
 }
 
 // Closed reports, from any goroutine, whether the load stopped, drained and
@@ -310,17 +312,46 @@ func (l *Load) verify(st *slotState, s int) bool {
 		}
 		return l.dst[off+st.size-1] == pullByte(off+st.size-1)
 	}
-	if l.target == nil {
-		return true
-	}
-	got := l.target[off : off+st.size]
+	// The source must still hold this operation's stamps (nothing reused
+	// the slot early).
 	want := l.src[off : off+st.size]
 	for i := 0; i+8 <= st.size; i += stampEvery {
-		if binary.LittleEndian.Uint64(got[i:]) != st.id || binary.LittleEndian.Uint64(want[i:]) != st.id {
+		if binary.LittleEndian.Uint64(want[i:]) != st.id {
 			return false
 		}
 	}
-	return binary.LittleEndian.Uint64(got[st.size-8:]) == st.id
+	return true
+}
+
+// CheckRequest is the target ULP of a load (txn.Options.OnRequest): it
+// checks a push's placed bytes on the target's goroutine and counts a bad
+// one in Stats.BadData.
+func (l *Load) CheckRequest(r *txn.Request) {
+	if r.Kind != txn.OpPush {
+		return
+	}
+	if !PushIntact(r.Data) {
+		l.cnt[5].Add(1)
+	}
+	l.checked.Add(1)
+}
+
+// PushIntact reports whether a push of a load landed whole: every stamp in
+// it names the same operation.
+func PushIntact(data []byte) bool {
+	if len(data) < 8 {
+		return true
+	}
+	id := binary.LittleEndian.Uint64(data)
+	if binary.LittleEndian.Uint64(data[len(data)-8:]) != id {
+		return false
+	}
+	for i := 0; i+8 <= len(data); i += stampEvery {
+		if binary.LittleEndian.Uint64(data[i:]) != id {
+			return false
+		}
+	}
+	return true
 }
 
 func pullByte(j int) byte { return byte(j*7 + j>>8) }

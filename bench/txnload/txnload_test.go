@@ -26,10 +26,12 @@ func TestLoadCompletesAndVerifiesThroughLossyFabric(t *testing.T) {
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	a, err := txn.New(txn.Options{Transport: rt.Options{Port: pa, Pool: pool, Clock: clk, LocalIP: ipA, Seed: 1}})
 	require.NoError(t, err)
-	b, err := txn.New(txn.Options{Transport: rt.Options{Port: pb, Pool: pool, Clock: clk, LocalIP: ipB, Seed: 2}})
+	var l *Load
+	b, err := txn.New(txn.Options{Transport: rt.Options{Port: pb, Pool: pool, Clock: clk, LocalIP: ipB, Seed: 2},
+		OnRequest: func(r *txn.Request) { l.CheckRequest(r) }})
 	require.NoError(t, err)
 	opts := Options{Initiator: a, Target: b, Peer: rt.PeerAddr{MAC: [6]byte(pb.Info().MAC), IP: ipB}, Count: 400, Conns: 4}
-	l, err := New(opts, TargetMemory(32, []int{512, 4 << 10, 64 << 10}))
+	l, err = New(opts, TargetMemory(32, []int{512, 4 << 10, 64 << 10}))
 	require.NoError(t, err)
 	for l.Stats().Completed+l.Stats().Failed < 400 {
 		now := clk.Now()
@@ -41,6 +43,7 @@ func TestLoadCompletesAndVerifiesThroughLossyFabric(t *testing.T) {
 	st := l.Stats()
 	require.Equal(t, uint64(400), st.Completed)
 	require.Zero(t, st.BadData)
+	require.Equal(t, uint64(300), st.Checked, "the target checked every push (every 4th operation is a pull)")
 	require.Zero(t, st.OutOfOrder)
 	require.Zero(t, st.Failed)
 	require.Positive(t, a.Transport().Stats().TxRetransmit+a.Transport().Stats().TxEarlyRetransmit, "the fabric lost something")
@@ -54,14 +57,15 @@ func TestLoadCompletesAndVerifiesThroughLossyFabric(t *testing.T) {
 }
 
 func TestVerifyCatchesWrongBytes(t *testing.T) {
-	l := &Load{slot: 1024, src: make([]byte, 2048), dst: make([]byte, 2048), target: make([]byte, 4096), opts: Options{Window: 2}}
-	st := &slotState{kind: txn.OpPush, size: 1000, id: 7}
-	stamp(l.src[1024:2024], 7)
-	copy(l.target[1024:], l.src[1024:2024])
-	require.True(t, l.verify(st, 1))
-	l.target[1024+512] ^= 1 // a stamp position
-	require.False(t, l.verify(st, 1))
+	push := make([]byte, 1000)
+	stamp(push, 7)
+	require.True(t, PushIntact(push))
+	other := make([]byte, 1000)
+	stamp(other, 8)
+	copy(push[512:768], other[512:768]) // a segment of another operation
+	require.False(t, PushIntact(push))
 
+	l := &Load{slot: 1024, src: make([]byte, 2048), dst: make([]byte, 2048), opts: Options{Window: 2}}
 	pull := &slotState{kind: txn.OpPull, size: 1000}
 	for i := range 1000 {
 		l.dst[i] = pullByte(i)

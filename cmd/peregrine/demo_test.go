@@ -38,7 +38,7 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 			}, &out)
 			require.NoError(t, err)
 			require.True(t, ok, out.String())
-			require.Contains(t, out.String(), "every completed operation's bytes are where they belong (0 wrong)")
+			require.Contains(t, out.String(), "every completed operation's bytes are where they belong (0 wrong; the target checked")
 			require.Contains(t, out.String(), "verification passed")
 			require.Contains(t, out.String(), "latency post→completion")
 		})

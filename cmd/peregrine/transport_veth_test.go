@@ -56,7 +56,7 @@ func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 	var out bytes.Buffer
 	ok, err := runTransport(context.Background(), transportConfig{role: "initiator", port: spec(topo.Gen, topo.GenIf), ip: topo.GenAddr.Addr().String(),
 		peerMAC: net.HardwareAddr(topo.SinkMAC).String(), peerIP: topo.SinkAddr.Addr().String(), regionKey: key,
-		sizes: "4KiB,64KiB", window: 16, conns: 2, pullEvery: 3, count: 300, duration: 20 * time.Second, lcore: 0, idle: "yield",
+		sizes: "4KiB,64KiB", window: 16, conns: 2, pullEvery: 3, count: 100, duration: time.Minute, lcore: 0, idle: "yield",
 		frames: 16384, target: 200 * time.Microsecond, minRTO: time.Millisecond, seed: 1, quiet: true}, &out)
 	cancel()
 	wg.Wait()
@@ -64,6 +64,6 @@ func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 	require.True(t, ok, "initiator:\n%s\ntarget:\n%s\nfabric:\n%s", out.String(), tgtOut.String(), fabOut.String())
 	require.NoError(t, tgtErr, tgtOut.String())
 	require.NoError(t, fabErr, fabOut.String())
-	require.Contains(t, out.String(), "RESULT proto=peregrine ops=300")
+	require.Contains(t, out.String(), "RESULT proto=peregrine ops=100")
 	require.True(t, strings.Contains(fabOut.String(), "lost random"), fabOut.String())
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -192,9 +193,18 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	clk := clock.NewReal()
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
+	var pushes, badPushes atomic.Uint64
 	ep, err := txn.New(txn.Options{
+		OnRequest: func(r *txn.Request) {
+			if r.Kind == txn.OpPush {
+				pushes.Add(1)
+				if !txnload.PushIntact(r.Data) {
+					badPushes.Add(1)
+				}
+			}
+		},
 		Transport: rt.Options{Name: cfg.role, Port: p, Pool: pool, Clock: clk, LocalIP: ip,
-			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, Seed: cfg.seed},
+			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed},
 		Congestion: &sp,
 	})
 	if err != nil {
@@ -304,9 +314,10 @@ wait:
 		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
 	if load == nil {
 		st := ep.Stats()
-		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d\n",
-			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall)
-		return runErr == nil && pool.CheckLeaks() == nil, runErr
+		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d; %d pushes checked, %d with wrong bytes\n",
+			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall,
+			pushes.Load(), badPushes.Load())
+		return runErr == nil && pool.CheckLeaks() == nil && badPushes.Load() == 0, runErr
 	}
 	ls := load.Stats()
 	lat := &load.Latency
