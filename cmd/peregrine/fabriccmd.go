@@ -27,6 +27,7 @@ type fabricConfig struct {
 	idle         string
 	period       time.Duration
 	frames       int
+	frameSize    int
 	ready        func() // called once running (tests)
 }
 
@@ -69,6 +70,7 @@ The same --seed with the same input replays the same impairments.`,
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters")
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it)")
+	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame, 2048 or 4096 (4096 for an MTU above 1778 on AF_XDP)")
 	return cmd
 }
 
@@ -102,9 +104,9 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
-	s, err := newSession(cfg.frames, 0)
+	s, err := newSession(cfg.frames, cfg.frameSize)
 	if err != nil {
-		return fmt.Errorf("--frames: %w", err)
+		return fmt.Errorf("--frames/--frame-size: %w", err)
 	}
 	if err := s.open([]string{cfg.portA, cfg.portB}); err != nil {
 		return joinStop(err, s)

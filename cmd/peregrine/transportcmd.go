@@ -48,6 +48,8 @@ type transportConfig struct {
 	target    time.Duration
 	minRTO    time.Duration
 	seed      uint64
+	rtWindow  int
+	frameSize int
 	quiet     bool
 	ready     func(key uint32, length int) // tests: the target is up
 }
@@ -106,8 +108,10 @@ It exits 0 only if every operation completed without error.`,
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
 	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
+	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame, 2048 or 4096 (4096 for an MTU above 1778 on AF_XDP)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
+	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: from the clock, so a rerun is a new peer to the target)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
 	return cmd
@@ -170,9 +174,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
-	pool, err := mbuf.New(mbuf.Options{Name: "transport", Frames: cfg.frames})
+	pool, err := mbuf.New(mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize})
 	if err != nil {
-		return false, fmt.Errorf("--frames: %w", err)
+		return false, fmt.Errorf("--frames/--frame-size: %w", err)
 	}
 	defer pool.Close()
 	p, err := pmd.Open(&pmd.Env{Pool: pool}, cfg.port)
@@ -204,7 +208,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			}
 		},
 		Transport: rt.Options{Name: cfg.role, Port: p, Pool: pool, Clock: clk, LocalIP: ip,
-			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed},
+			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed, WindowSize: cfg.rtWindow},
 		Congestion: &sp,
 	})
 	if err != nil {
