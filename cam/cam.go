@@ -57,39 +57,52 @@ type Options struct {
 	Name string
 }
 
-// bucket holds four keys in place behind 16 bytes of metadata: meta[i] is
-// slot i's 8-bit tag (0 for an empty slot; a key's tag is never 0) and
-// meta[4+3i:7+3i] its entry index, 24 bits little-endian. For a 12-byte key a
-// bucket is exactly one 64-byte cache line, so a lookup that hits its primary
-// bucket reads one line, and the four tags are one 32-bit word.
+// bucket holds four keys in place followed by 16 bytes of metadata: the
+// four slots' entry indexes, 24 bits little-endian each, in meta[0:12] (slot
+// i at meta[3i:3i+3]), then their 8-bit tags in meta[12:16] (0 for an empty
+// slot; a key's tag is never 0). For a 12-byte key a bucket is exactly one
+// 64-byte cache line, so a lookup that hits its primary bucket reads one
+// line, and the four tags are one 32-bit word.
+//
+// Every access to meta is a 32-bit word: the tags word, or the word that
+// ends with a slot's index (for slot 0 it starts on the last byte of the
+// keys; bucket_unsafe.go). The tags word shares no byte with an index word,
+// so the tags read that starts every operation is always forwarded from the
+// latest store to it, never stalled behind an overlapping index store (a
+// read that a store only partly covers waits until the store reaches the
+// cache).
 type bucket[K comparable] struct {
-	meta [16]byte
 	keys [slotsPerBucket]K
+	meta [16]byte
 }
 
-func (bk *bucket[K]) tags() uint32 { return binary.LittleEndian.Uint32(bk.meta[:4]) }
+// tagsOff is where the tags word starts in meta.
+const tagsOff = 12
 
-// index reads slot's entry index as the top 24 bits of the word that ends
-// where the index does, so that every read stays inside meta.
-func (bk *bucket[K]) index(slot int) uint32 {
-	return binary.LittleEndian.Uint32(bk.meta[3+3*(slot&3):]) >> 8
-}
+func (bk *bucket[K]) tags() uint32 { return binary.LittleEndian.Uint32(bk.meta[tagsOff:]) }
 
-// set fills an empty slot. Tags and index are each written as one 32-bit
-// word, the width they are read at, so that a lookup right after an insert
-// gets them by store-to-load forwarding rather than waiting for the store.
+// tag returns slot's tag.
+func (bk *bucket[K]) tag(slot int) uint32 { return uint32(bk.meta[tagsOff+slot&3]) }
+
+// index reads slot's entry index.
+func (bk *bucket[K]) index(slot int) uint32 { return bk.indexAt(uintptr(slot & 3)) }
+
+// set fills an empty slot.
 func (bk *bucket[K]) set(slot int, tag, idx uint32, k K) {
-	slot &= 3
-	binary.LittleEndian.PutUint32(bk.meta[:4], bk.tags()|tag<<(8*slot))
-	w := bk.meta[3+3*slot : 7+3*slot]
-	binary.LittleEndian.PutUint32(w, binary.LittleEndian.Uint32(w)&0xff|idx<<8)
-	bk.keys[slot] = k
+	bk.setMeta(slot&3, tag, idx)
+	bk.keys[slot&3] = k
+}
+
+// setWords is set for the key with words lo, hi.
+func (bk *bucket[K]) setWords(slot int, tag, idx uint32, lo, hi uint64) {
+	bk.setMeta(slot&3, tag, idx)
+	putKeyWords(&bk.keys[slot&3], lo, hi)
 }
 
 // clear empties a slot. The key stays behind: keys hold no pointers, and
 // only a slot whose tag matches has its key compared.
 func (bk *bucket[K]) clear(slot int) {
-	binary.LittleEndian.PutUint32(bk.meta[:4], bk.tags()&^(0xff<<(8*(slot&3))))
+	binary.LittleEndian.PutUint32(bk.meta[tagsOff:], bk.tags()&^(0xff<<(8*(slot&3))))
 }
 
 type stashSlot[K comparable] struct {
@@ -123,14 +136,14 @@ type Table[K comparable] struct {
 	overflow []uint8
 	// pos[idx] locates the key of entry idx: bucket<<2|slot, posStash|slot,
 	// or posFree|next for a free index (the free list is threaded through pos).
-	pos       []uint32
-	hashKeys  hashKeys
-	nbuckets  uint64
-	freeHead  uint32
-	length    int
-	capacity  int
-	matchSIMD bool
-	name      string
+	pos        []uint32
+	hashKeys   hashKeys
+	bucketMask uint64 // buckets - 1
+	freeHead   uint32
+	length     int
+	capacity   int
+	matchSIMD  bool
+	name       string
 
 	// Scratch space of the burst calls' two passes, kept here because a
 	// local array would be zeroed on every call.
@@ -190,14 +203,14 @@ func New[K comparable](opts Options) (*Table[K], error) {
 	}
 	nb := bucketsFor(opts.Capacity)
 	t := &Table[K]{
-		buckets:   make([]bucket[K], nb),
-		overflow:  make([]uint8, nb),
-		pos:       make([]uint32, opts.Capacity),
-		hashKeys:  newHashKeys(seed),
-		nbuckets:  uint64(nb),
-		capacity:  opts.Capacity,
-		matchSIMD: simdAvailable(),
-		name:      name,
+		buckets:    make([]bucket[K], nb),
+		overflow:   make([]uint8, nb),
+		pos:        make([]uint32, opts.Capacity),
+		hashKeys:   newHashKeys(seed),
+		bucketMask: uint64(nb - 1),
+		capacity:   opts.Capacity,
+		matchSIMD:  simdAvailable(),
+		name:       name,
 	}
 	t.resetFree()
 	return t, nil
@@ -206,9 +219,14 @@ func New[K comparable](opts Options) (*Table[K], error) {
 // bucketsFor sizes the table for a load of at most 50 %: with two candidate
 // buckets of four slots, breadth-first displacement and a stash, Capacity keys
 // then fit with overwhelming probability (see doc.go), and most keys sit in
-// their primary bucket, so most lookups read one bucket.
+// their primary bucket, so most lookups read one bucket. The count is a power
+// of two, so that a hash reduces to a bucket with a mask.
 func bucketsFor(capacity int) int {
-	return max((capacity+1)/2, 2)
+	n := 2
+	for n < (capacity+1)/2 {
+		n <<= 1
+	}
+	return n
 }
 
 func (t *Table[K]) resetFree() {
@@ -239,27 +257,30 @@ func (t *Table[K]) Stats() Stats {
 	}
 }
 
-// tagOf is the hash's low byte, with 0 (the empty mark) mapped to 1 without
-// a branch. Range reduction barely uses the low byte, so tags and buckets are
-// independent.
+// A hash's bits are used three ways, without overlap up to 2^23 buckets
+// (MaxCapacity/2): the low bits pick the primary bucket, the bits from 32 on
+// the alternate, the top byte is the tag.
+
+// tagOf is the hash's top seven bits with the top bit set, so that it is
+// never 0 (the empty mark): one instruction after the shift. Seven bits make
+// a slot's tag match another key's one time in 128, which costs a key
+// compare (the fourth slot's chance of a false match per lookup is under 3 %).
 func tagOf(h uint64) uint32 {
-	tag := uint32(h & 0xff)
-	return tag + (tag-1)>>31
+	return uint32(h>>57) | 0x80
 }
 
-// primaryOf and altOf reduce the hash's two 32-bit halves to bucket numbers by
-// multiply-shift, so the bucket count need not be a power of two.
+// primaryOf and altOf mask the hash's low and high halves to bucket numbers
+// (the bucket count is a power of two).
 func (t *Table[K]) primaryOf(h uint64) uint32 {
-	return uint32((h & 0xffffffff) * t.nbuckets >> 32)
+	return uint32(h & t.bucketMask)
 }
 
+// altOf is never primary: a key whose two choices coincide takes the
+// neighbouring bucket (the lowest bit flipped) as its alternate.
 func (t *Table[K]) altOf(h uint64, primary uint32) uint32 {
-	alt := uint32((h >> 32) * t.nbuckets >> 32)
+	alt := uint32(h >> 32 & t.bucketMask)
 	if alt == primary {
-		alt++
-		if uint64(alt) == t.nbuckets {
-			alt = 0
-		}
+		alt ^= 1
 	}
 	return alt
 }
@@ -282,15 +303,18 @@ func (t *Table[K]) match(bk *bucket[K], tag uint32) uint32 {
 // findIn returns the slot of the key with words lo, hi in bucket b, or -1.
 // Keys are compared by their words, which New made equivalent to ==.
 func (t *Table[K]) findIn(b uint32, lo, hi uint64, tag uint32) int {
-	bk := &t.buckets[b]
+	bk := t.bucketAt(b)
 	for m := t.match(bk, tag); m != 0; m &= m - 1 {
-		i := bits.TrailingZeros32(m) >> 3
-		if klo, khi := keyWords(&bk.keys[i&3]); klo == lo && khi == hi {
-			return i
+		i := slotOf(m)
+		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
+			return int(i)
 		}
 	}
 	return -1
 }
+
+// slotOf returns the slot of the lowest bit of a match mask (non-zero).
+func slotOf(m uint32) uintptr { return uintptr(bits.TrailingZeros32(m) >> 3) }
 
 func (t *Table[K]) findStash(lo, hi uint64, tag uint32) int {
 	for i := 0; i < t.stashLen; i++ {
@@ -307,11 +331,11 @@ func (t *Table[K]) findStash(lo, hi uint64, tag uint32) int {
 // typically one bucket.
 func (t *Table[K]) Lookup(k K) (idx uint32, ok bool) {
 	// The hot paths spell out hashOf, which is over the inlining budget, and
-	// compare keys by their words, which they already hold.
+	// compare keys by their words, which they already hold. Lookup calls
+	// nothing and spills nothing, so it runs without a stack frame.
 	lo, hi := keyWords(&k)
 	h := t.hashKeys.hash(lo, hi)
-	b := t.primaryOf(h)
-	bk := &t.buckets[b]
+	bk := t.primaryBucket(h)
 	var m uint32
 	if simdBuild && t.matchSIMD {
 		m = matchTagsSIMD(&bk.meta, tagOf(h))
@@ -319,15 +343,35 @@ func (t *Table[K]) Lookup(k K) (idx uint32, ok bool) {
 		m = matchTags(bk.tags(), tagOf(h))
 	}
 	for ; m != 0; m &= m - 1 {
-		i := int(bits.TrailingZeros32(m) >> 3)
-		if klo, khi := keyWords(&bk.keys[i&3]); klo == lo && khi == hi {
-			return bk.index(i), true
+		i := slotOf(m)
+		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
+			return bk.indexAt(i), true
 		}
 	}
-	if t.overflow[b] == 0 {
+	// The alternate bucket and the stash, spelled out so that Lookup calls
+	// nothing and needs no stack frame. The tag and the bucket mask are
+	// recomputed from other expressions on purpose: shared with the primary
+	// probe, the compiler would keep them live across it, in spill slots.
+	b := uint32(h & uint64(len(t.buckets)-1))
+	if t.overflowAt(b) == 0 {
 		return 0, false
 	}
-	return t.lookupElsewhere(lo, hi, b)
+	tag := uint32(h>>56)>>1 | 0x80
+	bk = t.bucketAt(t.altOf(h, b))
+	for m = matchTags(bk.tags(), tag); m != 0; m &= m - 1 {
+		i := slotOf(m)
+		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
+			return bk.indexAt(i), true
+		}
+	}
+	for i := range uintptr(t.stashLen) {
+		if s := t.stashAt(i); s.tag == tag {
+			if klo, khi := keyWords(&s.key); (klo^lo)|(khi^hi) == 0 {
+				return s.idx, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // lookupElsewhere searches the alternate bucket and the stash. It recomputes
@@ -351,28 +395,53 @@ func (t *Table[K]) lookupElsewhere(lo, hi uint64, primary uint32) (uint32, bool)
 // a breadth-first search over at most 64 full buckets (256 key hashes) and at
 // most 4 moves of keys (never of entry indexes); typically one bucket write.
 func (t *Table[K]) Insert(k K) (idx uint32, err error) {
+	// The common cases in a straight line: k's tag in neither of its
+	// buckets (so k is absent, unless it is in the stash), a free slot in
+	// one of them. Every other case is insertChecked, which starts over.
 	lo, hi := keyWords(&k)
-	return t.insertHashed(k, lo, hi, t.hashKeys.hash(lo, hi))
-}
-
-func (t *Table[K]) insertHashed(k K, lo, hi, h uint64) (uint32, error) {
-	tag := tagOf(h)
-	b1 := t.primaryOf(h)
-	bk := &t.buckets[b1]
-	var m, free uint32
-	if simdBuild && t.matchSIMD {
-		m, free = matchTagsSIMD(&bk.meta, tag), matchTags(bk.tags(), 0)
-	} else {
-		tags := bk.tags()
-		m, free = matchTags(tags, tag), matchTags(tags, 0)
+	h := t.hashKeys.hash(lo, hi)
+	b := t.primaryOf(h)
+	bk := t.bucketAt(b)
+	tags := bk.tags()
+	if matchTags(tags, tagOf(h)) != 0 || t.length == t.capacity || t.stashLen != 0 {
+		return t.insertChecked(lo, hi)
 	}
-	for ; m != 0; m &= m - 1 {
-		i := int(bits.TrailingZeros32(m) >> 3)
-		if klo, khi := keyWords(&bk.keys[i&3]); klo == lo && khi == hi {
-			return bk.index(i), ErrExists
+	free := matchTags(tags, 0)
+	if t.overflowAt(b) != 0 || free == 0 {
+		// k might live in its alternate bucket, or must go there.
+		alt := t.altOf(h, b)
+		altTags := t.bucketAt(alt).tags()
+		if matchTags(altTags, tagOf(h)) != 0 {
+			return t.insertChecked(lo, hi)
+		}
+		if free == 0 {
+			if free = matchTags(altTags, 0); free == 0 {
+				return t.insertChecked(lo, hi)
+			}
+			t.incOverflow(b)
+			b, bk = alt, t.bucketAt(alt)
 		}
 	}
-	if t.overflow[b1] != 0 {
+	slot := int(slotOf(free))
+	idx = t.takeIndex()
+	bk.setWords(slot, tagOf(h), idx, lo, hi)
+	*t.posAt(idx) = b<<2 | uint32(slot)
+	return idx, nil
+}
+
+// insertChecked is Insert for every case, of the key with words lo, hi: it
+// may be present (in its primary bucket, its alternate or the stash), the
+// table may be full, both buckets may be full.
+func (t *Table[K]) insertChecked(lo, hi uint64) (idx uint32, err error) {
+	var k K
+	putKeyWords(&k, lo, hi)
+	h := t.hashKeys.hash(lo, hi)
+	tag := tagOf(h)
+	b1 := t.primaryOf(h)
+	if i := t.findIn(b1, lo, hi, tag); i >= 0 {
+		return t.bucketAt(b1).index(i), ErrExists
+	}
+	if t.overflowAt(b1) != 0 {
 		if idx, ok := t.lookupElsewhere(lo, hi, b1); ok {
 			return idx, ErrExists
 		}
@@ -381,17 +450,13 @@ func (t *Table[K]) insertHashed(k K, lo, hi, h uint64) (uint32, error) {
 		t.fullRejects++
 		return 0, ErrFull
 	}
-	if free != 0 { // place(b1, …) spelled out: place is over the inlining budget
-		slot := int(bits.TrailingZeros32(free)>>3) & 3
-		idx := t.takeIndex()
-		bk.set(slot, tag, idx, k)
-		t.pos[idx] = b1<<2 | uint32(slot)
-		return idx, nil
+	if free := t.match(t.bucketAt(b1), 0); free != 0 {
+		return t.place(b1, int(slotOf(free)), k, tag), nil
 	}
 	b2 := t.altOf(h, b1)
-	if free := t.match(&t.buckets[b2], 0); free != 0 {
+	if free := t.match(t.bucketAt(b2), 0); free != 0 {
 		t.incOverflow(b1)
-		return t.place(b2, int(bits.TrailingZeros32(free)>>3), k, tag), nil
+		return t.place(b2, int(slotOf(free)), k, tag), nil
 	}
 	return t.insertSlow(k, tag, b1, b2)
 }
@@ -418,25 +483,25 @@ func (t *Table[K]) LookupBurst(keys []K, idxs []uint32) (found uint64) {
 		h := t.hashKeys.hash(lo, hi)
 		hs[i&(MaxBurst-1)] = h
 		if simdBuild && t.matchSIMD {
-			ms[i&(MaxBurst-1)] = matchTagsSIMD(&t.buckets[t.primaryOf(h)].meta, tagOf(h))
+			ms[i&(MaxBurst-1)] = matchTagsSIMD(&t.bucketAt(t.primaryOf(h)).meta, tagOf(h))
 		} else {
-			ms[i&(MaxBurst-1)] = matchTags(t.buckets[t.primaryOf(h)].tags(), tagOf(h))
+			ms[i&(MaxBurst-1)] = matchTags(t.bucketAt(t.primaryOf(h)).tags(), tagOf(h))
 		}
 	}
 keys:
 	for i := range keys {
 		lo, hi := keyWords(&keys[i])
 		b := t.primaryOf(hs[i&(MaxBurst-1)])
-		bk := &t.buckets[b]
+		bk := t.bucketAt(b)
 		for m := ms[i&(MaxBurst-1)]; m != 0; m &= m - 1 {
-			s := int(bits.TrailingZeros32(m) >> 3)
-			if klo, khi := keyWords(&bk.keys[s&3]); klo == lo && khi == hi {
-				idxs[i] = bk.index(s)
+			s := slotOf(m)
+			if klo, khi := keyWords(bk.keyAt(s)); (klo^lo)|(khi^hi) == 0 {
+				idxs[i] = bk.indexAt(s)
 				found |= 1 << i
 				continue keys
 			}
 		}
-		if t.overflow[b] != 0 {
+		if t.overflowAt(b) != 0 {
 			if idx, ok := t.lookupElsewhere(lo, hi, b); ok {
 				idxs[i] = idx
 				found |= 1 << i
@@ -456,8 +521,7 @@ func (t *Table[K]) InsertBurst(keys []K, idxs []uint32) (n int, err error) {
 	idxs = idxs[:len(keys)]
 	t.prefetch(keys)
 	for i := range keys {
-		lo, hi := keyWords(&keys[i])
-		idx, err := t.insertHashed(keys[i], lo, hi, t.burstHash[i&(MaxBurst-1)])
+		idx, err := t.Insert(keys[i])
 		idxs[i] = idx
 		if err != nil {
 			return i, err
@@ -474,8 +538,7 @@ func (t *Table[K]) DeleteBurst(keys []K, idxs []uint32) (found uint64) {
 	idxs = idxs[:len(keys)]
 	t.prefetch(keys)
 	for i := range keys {
-		lo, hi := keyWords(&keys[i])
-		if idx, ok := t.deleteHashed(lo, hi, t.burstHash[i&(MaxBurst-1)]); ok {
+		if idx, ok := t.Delete(keys[i]); ok {
 			idxs[i] = idx
 			found |= 1 << i
 		}
@@ -493,14 +556,13 @@ func checkBurst(keys, idxs int) {
 }
 
 // prefetch is the first pass of InsertBurst and DeleteBurst: hash every key
-// into burstHash and touch its primary bucket's tags.
+// and touch its primary bucket's tags. The second pass hashes again, which
+// is cheaper than storing the hashes and calling a helper that takes one.
 func (t *Table[K]) prefetch(keys []K) {
 	var touched uint32
 	for i := range keys {
 		lo, hi := keyWords(&keys[i])
-		h := t.hashKeys.hash(lo, hi)
-		t.burstHash[i&(MaxBurst-1)] = h
-		touched |= t.buckets[t.primaryOf(h)].tags()
+		touched |= t.bucketAt(t.primaryOf(t.hashKeys.hash(lo, hi))).tags()
 	}
 	t.sinkTags = touched
 }
@@ -513,15 +575,18 @@ func (t *Table[K]) place(b uint32, slot int, k K, tag uint32) uint32 {
 	return idx
 }
 
+// takeIndex pops the free list; the caller checked that the table is not
+// full, so freeHead is a free index below Cap().
 func (t *Table[K]) takeIndex() uint32 {
 	idx := t.freeHead
-	t.freeHead = t.pos[idx] & posLowMask
+	t.freeHead = *t.posAt(idx) & posLowMask
 	t.length++
 	return idx
 }
 
+// freeIndex pushes an index that a present key held (so it is below Cap()).
 func (t *Table[K]) freeIndex(idx uint32) {
-	t.pos[idx] = posFree | t.freeHead
+	*t.posAt(idx) = posFree | t.freeHead
 	t.freeHead = idx
 	t.length--
 }
@@ -626,7 +691,7 @@ func (t *Table[K]) displace(node, slot int, dest uint32) (root uint32, freed int
 
 func (t *Table[K]) moveKey(src uint32, slot int, dst uint32, dstSlot int) {
 	sb := &t.buckets[src]
-	k, tag, idx := sb.keys[slot&3], uint32(sb.meta[slot&3]), sb.index(slot)
+	k, tag, idx := sb.keys[slot&3], sb.tag(slot), sb.index(slot)
 	t.buckets[dst].set(dstSlot, tag, idx, k)
 	sb.clear(slot)
 	t.pos[idx] = dst<<2 | uint32(dstSlot&3)
@@ -641,12 +706,9 @@ func (t *Table[K]) moveKey(src uint32, slot int, dst uint32, dstSlot int) {
 // Delete removes k and returns the index it had. Same bounds as Lookup.
 func (t *Table[K]) Delete(k K) (idx uint32, ok bool) {
 	lo, hi := keyWords(&k)
-	return t.deleteHashed(lo, hi, t.hashKeys.hash(lo, hi))
-}
-
-func (t *Table[K]) deleteHashed(lo, hi, h uint64) (uint32, bool) {
+	h := t.hashKeys.hash(lo, hi)
 	b1 := t.primaryOf(h)
-	bk := &t.buckets[b1]
+	bk := t.bucketAt(b1)
 	var m uint32
 	if simdBuild && t.matchSIMD {
 		m = matchTagsSIMD(&bk.meta, tagOf(h))
@@ -654,24 +716,27 @@ func (t *Table[K]) deleteHashed(lo, hi, h uint64) (uint32, bool) {
 		m = matchTags(bk.tags(), tagOf(h))
 	}
 	for ; m != 0; m &= m - 1 {
-		i := int(bits.TrailingZeros32(m) >> 3)
-		if klo, khi := keyWords(&bk.keys[i&3]); klo == lo && khi == hi {
+		i := slotOf(m)
+		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
 			// removeSlot(b1, i, b1) spelled out: it is over the inlining budget
-			idx := bk.index(i)
-			bk.clear(i)
+			idx := bk.indexAt(i)
+			bk.clear(int(i))
 			t.freeIndex(idx)
 			if t.stashLen != 0 {
-				t.unstashInto(b1, i)
+				t.unstashInto(b1, int(i))
 			}
 			return idx, true
 		}
 	}
-	if t.overflow[b1] == 0 {
+	if t.overflowAt(b1) == 0 {
 		return 0, false
 	}
 	return t.deleteElsewhere(lo, hi, b1)
 }
 
+// deleteElsewhere deletes a key that is not in its primary bucket b1, from
+// its alternate bucket or the stash. It recomputes the hash, as
+// lookupElsewhere does.
 func (t *Table[K]) deleteElsewhere(lo, hi uint64, b1 uint32) (uint32, bool) {
 	h := t.hashKeys.hash(lo, hi)
 	tag := tagOf(h)

@@ -27,7 +27,7 @@ func checkInvariants[K comparable](t *testing.T, tb *Table[K]) {
 	for b := range tb.buckets {
 		bk := &tb.buckets[b]
 		for s := range slotsPerBucket {
-			if bk.meta[s] == 0 {
+			if bk.tag(s) == 0 {
 				continue
 			}
 			live++
@@ -35,7 +35,7 @@ func checkInvariants[K comparable](t *testing.T, tb *Table[K]) {
 			require.Less(t, idx, uint32(tb.capacity), "bucket %d slot %d index", b, s)
 			require.Equal(t, uint32(b)<<2|uint32(s), tb.pos[idx], "pos of index %d", idx)
 			tag, p, a := locate(tb, &bk.keys[s])
-			require.Equal(t, tag, uint32(bk.meta[s]), "tag of index %d", idx)
+			require.Equal(t, tag, bk.tag(s), "tag of index %d", idx)
 			require.True(t, uint32(b) == p || uint32(b) == a, "index %d in bucket %d, not one of its own %d/%d", idx, b, p, a)
 			if uint32(b) != p {
 				overflow[p]++
@@ -573,7 +573,7 @@ func TestMatchTagsAgree(t *testing.T) {
 		tag := uint32(r.IntN(4))
 		var want uint32
 		for i := range slotsPerBucket {
-			if uint32(meta[i]) == tag {
+			if uint32(meta[tagsOff+i]) == tag {
 				want |= 1 << (8*i + 7)
 			}
 		}
@@ -585,10 +585,10 @@ func TestMatchTagsAgree(t *testing.T) {
 	}
 	for h := range uint64(1024) {
 		tag := tagOf(h * 0x9e3779b97f4a7c15)
-		require.True(t, tag >= 1 && tag <= 255, "tag %d", tag)
+		require.True(t, tag >= 0x80 && tag <= 255, "tag %d", tag)
 	}
-	require.Equal(t, uint32(1), tagOf(0x100))
-	require.Equal(t, uint32(7), tagOf(0x107))
+	require.Equal(t, uint32(0x80), tagOf(0x01ff_ffff_ffff_ffff), "tag 0 is taken by empty slots")
+	require.Equal(t, uint32(0x83), tagOf(0x0700_0000_0000_0000))
 }
 
 func TestBucketIndexRoundTrip(t *testing.T) {
@@ -599,11 +599,21 @@ func TestBucketIndexRoundTrip(t *testing.T) {
 	}
 	for s, idx := range idxs {
 		require.Equal(t, idx, bk.index(s), "slot %d", s)
-		require.Equal(t, uint8(s+1), bk.meta[s])
+		require.Equal(t, uint32(s+1), bk.tag(s))
+	}
+	for s, idx := range idxs {
+		require.Equal(t, idx, bk.indexAt(uintptr(s)), "slot %d (unchecked access)", s)
 	}
 	bk.clear(2)
 	require.Equal(t, uint32(0x04000201), bk.tags(), "tags 1, 2, empty, 4")
-	require.Equal(t, idxs[3], bk.index(3), "clearing a slot leaves the others")
+	for _, s := range []int{0, 1, 3} {
+		require.Equal(t, idxs[s], bk.index(s), "clearing a slot leaves the others")
+	}
+	// Overwriting one index leaves its neighbours' bytes alone.
+	bk.set(2, 9, 0x777777, 102)
+	for s, idx := range [4]uint32{idxs[0], idxs[1], 0x777777, idxs[3]} {
+		require.Equal(t, idx, bk.index(s), "slot %d after re-setting slot 2", s)
+	}
 }
 
 func TestZeroAllocs(t *testing.T) {
@@ -644,4 +654,28 @@ func TestZeroAllocs(t *testing.T) {
 		tb.Range(func(uint32, TransportKey) bool { return true })
 	})
 	require.Zero(t, allocs, "Range allocates")
+}
+
+func TestBucketCountIsAPowerOfTwo(t *testing.T) {
+	for _, c := range []int{1, 2, 3, 5, 63, 64, 65, 100, 1000, 65535, 65536, 65537} {
+		tb, err := New[TransportKey](Options{Capacity: c})
+		require.NoError(t, err)
+		n := tb.Stats().Buckets
+		half := max((c+1)/2, 2)
+		require.Zero(t, n&(n-1), "capacity %d: %d buckets", c, n)
+		require.True(t, n >= half && n < 2*half, "capacity %d: %d buckets for a load of at most 50 %%", c, n)
+		// Every key's two buckets differ and are in range.
+		for i := range 1000 {
+			k := TransportKey{CID: uint32(i % 7), Win: 1, PSN: uint32(i * 2654435761)}
+			_, p, a := locate(tb, &k)
+			require.NotEqual(t, p, a)
+			require.Less(t, p, uint32(n))
+			require.Less(t, a, uint32(n))
+		}
+		for i := range c {
+			_, err := tb.Insert(TransportKey{CID: uint32(i % 5), Win: uint32(i % 2), PSN: uint32(i)})
+			require.NoError(t, err, "capacity %d, key %d", c, i)
+		}
+		checkInvariants(t, tb)
+	}
 }

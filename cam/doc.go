@@ -35,13 +35,27 @@
 // # Design and worst cases
 //
 // Bucketized cuckoo hashing over a fixed array of buckets, Capacity/2 of them
-// (at least 2), four slots each, so the load never exceeds 50 %. A bucket is
-// 16 bytes of metadata — the four slots' 8-bit tags (0 = empty) and their
-// 24-bit entry indexes — followed by the four keys in place: for a 12-byte
-// key one 64-byte cache line. The seeded hash (HashWords over the key's
-// bytes) picks a primary and an alternate bucket and the tag. A lookup
-// matches the tag against the bucket's four tags in one branch-free step on a
-// 32-bit word (SWAR), then compares the full key only where the tag matched.
+// rounded up to a power of two (at least 2), four slots each, so the load
+// never exceeds 50 %. A bucket is the four keys in place followed by 16 bytes
+// of metadata — the four slots' 24-bit entry indexes, then their tags, one
+// 32-bit word (0 = empty): for a 12-byte key one 64-byte cache line. The
+// seeded hash (HashWords over the key's bytes: one 64×64→128-bit multiply)
+// picks the primary bucket with its low bits, the alternate with the bits
+// from 32 on and the 7-bit tag from the top. A lookup matches the tag against
+// the bucket's four tags in one branch-free step on a 32-bit word (SWAR),
+// then compares the full key (as two words) only where the tag matched.
+//
+// The common paths are written for the machine: Lookup, Insert and Delete
+// each hash and probe in one function body with no bounds checks (the
+// bucket, slot and index accessors in bucket_unsafe.go, whose arguments are
+// in range by construction). Lookup calls nothing and spills nothing, so it
+// runs without a stack frame; Insert and Delete leave their rare cases (a tag
+// match on insert, a key in the alternate bucket on delete, the stash) to
+// helpers that start over, so that few values are live on the common path.
+// Every metadata access is one 32-bit word, and the tags word shares no byte
+// with an index word, so the tags read that starts each operation is
+// forwarded from the latest store to it even right after an insert or
+// delete in the same bucket.
 //
 // An Insert goes to the primary bucket, else the alternate; a per-bucket
 // overflow count records that keys of that primary bucket live elsewhere, so
@@ -71,9 +85,11 @@
 // # SIMD
 //
 // Built with GOEXPERIMENT=simd on amd64, and on a CPU with AVX2, the tag
-// match uses simd/archsimd (one VPCMPEQB over the bucket's metadata); without
-// it, or on a CPU without AVX2, it uses the SWAR match. Both give the same
-// masks, so indexes do not depend on the build. With four tags per bucket the
+// match of Lookup, Delete and LookupBurst uses simd/archsimd (one VPCMPEQB
+// over the bucket's metadata); without it, or on a CPU without AVX2, it uses
+// the SWAR match (Insert always does: it needs the empty-slot mask from the
+// same word too). Both give the same masks, so indexes do not depend on the
+// build. With four tags per bucket the
 // SWAR match is a handful of integer operations and measures the same as the
 // SIMD one (within noise, either way); SIMD would pay off with 16 or 32 tags
 // per bucket, which would move most keys out of their bucket's cache line.

@@ -2,22 +2,21 @@ package cam
 
 import "math/bits"
 
-// Every table hashes its keys with HashWords over the key's bytes. Two
-// independent 64×64→128-bit multiplies, each folded by xor of its halves (the
-// wyhash "mum"), run in parallel and are xored. A multiply by zero would
-// blind a single mum to its other operand, but a key has to blind both to
-// collide, which leaves single keys, never whole classes of them.
+// Every table hashes its keys with HashWords over the key's bytes: each word
+// is xored with a seeded mask, the two are multiplied 64×64→128 bits, and the
+// product's halves are folded by xor together with both operands (the wyhash
+// "mum" plus the operands). It replaced two such multiplies: one is enough
+// for the spread the tables need (the tests fill tables to capacity with
+// structured and adversarial key sets), and it is most of a lookup's
+// arithmetic. A zero operand blinds the product to the other one; xoring the
+// operands back keeps the keys of such a class apart, and a zero operand
+// needs a key word equal to a seeded mask, which a key chosen without the
+// seed hits with probability 2^-64 (tables facing forged keys take a secret
+// seed, see doc.go).
 const (
 	hashP0 = 0xa0761d6478bd642f
 	hashP1 = 0xe7037ed1a0b428db
-	hashP2 = 0x8ebc6af09c88c6e3
-	hashP3 = 0x589965cc75374cc3
 )
-
-func mum(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	return hi ^ lo
-}
 
 // HashWords hashes a key of up to 16 bytes given as two little-endian words
 // (bytes 0–7 in lo, 8–15 in hi), seeded. Tables use it on their keys; it is
@@ -28,16 +27,17 @@ func HashWords(lo, hi, seed uint64) uint64 {
 	return k.hash(lo, hi)
 }
 
-// hashKeys are HashWords' four multiplicand masks for one seed, computed once
-// per table.
-type hashKeys [4]uint64
+// hashKeys are HashWords' two masks for one seed, computed once per table.
+type hashKeys [2]uint64
 
 func newHashKeys(seed uint64) hashKeys {
-	return hashKeys{seed ^ hashP0, hashP1, seed ^ hashP2, hashP3}
+	return hashKeys{seed ^ hashP0, bits.RotateLeft64(seed, 32) ^ hashP1}
 }
 
 func (k *hashKeys) hash(lo, hi uint64) uint64 {
-	return mum(lo^k[0], hi^k[1]) ^ mum(hi^k[2], lo^k[3])
+	a, b := lo^k[0], hi^k[1]
+	p1, p0 := bits.Mul64(a, b)
+	return p1 ^ p0 ^ a ^ b
 }
 
 // HashUint32 hashes a 32-bit key as a Table[uint32] does.

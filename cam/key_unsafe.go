@@ -27,3 +27,21 @@ func keyWords[K comparable](k *K) (lo, hi uint64) {
 	}
 	return lo, hi
 }
+
+// putKeyWords stores words that keyWords returned for some key back into a
+// key, so that a path that carries a key as its words (fewer registers than
+// the key's fields) can still store or pass the key.
+func putKeyWords[K comparable](k *K, lo, hi uint64) {
+	p := unsafe.Pointer(k)
+	size := unsafe.Sizeof(*k)
+	*(*uint32)(p) = uint32(lo)
+	if size > 4 {
+		*(*uint32)(unsafe.Add(p, 4)) = uint32(lo >> 32)
+	}
+	if size > 8 {
+		*(*uint32)(unsafe.Add(p, 8)) = uint32(hi)
+	}
+	if size > 12 {
+		*(*uint32)(unsafe.Add(p, 12)) = uint32(hi >> 32)
+	}
+}

@@ -11,5 +11,5 @@ const simdBuild = false
 func simdAvailable() bool { return false }
 
 func matchTagsSIMD(meta *[16]byte, tag uint32) uint32 {
-	return matchTags(binary.LittleEndian.Uint32(meta[:4]), tag)
+	return matchTags(binary.LittleEndian.Uint32(meta[tagsOff:]), tag)
 }

@@ -29,4 +29,7 @@ func TestRunPrintsEveryRatio(t *testing.T) {
 	}
 	require.Equal(t, 6, n)
 	require.Regexp(t, `^BENCH-SUMMARY pass=\d+ fail=\d+$`, lines[len(lines)-1])
+	// The receive ratio says it is taken with checksums and is followed by
+	// the figure without them.
+	require.Regexp(t, `(?m)^RATIO rx_cost_vs_mem_forwarding .*\n  # transport RX path [0-9.]+ ns/packet with UDP checksums .*\n  # without UDP checksums .*RX path [0-9.]+ ns/packet`, out.String())
 }

@@ -123,8 +123,9 @@ type conn struct {
 	peerCID  uint32
 	peer     PeerAddr
 	addrs    wire.Addrs
-	hdrOff   int  // offset of the transport header in frames to the peer
-	announce bool // the ULP was told about the connection (EventEstablished, or Open)
+	tmpl     wire.FrameTemplate // addrs, prebuilt: every frame to the peer is built on it
+	hdrOff   int                // offset of the transport header in frames to the peer
+	announce bool               // the ULP was told about the connection (EventEstablished, or Open)
 	handle   *Conn
 
 	tx [2]txWindow // by window-1

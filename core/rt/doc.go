@@ -21,7 +21,13 @@
 // bits that changes each time the slot is reused, so a packet for a closed
 // connection finds the slot but not the generation and is dropped as stale.
 // Every received frame is steered by its first word (wire.PeekCID) to a
-// slot index, then checked, before anything else is decoded.
+// slot index, then checked, before anything else is decoded. The frame that
+// carries nearly all traffic — IPv4, a reliable packet without extensions,
+// addressed to us, for a live connection — takes wire.DecodeFastIPv4 (fixed
+// offsets, the same checks and the same header as the general decoder)
+// instead; anything else, or anything wrong, falls back on the general
+// path, which decodes the frame again and counts what is wrong, so the
+// counters and the behaviour are those of the general path alone.
 //
 // Setup is a three-way exchange. Open sends ConnOpen (destination CID 0,
 // the initiator's CID in the source-CID extension, its receive BSNs in
@@ -121,9 +127,11 @@
 // # Who owns each mbuf
 //
 //   - Receive: RxBurst hands the endpoint each frame; the endpoint owns it
-//     while it decodes and processes it. The header and payload given to
-//     the deliver function alias it and are valid during the call only.
-//     The endpoint frees the burst to its cache when the burst is done.
+//     while it decodes and processes it (it first reads the headers of the
+//     whole burst, so their cache misses overlap). The header and payload
+//     given to the deliver function alias it (the header is the endpoint's
+//     own decoded copy) and are valid during the call only. The endpoint
+//     frees the burst to its cache when the burst is done.
 //   - Send: the payload is copied into a fresh mbuf (the retained frame),
 //     fully encoded. The retransmission engine owns it until the packet is
 //     acknowledged, abandoned, or its connection fails or is dropped by
@@ -133,7 +141,9 @@
 //     timestamps (with an incremental UDP checksum update). TxBurst takes
 //     that copy; frames the port refuses stay the endpoint's and go first
 //     on the next Poll. ACKs, NACKs and control packets are built in fresh
-//     mbufs and handed over the same way. (The copy per transmission is
+//     mbufs and handed over the same way. Every frame to the peer is built
+//     on the connection's wire.FrameTemplate (Ethernet, IP and UDP prebuilt
+//     once, checksums finished per frame). (The copy per transmission is
 //     the simple, correct choice; reference-counted mbufs would save it.)
 //   - Stop frees every retained and pending frame and flushes the cache;
 //     Close also releases the cache. The port stays the caller's.

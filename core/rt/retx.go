@@ -140,7 +140,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		e.cnt.own[cCAMFull]++
 		return 0, ErrCAMFull
 	}
-	n, err := wire.EncodeFrame(e.room(f), &c.addrs, hd, payload)
+	n, err := c.tmpl.Encode(e.room(f), hd, payload)
 	if err != nil {
 		e.retx.DeleteIndex(idx)
 		e.freeFrame(f)
@@ -238,7 +238,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		PSN:     x.psn,
 		Resync:  wire.ResyncBody{Code: code, OrigType: orig},
 	}
-	n, err := wire.EncodeFrame(e.room(f), &c.addrs, hd, nil)
+	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
 		e.freeFrame(f)

@@ -9,12 +9,25 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// receive processes one frame. The frame is freed by the caller once the
-// whole burst is done. A frame that does not parse, is not for us, or
-// names no live connection only bumps a counter.
+// receive processes one frame (Poll counts it in RxFrames). The frame is
+// freed by the caller once the whole burst is done. A frame that does not
+// parse, is not for us, or names no live connection only bumps a counter.
 func (e *Endpoint) receive(h mbuf.Handle) {
-	e.cnt.own[cRxFrames]++
 	b := e.pool.Data(h)
+	if e.fast4 {
+		// The common frame (IPv4, a reliable packet without extensions, to
+		// us, for a live connection) is decoded at fixed offsets. Anything
+		// else, or anything wrong, takes the general path below, which
+		// decodes again and counts what is wrong: the fast path changes
+		// nothing before it has the connection.
+		hd := &e.frame.Header
+		if payload, ok := wire.DecodeFastIPv4(b, e.localIP4, e.localPort, hd); ok {
+			if c := e.liveConn(hd.DestCID); c != nil {
+				e.onPacket(c, hd, payload)
+				return
+			}
+		}
+	}
 	l4, ok := wire.L4Offset(b)
 	if !ok {
 		e.cnt.own[cRxNotTransport]++
@@ -62,7 +75,7 @@ func (e *Endpoint) receive(h mbuf.Handle) {
 		e.onConnOpen(f)
 		return
 	}
-	e.onPacket(c, f)
+	e.onPacket(c, &f.Header, f.Payload)
 }
 
 // onConnOpen answers an initiator: a repeated ConnOpen gets the same
@@ -141,8 +154,7 @@ func (e *Endpoint) reject(f *wire.Frame, code wire.NackCode) {
 }
 
 // onPacket processes a decoded packet addressed to connection c.
-func (e *Endpoint) onPacket(c *conn, f *wire.Frame) {
-	hd := &f.Header
+func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
 	switch c.state {
 	case StateOpening:
 		switch hd.Type {
@@ -189,8 +201,13 @@ func (e *Endpoint) onPacket(c *conn, f *wire.Frame) {
 			return // the connection failed
 		}
 	default:
-		e.piggyback(c, hd)
-		e.onReliable(c, hd, f.Payload)
+		if hd.ReqEBSN != c.tx[0].bsn || hd.DataEBSN != c.tx[1].bsn {
+			e.piggyback(c, hd) // else it acknowledges nothing new
+		}
+		e.onReliable(c, hd, payload)
+	}
+	if c.state == StateEstablished && !c.closeWanted && !c.peerClosing {
+		return // progressClose would do nothing
 	}
 	e.progressClose(c)
 }
@@ -225,6 +242,9 @@ func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
 	total := 0
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	for k := range 2 {
+		if ebsn[k] == c.tx[k].bsn {
+			continue // acknowledges nothing new (ack would change nothing)
+		}
 		newly, res := c.tx[k].ack(ebsn[k], nil, e.acked[:0])
 		switch res {
 		case ackStale:

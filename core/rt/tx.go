@@ -245,7 +245,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 			hd.Ack.DataBitmap = c.rx[1].got.wireBits()
 		}
 	}
-	n, err := wire.EncodeFrame(e.room(f), &c.addrs, hd, nil)
+	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
 		e.freeFrame(f)
@@ -291,7 +291,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.DestCID = c.peerCID
 		hd.TxEcho = c.peerTx
 	}
-	n, err := wire.EncodeFrame(e.room(f), &c.addrs, hd, nil)
+	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
 		e.freeFrame(f)

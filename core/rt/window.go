@@ -44,6 +44,10 @@ func (w *rxWindow) classify(psn uint32) (rxClass, uint32) {
 // when it is the base, advances bsn past every received PSN. It returns how
 // far bsn moved.
 func (w *rxWindow) accept(off uint32) uint32 {
+	if off == 0 && w.got.empty() {
+		w.bsn++ // the in-order packet with nothing received past it
+		return 1
+	}
 	w.got.set(off)
 	if off != 0 {
 		return 0

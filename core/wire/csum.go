@@ -1,54 +1,86 @@
 package wire
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // The Internet checksum (RFC 1071) is a one's-complement sum of 16-bit
 // big-endian words. One's-complement addition is associative and
-// byte-order consistent, so summing 64-bit big-endian words with
-// end-around carry and folding at the end gives the same 16-bit result at
-// a quarter of the loop trips.
+// commutative, and it commutes with swapping the two bytes of every word
+// (RFC 1071 §2(B)): so the sum is taken over 64-bit little-endian words
+// (native loads on amd64 and arm64, no byte swap per word) with end-around
+// carry, folded to 16 bits at the end and swapped once into network order.
+// A frame's checksum is then a chain of add-with-carry instructions, eight
+// per 64 bytes.
+
+var le = binary.LittleEndian
 
 // csumAdd adds b to the running sum. Every chunk but the last must have an
-// even length, so that words stay aligned across chunks.
+// even length, so that bytes keep their place in the 16-bit words across
+// chunks.
 func csumAdd(sum uint64, b []byte) uint64 {
-	var carry uint64
-	for len(b) >= 32 {
-		sum, carry = bits.Add64(sum, be.Uint64(b[0:]), carry)
-		sum, carry = bits.Add64(sum, be.Uint64(b[8:]), carry)
-		sum, carry = bits.Add64(sum, be.Uint64(b[16:]), carry)
-		sum, carry = bits.Add64(sum, be.Uint64(b[24:]), carry)
+	var c uint64
+	for len(b) >= 64 {
+		w := b[:64]
+		sum, c = bits.Add64(sum, le.Uint64(w[0:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[8:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[16:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[24:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[32:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[40:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[48:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[56:]), c)
+		b = b[64:]
+	}
+	if len(b) >= 32 {
+		w := b[:32]
+		sum, c = bits.Add64(sum, le.Uint64(w[0:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[8:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[16:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[24:]), c)
 		b = b[32:]
 	}
-	for len(b) >= 8 {
-		sum, carry = bits.Add64(sum, be.Uint64(b), carry)
+	if len(b) >= 16 {
+		w := b[:16]
+		sum, c = bits.Add64(sum, le.Uint64(w[0:]), c)
+		sum, c = bits.Add64(sum, le.Uint64(w[8:]), c)
+		b = b[16:]
+	}
+	if len(b) >= 8 {
+		sum, c = bits.Add64(sum, le.Uint64(b), c)
 		b = b[8:]
 	}
+	// The last 0–7 bytes, each at its place in a little-endian word.
+	var tail uint64
 	if len(b) >= 4 {
-		sum, carry = bits.Add64(sum, uint64(be.Uint32(b)), carry)
+		tail = uint64(le.Uint32(b))
 		b = b[4:]
 	}
 	if len(b) >= 2 {
-		sum, carry = bits.Add64(sum, uint64(be.Uint16(b)), carry)
+		tail |= uint64(le.Uint16(b)) << 32
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		sum, carry = bits.Add64(sum, uint64(b[0])<<8, carry)
+		tail |= uint64(b[0]) << 48
 	}
-	sum, carry = bits.Add64(sum, carry, 0)
-	return sum + carry // cannot carry again: sum is at most 2^64-2 here
+	sum, c = bits.Add64(sum, tail, c)
+	return sum + c // cannot carry again: sum is at most 2^64-2 here
 }
 
-// csumFold folds a running sum to 16 bits (not complemented).
+// csumFold folds a running sum to the 16-bit one's-complement sum (not
+// complemented), in network byte order.
 func csumFold(sum uint64) uint16 {
-	sum = sum>>32 + sum&0xffffffff
-	sum = sum>>32 + sum&0xffffffff
-	sum = sum>>16 + sum&0xffff
-	sum = sum>>16 + sum&0xffff
-	return uint16(sum)
+	s := sum>>32 + sum&0xffffffff // ≤ 33 bits
+	s = s>>32 + s&0xffffffff      // ≤ 32 bits
+	s = s>>16 + s&0xffff          // ≤ 17 bits
+	s = s>>16 + s&0xffff
+	return bits.ReverseBytes16(uint16(s))
 }
 
 // pseudoSum is the UDP pseudo-header sum: addresses from the IP header,
-// protocol 17 and the UDP length.
+// protocol 17 and the UDP length, as big-endian words in the running sum's
+// (little-endian) order.
 func pseudoSum(ip []byte, v6 bool, udpLen int) uint64 {
 	var sum uint64
 	if v6 {
@@ -56,7 +88,7 @@ func pseudoSum(ip []byte, v6 bool, udpLen int) uint64 {
 	} else {
 		sum = csumAdd(0, ip[12:20])
 	}
-	sum, carry := bits.Add64(sum, 17+uint64(udpLen), 0)
+	sum, carry := bits.Add64(sum, uint64(bits.ReverseBytes16(ProtocolUDP))+uint64(bits.ReverseBytes16(uint16(udpLen))), 0)
 	return sum + carry
 }
 

@@ -342,25 +342,8 @@ func (h *Header) Decode(b []byte) (int, error) {
 	if (flags&FlagHasExtension != 0) != (extLen != 0) {
 		return 0, ErrExtension
 	}
-	rp := b[offRetryPhase]
-	*h = Header{
-		Version:    Version,
-		DestCID:    w0 & MaxCID,
-		Type:       t,
-		Flags:      flags,
-		Retry:      rp >> 4,
-		Phase:      Phase(rp>>2) & 3,
-		PSN:        be.Uint32(b[offPSN:]),
-		RSN:        be.Uint32(b[offRSN:]),
-		SSN:        be.Uint32(b[offSSN:]),
-		ReqEBSN:    be.Uint32(b[offReqEBSN:]),
-		DataEBSN:   be.Uint32(b[offDataEBSN:]),
-		TxTime:     be.Uint32(b[offTxTime:]),
-		TxEcho:     be.Uint32(b[offTxEcho:]),
-		ReqLen:     be.Uint32(b[offReqLen:]),
-		Offset:     be.Uint32(b[offOffset:]),
-		PayloadLen: be.Uint16(b[offPayloadLen:]),
-	}
+	h.setBase(b, w0, t, flags, be.Uint16(b[offPayloadLen:]))
+	h.clearBodies()
 	bl := bodyLen(t)
 	n := BaseHeaderLen + bl + extLen
 	if len(b) < n {
@@ -409,6 +392,41 @@ func (h *Header) Decode(b []byte) (int, error) {
 		return 0, ErrLength
 	}
 	return n, nil
+}
+
+// setBase fills the base header's fields from b (BaseHeaderLen bytes) given
+// its first word, type, flags and payload length, which the caller read and
+// checked. Field by field: a composite literal assigned through h is built
+// on the stack and copied, and the copy's wide loads stall on the narrow
+// stores that built it.
+func (h *Header) setBase(b []byte, w0 uint32, t Type, flags Flags, payloadLen uint16) {
+	b = b[:BaseHeaderLen]
+	rp := b[offRetryPhase]
+	h.Version = Version
+	h.DestCID = w0 & MaxCID
+	h.Type = t
+	h.Flags = flags
+	h.Retry = rp >> 4
+	h.Phase = Phase(rp>>2) & 3
+	h.PSN = be.Uint32(b[offPSN:])
+	h.RSN = be.Uint32(b[offRSN:])
+	h.SSN = be.Uint32(b[offSSN:])
+	h.ReqEBSN = be.Uint32(b[offReqEBSN:])
+	h.DataEBSN = be.Uint32(b[offDataEBSN:])
+	h.TxTime = be.Uint32(b[offTxTime:])
+	h.TxEcho = be.Uint32(b[offTxEcho:])
+	h.ReqLen = be.Uint32(b[offReqLen:])
+	h.Offset = be.Uint32(b[offOffset:])
+	h.PayloadLen = payloadLen
+}
+
+// clearBodies zeroes the bodies and extensions, one statement each (a
+// tuple assignment goes through temporaries).
+func (h *Header) clearBodies() {
+	h.Ack = AckBody{}
+	h.Nack = NackBody{}
+	h.Resync = ResyncBody{}
+	h.Ext = Ext{}
 }
 
 // String renders the header on one line for logs and `peregrine decode`.
