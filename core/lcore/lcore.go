@@ -41,8 +41,10 @@ type IdleMode int
 const (
 	// IdleBusy keeps polling: lowest latency, one CPU fully used.
 	IdleBusy IdleMode = iota
-	// IdleYield calls runtime.Gosched every idle iteration, letting other
-	// goroutines run; the thread still spins when there are none.
+	// IdleYield yields the CPU to the OS scheduler (sched_yield) every idle
+	// iteration, and to Go's (runtime.Gosched) every 16th, so other
+	// processes, the kernel's work and other goroutines can run; the
+	// thread still spins when nothing else wants the CPU.
 	IdleYield
 	// IdleSleep sleeps between idle iterations, doubling the sleep from
 	// IdlePolicy.SleepMin up to SleepMax; any work resets it.
@@ -123,7 +125,7 @@ type Stats struct {
 	Polls     uint64 // iterations: each polls every stage once
 	IdlePolls uint64 // iterations in which no stage reported work
 	Work      uint64 // sum of the work the stages reported
-	Yields    uint64 // runtime.Gosched calls (IdleYield)
+	Yields    uint64 // idle yields (IdleYield)
 	Sleeps    uint64 // sleeps (IdleSleep)
 }
 
@@ -466,11 +468,26 @@ func (l *Loop) iterate() int {
 	return work
 }
 
+// goschedEvery is how often an IdleYield loop lets Go's scheduler run other
+// goroutines instead of only yielding the CPU to the OS.
+const goschedEvery = 16
+
 func (l *Loop) backOff() {
 	switch l.idle.Mode {
 	case IdleYield:
 		l.count.Yields++
-		runtime.Gosched()
+		// The OS-level yield lets other processes' poll loops and the
+		// kernel's own work (veth, XDP) run on this CPU without giving up
+		// the thread. runtime.Gosched on a locked thread hands the thread
+		// off and wakes it again through futexes — most of an idle
+		// AF_XDP middlebox's time went there. Every gosched-th idle
+		// iteration still calls it, so the process's other goroutines get
+		// a P when every P runs a loop.
+		if l.count.Yields%goschedEvery == 0 {
+			runtime.Gosched()
+		} else {
+			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
 	case IdleSleep:
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
