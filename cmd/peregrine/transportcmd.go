@@ -264,6 +264,14 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.duration > 0 {
 		deadline = time.After(cfg.duration)
 	}
+	// With --count the run ends when the last operation completes, not at
+	// the next whole second.
+	var countDone <-chan time.Time
+	if load != nil && cfg.count > 0 {
+		check := time.NewTicker(5 * time.Millisecond)
+		defer check.Stop()
+		countDone = check.C
+	}
 	var last txnload.Stats
 	lastT := time.Duration(0)
 	interrupted := false
@@ -285,7 +293,8 @@ wait:
 						now.Seconds(), ep.Stats().RequestsDelivered, ep.Stats().BytesPlaced, ep.Stats().BytesServed, ts.TxRetransmit, pool.InUse())
 				}
 			}
-			if load != nil && cfg.count > 0 && load.Stats().Completed+load.Stats().Failed >= cfg.count {
+		case <-countDone:
+			if s := load.Stats(); s.Completed+s.Failed >= cfg.count {
 				break wait
 			}
 		case <-deadline:
