@@ -133,9 +133,13 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return joinStop(err, s)
 	}
+	// The ports' own drops (a receive ring the kernel found full) happen
+	// before the fabric sees a frame: read them while the ports are open.
+	pa, pb := s.ports[0].Stats(), s.ports[1].Stats()
 	stopErr := s.stop()
 	st := fab.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  A→B %s\n  B→A %s\n", elapsed.Seconds(), dirTotals(st.AtoB), dirTotals(st.BtoA))
+	fmt.Fprintf(out, "  port A dropped on receive %d, port B dropped on receive %d\n", pa.RxDropped, pb.RxDropped)
 	return stopErr
 }
 

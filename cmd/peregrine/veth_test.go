@@ -116,8 +116,13 @@ func TestFabricMiddleboxOverVeth(t *testing.T) {
 	require.NoError(t, err, rxOut.String())
 	_, err = fmt.Sscanf(grepLine(t, fabOut.String(), "A→B received"), "  A→B received %d sent %d | lost random %d", &inFab, &outFab, &lost)
 	require.NoError(t, err, fabOut.String())
-	require.Equal(t, count, inFab, "the fabric saw every frame gen sent")
-	require.Equal(t, count, received+lost, "received %d + lost %d\n%s\n%s", received, lost, rxOut.String(), fabOut.String())
+	var dropA, dropB int
+	_, err = fmt.Sscanf(grepLine(t, fabOut.String(), "port A dropped"), "  port A dropped on receive %d, port B dropped on receive %d", &dropA, &dropB)
+	require.NoError(t, err, fabOut.String())
+	// A loaded machine may starve the fabric's loop until its receive
+	// ring overflows; the port counts those, so the books still balance.
+	require.Equal(t, count, inFab+dropA, "the fabric saw, or its port counted dropping, every frame gen sent")
+	require.Equal(t, count, received+lost+dropA, "received %d + lost %d + dropped at the fabric's port %d\n%s\n%s", received, lost, dropA, rxOut.String(), fabOut.String())
 	require.InDelta(t, count/10, lost, count/20, "about 10 %% lost")
 }
 
