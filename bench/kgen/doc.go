@@ -8,7 +8,12 @@
 // ndo_xdp_xmit, so no socket, copy or ring of ours is involved and the
 // generator outpaces any AF_XDP or AF_PACKET sender. Its loop makes one raw
 // bpf(2) call per batch and allocates nothing, so it does not disturb heap
-// allocation counts taken while it runs.
+// allocation counts taken while it runs. While it runs, the program is also
+// attached (generic mode) to the generator namespace's loopback interface,
+// where it sees no frame: that keeps it installed in the kernel's XDP
+// dispatcher, so a call does not install and remove it, each time waiting
+// for an RCU grace period with the generator's CPU idle — a wait whose
+// length, and so the offered load, depended on the device under test.
 //
 // The sinks (AttachDrop, AttachSink) are native XDP programs that drop every
 // frame at the receiving interface; AttachSink also counts them in a per-CPU

@@ -35,9 +35,7 @@ type GeneratorOptions struct {
 type Generator struct {
 	opts     GeneratorOptions
 	cache    *mbuf.Cache
-	src, dst [6]byte
-	srcIP    [4]byte
-	dstIP    [4]byte
+	hdr      headerTemplate
 	flowSeq  []uint64
 	flow     int
 	sizeIdx  int
@@ -77,10 +75,8 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 		burst:   make([]mbuf.Handle, opts.Burst),
 		pending: make([]mbuf.Handle, 0, opts.Burst),
 	}
-	g.src = macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1})
-	g.dst = macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2})
-	g.srcIP = DefaultSrcIP.As4()
-	g.dstIP = DefaultDstIP.As4()
+	g.hdr = newHeaderTemplate(macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1}), macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2}),
+		DefaultSrcIP.As4(), DefaultDstIP.As4())
 	return g, nil
 }
 
@@ -99,7 +95,7 @@ func (g *Generator) Name() string { return "gen" }
 // losing frames.
 func (g *Generator) Poll(now clock.Time) int {
 	if len(g.pending) > 0 {
-		n := g.send(g.pending)
+		n := g.send(g.pending, g.lengths(g.pending))
 		g.pending = g.pending[:copy(g.pending, g.pending[n:])]
 		if len(g.pending) > 0 {
 			return n
@@ -125,21 +121,28 @@ func (g *Generator) Poll(now clock.Time) int {
 		g.noBuf.Add(1)
 	}
 	bufs = bufs[:n]
+	var total uint64
 	for _, h := range bufs {
-		g.build(h, now)
+		total += uint64(g.build(h, now))
 	}
-	sent := g.send(bufs)
+	sent := g.send(bufs, total)
 	g.pending = append(g.pending, bufs[sent:]...)
 	return n
 }
 
-// send transmits bufs and counts what the port took. Lengths are summed
-// before TxBurst: once the port owns a frame its metadata is not ours to read.
-func (g *Generator) send(bufs []mbuf.Handle) int {
+// lengths sums the frames' lengths.
+func (g *Generator) lengths(bufs []mbuf.Handle) uint64 {
 	var total uint64
 	for _, h := range bufs {
 		total += uint64(g.opts.Pool.Meta(h).DataLen)
 	}
+	return total
+}
+
+// send transmits bufs, whose lengths sum to total, and counts what the port
+// took. The total comes from before TxBurst: once the port owns a frame its
+// metadata is not ours to read.
+func (g *Generator) send(bufs []mbuf.Handle, total uint64) int {
 	n := g.opts.Port.TxBurst(g.opts.Queue, bufs)
 	if n == 0 {
 		return 0
@@ -167,7 +170,8 @@ func (g *Generator) allowance(now clock.Time, want int) int {
 	return min(n, want)
 }
 
-func (g *Generator) build(h mbuf.Handle, now clock.Time) {
+// build writes the next frame into h and returns its length.
+func (g *Generator) build(h mbuf.Handle, now clock.Time) int {
 	size := int(g.opts.Sizes.pattern[g.sizeIdx])
 	g.sizeIdx++
 	if g.sizeIdx == len(g.opts.Sizes.pattern) {
@@ -179,11 +183,11 @@ func (g *Generator) build(h mbuf.Handle, now clock.Time) {
 	if g.flow == g.opts.Flows {
 		g.flow = 0
 	}
-	writeHeaders(frame, g.src, g.dst, g.srcIP, g.dstIP, uint16(BaseSrcPort+flow))
+	g.hdr.write(frame, uint16(BaseSrcPort+flow))
 	writeStamp(frame, g.flowSeq[flow], int64(now))
 	g.flowSeq[flow]++
-	m := g.opts.Pool.Meta(h)
-	m.FlowHash = uint32(flow)
+	g.opts.Pool.Meta(h).FlowHash = uint32(flow)
+	return size
 }
 
 // StopSending makes the generator stop building new frames; frames already

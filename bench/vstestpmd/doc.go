@@ -32,13 +32,40 @@
 // get the two settings DPDK's PMDs apply by default (afxdp busy_poll=64 as
 // net_af_xdp's busy_budget, afpacket qdisc_bypass=1 as net_af_packet's),
 // and the pool is sized to what the ports hold (8192 frames for one port,
-// 16384 for two). An afxdp port stocks its fill ring from, and frees
-// completed frames to, the loop's cache (UseCaches).
+// 16384 for two). The ports use the loop's mbuf cache (UseCaches): an afxdp
+// port stocks its fill ring from it and frees completed frames to it, an
+// afpacket port allocates received mbufs from it and frees transmitted ones
+// to it, so frames cycle through one LIFO stack on the forwarding CPU.
+//
+// Once built, the topology's fwd-side interfaces get GRO turned off and on
+// again: netns turns it on before the links are up, which on this kernel
+// leaves the gen end unable to redirect into fwd's until an XDP program has
+// been attached there once, so the AF_PACKET comparisons received nothing
+// unless an AF_XDP comparison ran before them.
 //
 // Each rate is packets over the time from starting forwarding to stopping
 // it (testpmd: from sending "start" to sending "stop"). Comparisons run as
 // alternating rounds (peregrine, testpmd, peregrine, testpmd, …) and the
 // ratio is of the medians, because the machine is shared and noisy.
+//
+// Each measurement also records how long the generator's and the device
+// under test's pinned threads (peregrine's loop and kgen's thread, or
+// testpmd's rte-worker-1 and kgen's) waited for their CPUs while runnable
+// (/proc/PID/task/TID/schedstat): time other processes took from them.
+// It is printed with each round ("CPU taken by others"), and a round in
+// which it exceeded 5 % on either side is measured again, both sides, up
+// to twice (unless Options.KeepDisturbed), so that a compile job landing
+// on CPU 1 for a few seconds does not decide a ratio.
+//
+// # Profiling and tuning
+//
+// With PEREGRINE_VS_PROFILE=DIR (ProfileEnv) every measurement window is
+// recorded: `perf record -g` of the device-under-test CPU and `perf stat`
+// counts of the socket syscalls made on it, for both sides, and a Go CPU
+// profile of peregrine's. TestPeregrineAB (ab_perf_test.go, run with
+// PEREGRINE_VS_AB=ROW:SIZE:ROUNDS:DURATION:VARIANT|...) measures one
+// comparison under several driver settings in alternating rounds, testpmd
+// optionally among them; it is how the drivers' defaults were chosen.
 //
 // Heap allocations are counted process-wide (runtime.MemStats.Mallocs)
 // while peregrine's loop forwards, and divided by the packets it moved; the

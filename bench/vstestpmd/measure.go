@@ -18,7 +18,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd"
 	_ "github.com/peregrine-net/peregrine/pmd/afpacket" // registers afpacket:
-	_ "github.com/peregrine-net/peregrine/pmd/afxdp"    // registers afxdp:
+	"github.com/peregrine-net/peregrine/pmd/afxdp"      // registers afxdp:
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
@@ -49,6 +49,15 @@ type bench struct {
 	topo *netns.Topology3
 	sink *kgen.Sink
 	dur  time.Duration
+	// prof records measurement windows when ProfileEnv is set; window
+	// names the current measurement's files.
+	prof   profiler
+	window string
+	// params, when it has the driver, replaces driverParams[driver] (A/B
+	// experiments of driver settings; the report never sets it).
+	params map[string]string
+	// ownCaches leaves the ports on their own caches (A/B experiments).
+	ownCaches bool
 }
 
 // result is one measurement of one side.
@@ -60,6 +69,27 @@ type result struct {
 	// created meanwhile (each costs it a few allocations).
 	allocs, windowPkts uint64
 	newThreads         int
+	// genStolen and dutStolen are the shares of the window the pinned
+	// generator and device-under-test threads waited for their CPUs while
+	// other work ran there (see stealMeter).
+	genStolen, dutStolen float64
+}
+
+// disturbed reports whether other work took more than maxStolen of either
+// pinned thread's CPU.
+func (r result) disturbed() bool { return max(r.genStolen, r.dutStolen) > maxStolen }
+
+// stealDetail formats the stolen shares for a round's detail.
+func (r result) stealDetail() string {
+	return fmt.Sprintf("; CPU taken by others: gen %.1f%%, dut %.1f%%", 100*r.genStolen, 100*r.dutStolen)
+}
+
+// driverParams returns the parameters peregrine's ports of driver get.
+func (b *bench) driverParams(driver string) string {
+	if p, ok := b.params[driver]; ok {
+		return p
+	}
+	return driverParams[driver]
 }
 
 // startGen floods gen → fwd with size-byte UDP frames addressed to the fwd
@@ -86,8 +116,10 @@ func genSent(gen *kgen.Gen) uint64 {
 // needsGen reports whether mode's traffic comes from the generator.
 func needsGen(mode string) bool { return mode != "txonly" }
 
-// cacheUser is implemented by ports (afxdp) that can stock their fill ring
-// from, and free completed frames to, a cache the caller's loop owns.
+// cacheUser is implemented by ports that can take frames from, and free
+// frames to, a cache the caller's loop owns: afxdp stocks its fill ring
+// from it and frees completed frames to it, afpacket allocates received
+// mbufs from it and frees transmitted ones to it.
 type cacheUser interface {
 	UseCaches(queue int, rx, tx *mbuf.Cache) error
 }
@@ -106,7 +138,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	// frees completed frames to it, so frames cycle through one LIFO
 	// cache on the forwarding CPU, as through a DPDK lcore's mempool cache.
 	loopCache := pool.NewCache()
-	var loop *lcore.Loop
+	var loop *lcore.Loop // set while the loop runs: stopped on early returns
 	defer func() {
 		if loop != nil {
 			loop.Stop()
@@ -119,13 +151,13 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		err = errors.Join(err, pool.CheckLeaks(), pool.Close())
 	}()
 	open := func(ifname string, rx, tx *mbuf.Cache) (port.Port, error) {
-		spec := fmt.Sprintf("%s:%s?netns=%s", c.driver, ifname, b.topo.Fwd.Name) + driverParams[c.driver]
+		spec := fmt.Sprintf("%s:%s?netns=%s", c.driver, ifname, b.topo.Fwd.Name) + b.driverParams(c.driver)
 		p, err := pmd.Open(env, spec)
 		if err != nil {
 			return nil, err
 		}
 		ports = append(ports, p)
-		if cu, ok := p.(cacheUser); ok {
+		if cu, ok := p.(cacheUser); ok && !b.ownCaches {
 			if err := cu.UseCaches(0, rx, tx); err != nil {
 				return nil, err
 			}
@@ -150,7 +182,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		moved = func() uint64 { return f.Stats().Rx }
 		ownCount = func() string {
 			st := in.Stats()
-			return fmt.Sprintf("port rx %d, kernel dropped %d (fill ring empty %d)", st.RxPackets, st.RxDropped, st.RxNoBuf)
+			return fmt.Sprintf("port rx %d, kernel dropped %d (fill ring empty %d)%s", st.RxPackets, st.RxDropped, st.RxNoBuf, xskDetail(in))
 		}
 	case "txonly":
 		out, err := open(b.topo.FwdSinkIf, nil, loopCache)
@@ -189,12 +221,12 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		moved = func() uint64 { return there.Stats().Rx + back.Stats().Rx }
 		ownCount = func() string {
 			st := there.Stats()
-			return fmt.Sprintf("forwarded rx %d tx %d refused %d, kernel dropped at rx %d", st.Rx, st.Tx, st.Dropped, in.Stats().RxDropped)
+			return fmt.Sprintf("forwarded rx %d tx %d refused %d, kernel dropped at rx %d%s", st.Rx, st.Tx, st.Dropped, in.Stats().RxDropped, xskDetail(in))
 		}
 	default:
 		return result{}, fmt.Errorf("vstestpmd: unknown mode %q", c.mode)
 	}
-	loop, err = lcore.New(lcore.Options{Name: "vs-testpmd", CPU: dutCPU, Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages})
+	newLoop, err := lcore.New(lcore.Options{Name: "vs-testpmd", CPU: dutCPU, Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages})
 	if err != nil {
 		return result{}, err
 	}
@@ -216,11 +248,16 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	}
 	var ms0, ms1 runtime.MemStats
 	offered0 := genSent(gen)
+	prof, perr := b.prof.start(b.window, true)
+	if perr != nil {
+		return result{}, perr
+	}
+	defer func() { err = errors.Join(err, prof.stop()) }() // on early returns
 	started := time.Now()
-	if err := loop.Start(); err != nil {
-		loop = nil // never started: nothing to stop
+	if err := newLoop.Start(); err != nil {
 		return result{}, err
 	}
+	loop = newLoop
 	// Allocations are counted inside the forwarding window only, after a
 	// warm-up: starting and stopping the loop allocate, and so does the Go
 	// runtime while it creates the threads it needs once the loop and the
@@ -232,6 +269,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		return result{}, err
 	}
 	th0 := threads()
+	steal := startSteal(os.Getpid())
 	runtime.ReadMemStats(&ms0)
 	moved0 := moved()
 	if err := sleepUntil(ctx, started.Add(b.dur)); err != nil {
@@ -239,9 +277,14 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	}
 	moved1 := moved()
 	runtime.ReadMemStats(&ms1)
+	res.genStolen, res.dutStolen = steal.stop()
 	res.newThreads = max(threads()-th0, 0)
 	loop.Stop()
 	elapsed := time.Since(started)
+	if perr := prof.stop(); perr != nil {
+		return result{}, perr
+	}
+	prof = nil
 	offered := genSent(gen) - offered0
 	err = loop.Wait()
 	polls := loop.Stats()
@@ -270,6 +313,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	if gen != nil {
 		res.detail += fmt.Sprintf("; generated %d", offered)
 	}
+	res.detail += res.stealDetail()
 	if c.mode != "rxonly" {
 		res.detail = fmt.Sprintf("sink %s", res.detail)
 	}
@@ -302,13 +346,20 @@ func (b *bench) testpmd(ctx context.Context, c comparison, size int) (res result
 	var gen *kgen.Gen
 	var sink0, sink1, offered0, offered1 uint64
 	var sinkErr error
+	var prof *window
+	var steal *stealMeter
 	opts.BeforeStart = func() {
 		var e error
+		prof, e = b.prof.start(b.window, false)
+		sinkErr = errors.Join(sinkErr, e)
+		steal = startSteal(append(testpmdPids(), os.Getpid())...)
 		sink0, e = b.sink.Count()
 		sinkErr = errors.Join(sinkErr, e)
 		offered0 = genSent(gen)
 	}
 	opts.AfterStop = func() {
+		res.genStolen, res.dutStolen = steal.stop()
+		sinkErr = errors.Join(sinkErr, prof.stop())
 		offered1 = genSent(gen)
 		var e error
 		sink1, e = b.sink.Count()
@@ -352,6 +403,7 @@ func (b *bench) testpmd(ctx context.Context, c comparison, size int) (res result
 	if gen != nil {
 		res.detail += fmt.Sprintf("; generated %d", offered1-offered0)
 	}
+	res.detail += res.stealDetail()
 	if c.mode != "rxonly" {
 		res.detail = "sink " + res.detail
 	}
@@ -359,6 +411,23 @@ func (b *bench) testpmd(ctx context.Context, c comparison, size int) (res result
 		return result{}, fmt.Errorf("vstestpmd: testpmd moved no packets (%s)\n%s", res.detail, tp.Output)
 	}
 	return res, nil
+}
+
+// xskDetail spells out an afxdp port's socket counters, or "" for other
+// ports: why the kernel dropped frames tells a slow consumer (RX ring full)
+// from a starved fill ring.
+func xskDetail(p port.Port) string {
+	ks, ok := p.(interface{ KernelStats() []afxdp.KernelStats })
+	if !ok {
+		return ""
+	}
+	var k afxdp.KernelStats
+	for _, q := range ks.KernelStats() {
+		k.RxDropped += q.RxDropped
+		k.RxRingFull += q.RxRingFull
+		k.RxFillRingEmptyDescs += q.RxFillRingEmptyDescs
+	}
+	return fmt.Sprintf(" (xsk: rx_dropped %d rx_ring_full %d fill_ring_empty %d)", k.RxDropped, k.RxRingFull, k.RxFillRingEmptyDescs)
 }
 
 // clearLeftoverXDP removes an XDP program left on ifname in ns and reports

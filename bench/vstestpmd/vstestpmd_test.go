@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestOptionsAreValidated(t *testing.T) {
@@ -61,7 +63,7 @@ func TestRunQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	pass, fail, err := Run(ctx, Options{Out: &out, Rounds: 1, Duration: 200 * time.Millisecond, Sizes: []int{64}})
+	pass, fail, err := Run(ctx, Options{Out: &out, Rounds: 1, Duration: 200 * time.Millisecond, Sizes: []int{64}, KeepDisturbed: true})
 	t.Log("\n" + out.String())
 	require.NoError(t, err)
 
@@ -81,4 +83,46 @@ func TestRunQuick(t *testing.T) {
 	require.Regexp(t, summaryLine, last, "the summary is the last line")
 	require.Equal(t, len(ratios), pass+fail)
 	require.Contains(t, last, fmt.Sprintf("pass=%d fail=%d", pass, fail))
+}
+
+// TestStealMeterFindsPinnedThreads: a thread pinned to the device under
+// test's CPU is found, and the share of the window it waited for the CPU
+// is a fraction.
+func TestStealMeterFindsPinnedThreads(t *testing.T) {
+	if runtime.NumCPU() <= dutCPU {
+		t.Skipf("needs CPU %d", dutCPU)
+	}
+	pinned := make(chan struct{})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		var set unix.CPUSet
+		set.Set(dutCPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			close(pinned)
+			return
+		}
+		close(pinned)
+		<-stop
+	}()
+	<-pinned
+	m := startSteal(os.Getpid())
+	var dutThreads int
+	for _, th := range m.threads {
+		if th.cpu == dutCPU {
+			dutThreads++
+		}
+	}
+	require.Positive(t, dutThreads, "the pinned thread is found")
+	_, dut := m.stop()
+	require.GreaterOrEqual(t, dut, 0.0)
+	require.LessOrEqual(t, dut, 1.0)
+	close(stop)
+	<-done
+
+	require.False(t, result{genStolen: 0.01, dutStolen: maxStolen}.disturbed())
+	require.True(t, result{dutStolen: maxStolen + 0.01}.disturbed())
+	require.True(t, result{genStolen: 0.5}.disturbed())
 }

@@ -123,25 +123,9 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	if err := s.open(cfg.ports); err != nil {
 		return joinStop(err, s)
 	}
-	var stages []lcore.Stage
-	for i, in := range s.ports {
-		outPort := s.ports[(i+1)%len(s.ports)]
-		queues := min(in.Info().Queues, outPort.Info().Queues)
-		for q := range queues {
-			if txonly {
-				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate})
-				if err != nil {
-					return joinStop(err, s)
-				}
-				stages = append(stages, g)
-				continue
-			}
-			f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: s.pool, Burst: cfg.burst, PeerMAC: peer})
-			if err != nil {
-				return joinStop(err, s)
-			}
-			stages = append(stages, f)
-		}
+	stages, err := fwdStages(s, cfg, cpus, mode, sizes, rate, peer)
+	if err != nil {
+		return joinStop(err, s)
 	}
 	if err := s.loops(cpus, idle, stages); err != nil {
 		return joinStop(fmt.Errorf("--lcores: %w", err), s)
@@ -165,6 +149,41 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", dropped)
 	}
 	return stopErr
+}
+
+// fwdStages builds a forwarding stage (a generator in txonly mode) for
+// every queue of every port of s, each given the cache of the loop it will
+// run on, and records the queue halves each drives.
+func fwdStages(s *session, cfg fwdConfig, cpus []int, mode fwd.Mode, sizes traffic.Sizes, rate float64, peer net.HardwareAddr) ([]lcore.Stage, error) {
+	txonly := cfg.mode == "txonly"
+	var stages []lcore.Stage
+	for i, in := range s.ports {
+		outPort := s.ports[(i+1)%len(s.ports)]
+		queues := min(in.Info().Queues, outPort.Info().Queues)
+		for q := range queues {
+			cache := s.stageCache(cpus, len(stages))
+			if txonly {
+				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Cache: cache})
+				if err != nil {
+					return nil, err
+				}
+				s.drives(cache, nil, 0, in, q)
+				stages = append(stages, g)
+				continue
+			}
+			f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: s.pool, Burst: cfg.burst, PeerMAC: peer, Cache: cache})
+			if err != nil {
+				return nil, err
+			}
+			if mode == fwd.ModeRxOnly {
+				s.drives(cache, in, q, nil, 0)
+			} else {
+				s.drives(cache, in, q, outPort, q)
+			}
+			stages = append(stages, f)
+		}
+	}
+	return stages, nil
 }
 
 func joinStop(err error, s *session) error {

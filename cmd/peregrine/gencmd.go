@@ -141,10 +141,12 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 			return joinStop(fmt.Errorf("--replay: %w", err), s)
 		}
 		src := s.ports[1]
-		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: s.pool, Burst: cfg.burst, OnFull: fwd.FullRetry})
+		cache := s.stageCache(cpus, 0)
+		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: s.pool, Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: cache})
 		if err != nil {
 			return joinStop(err, s)
 		}
+		s.drives(cache, src, 0, out0, 0)
 		stages = append(stages, f)
 		done = func() bool {
 			st := f.Stats()
@@ -153,10 +155,12 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	} else {
 		var gens []*traffic.Generator
 		for q := range out0.Info().Queues {
-			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
+			cache := s.stageCache(cpus, len(stages))
+			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count, Cache: cache})
 			if err != nil {
 				return joinStop(err, s)
 			}
+			s.drives(cache, nil, 0, out0, q)
 			gens = append(gens, g)
 			stages = append(stages, g)
 		}
@@ -213,10 +217,12 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	var sinks []*traffic.Sink
 	var stages []lcore.Stage
 	for q := range in.Info().Queues {
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
+		cache := s.stageCache(cpus, len(stages))
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Flows: cfg.flows, Latency: true, Cache: cache})
 		if err != nil {
 			return false, joinStop(err, s)
 		}
+		s.drives(cache, in, q, nil, 0)
 		sinks = append(sinks, sk)
 		stages = append(stages, sk)
 	}

@@ -17,11 +17,37 @@ import (
 
 // session holds what a tool subcommand opens: the pool, ports and poll
 // loops. close releases everything in reverse order and reports leaks.
+//
+// Each poll loop has one mbuf cache, which its stages allocate from and
+// free to (stageCache) and which the ports use for the queue halves those
+// stages drive (drives; afxdp and afpacket ports), so frames cycle through
+// one LIFO stack on each CPU, as through a DPDK lcore's mempool cache.
 type session struct {
 	pool  *mbuf.Pool
 	env   *pmd.Env
 	ports []port.Port
 	group lcore.Group
+	// caches[i] is loop i's cache (loops hands out stages round-robin),
+	// made on first use; halves records which cache each port queue's
+	// receive and transmit halves use. Both are the loops' from Start
+	// until they stop, then closed by stop.
+	caches []*mbuf.Cache
+	halves map[portQueue]*queueCaches
+}
+
+// portQueue names one queue of a port.
+type portQueue struct {
+	port  port.Port
+	queue int
+}
+
+// queueCaches are the caches of the loops driving a queue's halves.
+type queueCaches struct{ rx, tx *mbuf.Cache }
+
+// cacheUser is implemented by ports that can take frames from, and free
+// them to, the cache of the loop driving a queue half (afxdp, afpacket).
+type cacheUser interface {
+	UseCaches(queue int, rx, tx *mbuf.Cache) error
 }
 
 func newSession(frames, frameSize int) (*session, error) {
@@ -44,8 +70,51 @@ func (s *session) open(specs []string) error {
 	return nil
 }
 
-// loops builds one poll loop per CPU, handing out stages round-robin.
+// stageCache returns the mbuf cache of the loop that stage number i (its
+// index in the stages later given to loops with these cpus) will run on.
+func (s *session) stageCache(cpus []int, i int) *mbuf.Cache {
+	loop := i % len(cpus)
+	for len(s.caches) <= loop {
+		s.caches = append(s.caches, nil)
+	}
+	if s.caches[loop] == nil {
+		s.caches[loop] = s.pool.NewCache()
+	}
+	return s.caches[loop]
+}
+
+// drives records that a stage using cache receives on rxPort's queue rxQ
+// and sends on txPort's queue txQ (either port may be nil): loops makes
+// those queue halves use cache.
+func (s *session) drives(cache *mbuf.Cache, rxPort port.Port, rxQ int, txPort port.Port, txQ int) {
+	half := func(p port.Port, q int) *queueCaches {
+		if s.halves == nil {
+			s.halves = make(map[portQueue]*queueCaches)
+		}
+		k := portQueue{p, q}
+		if s.halves[k] == nil {
+			s.halves[k] = &queueCaches{}
+		}
+		return s.halves[k]
+	}
+	if rxPort != nil {
+		half(rxPort, rxQ).rx = cache
+	}
+	if txPort != nil {
+		half(txPort, txQ).tx = cache
+	}
+}
+
+// loops builds one poll loop per CPU, handing out stages round-robin, and
+// gives the ports the loops' caches recorded with drives.
 func (s *session) loops(cpus []int, idle lcore.IdleMode, stages []lcore.Stage) error {
+	for k, c := range s.halves {
+		if cu, ok := k.port.(cacheUser); ok {
+			if err := cu.UseCaches(k.queue, c.rx, c.tx); err != nil {
+				return err
+			}
+		}
+	}
 	per := make([][]lcore.Stage, len(cpus))
 	for i, st := range stages {
 		per[i%len(cpus)] = append(per[i%len(cpus)], st)
@@ -68,6 +137,14 @@ func (s *session) loops(cpus []int, idle lcore.IdleMode, stages []lcore.Stage) e
 func (s *session) stop() error {
 	s.group.StopAll()
 	err := s.group.WaitAll()
+	// The loops are done with their caches; the ports return what they
+	// hold through their own.
+	for _, c := range s.caches {
+		if c != nil {
+			c.Close()
+		}
+	}
+	s.caches = nil
 	for _, p := range s.ports {
 		err = errors.Join(err, p.Close())
 	}

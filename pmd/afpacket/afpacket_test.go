@@ -85,6 +85,7 @@ func TestOptionsValidation(t *testing.T) {
 		{afpacket.Options{Interface: "x", FrameSize: 3000}, "Options.FrameSize 3000"},
 		{afpacket.Options{Interface: "x", BlockTimeout: time.Microsecond}, "Options.BlockTimeout"},
 		{afpacket.Options{Interface: "x", Fanout: 9}, "Options.Fanout 9"},
+		{afpacket.Options{Interface: "x", TxSlots: -1}, "Options.TxSlots -1"},
 	}
 	for _, c := range cases {
 		_, err := afpacket.New(pool, c.opts)
@@ -262,6 +263,32 @@ func TestOversizeTxRejected(t *testing.T) {
 	require.Equal(t, uint64(2), st.TxPackets)
 	require.Equal(t, uint64(2), st.Errors)
 	require.Equal(t, want, receiveN(t, pool, rx, 0, 2))
+	require.Zero(t, pool.InUse())
+}
+
+// TestTxSlotsBoundTheBurst: a transmit ring of TxSlots slots takes at most
+// that many frames in one TxBurst; the caller keeps the rest and they go
+// with the next bursts.
+func TestTxSlotsBoundTheBurst(t *testing.T) {
+	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
+	pool := newPool(t, 1024)
+	// Two 2048-byte slots per 4 KiB block: 32 slots.
+	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64, TxSlots: 31})
+	defer tx.Close()
+	defer rx.Close()
+	hs := make([]mbuf.Handle, 64)
+	makeFrames(t, pool, hs, 100, topo.MACB, topo.MACA, 0)
+	want := make([][]byte, len(hs))
+	for i, h := range hs {
+		want[i] = bytes.Clone(pool.Data(h))
+	}
+	n := tx.TxBurst(0, hs)
+	require.Equal(t, 32, n, "31 slots round up to 16 blocks of 2")
+	for sent, tries := n, 0; sent < len(hs); tries++ {
+		require.Less(t, tries, 1<<16)
+		sent += tx.TxBurst(0, hs[sent:])
+	}
+	require.Equal(t, want, receiveN(t, pool, rx, 0, len(hs)))
 	require.Zero(t, pool.InUse())
 }
 

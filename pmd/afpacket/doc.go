@@ -25,17 +25,21 @@
 // rather sleep than spin on an idle port use Wait or WaitRx, which block in
 // poll(2) until a block is handed over.
 //
-// TX: TxBurst copies each mbuf into the next free slot of the transmit ring,
-// marks it for sending and frees the mbuf, then makes one non-blocking
-// sendto per burst to have the kernel send the marked slots. A full ring
-// ends the burst early.
+// TX: TxBurst copies each mbuf into the next free slot of the transmit ring
+// (Options.TxSlots slots, few enough to stay in the CPU cache), marks it
+// for sending and frees the mbuf, then makes one non-blocking sendto per
+// burst to have the kernel send the marked slots. A full ring ends the
+// burst early.
 //
 // # Ownership
 //
 // RxBurst hands the caller mbufs it now owns; nothing in the receive ring is
 // ever lent out. TxBurst owns the mbufs it accepted (it frees them at once,
-// after copying) and leaves the rest with the caller. A port holds no mbufs
-// between calls, so Close has none to return; it flushes the queues' caches,
-// unmaps the rings and closes the sockets. Close must not run while another
+// after copying) and leaves the rest with the caller. RxBurst allocates from,
+// and TxBurst frees to, the queue's caches: the port's own, or with
+// UseCaches the cache of the goroutine driving the queue, so that a
+// forwarder's frames cycle through one LIFO stack on its CPU. A port holds
+// no mbufs between calls, so Close has none to return; it flushes its own
+// caches, unmaps the rings and closes the sockets. Close must not run while another
 // goroutine is inside RxBurst or TxBurst of the same port.
 package afpacket

@@ -21,6 +21,8 @@ const (
 	MaxBlockCount       = 1 << 16
 	DefaultFrameSize    = 2048
 	MinFrameSize        = 128
+	DefaultTxSlots      = 256
+	MaxTxSlots          = 1 << 16
 	DefaultBlockTimeout = time.Millisecond
 )
 
@@ -77,6 +79,15 @@ type Options struct {
 	// nominal frame size): a multiple of 16 that divides BlockSize. A slot
 	// carries frames of up to FrameSize-48 bytes. Default 2048.
 	FrameSize int
+	// TxSlots is the number of transmit-ring slots, rounded up to whole
+	// blocks. TxBurst writes slots in ring order and the kernel frees them
+	// as it sends (over veth, before sendto returns), so the ring is the
+	// transmit copy's working set: 256 slots of 2 KiB (512 KiB) stay in a
+	// CPU's L2 cache, 1024 (the receive ring's size, used before) do not;
+	// measured forwarding 1518-byte frames over veth, 1024 slots moved
+	// 10-20 % fewer. A burst larger than the free slots is cut short.
+	// Default 256.
+	TxSlots int
 	// BlockTimeout is how long the kernel keeps filling a receive block
 	// before handing it over part-full, in whole milliseconds: the worst
 	// added latency at low rates. Default 1 ms.
@@ -91,6 +102,13 @@ type Options struct {
 	Fanout Fanout
 	// Clock stamps Meta.RxTime. nil → a real clock.
 	Clock clock.Clock
+}
+
+// txBlocks is the number of blocks of the transmit ring: TxSlots rounded
+// up to whole blocks.
+func (o *Options) txBlocks() int {
+	perBlock := o.BlockSize / o.FrameSize
+	return (o.TxSlots + perBlock - 1) / perBlock
 }
 
 func (o *Options) validate() error {
@@ -118,6 +136,9 @@ func (o *Options) validate() error {
 	if o.BlockTimeout == 0 {
 		o.BlockTimeout = DefaultBlockTimeout
 	}
+	if o.TxSlots == 0 {
+		o.TxSlots = DefaultTxSlots
+	}
 	if o.Queues < 1 || o.Queues > MaxQueues {
 		return fmt.Errorf("afpacket: Options.Queues %d is out of range (use 1..%d)", o.Queues, MaxQueues)
 	}
@@ -130,6 +151,9 @@ func (o *Options) validate() error {
 	}
 	if o.FrameSize < MinFrameSize || o.FrameSize%16 != 0 || o.FrameSize > o.BlockSize || o.BlockSize%o.FrameSize != 0 {
 		return fmt.Errorf("afpacket: Options.FrameSize %d must be a multiple of 16, at least %d, dividing BlockSize %d (use %d)", o.FrameSize, MinFrameSize, o.BlockSize, DefaultFrameSize)
+	}
+	if o.TxSlots < 1 || o.TxSlots > MaxTxSlots {
+		return fmt.Errorf("afpacket: Options.TxSlots %d is out of range (use 1..%d, e.g. %d)", o.TxSlots, MaxTxSlots, DefaultTxSlots)
 	}
 	if o.BlockTimeout < time.Millisecond || o.BlockTimeout%time.Millisecond != 0 || o.BlockTimeout > time.Minute {
 		return fmt.Errorf("afpacket: Options.BlockTimeout %v must be whole milliseconds in 1ms..1m (use 1ms)", o.BlockTimeout)

@@ -178,3 +178,58 @@ func BenchmarkIOForward(b *testing.B) {
 		})
 	}
 }
+
+// TestUseCachesCyclesFramesThroughCallerCache: with UseCaches, TxBurst frees
+// the mbufs it copied to the caller's cache and RxBurst allocates from it,
+// so a forwarder's frames come back LIFO: the frames received are the ones
+// just sent. The round trip allocates nothing.
+func TestUseCachesCyclesFramesThroughCallerCache(t *testing.T) {
+	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
+	pool := newPool(t, 1024)
+	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64})
+	defer tx.Close()
+	defer rx.Close()
+	cache := pool.NewCache()
+	defer cache.Close()
+	require.NoError(t, tx.UseCaches(0, nil, cache))
+	require.NoError(t, rx.UseCaches(0, cache, nil))
+	require.ErrorContains(t, rx.UseCaches(1, cache, nil), "out of range")
+
+	const burst = 32
+	out := make([]mbuf.Handle, burst)
+	in := make([]mbuf.Handle, burst)
+	sentSet := make(map[mbuf.Handle]bool, burst)
+	outside := 0
+	roundTrip := func() {
+		require.Equal(t, burst, cache.AllocBulk(out))
+		for i, h := range out {
+			pool.SetLen(h, benchFrameLen)
+			testFrame(pool.Data(h), topo.MACB, topo.MACA, uint32(i))
+			sentSet[h] = true
+		}
+		require.Equal(t, burst, tx.TxBurst(0, out))
+		for got, spins := 0, 0; got < burst && spins < 1<<26; spins++ {
+			n := rx.RxBurst(0, in)
+			for _, h := range in[:n] {
+				if !sentSet[h] {
+					outside++
+				}
+			}
+			cache.Free(in[:n])
+			got += n
+		}
+		clear(sentSet)
+	}
+	for range 10 {
+		roundTrip()
+	}
+	require.Zero(t, outside, "received frames that were not the ones just sent: the ports did not use the caller's cache")
+	require.Zero(t, testing.AllocsPerRun(100, roundTrip), "allocations per round trip with UseCaches")
+	require.Zero(t, outside)
+
+	// nil restores the port's own caches.
+	require.NoError(t, tx.UseCaches(0, nil, nil))
+	require.NoError(t, rx.UseCaches(0, nil, nil))
+	roundTrip()
+	require.Equal(t, burst, outside, "with their own caches the ports receive into other frames")
+}

@@ -185,14 +185,14 @@ func openRing(o *Options, ifindex int) (r ring, err error) {
 	}
 	tx := unix.TpacketReq3{
 		Block_size: uint32(o.BlockSize),
-		Block_nr:   uint32(o.BlockCount),
+		Block_nr:   uint32(o.txBlocks()),
 		Frame_size: uint32(o.FrameSize),
-		Frame_nr:   frames,
+		Frame_nr:   uint32(o.BlockSize / o.FrameSize * o.txBlocks()),
 	}
 	if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &tx); err != nil {
 		return r, sockErr("PACKET_TX_RING", err)
 	}
-	size := 2 * o.BlockSize * o.BlockCount
+	size := o.BlockSize * (o.BlockCount + o.txBlocks())
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return r, sockErr(fmt.Sprintf("mmap of the %d-byte rings", size), err)

@@ -65,7 +65,7 @@ type KernelStats struct {
 // New opens an AF_XDP port on opts.Interface whose frames live in pool. It
 // registers the pool's arena as the UMEM, attaches the XDP program (or
 // joins the one in opts.Attachments) and fills every fill ring, so the port
-// holds Queues*RingSize frames of the pool until Close.
+// holds Queues*FillLevel frames of the pool until Close.
 func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: pool is nil (pass the mbuf pool whose arena becomes the UMEM)", ErrInvalidOptions)
@@ -75,9 +75,9 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 		return nil, err
 	}
 	geo := geometryOf(pool)
-	if need := opts.Queues * opts.RingSize; pool.Available() < need {
-		return nil, fmt.Errorf("%w: pool %q has %d free frames; the fill rings of %d queue(s) of %d entries need %d (use a bigger pool or a smaller RingSize)",
-			ErrInvalidOptions, pool.Name(), pool.Available(), opts.Queues, opts.RingSize, need)
+	if need := opts.Queues * opts.FillLevel; pool.Available() < need {
+		return nil, fmt.Errorf("%w: pool %q has %d free frames; the fill rings of %d queue(s) holding %d frames each need %d (use a bigger pool, or a smaller RingSize or FillLevel)",
+			ErrInvalidOptions, pool.Name(), pool.Available(), opts.Queues, opts.FillLevel, need)
 	}
 	p := &Port{pool: pool, opts: opts, stats: portstat.New(opts.Queues)}
 	where, nsName := "the current network namespace", ""
@@ -198,7 +198,8 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		stage:     make([]mbuf.Handle, min(p.opts.RingSize, refillStage)),
 		shift:     geo.shift,
 		queue:     uint16(i),
-		refillMin: uint32(min(refillBatch, p.opts.RingSize/2)),
+		refillMin: uint32(min(refillBatch, p.opts.FillLevel/2)),
+		lendMax:   uint32(p.opts.FillLevel),
 		busyPoll:  p.opts.BusyPoll > 0,
 		stats:     qs,
 	}
@@ -215,9 +216,12 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 	}
 	q.tx.own = p.pool.NewCache()
 	q.tx.cache = q.tx.own
-	for free := q.rx.fill.Free(1); free > 0; free = q.rx.fill.Free(1) {
-		if !q.rx.stock(free) {
-			return fmt.Errorf("%w: pool %q ran out of frames filling the fill ring of queue %d (use a bigger pool or a smaller RingSize)",
+	if !sock.ZeroCopy() {
+		q.tx.arena = p.pool.Arena()
+	}
+	for q.rx.lentRx < q.rx.lendMax {
+		if !q.rx.stock(q.rx.lendMax - q.rx.lentRx) {
+			return fmt.Errorf("%w: pool %q ran out of frames filling the fill ring of queue %d (use a bigger pool, or a smaller RingSize or FillLevel)",
 				ErrInvalidOptions, p.pool.Name(), ifQueue)
 		}
 	}

@@ -23,6 +23,10 @@ const (
 	maxKicks = 16
 	// cacheLine is 128, not 64: the adjacent-line prefetcher pulls pairs.
 	cacheLine = 128
+	// napiCheckMask: a busy-polling queue whose NAPI the kernel has not yet
+	// named asks again every 1024 empty bursts (a getsockopt), so it starts
+	// busy polling within about a millisecond of its first frame.
+	napiCheckMask = 1<<10 - 1
 )
 
 // rxQueue is the receive half of a queue: the RX ring it consumes and the
@@ -42,7 +46,18 @@ type rxQueue struct {
 	shift     uint
 	queue     uint16
 	refillMin uint32
-	busyPoll  bool
+	// lendMax is Options.FillLevel, lentRx how many frames the kernel has
+	// of this half now: given on the fill ring and not yet back on the RX
+	// ring (on the fill ring, being received, or waiting on the RX ring).
+	lendMax, lentRx uint32
+	busyPoll        bool
+	// napiKnown: the kernel has named the NAPI context that delivers to the
+	// socket, so a busy poll has something to poll. Until then empty bursts
+	// skip the syscall (a socket that never receives — the output port of
+	// a forwarder — would otherwise enter the kernel on every poll for
+	// nothing) and count in idleRx towards the next check.
+	napiKnown bool
+	idleRx    uint32
 	stats     *portstat.Queue
 }
 
@@ -63,6 +78,12 @@ type txQueue struct {
 	shift  uint
 	maxLen uint32 // MTU + Ethernet and VLAN headers, at most FrameSize
 	frame  uint32 // FrameSize
+	// arena is the pool's memory when the socket is in copy mode, where
+	// sendto copies every frame: burst then reads the cache lines the copy
+	// will read, all frames' at once (see warm), nil in zero-copy mode,
+	// where the device reads them by DMA.
+	arena  []byte
+	warmed byte // sink of the warming loads, so they are not elided
 	stats  *portstat.Queue
 	bad    [1]mbuf.Handle
 	_      [cacheLine]byte
@@ -83,7 +104,7 @@ func (q *rxQueue) burst(bufs []mbuf.Handle) int {
 	n := q.ring.Avail(uint32(min(len(bufs), math.MaxInt32)))
 	if n == 0 {
 		q.refill()
-		if q.busyPoll || q.fill.NeedWakeup() {
+		if q.fill.NeedWakeup() || q.busyPoll && q.napiReady() {
 			q.sock.Wake()
 		}
 		return 0
@@ -106,15 +127,33 @@ func (q *rxQueue) burst(bufs []mbuf.Handle) int {
 		bytes += uint64(d.Len)
 	}
 	q.ring.Release(n)
+	q.lentRx -= n
 	q.refill()
 	q.stats.AddRx(int(n), bytes)
 	return int(n)
 }
 
-// refill tops the fill ring up once refillMin slots are free.
+// napiReady reports whether a busy poll of the socket can do work: once the
+// kernel has named its NAPI context, for good; before, it asks every
+// napiCheckMask+1 empty bursts, starting with the first.
+func (q *rxQueue) napiReady() bool {
+	if q.napiKnown {
+		return true
+	}
+	q.idleRx++
+	if q.idleRx&napiCheckMask != 1 {
+		return false
+	}
+	q.napiKnown = q.sock.NAPIID() != 0
+	return q.napiKnown
+}
+
+// refill gives the kernel frames back up to the fill level once refillMin
+// are missing. It needs no kernel index: the kernel holds at most lendMax
+// frames, so the fill ring, a part of them, has room for the rest.
 func (q *rxQueue) refill() {
-	if free := q.fill.Free(q.refillMin); free >= q.refillMin {
-		q.stock(free)
+	if want := q.lendMax - q.lentRx; want >= q.refillMin {
+		q.stock(want)
 	}
 }
 
@@ -138,14 +177,15 @@ func (q *rxQueue) stock(free uint32) bool {
 		q.lent[h>>6] |= 1 << (h & 63)
 	}
 	q.fill.Submit(uint32(got))
+	q.lentRx += uint32(got)
 	return true
 }
 
 // TxBurst queues up to len(bufs) frames on queue's TX ring and owns
 // bufs[:n]; the caller keeps bufs[n:] (the ring was full). A frame shorter
 // than an Ethernet header or longer than MTU plus Ethernet and VLAN headers
-// is accepted but freed and counted in Errors, not sent. Completed frames of
-// earlier bursts are freed to the queue's cache first.
+// is accepted but freed and counted in Errors, not sent. Completed frames
+// are freed to the queue's cache before and after the kick.
 func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 	if uint(queue) >= uint(len(p.queues)) || len(bufs) == 0 || p.closed.Load() {
 		return 0
@@ -179,9 +219,17 @@ func (q *txQueue) burst(bufs []mbuf.Handle) int {
 	}
 	if written > 0 {
 		q.ring.Submit(written)
+		if q.arena != nil {
+			q.warm(idx, written)
+		}
 	}
 	if q.ring.NeedWakeup() && (written > 0 || q.ring.Pending() > 0) {
 		q.kick()
+		// In copy mode sendto transmits before it returns, so this burst's
+		// frames are complete already: freed now, they are the next ones
+		// the caller's cache hands out (LIFO), while their cache lines are
+		// warm, instead of a burst later.
+		q.reclaim()
 	}
 	q.stats.AddTx(int(written), bytes)
 	q.stats.AddTxDropped(len(bufs) - int(n))
@@ -189,6 +237,25 @@ func (q *txQueue) burst(bufs []mbuf.Handle) int {
 		q.stats.TxErrors.Add(uint64(bad))
 	}
 	return int(n)
+}
+
+// warm reads the first cache line of the n frames just put on the TX ring
+// from idx. In copy mode sendto copies each frame into a socket buffer, one
+// frame after the other with much else in between, so a frame that another
+// CPU wrote (a forwarder's, received there) costs that copy a full
+// cross-CPU miss, one at a time. These loads are independent and issued
+// together, so the CPU overlaps their misses, and the copies then find the
+// lines here. Measured forwarding 64-byte frames over veth: the kernel's
+// copy fell from 10.5 % of the forwarding CPU's time to 1.8 %, and a frame
+// cost 4.10 perf samples per thousand against testpmd's 4.25 (4.23 before).
+// Longer frames gain less: the rest of a frame streams behind its first
+// line, and warming every line only moved the misses here.
+func (q *txQueue) warm(idx, n uint32) {
+	var sum byte
+	for i := range n {
+		sum += q.arena[q.ring.At(idx+i).Addr]
+	}
+	q.warmed += sum
 }
 
 // kick makes the kernel send what is on the TX ring. In copy mode sendto

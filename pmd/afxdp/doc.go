@@ -1,7 +1,7 @@
 // Package afxdp is the AF_XDP port driver: kernel bypass over any Linux
 // interface, one AF_XDP socket per queue, registered with pmd as
 //
-//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&busy_poll=0
+//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0
 //
 // # The pool is the UMEM
 //
@@ -33,14 +33,17 @@
 //
 //   - Fill ring: at open and after every RxBurst the port takes free frames
 //     from the receive half's mbuf.Cache and puts their offsets on the fill
-//     ring; from then on the kernel owns them.
+//     ring, so that the kernel holds Options.FillLevel frames (on the fill
+//     ring, being received, or on the RX ring); from then on the kernel
+//     owns them.
 //   - RxBurst: each RX descriptor names the frame the kernel filled; the
 //     port sets its Meta (DataOff = address - frame start, DataLen) and hands
 //     the handle to the caller, who owns it from then on.
 //   - TxBurst: takes ownership of bufs[:n]; their offset+DataOff and
 //     DataLen go on the TX ring and the kernel owns the frames until their
-//     addresses come back on the completion ring, when a later TxBurst
-//     frees them to the transmit half's cache. The caller keeps bufs[n:].
+//     addresses come back on the completion ring, when TxBurst frees
+//     them to the transmit half's cache (the same call, after its kick, in
+//     copy mode; a later one otherwise). The caller keeps bufs[n:].
 //     A frame too short or too long for the link is taken and freed, not
 //     sent, and counted in Errors.
 //   - Close: once the sockets are closed the kernel holds nothing, and the

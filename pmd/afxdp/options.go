@@ -19,6 +19,7 @@ const (
 	MaxRingSize     = 32768
 	MaxQueues       = 256
 	MaxBusyPoll     = 65535
+	MinFillLevel    = 32
 )
 
 // Mode selects how the XDP program is attached.
@@ -95,12 +96,27 @@ type Options struct {
 	// goes to the kernel stack.
 	UDPPort int
 	// RingSize is the number of entries of each of the four rings of every
-	// socket, a power of two. The fill ring is kept full, so the port holds
-	// Queues*RingSize frames of the pool while open. Default 2048.
+	// socket, a power of two. Default 2048.
 	RingSize int
+	// FillLevel is how many frames each queue lends the kernel to receive
+	// into, MinFillLevel..RingSize: frames on the fill ring, being
+	// received, or received and waiting on the RX ring. Every RxBurst gives
+	// back as many as it took, so the port holds Queues*FillLevel frames
+	// of the pool while open, and a frame the application reads was
+	// written at most FillLevel frames earlier. That bound is why the
+	// default is half the ring, as DPDK's net_af_xdp does: with the RX
+	// ring full behind a full fill ring (4096 frames), a forwarder's frames
+	// had left the receiving CPU's caches before the transmit copy read
+	// them, and that copy took twice testpmd's time. Fewer frames than the
+	// default leave less slack for a receiver that pauses. Default
+	// RingSize/2.
+	FillLevel int
 	// BusyPoll, when > 0, turns on preferred busy polling with this budget
 	// (SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET) and makes every empty
-	// RxBurst enter the kernel to poll. Default 0 (off).
+	// RxBurst enter the kernel to poll, once the kernel has delivered to the
+	// socket from a NAPI context it can busy-poll (SO_INCOMING_NAPI_ID);
+	// before that, such a poll would have nothing to poll and is skipped.
+	// Default 0 (off).
 	BusyPoll int
 	// Name is Info().Name. Default "afxdp:INTERFACE".
 	Name string
@@ -127,6 +143,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RingSize == 0 {
 		o.RingSize = DefaultRingSize
 	}
+	if o.FillLevel == 0 {
+		o.FillLevel = o.RingSize / 2
+	}
 	if o.Mode == "" {
 		o.Mode = ModeAuto
 	}
@@ -148,6 +167,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Options.RingSize %d is out of range (use a power of two in %d..%d)", o.RingSize, MinRingSize, MaxRingSize)
 	case o.RingSize&(o.RingSize-1) != 0:
 		return bad("Options.RingSize %d is not a power of two (use %d)", o.RingSize, 1<<bits.Len(uint(o.RingSize)))
+	case o.FillLevel < MinFillLevel || o.FillLevel > o.RingSize:
+		return bad("Options.FillLevel %d is out of range (use %d..RingSize %d, or 0 for half the ring)", o.FillLevel, MinFillLevel, o.RingSize)
 	case o.UDPPort < 0 || o.UDPPort > 65535:
 		return bad("Options.UDPPort %d is out of range (use 1..65535, or 0 to redirect every frame)", o.UDPPort)
 	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll:

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
@@ -80,7 +82,7 @@ func TestCloseReturnsEveryFrame(t *testing.T) {
 	require.NoError(t, err)
 	rx, err := New(pool, Options{Interface: tp.IfB, Namespace: tp.B, Queues: 2, RingSize: 512})
 	require.NoError(t, err)
-	require.Equal(t, 4*512, pool.InUse(), "the fill rings hold Queues*RingSize frames per port")
+	require.Equal(t, 4*256, pool.InUse(), "the kernel holds Queues*FillLevel frames per port (default RingSize/2)")
 	for q := range 2 {
 		sendFrames(t, tx, pool, q, 300, 100)
 	}
@@ -376,10 +378,46 @@ func TestSharedInterface(t *testing.T) {
 func TestBusyPoll(t *testing.T) {
 	tp := topo(t, 1)
 	pool := newPool(t, 4096, 2048)
-	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256})
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256, BusyPoll: 64})
 	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256, BusyPoll: 64})
 	sendFrames(t, tx, pool, 0, 50, 128)
 	require.Equal(t, 50, receiveFrames(t, rx, pool, 0, 50, 128))
+
+	// Empty polls busy-poll only a socket whose NAPI context the kernel
+	// has named: a socket that never received (a forwarder's output port,
+	// like tx) has none and skips the syscall. Whether the receiver gets
+	// one depends on the kernel (6.18's veth names none to AF_XDP copy-mode
+	// sockets, so busy polling there never polls anything).
+	bufs := make([]mbuf.Handle, 8)
+	for range 3 * (napiCheckMask + 1) {
+		require.Zero(t, tx.RxBurst(0, bufs))
+		require.Zero(t, rx.RxBurst(0, bufs))
+	}
+	require.Zero(t, tx.queues[0].sock.NAPIID())
+	require.False(t, tx.queues[0].rx.napiKnown, "a socket that never received does not busy-poll")
+	napi := rx.queues[0].sock.NAPIID()
+	require.Equal(t, napi != 0, rx.queues[0].rx.napiKnown, "the receiver busy-polls exactly when the kernel named its NAPI (%d)", napi)
+	t.Logf("the receiver's NAPI id: %d", napi)
+}
+
+// TestFillLevel: a port keeps FillLevel frames on its fill ring, not
+// RingSize, while frames flow through it.
+func TestFillLevel(t *testing.T) {
+	tp := topo(t, 1)
+	pool := newPool(t, 4096, 2048)
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256, FillLevel: 32})
+	require.Equal(t, 32, pool.InUse(), "the sender's fill ring")
+	rx, err := pmd.Open(&pmd.Env{Pool: pool}, fmt.Sprintf("afxdp:%s?netns=%s&ring=256&fill=64", tp.IfB, tp.B.Name))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rx.Close()) }()
+	require.Equal(t, 32+64, pool.InUse(), "and the receiver's")
+	for range 10 { // 320 frames: the fill ring is restocked as they are received
+		sendFrames(t, tx, pool, 0, 32, 60)
+		require.Equal(t, 32, receiveFrames(t, rx.(*Port), pool, 0, 32, 60))
+	}
+	// At most the last burst is still in flight (reclaimed by the next
+	// TxBurst); with full fill rings the ports would hold 2×256.
+	require.LessOrEqual(t, pool.InUse(), 32+64+32, "the fill levels hold")
 }
 
 // TestOpenErrors covers what a user gets wrong.
@@ -399,7 +437,7 @@ func TestOpenErrors(t *testing.T) {
 	_, err = New(pool, Options{Interface: tp.IfA, Namespace: tp.A, ZeroCopy: ZeroCopyOn, RingSize: 64})
 	require.ErrorIs(t, err, ErrNotSupported, "veth has no zero-copy AF_XDP")
 
-	_, err = New(pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 8192})
+	_, err = New(pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 8192, FillLevel: 8192})
 	require.ErrorIs(t, err, ErrInvalidOptions, "the fill ring needs more frames than the pool has")
 
 	p, err := New(pool, Options{Interface: tp.IfA, Namespace: tp.A, ZeroCopy: ZeroCopyOff, Mode: ModeGeneric, RingSize: 64})

@@ -12,7 +12,7 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&busy_poll=0]",
+		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0]",
 		Help:   "AF_XDP sockets on queues of a kernel interface; the pool's arena is the UMEM, so frames pass with no copy in peregrine",
 		Open:   open,
 	})
@@ -23,7 +23,7 @@ func init() {
 const attachmentsKey = "afxdp/attachments"
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "busy_poll"); err != nil {
+	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll"); err != nil {
 		return nil, err
 	}
 	pool, err := env.RequirePool(DriverName)
@@ -45,6 +45,9 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 	}
 	if opts.RingSize&(opts.RingSize-1) != 0 {
 		return nil, fmt.Errorf("%w: afxdp: parameter ring=%d is not a power of two (use ring=%d)", pmd.ErrBadParam, opts.RingSize, 1<<bits.Len(uint(opts.RingSize)))
+	}
+	if opts.FillLevel, err = spec.Int("fill", 0, 0, MaxRingSize); err != nil {
+		return nil, err
 	}
 	if opts.UDPPort, err = spec.Int("udp_port", 0, 0, 65535); err != nil {
 		return nil, err

@@ -56,6 +56,8 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Interface: "x", RingSize: 100}, "use 128"},
 		{Options{Interface: "x", RingSize: 1 << 20}, "Options.RingSize 1048576"},
 		{Options{Interface: "x", UDPPort: -5}, "Options.UDPPort -5"},
+		{Options{Interface: "x", FillLevel: 16}, "Options.FillLevel 16"},
+		{Options{Interface: "x", RingSize: 256, FillLevel: 512}, "RingSize 256"},
 		{Options{Interface: "x", BusyPoll: -1}, "Options.BusyPoll -1"},
 		{Options{Interface: "x", Mode: "turbo"}, `Options.Mode "turbo"`},
 		{Options{Interface: "x", ZeroCopy: "yes"}, `Options.ZeroCopy "yes"`},
