@@ -53,12 +53,14 @@ mkns() {
 	ip -n "$1" link set lo up
 }
 
-# end NS IF ADDR: quiet, GRO on, address, up.
+# end NS IF ADDR: quiet, address, up, then GRO on (after up: on 6.18 GRO
+# set on a down link left XDP-redirected frames into it dropped until an XDP
+# program had once been attached there).
 end() {
 	ip netns exec "$1" sh -c "echo 1 > /proc/sys/net/ipv6/conf/$2/disable_ipv6" 2>/dev/null || true
-	ip netns exec "$1" ethtool -K "$2" gro on
 	ip -n "$1" addr add "$3" dev "$2"
 	ip -n "$1" link set "$2" up
+	ip netns exec "$1" ethtool -K "$2" gro on
 }
 
 # pair NS_A IF_A ADDR_A MAC_A NS_B IF_B ADDR_B MAC_B

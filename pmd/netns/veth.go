@@ -173,16 +173,21 @@ func configureEnd(ns *NS, name string, addr netip.Prefix, opts VethOptions) erro
 			return fmt.Errorf("disable IPv6 on %s: %w", name, err)
 		}
 	}
-	if opts.GRO {
-		if _, err := ns.Exec("ethtool", "-K", name, "gro", "on"); err != nil {
-			return err
-		}
-	}
 	if addr.IsValid() {
 		if _, err := run("ip", "-n", ns.Name, "addr", "add", addr.String(), "dev", name); err != nil {
 			return err
 		}
 	}
-	_, err := run("ip", "-n", ns.Name, "link", "set", name, "up")
-	return err
+	if _, err := run("ip", "-n", ns.Name, "link", "set", name, "up"); err != nil {
+		return err
+	}
+	if opts.GRO {
+		// After the link is up: on 6.18, GRO switched on while the link was
+		// down left frames XDP-redirected into this end dropped until an
+		// XDP program had once been attached here.
+		if _, err := ns.Exec("ethtool", "-K", name, "gro", "on"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
