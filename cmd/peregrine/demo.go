@@ -202,15 +202,39 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return false, err
 	}
 
-	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: genOut, Pool: pool, Burst: cfg.burst, Sizes: sizes, Rate: rate})
+	// One mbuf cache per poll loop, shared by its stages and the ports it
+	// drives (afxdp and afpacket stock their rings from it), so frames
+	// cycle through one LIFO stack per core instead of the pool's ring.
+	cacheA := pool.NewCache()
+	cacheB := cacheA
+	if len(cpus) == 2 {
+		cacheB = pool.NewCache()
+	}
+	caches := []*mbuf.Cache{cacheA}
+	if cacheB != cacheA {
+		caches = append(caches, cacheB)
+	}
+	for _, u := range []struct {
+		p      port.Port
+		rx, tx *mbuf.Cache
+	}{{genOut, nil, cacheA}, {sinkIn, cacheA, nil}, {fwdIn, cacheB, nil}, {fwdOut, nil, cacheB}} {
+		if cu, ok := u.p.(interface {
+			UseCaches(queue int, rx, tx *mbuf.Cache) error
+		}); ok {
+			if err := cu.UseCaches(0, u.rx, u.tx); err != nil {
+				return false, err
+			}
+		}
+	}
+	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: genOut, Pool: pool, Burst: cfg.burst, Sizes: sizes, Rate: rate, Cache: cacheA})
 	if err != nil {
 		return false, err
 	}
-	forwarder, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: fwdIn, Out: fwdOut, Pool: pool, Burst: cfg.burst, OnFull: fwd.FullRetry})
+	forwarder, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: fwdIn, Out: fwdOut, Pool: pool, Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: cacheB})
 	if err != nil {
 		return false, err
 	}
-	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: pool, Burst: cfg.burst, Latency: true})
+	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: pool, Burst: cfg.burst, Latency: true, Cache: cacheA})
 	if err != nil {
 		return false, err
 	}
@@ -269,6 +293,11 @@ wait:
 	drained := waitDrained(gen, sink, 2*time.Second)
 	group.StopAll()
 	runErr := group.WaitAll()
+	// The loops are done with their caches; the ports return what they
+	// hold through their own.
+	for _, c := range caches {
+		c.Close()
+	}
 	for _, p := range ports {
 		p.Close()
 	}
