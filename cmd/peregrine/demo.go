@@ -265,30 +265,15 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	}
 	fmt.Fprintf(out, "peregrine demo: gen → fwd → sink over %s, %d lcore(s) %v, frames %s B, burst %d, for %v\n",
 		over, len(cpus), cpus, sizes, cfg.burst, cfg.duration)
-	start := time.Now()
 	if err := group.StartAll(); err != nil {
 		return false, err
 	}
 	live := newDemoMeter(gen, forwarder, sink, pool)
-	tick := time.NewTicker(time.Second)
-	deadline := time.NewTimer(cfg.duration)
-	interrupted := false
-wait:
-	for {
-		select {
-		case <-tick.C:
-			if !cfg.quiet {
-				fmt.Fprintln(out, live.line(time.Since(start)))
-			}
-		case <-deadline.C:
-			break wait
-		case <-ctx.Done():
-			interrupted = true
-			break wait
+	sendTime, interrupted := waitRun(ctx, cfg.duration, time.Second, func(elapsed time.Duration) {
+		if !cfg.quiet {
+			fmt.Fprintln(out, live.line(elapsed))
 		}
-	}
-	tick.Stop()
-	sendTime := time.Since(start)
+	}, nil)
 	gen.StopSending()
 	drained := waitDrained(gen, sink, 2*time.Second)
 	group.StopAll()

@@ -150,37 +150,16 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
-	start := time.Now()
 	if err := group.StartAll(); err != nil {
 		return false, err
 	}
-	tick := time.NewTicker(time.Second)
-	deadline := time.NewTimer(cfg.duration)
-	interrupted := false
-	var last txnload.Stats
-	lastT := time.Duration(0)
-wait:
-	for {
-		select {
-		case <-tick.C:
-			if !cfg.quiet {
-				now := time.Since(start)
-				s := load.Stats()
-				dt := (now - lastT).Seconds()
-				fmt.Fprintf(out, "[%5.1fs] %8.0f ops/s %7.3f Gbit/s goodput | retransmits %d | pool %d/%d in use\n",
-					now.Seconds(), float64(s.Completed-last.Completed)/dt, float64(s.Bytes-last.Bytes)*8/dt/1e9,
-					initiator.Transport().Stats().TxRetransmit+target.Transport().Stats().TxRetransmit, pool.InUse(), pool.Frames())
-				last, lastT = s, now
-			}
-		case <-deadline.C:
-			break wait
-		case <-ctx.Done():
-			interrupted = true
-			break wait
+	meter := &loadMeter{load: load}
+	elapsed, interrupted := waitRun(ctx, cfg.duration, time.Second, func(at time.Duration) {
+		if !cfg.quiet {
+			retx := initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit
+			fmt.Fprintln(out, meter.line(at, retx, pool))
 		}
-	}
-	tick.Stop()
-	elapsed := time.Since(start)
+	}, nil)
 	load.Stop()
 	drained := waitFor(func() bool { return load.Idle() }, 5*time.Second)
 	group.StopAll()
@@ -233,6 +212,23 @@ wait:
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
 	return report(out, checks, interrupted), nil
+}
+
+// loadMeter turns a load's cumulative counters into per-second rates.
+type loadMeter struct {
+	load *txnload.Load
+	last txnload.Stats
+	at   time.Duration
+}
+
+func (m *loadMeter) line(at time.Duration, retransmits uint64, pool *mbuf.Pool) string {
+	s := m.load.Stats()
+	dt := (at - m.at).Seconds()
+	line := fmt.Sprintf("[%5.1fs] %8.0f ops/s %7.3f Gbit/s goodput | retransmits %d | pool %d/%d in use",
+		at.Seconds(), float64(s.Completed-m.last.Completed)/dt, float64(s.Bytes-m.last.Bytes)*8/dt/1e9,
+		retransmits, pool.InUse(), pool.Frames())
+	m.last, m.at = s, at
+	return line
 }
 
 type check struct {

@@ -159,13 +159,21 @@ func (s *session) stop() error {
 // until ctx ends) or done reports true.
 // ready, when set, is called once the loops are running.
 func (s *session) runFor(ctx context.Context, d, period time.Duration, tick func(elapsed time.Duration), done func() bool, ready func()) (time.Duration, error) {
-	start := time.Now()
 	if err := s.group.StartAll(); err != nil {
 		return 0, err
 	}
 	if ready != nil {
 		ready()
 	}
+	elapsed, _ := waitRun(ctx, d, period, tick, done)
+	return elapsed, nil
+}
+
+// waitRun is a command's wait while its poll loops run: it calls tick every
+// period until d passes (0: no limit), done reports true, or ctx ends
+// (interrupted). Elapsed counts from the call.
+func waitRun(ctx context.Context, d, period time.Duration, tick func(elapsed time.Duration), done func() bool) (elapsed time.Duration, interrupted bool) {
+	start := time.Now()
 	var deadline <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -176,7 +184,7 @@ func (s *session) runFor(ctx context.Context, d, period time.Duration, tick func
 	defer ticker.Stop()
 	// A finished job (done) is noticed at the next poll of this slower
 	// ticker; the command's own pace, not a synchronisation.
-	check := time.NewTicker(10 * time.Millisecond)
+	check := time.NewTicker(5 * time.Millisecond)
 	defer check.Stop()
 	for {
 		select {
@@ -186,12 +194,12 @@ func (s *session) runFor(ctx context.Context, d, period time.Duration, tick func
 			}
 		case <-check.C:
 			if done != nil && done() {
-				return time.Since(start), nil
+				return time.Since(start), false
 			}
 		case <-deadline:
-			return time.Since(start), nil
+			return time.Since(start), false
 		case <-ctx.Done():
-			return time.Since(start), nil
+			return time.Since(start), true
 		}
 	}
 }

@@ -257,54 +257,28 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err := group.StartAll(); err != nil {
 		return false, err
 	}
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var deadline <-chan time.Time
-	if cfg.duration > 0 {
-		deadline = time.After(cfg.duration)
-	}
-	// With --count the run ends when the last operation completes, not at
-	// the next whole second.
-	var countDone <-chan time.Time
-	if load != nil && cfg.count > 0 {
-		check := time.NewTicker(5 * time.Millisecond)
-		defer check.Stop()
-		countDone = check.C
-	}
-	var last txnload.Stats
-	lastT := time.Duration(0)
-	interrupted := false
-wait:
-	for {
-		select {
-		case <-tick.C:
-			if !cfg.quiet {
-				now := time.Since(start)
-				ts := ep.Transport().Stats()
-				if load != nil {
-					s := load.Stats()
-					dt := (now - lastT).Seconds()
-					fmt.Fprintf(out, "[%5.1fs] %8.0f ops/s %7.3f Gbit/s goodput | retransmits %d | pool %d in use\n",
-						now.Seconds(), float64(s.Completed-last.Completed)/dt, float64(s.Bytes-last.Bytes)*8/dt/1e9, ts.TxRetransmit, pool.InUse())
-					last, lastT = s, now
-				} else {
-					fmt.Fprintf(out, "[%5.1fs] requests %d, placed %d B, served %d B | retransmits %d | pool %d in use\n",
-						now.Seconds(), ep.Stats().RequestsDelivered, ep.Stats().BytesPlaced, ep.Stats().BytesServed, ts.TxRetransmit, pool.InUse())
-				}
-			}
-		case <-countDone:
-			if s := load.Stats(); s.Completed+s.Failed >= cfg.count {
-				break wait
-			}
-		case <-deadline:
-			break wait
-		case <-ctx.Done():
-			interrupted = true
-			break wait
+	var meter *loadMeter
+	var done func() bool
+	if load != nil {
+		meter = &loadMeter{load: load}
+		if cfg.count > 0 {
+			// The run ends when the last operation completes.
+			done = func() bool { s := load.Stats(); return s.Completed+s.Failed >= cfg.count }
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, interrupted := waitRun(ctx, cfg.duration, time.Second, func(at time.Duration) {
+		if cfg.quiet {
+			return
+		}
+		retx := ep.Transport().Stats().TxRetransmit
+		if meter != nil {
+			fmt.Fprintln(out, meter.line(at, retx, pool))
+			return
+		}
+		st := ep.Stats()
+		fmt.Fprintf(out, "[%5.1fs] requests %d, placed %d B, served %d B | retransmits %d | pool %d/%d in use\n",
+			at.Seconds(), st.RequestsDelivered, st.BytesPlaced, st.BytesServed, retx, pool.InUse(), pool.Frames())
+	}, done)
 	var atEnd txnload.Stats // the figures of the measured interval
 	if load != nil {
 		atEnd = load.Stats()

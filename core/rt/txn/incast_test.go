@@ -93,7 +93,6 @@ func TestIncast16to1(t *testing.T) {
 
 	sw := &incastSwitch{pool: pool, up: swEnd, buf: make([]mbuf.Handle, 64)}
 	var inits []*Endpoint
-	var conns []*Conn
 	var ports []port.Port
 	src := pattern(3, perInit*msg)
 	for i := range initiators {
@@ -115,7 +114,6 @@ func TestIncast16to1(t *testing.T) {
 			require.NoError(t, err)
 		}
 		inits = append(inits, ep)
-		conns = append(conns, c)
 	}
 
 	done := make([]int, initiators)
@@ -199,5 +197,4 @@ func TestIncast16to1(t *testing.T) {
 		require.NoError(t, p.Close())
 	}
 	require.Zero(t, pool.InUse())
-	_ = conns
 }

@@ -219,7 +219,7 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 		if st != StatusOK {
 			x.failed = true
 		}
-		e.maybeFreeServed(i)
+		e.maybeFreeTarget(i)
 		return
 	}
 	if st != StatusOK && x.status == StatusOK {
@@ -243,7 +243,7 @@ func (e *Endpoint) checkDone(i int32) {
 	}
 	switch {
 	case x.stop:
-		if x.unresolved > 0 || e.queuedNow(x) {
+		if x.unresolved > 0 || x.inSched { // a queued item is dropped when picked
 			return
 		}
 	case x.kind == OpPull:
@@ -274,10 +274,6 @@ func (e *Endpoint) checkDone(i int32) {
 	x.rsnHeld = false
 	e.complete(i, x.status)
 }
-
-// queuedNow reports whether the scheduler may still hand out x. A stopped
-// transaction is dropped when picked, so only the flag matters.
-func (e *Endpoint) queuedNow(x *xact) bool { return x.inSched }
 
 // complete posts the completion of initiator transaction i and frees it.
 func (e *Endpoint) complete(i int32, st Status) {

@@ -7,7 +7,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/sched"
 )
 
 // Defaults of Options.
@@ -147,5 +146,3 @@ func segmentFor(o *Options) (int, error) {
 	}
 	return o.Segment, nil
 }
-
-var _ = sched.ClassData

@@ -177,24 +177,37 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	return rt.Accept
 }
 
-// onPushRequest records a solicited push and queues it for a grant in SSN
-// order.
-func (e *Endpoint) onPushRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
+// admit takes a new single-packet request from the peer (a push request
+// or a pull request): its region must allow access, it must be neither a
+// repeat nor one already released, and a context and entries reorder
+// entries must be free. It returns the new target context (RSN, length,
+// region and span filled in), or nil and the verdict for the packet.
+func (e *Endpoint) admit(ci int32, c *conn, h *wire.Header, access Access, entries int) (int32, *xact, rt.Verdict) {
 	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
-	span, why := e.span(h, RemoteWrite)
+	span, why := e.span(h, access)
 	if why != refuseNone {
-		return e.refuse(ci, c, h, why)
+		return -1, nil, e.refuse(ci, c, h, why)
 	}
 	if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok || c.peerOrdered && seqLT(h.RSN, c.reqBase) {
 		e.cnt.own[cUnmatched]++
-		return rt.Accept
+		return -1, nil, rt.Accept
 	}
-	if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
-		return rt.NoResources
+	if len(e.freeX) == 0 || e.ro.Len()+entries > e.ro.Cap() {
+		return -1, nil, rt.NoResources
 	}
 	i, x := e.allocX(ci, roleTarget)
-	x.kind, x.solicited, x.rsn, x.ssn, x.length, x.remote = OpPush, true, h.RSN, h.SSN, h.ReqLen, h.Ext.Region
-	x.mem = span
+	x.rsn, x.length, x.remote, x.mem = h.RSN, h.ReqLen, h.Ext.Region, span
+	return i, x, rt.Accept
+}
+
+// onPushRequest records a solicited push and queues it for a grant in SSN
+// order.
+func (e *Endpoint) onPushRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
+	i, x, v := e.admit(ci, c, h, RemoteWrite, 2)
+	if x == nil {
+		return v
+	}
+	x.kind, x.solicited, x.ssn = OpPush, true, h.SSN
 	_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 	_ = e.register(i, c.cid, spacePeerSSN, h.SSN)
 	x.rsnHeld, x.ssnHeld = true, true
@@ -287,20 +300,11 @@ func (e *Endpoint) issueGrants() int {
 // onPullRequest records a pull; it is complete at once and is served when
 // its turn comes.
 func (e *Endpoint) onPullRequest(ci int32, c *conn, h *wire.Header) rt.Verdict {
-	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
-	span, why := e.span(h, RemoteRead)
-	if why != refuseNone {
-		return e.refuse(ci, c, h, why)
+	i, x, v := e.admit(ci, c, h, RemoteRead, 1)
+	if x == nil {
+		return v
 	}
-	if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok || c.peerOrdered && seqLT(h.RSN, c.reqBase) {
-		e.cnt.own[cUnmatched]++
-		return rt.Accept
-	}
-	if len(e.freeX) == 0 || e.ro.Len()+1 > e.ro.Cap() {
-		return rt.NoResources
-	}
-	i, x := e.allocX(ci, roleTarget)
-	x.kind, x.rsn, x.length, x.remote, x.mem = OpPull, h.RSN, h.ReqLen, h.Ext.Region, span
+	x.kind = OpPull
 	x.pkts = e.packets(x.length)
 	_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 	x.rsnHeld = true
@@ -370,8 +374,5 @@ func (e *Endpoint) maybeFreeTarget(i int32) {
 	e.freeXact(i)
 	e.maybeClose(ci)
 }
-
-// maybeFreeServed frees a pull once all its data is acknowledged.
-func (e *Endpoint) maybeFreeServed(i int32) { e.maybeFreeTarget(i) }
 
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
