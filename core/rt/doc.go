@@ -133,11 +133,13 @@
 //     own decoded copy) and are valid during the call only. The endpoint
 //     frees the burst to its cache when the burst is done.
 //   - Send: the payload is copied into a fresh mbuf (the retained frame),
-//     fully encoded. The retransmission engine owns it until the packet is
+//     fully encoded; with SendHeader.PayloadStable only the headers are
+//     (checksummed over the payload) and the engine keeps a reference to
+//     the caller's payload instead. The retransmission engine owns it until the packet is
 //     acknowledged, abandoned, or its connection fails or is dropped by
 //     Stop, and then frees it.
 //   - Transmit: each transmission (first or resend) allocates another mbuf,
-//     copies the retained frame into it and patches flags, retry, eBSNs and
+//     copies the retained frame (and a stable payload) into it and patches flags, retry, eBSNs and
 //     timestamps (with an incremental UDP checksum update). TxBurst takes
 //     that copy; frames the port refuses stay the endpoint's and go first
 //     on the next Poll. ACKs, NACKs and control packets are built in fresh

@@ -612,3 +612,64 @@ func TestAbort(t *testing.T) {
 	ca.Abort()
 	require.Equal(t, StateEstablished, cb.State(), "the peer is not told")
 }
+
+func TestStablePayloadResentByReference(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	var got [][]byte
+	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+		got = append(got, append([]byte(nil), p...))
+		return Accept
+	})
+	firsts := map[uint32]bool{}
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type != wire.TypePushUnsolicitedData || firsts[f.Header.PSN] {
+			return 1
+		}
+		firsts[f.Header.PSN] = true
+		if f.Header.PSN%3 == 0 {
+			return 0 // every third packet only arrives resent
+		}
+		return 1
+	}
+	// Sizes below and above the minimum frame's padding, odd and even.
+	sizes := []int{1, 7, 8, 17, 30, 64, 333, 1000, 1401}
+	var want [][]byte
+	for i := range 45 {
+		p := payload(uint64(i), sizes[i%len(sizes)])[:sizes[i%len(sizes)]]
+		want = append(want, p)
+		for {
+			_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, RSN: uint32(i), PayloadStable: true}, p)
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, ErrBusy)
+			h.poll()
+		}
+	}
+	h.run(func() bool { return len(got) == len(want) && h.quiet() }, time.Second)
+	require.ElementsMatch(t, want, got, "every payload arrives byte for byte, resent ones included")
+	require.NotZero(t, h.a.Stats().TxRetransmit+h.a.Stats().TxEarlyRetransmit)
+	require.Zero(t, h.b.Stats().RxBadChecksum)
+}
+
+func TestStablePayloadChangedIsDroppedAsCorrupt(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	dropFirst := true
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypePushUnsolicitedData && dropFirst {
+			dropFirst = false
+			return 0
+		}
+		return 1
+	}
+	p := payload(7, 200)
+	_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, PayloadStable: true}, p)
+	require.NoError(t, err)
+	h.poll() // the first transmission, lost
+	p[100]++ // broken promise: the resend no longer matches its checksum
+	h.runFor(func() bool { return h.b.Stats().RxBadChecksum > 0 }, time.Second)
+	require.NotZero(t, h.b.Stats().RxBadChecksum, "the changed payload is caught by the checksum")
+	require.Empty(t, h.gotB, "nothing changed is delivered")
+}

@@ -15,6 +15,7 @@ import (
 // packet, in the slot the CAM's entry index selects.
 type retxCtx struct {
 	frame    mbuf.Handle // the retained frame; every transmission sends a copy
+	payload  []byte      // SendHeader.PayloadStable: the frame holds only the headers
 	cookie   uint64      // SendHeader.Cookie, handed back when the packet resolves
 	conn     int32
 	win      wire.Window
@@ -47,6 +48,14 @@ type SendHeader struct {
 	// Ext carries the placement, QPN and region extensions; the source CID
 	// is the transport's.
 	Ext wire.Ext
+	// PayloadStable promises that the payload stays valid and unchanged
+	// until the packet resolves (its Cookie comes back, or the connection
+	// fails). The transport then keeps a reference to it instead of a
+	// copy and copies it straight into each transmission: one copy per
+	// packet fewer. A payload changed meanwhile goes out under a checksum
+	// that no longer matches, and the peer drops it as corrupt (unless the
+	// frames carry no UDP checksum: IPv4 with Addrs.NoUDPChecksum).
+	PayloadStable bool
 	// Cookie is the ULP's own word for this packet. It is not sent; the
 	// transport hands it back when the packet resolves: to the ACK handler
 	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
@@ -56,7 +65,8 @@ type SendHeader struct {
 
 // Send queues one reliable packet: it takes the next PSN of the type's
 // window, copies the payload into a frame that the retransmission engine
-// keeps until the peer acknowledges it, and returns the PSN; the next Poll
+// keeps until the peer acknowledges it (or, with PayloadStable, keeps a
+// reference to the payload), and returns the PSN; the next Poll
 // transmits it. When the window, the congestion window, the CAM or the
 // pool is full it returns an error matching ErrBusy and changes nothing:
 // retry after a Poll. Send does not allocate.
@@ -140,7 +150,14 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		e.cnt.own[cCAMFull]++
 		return 0, ErrCAMFull
 	}
-	n, err := c.tmpl.Encode(e.room(f), hd, payload)
+	var n int
+	var kept []byte
+	if sh.PayloadStable && len(payload) > 0 {
+		n, _, err = c.tmpl.EncodeHeaders(e.room(f), hd, payload)
+		kept = payload
+	} else {
+		n, err = c.tmpl.Encode(e.room(f), hd, payload)
+	}
 	if err != nil {
 		e.retx.DeleteIndex(idx)
 		e.freeFrame(f)
@@ -148,7 +165,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
-	e.ctx[idx] = retxCtx{frame: f, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
+	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
 	e.newQ.push(int32(idx))
 	c.stats.Sent++
 	return psn, nil
@@ -248,6 +265,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 	e.pool.SetLen(f, n)
 	e.freeFrame(x.frame)
 	x.frame = f
+	x.payload = nil
 	x.resync = true
 	x.timeouts = 0
 	x.early = false

@@ -92,9 +92,16 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 	e.newQ.remove(int32(idx))
 	e.retxQ.remove(int32(idx))
 	src := e.pool.Data(x.frame)
-	dst := e.room(f)[:len(src)]
+	n := len(src)
+	if x.payload != nil {
+		n = max(n+len(x.payload), wire.MinFrameLen)
+	}
+	dst := e.room(f)[:n]
 	copy(dst, src)
-	e.pool.SetLen(f, len(src))
+	if x.payload != nil {
+		clear(dst[len(src)+copy(dst[len(src):], x.payload):])
+	}
+	e.pool.SetLen(f, n)
 
 	k := c.window(x.win)
 	tw := &c.tx[k]

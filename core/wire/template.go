@@ -68,11 +68,40 @@ func (t *FrameTemplate) HeaderLen() int { return int(t.hdrLen) }
 // len(payload), and does not allocate. A zero FrameTemplate (not made by
 // NewFrameTemplate) is ErrAddr.
 func (t *FrameTemplate) Encode(b []byte, h *Header, payload []byte) (int, error) {
+	hdr, end, err := t.encode(b, h, payload, true)
+	if err != nil {
+		return 0, err
+	}
+	if end < MinFrameLen {
+		clear(b[hdr+len(payload) : MinFrameLen])
+		end = MinFrameLen
+	}
+	return end, nil
+}
+
+// EncodeHeaders is Encode without the payload: it writes only the headers
+// into b, with lengths and checksums as if payload followed them, and
+// returns how many bytes it wrote and the length of the whole frame. A
+// sender that keeps the payload elsewhere (a retransmission engine holding
+// a reference to the caller's memory) sends the frame as these headers,
+// then payload, then zeros up to frameLen. The headers' length is always
+// even, so the payload's checksum lines up.
+func (t *FrameTemplate) EncodeHeaders(b []byte, h *Header, payload []byte) (hdrLen, frameLen int, err error) {
+	hdrLen, end, err := t.encode(b, h, payload, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return hdrLen, max(end, MinFrameLen), nil
+}
+
+// encode writes the headers (and the payload when copyPayload) and returns
+// where the payload starts and ends.
+func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, copyPayload bool) (hdrEnd, end int, err error) {
 	if !t.present {
-		return 0, fmt.Errorf("%w: frame template was not built (use NewFrameTemplate)", ErrAddr)
+		return 0, 0, fmt.Errorf("%w: frame template was not built (use NewFrameTemplate)", ErrAddr)
 	}
 	if err := h.Validate(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	hl := h.Len()
 	off := int(t.hdrLen)
@@ -82,15 +111,22 @@ func (t *FrameTemplate) Encode(b []byte, h *Header, payload []byte) (int, error)
 		ipLen += IPv4HeaderLen
 	}
 	if len(payload) > 0xffff || ipLen > 0xffff {
-		return 0, fmt.Errorf("%w: UDP payload of %d bytes does not fit an IP packet", ErrField, hl+len(payload))
+		return 0, 0, fmt.Errorf("%w: UDP payload of %d bytes does not fit an IP packet", ErrField, hl+len(payload))
 	}
-	end := off + hl + len(payload)
-	if len(b) < max(end, MinFrameLen) {
-		return 0, fmt.Errorf("%w: frame needs %d bytes, buffer has %d", ErrShort, max(end, MinFrameLen), len(b))
+	hdrEnd = off + hl
+	end = hdrEnd + len(payload)
+	need := hdrEnd
+	if copyPayload {
+		need = max(end, MinFrameLen)
+	}
+	if len(b) < need {
+		return 0, 0, fmt.Errorf("%w: frame needs %d bytes, buffer has %d", ErrShort, need, len(b))
 	}
 	copy(b[:off], t.hdr[:off])
-	copy(b[off+hl:end], payload)
-	h.put(b[off:off+hl], uint16(len(payload)))
+	if copyPayload {
+		copy(b[hdrEnd:end], payload)
+	}
+	h.put(b[off:hdrEnd], uint16(len(payload)))
 	ip := b[EthHeaderLen:]
 	l4 := off - UDPHeaderLen
 	if !t.v6 {
@@ -103,15 +139,19 @@ func (t *FrameTemplate) Encode(b []byte, h *Header, payload []byte) (int, error)
 	be.PutUint16(b[l4+4:], uint16(udpLen))
 	if t.csum {
 		s, c := bits.Add64(t.pseudo, uint64(bits.ReverseBytes16(uint16(udpLen))), 0)
-		ck := ^csumFold(csumAdd(s+c, b[l4:end]))
+		var sum uint64
+		if copyPayload {
+			sum = csumAdd(s+c, b[l4:end])
+		} else {
+			// Headers of even length: the payload's 16-bit words keep
+			// their places in the sum.
+			sum = csumAdd(csumAdd(s+c, b[l4:hdrEnd]), payload)
+		}
+		ck := ^csumFold(sum)
 		if ck == 0 {
 			ck = 0xffff
 		}
 		be.PutUint16(b[l4+6:], ck)
 	}
-	if end < MinFrameLen {
-		clear(b[end:MinFrameLen])
-		end = MinFrameLen
-	}
-	return end, nil
+	return hdrEnd, end, nil
 }

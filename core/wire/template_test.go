@@ -41,6 +41,16 @@ func TestFrameTemplateMatchesEncodeFrame(t *testing.T) {
 		require.Equal(t, want[:n], got[:m], "case %d (seed %d): %v %v", i, seed, typ, a)
 		_, err = wire.DecodeFrame(got[:m])
 		require.NoError(t, err)
+
+		// Headers alone, then the payload and the padding appended by the
+		// sender: the same frame.
+		split := make([]byte, 400)
+		hl, fl, err := tmpl.EncodeHeaders(split, &h, payload)
+		require.NoError(t, err)
+		require.Zero(t, hl%2, "case %d (seed %d): odd header length %d", i, seed, hl)
+		copy(split[hl:], payload)
+		clear(split[hl+len(payload) : fl])
+		require.Equal(t, want[:n], split[:fl], "case %d (seed %d): EncodeHeaders %v %v", i, seed, typ, a)
 	}
 }
 

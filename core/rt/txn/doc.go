@@ -94,9 +94,12 @@
 //   - Registered memory is the caller's; the endpoint reads it (push
 //     source, pull service) and writes it (placement) on its goroutine
 //     while operations are outstanding.
-//   - Payload is copied once, from registered memory into the transport's
-//     frame (core/rt owns that frame until acknowledged), and once from
-//     the received frame into registered memory.
+//   - A push's source must stay unchanged until the push completes (as an
+//     RDMA send buffer): core/rt keeps a reference to it, not a copy, and
+//     copies it straight into each transmission's frame. Pull data is
+//     copied from the region into a frame core/rt keeps until
+//     acknowledged, since the region may change meanwhile. Received
+//     payload is copied once, from the frame into registered memory.
 //   - Contexts, reorder entries, scheduler items and completion slots are
 //     preallocated; an operation holds one context from Push/Pull to its
 //     completion, a peer's request from its first packet to its release

@@ -110,6 +110,9 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 		default:
 			sh.Type = wire.TypePushUnsolicitedData
 		}
+		// The source belongs to the endpoint until the push completes,
+		// and it completes only once every packet resolved.
+		sh.PayloadStable = true
 	} else {
 		if x.kind == OpPush {
 			sh.Type = wire.TypePushGrant
