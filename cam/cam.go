@@ -79,7 +79,7 @@ type bucket[K comparable] struct {
 // tagsOff is where the tags word starts in meta.
 const tagsOff = 12
 
-func (bk *bucket[K]) tags() uint32 { return binary.LittleEndian.Uint32(bk.meta[tagsOff:]) }
+func (bk *bucket[K]) tags() uint32 { return metaTags(&bk.meta) }
 
 // tag returns slot's tag.
 func (bk *bucket[K]) tag(slot int) uint32 { return uint32(bk.meta[tagsOff+slot&3]) }
@@ -89,20 +89,20 @@ func (bk *bucket[K]) index(slot int) uint32 { return bk.indexAt(uintptr(slot & 3
 
 // set fills an empty slot.
 func (bk *bucket[K]) set(slot int, tag, idx uint32, k K) {
-	bk.setMeta(slot&3, tag, idx)
+	metaSet(&bk.meta, uintptr(slot&3), tag, idx)
 	bk.keys[slot&3] = k
 }
 
 // setWords is set for the key with words lo, hi.
 func (bk *bucket[K]) setWords(slot int, tag, idx uint32, lo, hi uint64) {
-	bk.setMeta(slot&3, tag, idx)
-	putKeyWords(&bk.keys[slot&3], lo, hi)
+	metaSet(&bk.meta, uintptr(slot&3), tag, idx)
+	putKeyWords(bk.keyAt(uintptr(slot&3)), lo, hi)
 }
 
 // clear empties a slot. The key stays behind: keys hold no pointers, and
 // only a slot whose tag matches has its key compared.
 func (bk *bucket[K]) clear(slot int) {
-	binary.LittleEndian.PutUint32(bk.meta[tagsOff:], bk.tags()&^(0xff<<(8*(slot&3))))
+	metaClear(&bk.meta, uintptr(slot&3))
 }
 
 type stashSlot[K comparable] struct {
@@ -140,10 +140,15 @@ type Table[K comparable] struct {
 	hashKeys   hashKeys
 	bucketMask uint64 // buckets - 1
 	freeHead   uint32
-	length     int
-	capacity   int
-	matchSIMD  bool
-	name       string
+	// fastLimit is Cap() while the stash is empty and 0 while it is not, so
+	// that Insert's one test freeHead >= fastLimit catches both a full table
+	// (the free list then ends at once, in Cap()) and a key that may be in
+	// the stash.
+	fastLimit uint32
+	length    int
+	capacity  int
+	matchSIMD bool
+	name      string
 
 	// Scratch space of the burst calls' two passes, kept here because a
 	// local array would be zeroed on every call.
@@ -164,8 +169,8 @@ type Table[K comparable] struct {
 // Stats are counters for diagnostics and tests.
 type Stats struct {
 	Len, Cap int
-	// Buckets is the number of 4-slot buckets (at least Cap/2, so the load is
-	// at most 50 %).
+	// Buckets is the number of 4-slot buckets (at least Cap, so the load is
+	// at most 25 %).
 	Buckets int
 	// InStash is the number of keys currently in the 16-entry overflow stash.
 	InStash int
@@ -216,14 +221,21 @@ func New[K comparable](opts Options) (*Table[K], error) {
 	return t, nil
 }
 
-// bucketsFor sizes the table for a load of at most 50 %: with two candidate
+// bucketsFor sizes the table for a load of at most 25 %: with two candidate
 // buckets of four slots, breadth-first displacement and a stash, Capacity keys
-// then fit with overwhelming probability (see doc.go), and most keys sit in
-// their primary bucket, so most lookups read one bucket. The count is a power
-// of two, so that a hash reduces to a bucket with a mask.
+// then fit with overwhelming probability (see doc.go), and nearly all keys
+// sit in their primary bucket. At 50 % load a sliding window of keys (delete
+// the oldest, insert the newest) drifts to one key in nine living in its
+// alternate bucket and one insert in five reading both buckets, each a
+// mispredicted branch; at 25 % it is one in sixty and one in forty, which
+// made that churn a quarter faster on a 64-key table and an eighth on a
+// 65 536-key one, for twice the memory (64 bytes per key for a 12-byte key;
+// lookups of a table too big for the cache measured the same at either
+// load). The count is a power of two, so that a hash reduces to a bucket
+// with a mask.
 func bucketsFor(capacity int) int {
 	n := 2
-	for n < (capacity+1)/2 {
+	for n < capacity {
 		n <<= 1
 	}
 	return n
@@ -234,6 +246,7 @@ func (t *Table[K]) resetFree() {
 		t.pos[i] = posFree | uint32(i+1)
 	}
 	t.freeHead = 0
+	t.fastLimit = uint32(t.capacity)
 }
 
 // Len returns the number of keys present.
@@ -257,8 +270,8 @@ func (t *Table[K]) Stats() Stats {
 	}
 }
 
-// A hash's bits are used three ways, without overlap up to 2^23 buckets
-// (MaxCapacity/2): the low bits pick the primary bucket, the bits from 32 on
+// A hash's bits are used three ways, without overlap up to 2^24 buckets
+// (MaxCapacity): the low bits pick the primary bucket, the bits from 32 on
 // the alternate, the top byte is the tag.
 
 // tagOf is the hash's top seven bits with the top bit set, so that it is
@@ -297,7 +310,7 @@ func (t *Table[K]) match(bk *bucket[K], tag uint32) uint32 {
 	if simdBuild && t.matchSIMD {
 		return matchTagsSIMD(&bk.meta, tag)
 	}
-	return matchTags(bk.tags(), tag)
+	return matchFirst(bk.tags(), tag)
 }
 
 // findIn returns the slot of the key with words lo, hi in bucket b, or -1.
@@ -340,12 +353,12 @@ func (t *Table[K]) Lookup(k K) (idx uint32, ok bool) {
 	if simdBuild && t.matchSIMD {
 		m = matchTagsSIMD(&bk.meta, tagOf(h))
 	} else {
-		m = matchTags(bk.tags(), tagOf(h))
+		m = matchFirst(metaTags(&bk.meta), tagOf(h))
 	}
 	for ; m != 0; m &= m - 1 {
 		i := slotOf(m)
 		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
-			return bk.indexAt(i), true
+			return metaIndex(&bk.meta, i), true
 		}
 	}
 	// The alternate bucket and the stash, spelled out so that Lookup calls
@@ -358,10 +371,10 @@ func (t *Table[K]) Lookup(k K) (idx uint32, ok bool) {
 	}
 	tag := uint32(h>>56)>>1 | 0x80
 	bk = t.bucketAt(t.altOf(h, b))
-	for m = matchTags(bk.tags(), tag); m != 0; m &= m - 1 {
+	for m = matchFirst(metaTags(&bk.meta), tag); m != 0; m &= m - 1 {
 		i := slotOf(m)
 		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
-			return bk.indexAt(i), true
+			return metaIndex(&bk.meta, i), true
 		}
 	}
 	for i := range uintptr(t.stashLen) {
@@ -395,37 +408,66 @@ func (t *Table[K]) lookupElsewhere(lo, hi uint64, primary uint32) (uint32, bool)
 // a breadth-first search over at most 64 full buckets (256 key hashes) and at
 // most 4 moves of keys (never of entry indexes); typically one bucket write.
 func (t *Table[K]) Insert(k K) (idx uint32, err error) {
-	// The common cases in a straight line: k's tag in neither of its
-	// buckets (so k is absent, unless it is in the stash), a free slot in
-	// one of them. Every other case is insertChecked, which starts over.
+	// The common case in a straight line: k's tag not in its primary
+	// bucket, no key of that bucket living elsewhere (so k is absent,
+	// unless it is in the stash), a free slot there. insertAlt handles a
+	// key that may live in, or must go to, its alternate bucket; every
+	// other case is insertChecked. Both start over from the key's words,
+	// so that few values are live here.
 	lo, hi := keyWords(&k)
 	h := t.hashKeys.hash(lo, hi)
 	b := t.primaryOf(h)
 	bk := t.bucketAt(b)
-	tags := bk.tags()
-	if matchTags(tags, tagOf(h)) != 0 || t.length == t.capacity || t.stashLen != 0 {
+	tags := metaTags(&bk.meta)
+	if matchFirst(tags, tagOf(h)) != 0 || t.freeHead >= t.fastLimit {
 		return t.insertChecked(lo, hi)
 	}
-	free := matchTags(tags, 0)
-	if t.overflowAt(b) != 0 || free == 0 {
-		// k might live in its alternate bucket, or must go there.
-		alt := t.altOf(h, b)
-		altTags := t.bucketAt(alt).tags()
-		if matchTags(altTags, tagOf(h)) != 0 {
+	free := matchFirst(tags, 0)
+	if free == 0 || t.overflowAt(b) != 0 {
+		return t.insertAlt(lo, hi)
+	}
+	slot := slotOf(free)
+	idx = t.freeHead
+	t.freeHead = *posIn(t.pos, idx) & posLowMask
+	t.length++
+	binary.LittleEndian.PutUint32(bk.meta[tagsOff:], tags|tagOf(h)<<(8*slot))
+	w := indexWord(&bk.meta, slot)
+	binary.LittleEndian.PutUint32(w[:], binary.LittleEndian.Uint32(w[:])&0xff|idx<<8)
+	putKeyWords(bk.keyAt(slot), lo, hi)
+	*posIn(t.pos, idx) = b<<2 | uint32(slot)
+	return idx, nil
+}
+
+// insertAlt is Insert of an absent key (its tag not in its primary bucket,
+// the table neither full nor stashing) whose primary bucket is full or has
+// keys living elsewhere: k may be in its alternate bucket, and goes there if
+// the primary is full.
+func (t *Table[K]) insertAlt(lo, hi uint64) (idx uint32, err error) {
+	h := t.hashKeys.hash(lo, hi)
+	b := t.primaryOf(h)
+	bk := t.bucketAt(b)
+	free := matchFirst(metaTags(&bk.meta), 0)
+	alt := t.altOf(h, b)
+	altTags := metaTags(&t.bucketAt(alt).meta)
+	if matchFirst(altTags, tagOf(h)) != 0 {
+		return t.insertChecked(lo, hi)
+	}
+	var slot uintptr
+	switch {
+	case free != 0:
+		slot = slotOf(free)
+	default:
+		if free = matchFirst(altTags, 0); free == 0 {
 			return t.insertChecked(lo, hi)
 		}
-		if free == 0 {
-			if free = matchTags(altTags, 0); free == 0 {
-				return t.insertChecked(lo, hi)
-			}
-			t.incOverflow(b)
-			b, bk = alt, t.bucketAt(alt)
-		}
+		t.incOverflow(b)
+		b, bk = alt, t.bucketAt(alt)
+		slot = slotOf(free)
 	}
-	slot := int(slotOf(free))
 	idx = t.takeIndex()
-	bk.setWords(slot, tagOf(h), idx, lo, hi)
-	*t.posAt(idx) = b<<2 | uint32(slot)
+	metaSet(&bk.meta, slot, tagOf(h), idx)
+	putKeyWords(bk.keyAt(slot), lo, hi)
+	*posIn(t.pos, idx) = b<<2 | uint32(slot)
 	return idx, nil
 }
 
@@ -485,7 +527,7 @@ func (t *Table[K]) LookupBurst(keys []K, idxs []uint32) (found uint64) {
 		if simdBuild && t.matchSIMD {
 			ms[i&(MaxBurst-1)] = matchTagsSIMD(&t.bucketAt(t.primaryOf(h)).meta, tagOf(h))
 		} else {
-			ms[i&(MaxBurst-1)] = matchTags(t.bucketAt(t.primaryOf(h)).tags(), tagOf(h))
+			ms[i&(MaxBurst-1)] = matchFirst(t.bucketAt(t.primaryOf(h)).tags(), tagOf(h))
 		}
 	}
 keys:
@@ -579,14 +621,14 @@ func (t *Table[K]) place(b uint32, slot int, k K, tag uint32) uint32 {
 // full, so freeHead is a free index below Cap().
 func (t *Table[K]) takeIndex() uint32 {
 	idx := t.freeHead
-	t.freeHead = *t.posAt(idx) & posLowMask
+	t.freeHead = *posIn(t.pos, idx) & posLowMask
 	t.length++
 	return idx
 }
 
 // freeIndex pushes an index that a present key held (so it is below Cap()).
 func (t *Table[K]) freeIndex(idx uint32) {
-	*t.posAt(idx) = posFree | t.freeHead
+	*posIn(t.pos, idx) = posFree | t.freeHead
 	t.freeHead = idx
 	t.length--
 }
@@ -620,6 +662,7 @@ func (t *Table[K]) insertSlow(k K, tag, b1, b2 uint32) (uint32, error) {
 		t.stash[t.stashLen] = stashSlot[K]{key: k, tag: tag, idx: idx, primary: b1, alt: b2}
 		t.pos[idx] = posStash | uint32(t.stashLen)
 		t.stashLen++
+		t.fastLimit = 0
 		t.stashed++
 		t.incOverflow(b1)
 		return idx, nil
@@ -713,14 +756,14 @@ func (t *Table[K]) Delete(k K) (idx uint32, ok bool) {
 	if simdBuild && t.matchSIMD {
 		m = matchTagsSIMD(&bk.meta, tagOf(h))
 	} else {
-		m = matchTags(bk.tags(), tagOf(h))
+		m = matchFirst(metaTags(&bk.meta), tagOf(h))
 	}
 	for ; m != 0; m &= m - 1 {
 		i := slotOf(m)
 		if klo, khi := keyWords(bk.keyAt(i)); (klo^lo)|(khi^hi) == 0 {
 			// removeSlot(b1, i, b1) spelled out: it is over the inlining budget
-			idx := bk.indexAt(i)
-			bk.clear(int(i))
+			idx := metaIndex(&bk.meta, i)
+			metaClear(&bk.meta, i)
 			t.freeIndex(idx)
 			if t.stashLen != 0 {
 				t.unstashInto(b1, int(i))
@@ -800,6 +843,9 @@ func (t *Table[K]) dropStash(i int) {
 	}
 	t.stash[last] = stashSlot[K]{}
 	t.stashLen--
+	if t.stashLen == 0 {
+		t.fastLimit = uint32(t.capacity)
+	}
 }
 
 // unstashInto moves the first stashed key that may live in bucket b into its

@@ -3,6 +3,7 @@ package cam
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -345,7 +346,7 @@ func collidingKeys(tb *Table[uint64], buckets []uint32, n int, seed uint64) []ui
 func TestCollidingKeysUseDisplacementStashAndFailCleanly(t *testing.T) {
 	tb, err := New[uint64](Options{Capacity: 512, Name: "victim"})
 	require.NoError(t, err)
-	require.Equal(t, 256, len(tb.buckets))
+	require.Equal(t, 512, len(tb.buckets), "Capacity buckets: a load of at most 25 %")
 
 	// Two buckets: 8 slots, then the 16-entry stash, then ErrFull below Cap.
 	keys := collidingKeys(tb, []uint32{10, 11}, 30, 1)
@@ -591,6 +592,36 @@ func TestMatchTagsAgree(t *testing.T) {
 	require.Equal(t, uint32(0x83), tagOf(0x0700_0000_0000_0000))
 }
 
+func TestMatchFirstAgreesWithMatchTags(t *testing.T) {
+	// matchFirst is used on valid metadata only: tags with the top bit set,
+	// 0 for an empty slot. Its lowest set bit must be matchTags's, each set
+	// bit must be a slot with the tag or an occupied slot above the first
+	// match, and it must be exact for tag 0.
+	seed := uint64(3)
+	r := rand.New(rand.NewPCG(seed, 9))
+	for range 50_000 {
+		var tags uint32
+		for i := range slotsPerBucket {
+			if r.IntN(4) != 0 {
+				tags |= uint32(0x80|r.IntN(4)) << (8 * i) // few values, so that tags repeat
+			}
+		}
+		for _, tag := range []uint32{0, 0x80 | uint32(r.IntN(4))} {
+			want, got := matchTags(tags, tag), matchFirst(tags, tag)
+			require.Equal(t, want == 0, got == 0, "seed %d: tags %#x tag %#x", seed, tags, tag)
+			require.Equal(t, want&-want, got&-got, "seed %d: lowest match of tags %#x tag %#x", seed, tags, tag)
+			if tag == 0 {
+				require.Equal(t, want, got, "seed %d: empty slots of tags %#x", seed, tags)
+			}
+			for m := got &^ want; m != 0; m &= m - 1 {
+				slot := bits.TrailingZeros32(m) >> 3
+				require.NotZero(t, tags>>(8*slot)&0xff, "seed %d: tags %#x tag %#x: extra match on empty slot %d", seed, tags, tag, slot)
+				require.Less(t, bits.TrailingZeros32(want), bits.TrailingZeros32(m), "seed %d: extra match below the first", seed)
+			}
+		}
+	}
+}
+
 func TestBucketIndexRoundTrip(t *testing.T) {
 	var bk bucket[uint32]
 	idxs := [4]uint32{0, indexMask, 0x123456, 0xabcdef}
@@ -661,9 +692,9 @@ func TestBucketCountIsAPowerOfTwo(t *testing.T) {
 		tb, err := New[TransportKey](Options{Capacity: c})
 		require.NoError(t, err)
 		n := tb.Stats().Buckets
-		half := max((c+1)/2, 2)
+		least := max(c, 2)
 		require.Zero(t, n&(n-1), "capacity %d: %d buckets", c, n)
-		require.True(t, n >= half && n < 2*half, "capacity %d: %d buckets for a load of at most 50 %%", c, n)
+		require.True(t, n >= least && n < 2*least, "capacity %d: %d buckets for a load of at most 25 %%", c, n)
 		// Every key's two buckets differ and are in range.
 		for i := range 1000 {
 			k := TransportKey{CID: uint32(i % 7), Win: 1, PSN: uint32(i * 2654435761)}

@@ -34,24 +34,31 @@
 //
 // # Design and worst cases
 //
-// Bucketized cuckoo hashing over a fixed array of buckets, Capacity/2 of them
+// Bucketized cuckoo hashing over a fixed array of buckets, Capacity of them
 // rounded up to a power of two (at least 2), four slots each, so the load
-// never exceeds 50 %. A bucket is the four keys in place followed by 16 bytes
+// never exceeds 25 % (memory is traded for branches: at 50 % load one key in
+// nine drifts to its alternate bucket under churn, at 25 % one in sixty, and
+// each such key's lookup and delete mispredicts a branch). A bucket is the four keys in place followed by 16 bytes
 // of metadata — the four slots' 24-bit entry indexes, then their tags, one
 // 32-bit word (0 = empty): for a 12-byte key one 64-byte cache line. The
 // seeded hash (HashWords over the key's bytes: one 64×64→128-bit multiply)
 // picks the primary bucket with its low bits, the alternate with the bits
 // from 32 on and the 7-bit tag from the top. A lookup matches the tag against
-// the bucket's four tags in one branch-free step on a 32-bit word (SWAR),
-// then compares the full key (as two words) only where the tag matched.
+// the bucket's four tags in one branch-free step on a 32-bit word (SWAR, the
+// borrow test, whose lowest match is exact), then compares the full key (as
+// two words) only where the tag matched.
 //
 // The common paths are written for the machine: Lookup, Insert and Delete
 // each hash and probe in one function body with no bounds checks (the
 // bucket, slot and index accessors in bucket_unsafe.go, whose arguments are
-// in range by construction). Lookup calls nothing and spills nothing, so it
-// runs without a stack frame; Insert and Delete leave their rare cases (a tag
-// match on insert, a key in the alternate bucket on delete, the stash) to
-// helpers that start over, so that few values are live on the common path.
+// in range by construction; the metadata ones are plain functions, not
+// methods of the generic bucket, since an inlined generic method still
+// loads and nil-checks its dictionary). Lookup calls nothing and spills
+// nothing, so it runs without a stack frame; Insert and Delete leave their
+// rare cases (a tag match, a full table or a stashed key, a key that may be
+// in or must go to the alternate bucket on insert; a key in the alternate
+// bucket on delete) to helpers that start over, so that few values are live
+// on the common path.
 // Every metadata access is one 32-bit word, and the tags word shares no byte
 // with an index word, so the tags read that starts each operation is
 // forwarded from the latest store to it even right after an insert or
@@ -88,8 +95,10 @@
 // match of Lookup, Delete and LookupBurst uses simd/archsimd (one VPCMPEQB
 // over the bucket's metadata); without it, or on a CPU without AVX2, it uses
 // the SWAR match (Insert always does: it needs the empty-slot mask from the
-// same word too). Both give the same masks, so indexes do not depend on the
-// build. With four tags per bucket the
+// same word too). Both give the same lowest match and, for the empty slots,
+// the same mask (SWAR may also flag an occupied slot above a match, whose key
+// compare then fails), and every caller takes the lowest bit or compares
+// keys, so indexes do not depend on the build. With four tags per bucket the
 // SWAR match is a handful of integer operations and measures the same as the
 // SIMD one (within noise, either way); SIMD would pay off with 16 or 32 tags
 // per bucket, which would move most keys out of their bucket's cache line.
@@ -99,7 +108,7 @@
 // Capacity keys always fit in practice: ErrFull is returned when Len() ==
 // Cap(), the free list being exactly Capacity indexes long. A refusal below
 // Capacity would need a set of keys whose buckets, after the 64-bucket
-// search, leave no free slot, with the 16-entry stash also full; at 50 % load
+// search, leave no free slot, with the 16-entry stash also full; at 25 % load
 // with two choices of four slots that is astronomically unlikely for keys the
 // seeded hash spreads. The tests fill tables to capacity over many seeds,
 // sizes and adversarially structured key sets, and churn full tables for
