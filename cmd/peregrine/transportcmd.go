@@ -295,10 +295,13 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	runErr := group.WaitAll()
 	ep.Stop(clk.Now())
 	drainPorts(pool, []port.Port{p})
+	ps := p.Stats()
 	closePort()
 	ts := ep.Transport().Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
 		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
+	fmt.Fprintf(out, "  port %s: received %d, dropped %d (ring full or no buffer), no buffer %d; sent %d, refused %d (queue full, retried)\n",
+		p.Info().Name, ps.RxPackets, ps.RxDropped, ps.RxNoBuf, ps.TxPackets, ps.TxDropped)
 	if load == nil {
 		st := ep.Stats()
 		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d; %d pushes checked, %d with wrong bytes\n",
