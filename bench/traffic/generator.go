@@ -102,7 +102,11 @@ func (g *Generator) Poll(now clock.Time) int {
 		}
 	}
 	if g.stopped.Load() || (g.opts.Count > 0 && g.sentLocal >= g.opts.Count) {
-		g.done.Store(true)
+		if !g.done.Load() {
+			// The last full bursts may be held by the port (port.TxFlusher).
+			port.FlushTx(g.opts.Port, g.opts.Queue)
+			g.done.Store(true)
+		}
 		return 0
 	}
 	want := g.opts.Burst
@@ -112,6 +116,7 @@ func (g *Generator) Poll(now clock.Time) int {
 	if g.opts.Rate > 0 {
 		want = g.allowance(now, want)
 		if want == 0 {
+			port.FlushTx(g.opts.Port, g.opts.Queue)
 			return 0
 		}
 	}
@@ -201,6 +206,7 @@ func (g *Generator) Done() bool { return g.done.Load() }
 // Stop implements the lcore stop hook: frames still pending are freed and
 // the cache is returned to the pool.
 func (g *Generator) Stop(clock.Time) {
+	port.FlushTx(g.opts.Port, g.opts.Queue)
 	g.cache.Free(g.pending)
 	g.pending = g.pending[:0]
 	g.cache.Flush()

@@ -136,6 +136,10 @@ func (f *Forwarder) Poll(clock.Time) int {
 	}
 	n := f.opts.In.RxBurst(f.opts.InQueue, f.burst)
 	if n == 0 {
+		if f.opts.Mode != ModeRxOnly {
+			// Full bursts the output may hold go now (port.TxFlusher).
+			port.FlushTx(f.opts.Out, f.opts.OutQueue)
+		}
 		return 0
 	}
 	f.rx.Add(uint64(n))
@@ -177,6 +181,9 @@ func (f *Forwarder) Poll(clock.Time) int {
 
 // Stop implements the lcore stop hook.
 func (f *Forwarder) Stop(clock.Time) {
+	if f.opts.Mode != ModeRxOnly {
+		port.FlushTx(f.opts.Out, f.opts.OutQueue)
+	}
 	f.dropped.Add(uint64(len(f.pending)))
 	f.cache.Free(f.pending)
 	f.pending = f.pending[:0]

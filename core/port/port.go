@@ -15,7 +15,8 @@ type Port interface {
 	// returns how many it stored. The caller owns bufs[:n].
 	RxBurst(queue int, bufs []mbuf.Handle) int
 	// TxBurst transmits up to len(bufs) packets on queue and returns how many
-	// it accepted; it owns bufs[:n], the caller keeps bufs[n:].
+	// it accepted; it owns bufs[:n], the caller keeps bufs[n:]. A port may
+	// hold accepted packets of full bursts until FlushTx (see TxFlusher).
 	TxBurst(queue int, bufs []mbuf.Handle) int
 	// Info describes the port; it does not change after open.
 	Info() Info
@@ -25,6 +26,29 @@ type Port interface {
 	// Close stops the port and releases its resources, returning any packets
 	// it still holds to their pool. Close is idempotent.
 	Close() error
+}
+
+// TxFlusher is implemented by ports that may hold frames TxBurst accepted
+// for a short while, to send several bursts with one system call (AF_XDP in
+// copy mode, while its caller hands it full bursts). TxFlush sends what
+// queue holds now. Such a port sends them anyway on the next TxBurst that
+// is not a full burst (fewer than FullBurst frames), so a sender below saturation
+// never waits; a sender that stops after full bursts calls FlushTx, which
+// does nothing for other ports. Every stage that transmits does so when it
+// finds nothing to send and when it stops.
+type TxFlusher interface {
+	TxFlush(queue int)
+}
+
+// FullBurst is the burst size (DPDK's default) from which a TxBurst counts
+// as full: its sender may have more at once, and a TxFlusher may hold it.
+const FullBurst = 32
+
+// FlushTx calls p.TxFlush(queue) when p is a TxFlusher.
+func FlushTx(p Port, queue int) {
+	if f, ok := p.(TxFlusher); ok {
+		f.TxFlush(queue)
+	}
 }
 
 // Capability is a bit set of optional port features.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
@@ -65,6 +66,8 @@ func (e *Endpoint) transmit() int {
 		built++
 	}
 	if len(e.pending) == 0 {
+		// Full bursts the port may hold go now (port.TxFlusher).
+		port.FlushTx(e.port, e.queue)
 		return built
 	}
 	n := e.port.TxBurst(e.queue, e.pending)

@@ -213,6 +213,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		maxLen: uint32(min(p.info.MTU+ethHeaderLen+vlanHeaderLen, p.pool.FrameSize())),
 		frame:  uint32(p.pool.FrameSize()),
 		stats:  qs,
+		batch:  uint32(p.opts.TxBatch),
 	}
 	q.tx.own = p.pool.NewCache()
 	q.tx.cache = q.tx.own

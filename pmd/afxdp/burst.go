@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
 	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
 )
@@ -86,6 +87,8 @@ type txQueue struct {
 	warmed byte // sink of the warming loads, so they are not elided
 	stats  *portstat.Queue
 	bad    [1]mbuf.Handle
+	batch  uint32 // Options.TxBatch
+	held   uint32 // frames submitted since the last kick, copy mode
 	_      [cacheLine]byte
 }
 
@@ -223,13 +226,9 @@ func (q *txQueue) burst(bufs []mbuf.Handle) int {
 			q.warm(idx, written)
 		}
 	}
-	if q.ring.NeedWakeup() && (written > 0 || q.ring.Pending() > 0) {
-		q.kick()
-		// In copy mode sendto transmits before it returns, so this burst's
-		// frames are complete already: freed now, they are the next ones
-		// the caller's cache hands out (LIFO), while their cache lines are
-		// warm, instead of a burst later.
-		q.reclaim()
+	q.held += written
+	if q.held >= q.batch || len(bufs) < port.FullBurst || written == 0 {
+		q.flush()
 	}
 	q.stats.AddTx(int(written), bytes)
 	q.stats.AddTxDropped(len(bufs) - int(n))
@@ -261,6 +260,28 @@ func (q *txQueue) warm(idx, n uint32) {
 // kick makes the kernel send what is on the TX ring. In copy mode sendto
 // transmits synchronously, up to its budget per call, and answers EAGAIN
 // while descriptors remain or the completion ring is full.
+// flush makes the kernel send what the TX ring holds, when it asked for a
+// wakeup (copy mode, and zero-copy drivers that sleep).
+func (q *txQueue) flush() {
+	q.held = 0
+	if q.ring.NeedWakeup() && q.ring.Pending() > 0 {
+		q.kick()
+		// In copy mode sendto transmits before it returns, so these
+		// frames are complete already: freed now, they are the next ones
+		// the caller's cache hands out (LIFO), while their cache lines are
+		// warm, instead of a burst later.
+		q.reclaim()
+	}
+}
+
+// TxFlush sends the frames queue holds (see Options.TxBatch).
+func (p *Port) TxFlush(queue int) {
+	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {
+		return
+	}
+	p.queues[queue].tx.flush()
+}
+
 func (q *txQueue) kick() {
 	for range maxKicks {
 		switch errno := q.sock.Kick(); errno {

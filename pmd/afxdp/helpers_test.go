@@ -66,6 +66,7 @@ func sendFrames(t testing.TB, p *Port, pool *mbuf.Pool, queue, n, size int) {
 		require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
 		sent += p.TxBurst(queue, hs[sent:])
 	}
+	p.TxFlush(queue)
 }
 
 // receiveFrames polls queue until n frames arrived (bounded by empty

@@ -15,11 +15,13 @@ const DriverName = "afxdp"
 // Defaults and limits of Options.
 const (
 	DefaultRingSize = 2048
-	MinRingSize     = 64
-	MaxRingSize     = 32768
-	MaxQueues       = 256
-	MaxBusyPoll     = 65535
-	MinFillLevel    = 32
+	// DefaultTxBatch is Options.TxBatch's default.
+	DefaultTxBatch = 128
+	MinRingSize    = 64
+	MaxRingSize    = 32768
+	MaxQueues      = 256
+	MaxBusyPoll    = 65535
+	MinFillLevel   = 32
 )
 
 // Mode selects how the XDP program is attached.
@@ -118,6 +120,18 @@ type Options struct {
 	// before that, such a poll would have nothing to poll and is skipped.
 	// Default 0 (off).
 	BusyPoll int
+	// TxBatch is how many frames a queue may hold on its TX ring before
+	// the system call that sends them, in copy mode, while TxBurst gets
+	// full bursts (port.FullBurst frames or more): each call costs about
+	// as much as sending a few frames, and a saturated sender (txonly, a
+	// forwarder under overload) makes one per TxBatch frames instead of
+	// one per burst. A shorter burst and TxFlush (port.FlushTx) send what
+	// is held at once, so a sender below saturation waits for nothing.
+	// 1 sends every burst at once. Default DefaultTxBatch;
+	// measured sending 64-byte frames over veth: 128 gave 3 % more frames
+	// per second than 1, 256 and 512 less than 128 (the frames held
+	// outgrow the caches).
+	TxBatch int
 	// Name is Info().Name. Default "afxdp:INTERFACE".
 	Name string
 	// Attachments, when set, shares XDP program attachments between the
@@ -146,6 +160,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FillLevel == 0 {
 		o.FillLevel = o.RingSize / 2
 	}
+	if o.TxBatch == 0 {
+		o.TxBatch = min(DefaultTxBatch, o.RingSize)
+	}
 	if o.Mode == "" {
 		o.Mode = ModeAuto
 	}
@@ -171,6 +188,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Options.FillLevel %d is out of range (use %d..RingSize %d, or 0 for half the ring)", o.FillLevel, MinFillLevel, o.RingSize)
 	case o.UDPPort < 0 || o.UDPPort > 65535:
 		return bad("Options.UDPPort %d is out of range (use 1..65535, or 0 to redirect every frame)", o.UDPPort)
+	case o.TxBatch < 1 || o.TxBatch > o.RingSize:
+		return bad("Options.TxBatch %d is out of range (use 1..RingSize %d, or 0 for %d)", o.TxBatch, o.RingSize, DefaultTxBatch)
 	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll:
 		return bad("Options.BusyPoll %d is out of range (use 0 for off, or a budget in 1..%d)", o.BusyPoll, MaxBusyPoll)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
 	"github.com/peregrine-net/peregrine/pmd/netns"
@@ -124,6 +125,46 @@ func TestTxRingFullRefuses(t *testing.T) {
 		require.LessOrEqual(t, accepted, 64, "a 64-entry TX ring took more than 64 frames while the link was down")
 	}
 	require.Equal(t, 64, accepted, "the TX ring takes exactly its size")
+}
+
+// TestTxBatchHoldsFullBurstsUntilFlush: in copy mode full bursts wait on
+// the TX ring, without a system call, until TxBatch frames are there, a
+// short burst comes, or TxFlush; then all of them go.
+func TestTxBatchHoldsFullBurstsUntilFlush(t *testing.T) {
+	tp := topo(t, 1)
+	pool := newPool(t, 4096, 2048)
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, ZeroCopy: ZeroCopyOff, TxBatch: 128})
+	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B})
+	ring := tx.queues[0].tx.ring
+	burst := func(n int) {
+		hs := make([]mbuf.Handle, n)
+		require.Equal(t, n, pool.AllocBulk(hs))
+		for _, h := range hs {
+			require.True(t, pool.SetLen(h, 60))
+			b := pool.Data(h)
+			copy(b[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+			b[12], b[13] = 0x88, 0xb5
+		}
+		require.Equal(t, n, tx.TxBurst(0, hs))
+	}
+
+	burst(port.FullBurst)
+	burst(2 * port.FullBurst)
+	require.Equal(t, uint32(3*port.FullBurst), ring.Pending(), "full bursts below TxBatch wait on the ring")
+	tx.TxFlush(0)
+	require.Zero(t, ring.Pending(), "TxFlush sends them (copy mode: before it returns)")
+	require.Equal(t, 3*port.FullBurst, receiveFrames(t, rx, pool, 0, 3*port.FullBurst, 60))
+
+	burst(port.FullBurst)
+	burst(5)
+	require.Zero(t, ring.Pending(), "a short burst sends what was held with it")
+	require.Equal(t, port.FullBurst+5, receiveFrames(t, rx, pool, 0, port.FullBurst+5, 60))
+
+	for range 4 {
+		burst(port.FullBurst)
+	}
+	require.Zero(t, ring.Pending(), "TxBatch frames go at once")
+	require.Equal(t, 4*port.FullBurst, receiveFrames(t, rx, pool, 0, 4*port.FullBurst, 60))
 }
 
 // TestZeroAllocs checks RxBurst and TxBurst in steady state, with the

@@ -12,7 +12,7 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0]",
+		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0&tx_batch=128]",
 		Help:   "AF_XDP sockets on queues of a kernel interface; the pool's arena is the UMEM, so frames pass with no copy in peregrine",
 		Open:   open,
 	})
@@ -23,7 +23,7 @@ func init() {
 const attachmentsKey = "afxdp/attachments"
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll"); err != nil {
+	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll", "tx_batch"); err != nil {
 		return nil, err
 	}
 	pool, err := env.RequirePool(DriverName)
@@ -50,6 +50,9 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 		return nil, err
 	}
 	if opts.UDPPort, err = spec.Int("udp_port", 0, 0, 65535); err != nil {
+		return nil, err
+	}
+	if opts.TxBatch, err = spec.Int("tx_batch", 0, 1, MaxRingSize); err != nil {
 		return nil, err
 	}
 	if opts.BusyPoll, err = spec.Int("busy_poll", 0, 0, MaxBusyPoll); err != nil {

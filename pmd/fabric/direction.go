@@ -372,6 +372,8 @@ func (d *direction) release(now clock.Time) int {
 		k++
 	}
 	if k == 0 {
+		// Full bursts the port may hold go now (port.TxFlusher).
+		port.FlushTx(d.out, d.outQ)
 		return work
 	}
 	n := d.out.TxBurst(d.outQ, d.tx[:k])

@@ -187,6 +187,9 @@ func (m *Mirror) Flush() error {
 // Info returns the inner port's Info.
 func (m *Mirror) Info() port.Info { return m.inner.Info() }
 
+// TxFlush passes port.FlushTx on to the inner port.
+func (m *Mirror) TxFlush(queue int) { port.FlushTx(m.inner, queue) }
+
 // Stats returns the inner port's counters, with failed capture writes
 // added to Errors.
 func (m *Mirror) Stats() port.Stats {

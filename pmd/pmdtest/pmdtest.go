@@ -180,6 +180,7 @@ func (s *session) send(queue int, hs []mbuf.Handle) int {
 		sent += n
 		empty = 0
 	}
+	port.FlushTx(s.tx, queue) // a TxFlusher may hold full bursts
 	s.pool.Free(hs[sent:])
 	return sent
 }
@@ -360,6 +361,7 @@ func testPartialTx(s *session) {
 			s.pool.Free(hs[n:])
 		}
 	}
+	port.FlushTx(s.tx, 0)
 	if refused == 0 {
 		t.Logf("TxBurst never refused a frame (%d frames sent, %d of %d pool frames free); the partial-ownership check did not run", len(accepted), s.pool.Available(), s.pool.Frames())
 	}
@@ -523,6 +525,7 @@ func (s *session) concurrentSender(q, total int, sentSeqs *[]uint32) error {
 			stalls = 0
 			progress = time.Now()
 		}
+		port.FlushTx(s.tx, q)
 		s.pool.Free(hs[sent:n])
 		if sent < n && !s.h.Lossy {
 			return fmt.Errorf("queue %d: TxBurst refused frames for %d polls in a row", q, stalls)
