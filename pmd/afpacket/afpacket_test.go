@@ -288,7 +288,44 @@ func TestTxSlotsBoundTheBurst(t *testing.T) {
 		require.Less(t, tries, 1<<16)
 		sent += tx.TxBurst(0, hs[sent:])
 	}
+	tx.TxFlush(0)
 	require.Equal(t, want, receiveN(t, pool, rx, 0, len(hs)))
+	require.Zero(t, pool.InUse())
+}
+
+// TestTxBatchHoldsFullBurstsUntilFlush: full bursts wait in their slots,
+// without a system call, until TxBatch frames are there, a short burst
+// comes, or TxFlush; then all of them go.
+func TestTxBatchHoldsFullBurstsUntilFlush(t *testing.T) {
+	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
+	pool := newPool(t, 1024)
+	tx, rx := openPair(t, pool, topo, afpacket.Options{TxBatch: 128})
+	defer tx.Close()
+	defer rx.Close()
+	seq := uint32(0)
+	burst := func(n int) {
+		hs := make([]mbuf.Handle, n)
+		makeFrames(t, pool, hs, 100, topo.MACB, topo.MACA, seq)
+		seq += uint32(n)
+		require.Equal(t, n, tx.TxBurst(0, hs))
+	}
+	burst(port.FullBurst)
+	burst(2 * port.FullBurst)
+	require.Equal(t, 3*port.FullBurst, afpacket.TxHeld(tx, 0), "full bursts below TxBatch wait")
+	tx.TxFlush(0)
+	require.Zero(t, afpacket.TxHeld(tx, 0))
+	require.Len(t, receiveN(t, pool, rx, 0, 3*port.FullBurst), 3*port.FullBurst)
+
+	burst(port.FullBurst)
+	burst(5)
+	require.Zero(t, afpacket.TxHeld(tx, 0), "a short burst sends what waited with it")
+	require.Len(t, receiveN(t, pool, rx, 0, port.FullBurst+5), port.FullBurst+5)
+
+	for range 4 {
+		burst(port.FullBurst)
+	}
+	require.Zero(t, afpacket.TxHeld(tx, 0), "TxBatch frames go at once")
+	require.Len(t, receiveN(t, pool, rx, 0, 4*port.FullBurst), 4*port.FullBurst)
 	require.Zero(t, pool.InUse())
 }
 
@@ -309,6 +346,7 @@ func TestDropsAreCounted(t *testing.T) {
 		pool.Free(hs[n:])
 		sent += n
 	}
+	tx.TxFlush(0) // full bursts wait for TxBatch frames or a flush
 	got := receiveN(t, pool, rx, 0, total)
 	st := rx.Stats()
 	require.Less(t, len(got), total, "the small ring must have overflowed")
@@ -339,6 +377,7 @@ func TestFanoutSpreadsFlows(t *testing.T) {
 		}
 		require.Equal(t, flows, tx.TxBurst(0, hs))
 	}
+	tx.TxFlush(0)
 	// Each queue's receiver keeps its own results; they are read after Wait.
 	got := make([][][]byte, 4)
 	errs := make([]error, 4)

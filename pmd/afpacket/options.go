@@ -22,6 +22,7 @@ const (
 	DefaultFrameSize    = 2048
 	MinFrameSize        = 128
 	DefaultTxSlots      = 256
+	DefaultTxBatch      = 128
 	MaxTxSlots          = 1 << 16
 	DefaultBlockTimeout = time.Millisecond
 )
@@ -88,6 +89,13 @@ type Options struct {
 	// 10-20 % fewer. A burst larger than the free slots is cut short.
 	// Default 256.
 	TxSlots int
+	// TxBatch is how many frames may wait in transmit slots before the
+	// system call that sends them, while TxBurst gets full bursts
+	// (port.FullBurst frames or more): a saturated sender makes one call
+	// per TxBatch frames instead of one per burst. A shorter burst and
+	// TxFlush (port.FlushTx) send what waits at once. 1 sends every burst
+	// at once. Default DefaultTxBatch, at most half of TxSlots.
+	TxBatch int
 	// BlockTimeout is how long the kernel keeps filling a receive block
 	// before handing it over part-full, in whole milliseconds: the worst
 	// added latency at low rates. Default 1 ms.
@@ -139,6 +147,9 @@ func (o *Options) validate() error {
 	if o.TxSlots == 0 {
 		o.TxSlots = DefaultTxSlots
 	}
+	if o.TxBatch == 0 {
+		o.TxBatch = max(1, min(DefaultTxBatch, o.TxSlots/2))
+	}
 	if o.Queues < 1 || o.Queues > MaxQueues {
 		return fmt.Errorf("afpacket: Options.Queues %d is out of range (use 1..%d)", o.Queues, MaxQueues)
 	}
@@ -154,6 +165,9 @@ func (o *Options) validate() error {
 	}
 	if o.TxSlots < 1 || o.TxSlots > MaxTxSlots {
 		return fmt.Errorf("afpacket: Options.TxSlots %d is out of range (use 1..%d, e.g. %d)", o.TxSlots, MaxTxSlots, DefaultTxSlots)
+	}
+	if o.TxBatch < 1 || o.TxBatch > o.TxSlots {
+		return fmt.Errorf("afpacket: Options.TxBatch %d is out of range (use 1..TxSlots %d, or 0 for %d)", o.TxBatch, o.TxSlots, DefaultTxBatch)
 	}
 	if o.BlockTimeout < time.Millisecond || o.BlockTimeout%time.Millisecond != 0 || o.BlockTimeout > time.Minute {
 		return fmt.Errorf("afpacket: Options.BlockTimeout %v must be whole milliseconds in 1ms..1m (use 1ms)", o.BlockTimeout)

@@ -72,6 +72,8 @@ type queue struct {
 	txMax       int // largest untagged frame sent: MTU + Ethernet header, capped by the slot
 	slotRoom    int // data bytes a slot holds
 	kickPending bool
+	txBatch     int // Options.TxBatch
+	txHeld      int // frames marked for sending since the last kick
 
 	stats *portstat.Queue
 	_     [128]byte
@@ -125,6 +127,7 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 			txCache:    txOwn,
 			txOwn:      txOwn,
 			txRing:     r.mem[rxLen:],
+			txBatch:    opts.TxBatch,
 			slotSize:   opts.FrameSize,
 			slots:      len(r.mem[rxLen:]) / opts.FrameSize,
 			txMax:      min(lk.mtu+etherHeaderLen, opts.FrameSize-tpacket3HdrLen),
@@ -332,8 +335,11 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 	if n > 0 {
 		q.txCache.Free(bufs[:n])
 	}
-	if sent > 0 || q.kickPending {
-		q.kick()
+	q.txHeld += sent
+	if q.kickPending || q.txHeld >= q.txBatch || len(bufs) < port.FullBurst || n < len(bufs) {
+		if q.txHeld > 0 || q.kickPending {
+			q.kick()
+		}
 	}
 	if rejected > 0 {
 		q.stats.TxErrors.Add(uint64(rejected))
@@ -362,7 +368,18 @@ func (q *queue) fitsTagged(data []byte) bool {
 // (measured in the vs-testpmd io comparison: 6-11 % of the forwarding CPU
 // went to other threads). A stop-the-world waits for a kick in progress:
 // at most TxSlots frames.
+// TxFlush sends the frames queue holds (see Options.TxBatch).
+func (p *Port) TxFlush(queue int) {
+	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {
+		return
+	}
+	if q := &p.queues[queue]; q.txHeld > 0 || q.kickPending {
+		q.kick()
+	}
+}
+
 func (q *queue) kick() {
+	q.txHeld = 0
 	_, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(q.ring.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	switch errno {
 	case 0:

@@ -11,14 +11,14 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "afpacket:IFACE[?netns=NAME&queues=N&block_size=N&block_count=N&frame_size=N&tx_slots=256&block_timeout=MS&qdisc_bypass=1&promisc=1&fanout=hash|lb|cpu|qm]",
+		Syntax: "afpacket:IFACE[?netns=NAME&queues=N&block_size=N&block_count=N&frame_size=N&tx_slots=256&tx_batch=128&block_timeout=MS&qdisc_bypass=1&promisc=1&fanout=hash|lb|cpu|qm]",
 		Help:   "a Linux interface through AF_PACKET mmap rings (TPACKET_V3); one copy per packet, any interface, veth included",
 		Open:   open,
 	})
 }
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("netns", "queues", "block_size", "block_count", "frame_size", "tx_slots", "block_timeout",
+	if err := spec.CheckParams("netns", "queues", "block_size", "block_count", "frame_size", "tx_slots", "tx_batch", "block_timeout",
 		"qdisc_bypass", "promisc", "fanout"); err != nil {
 		return nil, err
 	}
@@ -46,6 +46,9 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 		return nil, err
 	}
 	if opts.TxSlots, err = spec.Int("tx_slots", DefaultTxSlots, 1, MaxTxSlots); err != nil {
+		return nil, err
+	}
+	if opts.TxBatch, err = spec.Int("tx_batch", 0, 1, MaxTxSlots); err != nil {
 		return nil, err
 	}
 	ms, err := spec.Int("block_timeout", int(DefaultBlockTimeout/time.Millisecond), 1, 60000)
