@@ -134,8 +134,9 @@
 //     frees the burst to its cache when the burst is done.
 //   - Send: the payload is copied into a fresh mbuf (the retained frame),
 //     fully encoded; with SendHeader.PayloadStable only the headers are
-//     (checksummed over the payload) and the engine keeps a reference to
-//     the caller's payload instead. The retransmission engine owns it until the packet is
+//     (their checksum over the headers alone) and the engine keeps a
+//     reference to the caller's payload instead, copied and summed into
+//     each transmission in one pass (wire.CopyChecksum). The retransmission engine owns it until the packet is
 //     acknowledged, abandoned, or its connection fails or is dropped by
 //     Stop, and then frees it.
 //   - Transmit: each transmission (first or resend) allocates another mbuf,

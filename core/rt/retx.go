@@ -51,10 +51,11 @@ type SendHeader struct {
 	// PayloadStable promises that the payload stays valid and unchanged
 	// until the packet resolves (its Cookie comes back, or the connection
 	// fails). The transport then keeps a reference to it instead of a
-	// copy and copies it straight into each transmission: one copy per
-	// packet fewer. A payload changed meanwhile goes out under a checksum
-	// that no longer matches, and the peer drops it as corrupt (unless the
-	// frames carry no UDP checksum: IPv4 with Addrs.NoUDPChecksum).
+	// copy and copies it straight into each transmission, summing it for
+	// the UDP checksum as it copies: one pass over the payload per
+	// transmission instead of three. A payload changed meanwhile is sent
+	// as it is then (as an RDMA send buffer changed before its completion:
+	// the peer may get either version).
 	PayloadStable bool
 	// Cookie is the ULP's own word for this packet. It is not sent; the
 	// transport hands it back when the packet resolves: to the ACK handler
@@ -153,7 +154,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	var n int
 	var kept []byte
 	if sh.PayloadStable && len(payload) > 0 {
-		n, _, err = c.tmpl.EncodeHeaders(e.room(f), hd, payload)
+		n, _, err = c.tmpl.EncodeHeaders(e.room(f), hd, len(payload))
 		kept = payload
 	} else {
 		n, err = c.tmpl.Encode(e.room(f), hd, payload)

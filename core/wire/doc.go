@@ -25,8 +25,11 @@
 // result is DecodeFrame's (a fuzz target checks it). A FrameTemplate holds a
 // peer's Ethernet, IP and UDP headers prebuilt, so that building a frame to
 // that peer copies them and finishes the two checksums; its frames are
-// EncodeFrame's byte for byte. Checksums are summed eight bytes at a time
-// with add-with-carry (csum.go).
+// EncodeFrame's byte for byte; EncodeHeaders and AddPayloadSum let a
+// sender keep the payload elsewhere and copy it into each frame with
+// CopyChecksum, which sums it as it copies (AVX2 on amd64 CPUs that have
+// it, 32 bytes at a time; portable add-with-carry otherwise). Checksums are
+// summed eight bytes at a time with add-with-carry (csum.go).
 // Decoders return bare sentinel errors so a flood of malformed packets costs
 // no allocation; encoders wrap theirs with the field at fault.
 //

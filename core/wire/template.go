@@ -68,7 +68,7 @@ func (t *FrameTemplate) HeaderLen() int { return int(t.hdrLen) }
 // len(payload), and does not allocate. A zero FrameTemplate (not made by
 // NewFrameTemplate) is ErrAddr.
 func (t *FrameTemplate) Encode(b []byte, h *Header, payload []byte) (int, error) {
-	hdr, end, err := t.encode(b, h, payload, true)
+	hdr, end, err := t.encode(b, h, payload, len(payload))
 	if err != nil {
 		return 0, err
 	}
@@ -80,23 +80,45 @@ func (t *FrameTemplate) Encode(b []byte, h *Header, payload []byte) (int, error)
 }
 
 // EncodeHeaders is Encode without the payload: it writes only the headers
-// into b, with lengths and checksums as if payload followed them, and
-// returns how many bytes it wrote and the length of the whole frame. A
-// sender that keeps the payload elsewhere (a retransmission engine holding
-// a reference to the caller's memory) sends the frame as these headers,
-// then payload, then zeros up to frameLen. The headers' length is always
-// even, so the payload's checksum lines up.
-func (t *FrameTemplate) EncodeHeaders(b []byte, h *Header, payload []byte) (hdrLen, frameLen int, err error) {
-	hdrLen, end, err := t.encode(b, h, payload, false)
+// into b, with the lengths of a payloadLen-byte payload and a UDP checksum
+// over the headers alone, and returns how many bytes it wrote and the
+// length of the whole frame. A sender that keeps the payload elsewhere (a
+// retransmission engine holding a reference to the caller's memory) sends
+// the frame as these headers, then the payload copied with CopyChecksum,
+// then zeros up to frameLen, and finishes the checksum with AddPayloadSum:
+// one pass over the payload. The headers' length is always even, so the
+// payload's words keep their places in the sum.
+func (t *FrameTemplate) EncodeHeaders(b []byte, h *Header, payloadLen int) (hdrLen, frameLen int, err error) {
+	hdrLen, end, err := t.encode(b, h, nil, payloadLen)
 	if err != nil {
 		return 0, 0, err
 	}
 	return hdrLen, max(end, MinFrameLen), nil
 }
 
-// encode writes the headers (and the payload when copyPayload) and returns
-// where the payload starts and ends.
-func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, copyPayload bool) (hdrEnd, end int, err error) {
+// AddPayloadSum adds a payload's sum (CopyChecksum's, starting from 0) to
+// the UDP checksum of frame, built by EncodeHeaders on t. Without a UDP
+// checksum (IPv4 with Addrs.NoUDPChecksum) it does nothing.
+func (t *FrameTemplate) AddPayloadSum(frame []byte, sum uint64) {
+	if !t.csum {
+		return
+	}
+	ck := frame[int(t.hdrLen)-UDPHeaderLen+6:]
+	// ^checksum is the folded sum so far, in network order: back into the
+	// running sum's order, plus the payload's.
+	s, c := bits.Add64(uint64(bits.ReverseBytes16(^be.Uint16(ck))), sum, 0)
+	v := ^csumFold(s + c)
+	if v == 0 {
+		v = 0xffff
+	}
+	be.PutUint16(ck, v)
+}
+
+// encode writes the headers for a payloadLen-byte payload, and payload
+// when it is not nil (then payloadLen is its length), and returns where the
+// payload starts and ends.
+func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, payloadLen int) (hdrEnd, end int, err error) {
+	copyPayload := payload != nil
 	if !t.present {
 		return 0, 0, fmt.Errorf("%w: frame template was not built (use NewFrameTemplate)", ErrAddr)
 	}
@@ -105,16 +127,16 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, copyPayload 
 	}
 	hl := h.Len()
 	off := int(t.hdrLen)
-	udpLen := UDPHeaderLen + hl + len(payload)
+	udpLen := UDPHeaderLen + hl + payloadLen
 	ipLen := udpLen // IPv6 payload length
 	if !t.v6 {
 		ipLen += IPv4HeaderLen
 	}
-	if len(payload) > 0xffff || ipLen > 0xffff {
-		return 0, 0, fmt.Errorf("%w: UDP payload of %d bytes does not fit an IP packet", ErrField, hl+len(payload))
+	if payloadLen < 0 || payloadLen > 0xffff || ipLen > 0xffff {
+		return 0, 0, fmt.Errorf("%w: UDP payload of %d bytes does not fit an IP packet", ErrField, hl+payloadLen)
 	}
 	hdrEnd = off + hl
-	end = hdrEnd + len(payload)
+	end = hdrEnd + payloadLen
 	need := hdrEnd
 	if copyPayload {
 		need = max(end, MinFrameLen)
@@ -126,7 +148,7 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, copyPayload 
 	if copyPayload {
 		copy(b[hdrEnd:end], payload)
 	}
-	h.put(b[off:hdrEnd], uint16(len(payload)))
+	h.put(b[off:hdrEnd], uint16(payloadLen))
 	ip := b[EthHeaderLen:]
 	l4 := off - UDPHeaderLen
 	if !t.v6 {
@@ -139,15 +161,11 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, copyPayload 
 	be.PutUint16(b[l4+4:], uint16(udpLen))
 	if t.csum {
 		s, c := bits.Add64(t.pseudo, uint64(bits.ReverseBytes16(uint16(udpLen))), 0)
-		var sum uint64
+		covered := hdrEnd // EncodeHeaders: AddPayloadSum adds the rest
 		if copyPayload {
-			sum = csumAdd(s+c, b[l4:end])
-		} else {
-			// Headers of even length: the payload's 16-bit words keep
-			// their places in the sum.
-			sum = csumAdd(csumAdd(s+c, b[l4:hdrEnd]), payload)
+			covered = end
 		}
-		ck := ^csumFold(sum)
+		ck := ^csumFold(csumAdd(s+c, b[l4:covered]))
 		if ck == 0 {
 			ck = 0xffff
 		}

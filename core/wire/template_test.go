@@ -45,10 +45,10 @@ func TestFrameTemplateMatchesEncodeFrame(t *testing.T) {
 		// Headers alone, then the payload and the padding appended by the
 		// sender: the same frame.
 		split := make([]byte, 400)
-		hl, fl, err := tmpl.EncodeHeaders(split, &h, payload)
+		hl, fl, err := tmpl.EncodeHeaders(split, &h, len(payload))
 		require.NoError(t, err)
 		require.Zero(t, hl%2, "case %d (seed %d): odd header length %d", i, seed, hl)
-		copy(split[hl:], payload)
+		tmpl.AddPayloadSum(split, wire.CopyChecksum(split[hl:], payload, 0))
 		clear(split[hl+len(payload) : fl])
 		require.Equal(t, want[:n], split[:fl], "case %d (seed %d): EncodeHeaders %v %v", i, seed, typ, a)
 	}

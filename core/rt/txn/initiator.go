@@ -28,8 +28,8 @@ type Op struct {
 	// Local and LocalAddr name the local bytes [LocalAddr, LocalAddr+Len):
 	// the data a push sends, or where a pull's data lands. They are read
 	// (push) or written (pull) while the operation is outstanding, and a
-	// push's bytes must not change until it completes: resends read them
-	// again (a changed byte fails the checksum and the peer drops it).
+	// push's bytes must not change until it completes: every transmission,
+	// resends too, reads them again (as an RDMA send buffer).
 	Local     Region
 	LocalAddr uint64
 	Len       int

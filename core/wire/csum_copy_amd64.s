@@ -1,0 +1,99 @@
+#include "textflag.h"
+
+// func copyChecksumAVX2(dst, src []byte, sum uint64) uint64
+//
+// Each 64-bit lane accumulates two sums with plain VPADDQ, no carries: ALL,
+// the words themselves modulo 2^64, and HI, their high 32-bit halves, which
+// cannot overflow (the caller passes at most 1 GiB, 2^25 words per lane).
+// The sum of the low halves is then exactly ALL - HI<<32 modulo 2^64, as it
+// too is below 2^64.
+// The word sum is LO + HI·2^32; modulo 2^64-1 multiplying by 2^32 is a
+// rotation by 32, and LO, rot(HI) and the incoming sum are joined with
+// end-around carry (ADDQ, ADCQ $0). Every step keeps csumAdd's form (0 only
+// for an all-zero sum, else the representative in [1, 2^64-1]), so the
+// result is csumAdd's to the bit.
+//
+// Registers: DI dst, SI src, CX bytes left (a multiple of 32), AX sum;
+// Y0/Y1 ALL/HI for even blocks, Y2/Y3 for odd blocks (two chains halve the
+// add latency per iteration).
+TEXT ·copyChecksumAVX2(SB), NOSPLIT, $0-64
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	MOVQ sum+48(FP), AX
+	ANDQ $-32, CX
+	JZ   done
+
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+
+	CMPQ CX, $128
+	JB   loop32
+
+loop128:
+	VMOVDQU 0(SI), Y4
+	VMOVDQU 32(SI), Y5
+	VMOVDQU 64(SI), Y6
+	VMOVDQU 96(SI), Y7
+	VMOVDQU Y4, 0(DI)
+	VMOVDQU Y5, 32(DI)
+	VMOVDQU Y6, 64(DI)
+	VMOVDQU Y7, 96(DI)
+	VPSRLQ  $32, Y4, Y8
+	VPSRLQ  $32, Y5, Y9
+	VPSRLQ  $32, Y6, Y10
+	VPSRLQ  $32, Y7, Y11
+	VPADDQ  Y4, Y0, Y0
+	VPADDQ  Y8, Y1, Y1
+	VPADDQ  Y5, Y2, Y2
+	VPADDQ  Y9, Y3, Y3
+	VPADDQ  Y6, Y0, Y0
+	VPADDQ  Y10, Y1, Y1
+	VPADDQ  Y7, Y2, Y2
+	VPADDQ  Y11, Y3, Y3
+	ADDQ    $128, SI
+	ADDQ    $128, DI
+	SUBQ    $128, CX
+	CMPQ    CX, $128
+	JAE     loop128
+
+loop32:
+	TESTQ   CX, CX
+	JZ      reduce
+	VMOVDQU (SI), Y4
+	VMOVDQU Y4, (DI)
+	VPSRLQ  $32, Y4, Y8
+	VPADDQ  Y4, Y0, Y0
+	VPADDQ  Y8, Y1, Y1
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $32, CX
+	JMP     loop32
+
+reduce:
+	VPADDQ       Y2, Y0, Y0 // ALL per lane, modulo 2^64
+	VPADDQ       Y3, Y1, Y1 // HI per lane, exact
+	VPSLLQ       $32, Y1, Y2
+	VPSUBQ       Y2, Y0, Y0 // LO per lane, exact
+	VEXTRACTI128 $1, Y0, X2
+	VEXTRACTI128 $1, Y1, X3
+	VPADDQ       X2, X0, X0
+	VPADDQ       X3, X1, X1
+	VPSHUFD      $0x4e, X0, X2
+	VPSHUFD      $0x4e, X1, X3
+	VPADDQ       X2, X0, X0
+	VPADDQ       X3, X1, X1
+	VMOVQ        X0, BX // LO, below 2^59: src is at most 1 GiB
+	VMOVQ        X1, DX // HI, likewise
+	VZEROUPPER
+	ROLQ         $32, DX // HI·2^32 modulo 2^64-1
+	ADDQ         DX, BX
+	ADCQ         $0, BX
+	ADDQ         BX, AX
+	ADCQ         $0, AX
+
+done:
+	MOVQ AX, ret+56(FP)
+	RET

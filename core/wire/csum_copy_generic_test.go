@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package wire
+
+func copyChecksumArchImpls() []copyChecksumImpl { return nil }
