@@ -24,7 +24,8 @@ import (
 // where each VARIANT replaces the driver's parameters (driverParams) unless
 // it is "default", e.g. PEREGRINE_VS_AB='afxdp_io:64:5:2s:default|&busy_poll=0'.
 // A "+owncaches" suffix leaves the ports on their own mbuf caches instead of
-// the loop's. With testpmd=1 as a variant, testpmd's side is measured in
+// the loop's; a "+sharecpu" suffix (after it, if both) lets the process's
+// other threads run on the loop's CPU (no lcore.Options.Isolate). With testpmd=1 as a variant, testpmd's side is measured in
 // the rotation too.
 const abEnv = "PEREGRINE_VS_AB"
 
@@ -76,7 +77,9 @@ func TestPeregrineAB(t *testing.T) {
 				r, err = b.testpmd(ctx, c, size)
 			} else {
 				b.params = map[string]string{}
-				params, own := strings.CutSuffix(v, "+owncaches")
+				params, share := strings.CutSuffix(v, "+sharecpu")
+				b.shareCPU = share
+				params, own := strings.CutSuffix(params, "+owncaches")
 				b.ownCaches = own
 				if params != "default" {
 					b.params[c.driver] = params

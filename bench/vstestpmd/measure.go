@@ -58,6 +58,9 @@ type bench struct {
 	params map[string]string
 	// ownCaches leaves the ports on their own caches (A/B experiments).
 	ownCaches bool
+	// shareCPU lets the process's other threads run on the loop's CPU
+	// (A/B experiments; lcore.Options.Isolate otherwise).
+	shareCPU bool
 }
 
 // result is one measurement of one side.
@@ -226,7 +229,7 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	default:
 		return result{}, fmt.Errorf("vstestpmd: unknown mode %q", c.mode)
 	}
-	newLoop, err := lcore.New(lcore.Options{Name: "vs-testpmd", CPU: dutCPU, Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages})
+	newLoop, err := lcore.New(lcore.Options{Name: "vs-testpmd", CPU: dutCPU, Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages, Isolate: !b.shareCPU})
 	if err != nil {
 		return result{}, err
 	}

@@ -116,6 +116,14 @@ type Options struct {
 	Idle IdlePolicy
 	// Stages are polled in this order every iteration. At least one.
 	Stages []Stage
+	// Isolate keeps the process's other threads off CPU while the loop
+	// runs, as DPDK's EAL keeps its control threads off the lcores: the Go
+	// runtime's own threads and the program's other goroutines then run on
+	// the remaining CPUs and never preempt the loop. Threads pinned to one
+	// CPU (other loops) are left alone; CPU is given back to the others
+	// when the loop ends. Ignored when the loop is unpinned (CPU -1) or
+	// CPU is the only one the other threads may use.
+	Isolate bool
 }
 
 // Stats are a loop's counters. They only grow. While the loop runs they are
@@ -171,11 +179,12 @@ const publishMask = 255
 // Loop is a poll loop. Create it with New, run it with Start, end it with Stop
 // and Wait.
 type Loop struct {
-	name   string
-	cpu    int
-	clock  clock.Clock
-	idle   IdlePolicy // defaults filled in
-	stages []Stage
+	name    string
+	cpu     int
+	isolate bool
+	clock   clock.Clock
+	idle    IdlePolicy // defaults filled in
+	stages  []Stage
 
 	started  atomic.Bool
 	stopping atomic.Bool
@@ -232,6 +241,7 @@ func New(opts Options) (*Loop, error) {
 	l := &Loop{
 		name:     name,
 		cpu:      opts.CPU,
+		isolate:  opts.Isolate,
 		clock:    clk,
 		idle:     idle,
 		stages:   slices.Clone(opts.Stages),
@@ -361,6 +371,16 @@ func (l *Loop) run() {
 		set.Set(l.cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			l.err = fmt.Errorf("lcore %q: pin to cpu %d: %w", l.name, l.cpu, err)
+		}
+		// Best effort: the name is for ps, top and isolate.
+		_ = nameLoopThread(l.cpu)
+		if l.err == nil && l.isolate {
+			undo, err := isolate(l.cpu)
+			if err != nil {
+				l.err = fmt.Errorf("lcore %q: isolate cpu %d: %w", l.name, l.cpu, err)
+			} else {
+				defer undo()
+			}
 		}
 	}
 	if l.err == nil {

@@ -3,7 +3,9 @@ package lcore_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -516,4 +518,61 @@ func BenchmarkLoopBusy(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/poll")
 	require.Equal(b, uint64(b.N), l.Stats().Polls)
+}
+
+// threadMasks returns the affinity of every thread of the process but the
+// caller's.
+func threadMasks(t *testing.T) map[int]unix.CPUSet {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	out := map[int]unix.CPUSet{}
+	self := unix.Gettid()
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		require.NoError(t, err)
+		var set unix.CPUSet
+		if tid == self || unix.SchedGetaffinity(tid, &set) != nil {
+			continue
+		}
+		out[tid] = set
+	}
+	return out
+}
+
+func TestIsolateKeepsOtherThreadsOff(t *testing.T) {
+	allowed := allowedCPUs(t)
+	if allowed.Count() < 2 {
+		t.Skip("needs two allowed CPUs: one for the loop, one for the rest")
+	}
+	cpu := -1
+	for c := range lcore.MaxCPU + 1 {
+		if allowed.IsSet(c) {
+			cpu = c
+		}
+	}
+	var during map[int]unix.CPUSet
+	loopTid := 0
+	script := newScript("isolated", 0, 1)
+	script.onPoll = func(clock.Time) {
+		if script.polls == 1 {
+			loopTid = unix.Gettid()
+			during = threadMasks(t)
+		}
+	}
+	l := mustNew(t, lcore.Options{Name: "isolated", CPU: cpu, Isolate: true, Stages: []lcore.Stage{script}})
+	require.NoError(t, l.Start())
+	<-script.reached
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.NotEmpty(t, during)
+	for tid, set := range during {
+		require.False(t, set.IsSet(cpu), "thread %d may still run on the loop's cpu %d while it runs", tid, cpu)
+	}
+	for tid, set := range threadMasks(t) {
+		if tid != loopTid && set.Count() > 1 {
+			require.True(t, set.IsSet(cpu), "thread %d got cpu %d back when the loop ended", tid, cpu)
+		}
+	}
+	require.Equal(t, allowed, allowedCPUs(t), "the caller's own mask is untouched")
 }
