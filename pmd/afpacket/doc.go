@@ -28,8 +28,17 @@
 // TX: TxBurst copies each mbuf into the next free slot of the transmit ring
 // (Options.TxSlots slots, few enough to stay in the CPU cache), marks it
 // for sending and frees the mbuf, then makes one non-blocking sendto per
-// burst to have the kernel send the marked slots. A full ring ends the
-// burst early.
+// burst (or per Options.TxBatch frames of full bursts) to have the kernel
+// send the marked slots. A full ring ends the burst early. Each slot starts
+// with a virtio-net header (the socket has PACKET_VNET_HDR) whose hdr_len
+// is the whole frame: the kernel then copies the frame into the socket
+// buffer's linear area. Without it the kernel copies only the Ethernet
+// header and points at the rest of the slot as zero-copy page fragments,
+// which every veth crossing into another namespace copies again into
+// freshly allocated pages (skb_copy_ubufs): measured forwarding over veth,
+// the linear frames made 27 % more frames per second at 64 and 1518 bytes.
+// Received frames get a virtio-net header too, in front of the frame,
+// where it is not read.
 //
 // # Ownership
 //

@@ -24,7 +24,7 @@ const (
 	hdrVlanTPOff  = 36 // hv1.tp_vlan_tpid u16
 	// tpacket3HdrLen is TPACKET_ALIGN(sizeof(struct tpacket3_hdr)): where a
 	// struct sockaddr_ll follows the header in a received frame, and where
-	// the data starts in a transmit slot.
+	// a transmit slot's virtio-net header starts (the frame follows it).
 	tpacket3HdrLen = 48
 	sllPkttypeOff  = tpacket3HdrLen + 10 // sockaddr_ll.sll_pkttype u8
 

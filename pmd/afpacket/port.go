@@ -130,8 +130,8 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 			txBatch:    opts.TxBatch,
 			slotSize:   opts.FrameSize,
 			slots:      len(r.mem[rxLen:]) / opts.FrameSize,
-			txMax:      min(lk.mtu+etherHeaderLen, opts.FrameSize-tpacket3HdrLen),
-			slotRoom:   opts.FrameSize - tpacket3HdrLen,
+			txMax:      min(lk.mtu+etherHeaderLen, opts.FrameSize-tpacket3HdrLen-vnetHdrLen),
+			slotRoom:   opts.FrameSize - tpacket3HdrLen - vnetHdrLen,
 			stats:      p.stats.Queue(i),
 		}
 	}
@@ -321,10 +321,13 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 			rejected++
 			continue
 		}
-		copy(slot[tpacket3HdrLen:], data)
+		vh := slot[tpacket3HdrLen : tpacket3HdrLen+vnetHdrLen]
+		clear(vh)
+		binary.LittleEndian.PutUint16(vh[2:], uint16(len(data))) // hdr_len: all of it linear
+		copy(slot[tpacket3HdrLen+vnetHdrLen:], data)
 		binary.NativeEndian.PutUint32(slot[hdrNextOff:], 0)
-		binary.NativeEndian.PutUint32(slot[hdrLenOff:], uint32(len(data)))
-		binary.NativeEndian.PutUint32(slot[hdrSnapOff:], uint32(len(data)))
+		binary.NativeEndian.PutUint32(slot[hdrLenOff:], uint32(len(data)+vnetHdrLen))
+		binary.NativeEndian.PutUint32(slot[hdrSnapOff:], uint32(len(data)+vnetHdrLen))
 		storeStatus(slot, hdrStatusOff, unix.TP_STATUS_SEND_REQUEST)
 		if q.txHead++; q.txHead == q.slots {
 			q.txHead = 0
@@ -368,6 +371,10 @@ func (q *queue) fitsTagged(data []byte) bool {
 // (measured in the vs-testpmd io comparison: 6-11 % of the forwarding CPU
 // went to other threads). A stop-the-world waits for a kick in progress:
 // at most TxSlots frames.
+// vnetHdrLen is sizeof(struct virtio_net_hdr), in front of every frame in
+// a transmit slot: flags and gso_type 0, hdr_len the frame's length.
+const vnetHdrLen = 10
+
 // TxFlush sends the frames queue holds (see Options.TxBatch).
 func (p *Port) TxFlush(queue int) {
 	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {

@@ -167,6 +167,11 @@ func openRing(o *Options, ifindex int) (r ring, err error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
 		return r, sockErr("PACKET_IGNORE_OUTGOING", err)
 	}
+	// A virtio-net header in front of every frame lets TxBurst ask for
+	// linear socket buffers (see doc.go); it must be set before the rings.
+	if err := setInt("PACKET_VNET_HDR", unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		return r, err
+	}
 	if o.QdiscBypass {
 		if err := setInt("PACKET_QDISC_BYPASS", unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); err != nil {
 			return r, err
