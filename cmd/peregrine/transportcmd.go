@@ -194,6 +194,15 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano()) | 1
 	}
+	// A target serves up to 64 initiators' connections; an initiator opens
+	// --conns. The retransmission CAM holds MaxConns × 2 windows × the PSN
+	// window entries, and a table sized for 64 connections (64 Ki entries,
+	// 4 MiB) spreads an initiator's few hundred outstanding packets over
+	// more memory than the caches hold: every send and ACK missed.
+	maxConns := 64
+	if cfg.role == "initiator" {
+		maxConns = max(2*cfg.conns, 4)
+	}
 	clk := clock.NewReal()
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
@@ -208,7 +217,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			}
 		},
 		Transport: rt.Options{Name: cfg.role, Port: p, Pool: pool, Clock: clk, LocalIP: ip,
-			LocalMAC: [6]byte(p.Info().MAC), MaxConns: 64, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed, WindowSize: cfg.rtWindow},
+			LocalMAC: [6]byte(p.Info().MAC), MaxConns: maxConns, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed, WindowSize: cfg.rtWindow},
 		Congestion: &sp,
 	})
 	if err != nil {
