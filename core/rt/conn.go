@@ -108,9 +108,10 @@ const maxULPNacks = 8
 
 // pendingNack is a NACK a receiver owes its peer.
 type pendingNack struct {
-	code   wire.NackCode
-	window wire.Window
-	psn    uint32
+	code    wire.NackCode
+	ulpCode uint8
+	window  wire.Window
+	psn     uint32
 }
 
 // conn is one slot of the connection table. Everything is preallocated by

@@ -45,7 +45,10 @@ func TestULPErrorNacksOnceAndResyncs(t *testing.T) {
 	h.a.SetAckHandler(func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { acked[cookie] = true })
 	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		if hd.RSN%3 == 1 {
-			return ULPError
+			if hd.RSN == 1 {
+				return ULPError // code 0
+			}
+			return ULPErrorCode(uint8(hd.RSN)) // the ULP's own reason
 		}
 		h.gotB = append(h.gotB, record(c, hd, p))
 		return Accept
@@ -61,6 +64,11 @@ func TestULPErrorNacksOnceAndResyncs(t *testing.T) {
 	for _, ev := range nacks {
 		require.True(t, ev.HasCookie)
 		require.Equal(t, wire.NackULPError, ev.Nack.Code)
+		if ev.Cookie != 1 {
+			require.Equal(t, uint8(ev.Cookie), ev.Nack.ULPCode, "the ULP's code reaches the sender")
+		} else {
+			require.Zero(t, ev.Nack.ULPCode)
+		}
 		got[ev.Cookie]++
 	}
 	require.Equal(t, map[uint64]int{1: 1, 4: 1, 7: 1, 10: 1}, got, "each refused packet reported once")

@@ -83,7 +83,8 @@
 // marked received; the peer gets a NACK and holds off that packet and the
 // ones after it for the NACK's RNR time. A packet refused for good
 // (ULPError: it names memory that is not registered, say) is not marked
-// received either; the peer gets a ULP-error NACK, reports it to its ULP
+// received either; the peer gets a ULP-error NACK (with the ULP's code,
+// ULPErrorCode, in NackBody.ULPCode), reports it to its ULP
 // (EventNack) and sends a resync in its place, so the window moves on and
 // the packet is never acknowledged as delivered.
 //

@@ -13,8 +13,9 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// Verdict is the deliver function's answer for one packet.
-type Verdict uint8
+// Verdict is the deliver function's answer for one packet: one of the
+// constants below, or ULPErrorCode(code).
+type Verdict uint16
 
 const (
 	// Accept: the packet was consumed; it counts as received and is never
@@ -33,6 +34,17 @@ const (
 	// resent and refused again.
 	ULPError
 )
+
+// ULPErrorCode is ULPError with a code for the peer's ULP: the NACK
+// carries it (wire.NackBody.ULPCode) to the sender's EventNack. ULPError
+// itself sends code 0.
+func ULPErrorCode(code uint8) Verdict { return ULPError | Verdict(code)<<8 }
+
+// kind is the verdict without its ULP code.
+func (v Verdict) kind() Verdict { return v & 0xff }
+
+// ulpCode is the code of ULPErrorCode.
+func (v Verdict) ulpCode() uint8 { return uint8(v >> 8) }
 
 // DeliverFunc receives every reliable packet exactly once (unless it
 // refuses it, and then again when it is resent), in the polling goroutine.

@@ -391,14 +391,14 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
 				e.cnt.own[cRxRefused]++
 				code := wire.NackReceiverNotReady
-				switch v {
+				switch v.kind() {
 				case NoResources:
 					code = wire.NackResourceExhausted
 				case ULPError:
 					code = wire.NackULPError
 				}
-				if v == ULPError {
-					c.oweULPNack(pendingNack{code: code, window: w, psn: hd.PSN})
+				if v.kind() == ULPError {
+					c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: hd.PSN})
 				} else if c.nack.code == 0 {
 					// One NACK at a time, for the first refusal: the
 					// sender holds off that packet and every later one.

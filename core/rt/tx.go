@@ -245,6 +245,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		hd.TxEcho = c.peerTx
 		hd.Nack = wire.NackBody{
 			Code:             owed.code,
+			ULPCode:          owed.ulpCode,
 			Window:           owed.window,
 			PSN:              owed.psn,
 			RNRTimeoutMicros: uint32(e.opts.RNRTimeout.Microseconds()),

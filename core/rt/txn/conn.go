@@ -151,6 +151,7 @@ type xact struct {
 	ssnHeld    bool    // an entry in an SSN space is still registered
 	rsnHeld    bool    // an entry in an RSN space is still registered
 	status     Status
+	refusal    Refusal // StatusRemoteAccess: what the target said
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -69,8 +69,41 @@ type Completion struct {
 	// Remote is the remote region the operation named (for error reports).
 	RemoteKey  uint32
 	RemoteAddr uint64
-	Posted     clock.Time
-	Done       clock.Time
+	// Refusal says which check of the remote region failed, for
+	// StatusRemoteAccess.
+	Refusal Refusal
+	Posted  clock.Time
+	Done    clock.Time
+}
+
+// Refusal is why a target refused an operation's remote region. It
+// travels in the ULP code of the target's NACK.
+type Refusal uint8
+
+const (
+	// RefusalUnspecified: the target did not say (an operation it could not
+	// match to a connection, or a malformed segment), or the operation was
+	// not refused.
+	RefusalUnspecified Refusal = iota
+	// RefusalUnregistered: no region is registered under the key.
+	RefusalUnregistered
+	// RefusalAccess: the region does not allow the access (a push into a
+	// region registered read-only, a pull from one not readable).
+	RefusalAccess
+	// RefusalTooSmall: the region does not hold the span.
+	RefusalTooSmall
+)
+
+func (r Refusal) String() string {
+	switch r {
+	case RefusalUnregistered:
+		return "region not registered"
+	case RefusalAccess:
+		return "region does not allow the access"
+	case RefusalTooSmall:
+		return "region too small for the span"
+	}
+	return "unspecified"
 }
 
 // Latency is the time from posting to completion.

@@ -19,7 +19,9 @@
 // and a pull is answered from the named region (the pull response). A
 // request naming a region that is not registered, lacks the access or is
 // too small is refused before anything is written: the initiator's
-// operation completes with StatusRemoteAccess.
+// operation completes with StatusRemoteAccess, the region in RemoteKey and
+// RemoteAddr and which check failed in Refusal (the target's NACK carries
+// it as its ULP code).
 //
 // Every call is on the endpoint's goroutine (one lcore); Stats may be read
 // from anywhere. Posting never blocks: when the context table, the reorder

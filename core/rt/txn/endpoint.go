@@ -269,6 +269,12 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 		}
 	case rt.EventNack:
 		if ev.HasCookie {
+			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
+				x.refusal = Refusal(ev.Nack.ULPCode)
+				if x.refusal > RefusalTooSmall {
+					x.refusal = RefusalUnspecified
+				}
+			}
 			e.resolve(ev.Cookie, StatusRemoteAccess)
 		}
 	case rt.EventAbandoned:

@@ -23,13 +23,14 @@ func TestBadRemoteRegionFailsAndWritesNothing(t *testing.T) {
 		kind OpKind
 		op   Op
 		want Status
+		why  Refusal
 	}{
-		{OpPush, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 1}, StatusOK},
-		{OpPush, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: 0x777, Addr: 0}, Tag: 2}, StatusRemoteAccess},             // unregistered
-		{OpPush, Op{Local: ra, Len: 32 << 10, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 3}, StatusRemoteAccess},       // too small, solicited
-		{OpPush, Op{Local: ra, Len: 8 << 10, Remote: wire.RegionRef{Key: rb.Key, Addr: 10 << 10}, Tag: 4}, StatusRemoteAccess}, // runs past the end
-		{OpPull, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 5}, StatusRemoteAccess},            // no read access
-		{OpPush, Op{Local: ra, LocalAddr: 100, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 100}, Tag: 6}, StatusOK},
+		{OpPush, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 1}, StatusOK, RefusalUnspecified},
+		{OpPush, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: 0x777, Addr: 0}, Tag: 2}, StatusRemoteAccess, RefusalUnregistered},
+		{OpPush, Op{Local: ra, Len: 32 << 10, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 3}, StatusRemoteAccess, RefusalTooSmall},       // solicited
+		{OpPush, Op{Local: ra, Len: 8 << 10, Remote: wire.RegionRef{Key: rb.Key, Addr: 10 << 10}, Tag: 4}, StatusRemoteAccess, RefusalTooSmall}, // runs past the end
+		{OpPull, Op{Local: ra, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 5}, StatusRemoteAccess, RefusalAccess},              // no read access
+		{OpPush, Op{Local: ra, LocalAddr: 100, Len: 100, Remote: wire.RegionRef{Key: rb.Key, Addr: 100}, Tag: 6}, StatusOK, RefusalUnspecified},
 	}
 	for _, o := range ops {
 		var err error
@@ -44,6 +45,7 @@ func TestBadRemoteRegionFailsAndWritesNothing(t *testing.T) {
 	for i, cp := range p.cqA {
 		require.Equal(t, ops[i].op.Tag, cp.Tag, "ordered completions")
 		require.Equal(t, ops[i].want, cp.Status, "op %d", cp.Tag)
+		require.Equal(t, ops[i].why, cp.Refusal, "op %d: the target's reason crosses the wire", cp.Tag)
 	}
 	require.Equal(t, src[:200], memB[:200])
 	require.Equal(t, make([]byte, len(memB)-200), memB[200:], "nothing written by the refused pushes")

@@ -111,7 +111,8 @@ func (r *regions) span(key uint32, addr uint64, n uint32, access Access) ([]byte
 	return s.mem[addr : addr+uint64(n) : addr+uint64(n)], refuseNone
 }
 
-// refusal is why a region span was refused.
+// refusal is why a region span was refused; its numbers are Refusal's,
+// which carries it to the initiator.
 type refusal uint8
 
 const (

@@ -105,7 +105,7 @@ func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why refusal) rt.Ver
 	default:
 		e.cnt.own[cRefusedTooSmall]++
 	}
-	return rt.ULPError
+	return rt.ULPErrorCode(uint8(why))
 }
 
 // onPushData places a push segment in the region it names.
