@@ -17,9 +17,12 @@ const (
 
 // Options configure New. Zero values select the documented defaults.
 type Options struct {
-	Name      string // used in messages
-	Frames    int    // number of frames, 1..MaxFrames (required)
-	FrameSize int    // 0 → 2048; only 2048 or 4096 allowed
+	Name   string // used in messages
+	Frames int    // number of frames, 1..MaxFrames (required)
+	// FrameSize is the bytes of each frame: 2048, 4096, 8192 or 16384 (0 →
+	// 2048). Frames above a page carry jumbo frames; an AF_XDP port sends
+	// and receives them as several UMEM chunks (multi-buffer).
+	FrameSize int
 	// Headroom is where the packet starts in its frame after an alloc, leaving
 	// room to Prepend headers. 0 → 256; must be < FrameSize.
 	Headroom int
@@ -60,9 +63,9 @@ func (opts Options) withDefaults() (Options, error) {
 	switch opts.FrameSize {
 	case 0:
 		opts.FrameSize = DefaultFrameSize
-	case 2048, 4096:
+	case 2048, 4096, 8192, 16384:
 	default:
-		return bad("FrameSize %d not supported (use 2048 or 4096, or 0 for 2048)", opts.FrameSize)
+		return bad("FrameSize %d not supported (use 2048, 4096, 8192 or 16384, or 0 for 2048)", opts.FrameSize)
 	}
 	switch {
 	case opts.Headroom == 0:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,7 +105,7 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 				ErrNoQueue, li.Name, where, li.Queues, li.Queues-1, opts.Queue, opts.Queues, opts.Queue, opts.Queue+opts.Queues-1)
 		}
 		if maxFrame := li.MTU + ethHeaderLen; maxFrame > geo.rxRoom {
-			return fmt.Errorf("%w: %s has MTU %d, so frames of up to %d bytes, but pool %q frames hold at most %d received bytes (FrameSize %d minus %d headroom); lower the MTU to %d or use FrameSize 4096",
+			return fmt.Errorf("%w: %s has MTU %d, so frames of up to %d bytes, but pool %q frames hold at most %d received bytes (FrameSize %d minus %d headroom); lower the MTU to %d or use a larger FrameSize (up to 16384: frames above a page travel as several UMEM chunks)",
 				ErrFrameTooSmall, li.Name, li.MTU, maxFrame, pool.Name(), geo.rxRoom, pool.FrameSize(), pool.FrameSize()-geo.rxRoom, geo.rxRoom-ethHeaderLen)
 		}
 		p.info = port.Info{
@@ -115,7 +116,11 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 			MAC:    slices.Clone(li.MAC),
 			Caps:   port.CapZeroCopy,
 		}
-		att, err := acquire(opts.Attachments, attachKey{nsName, li.Index}, li, opts, opts.Logger)
+		if geo.sg() && opts.Queues > 1 {
+			return fmt.Errorf("%w: pool %q has %d-byte frames, which an AF_XDP port carries as several chunks (multi-buffer), on one queue only for now (use queues=1, or FrameSize 4096)",
+				ErrInvalidOptions, pool.Name(), pool.FrameSize())
+		}
+		att, err := acquire(opts.Attachments, attachKey{nsName, li.Index}, li, opts, geo.sg(), opts.Logger)
 		if err != nil {
 			return err
 		}
@@ -139,9 +144,13 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 type geometry struct {
 	frames       int
 	shift        uint   // log2(FrameSize): frame = addr >> shift
+	chunkShift   uint   // log2(UMEM chunk size): FrameSize, at most a page
 	umemHeadroom uint32 // so that received data starts at the pool's headroom
-	rxRoom       int    // largest frame the kernel can receive into a chunk
+	rxRoom       int    // largest frame the kernel can receive into a pool frame
 }
+
+// sg reports whether frames span several chunks (multi-buffer).
+func (g geometry) sg() bool { return g.chunkShift < g.shift }
 
 func geometryOf(pool *mbuf.Pool) geometry {
 	// The kernel puts a received frame at chunk + UMEM headroom +
@@ -150,9 +159,11 @@ func geometryOf(pool *mbuf.Pool) geometry {
 	// headroom below XDP_PACKET_HEADROOM cannot be met: frames then start
 	// at 256 and DataOff says so.
 	start := max(pool.Headroom(), xdpPacketHeadroom)
+	shift := uint(bits.TrailingZeros(uint(pool.FrameSize())))
 	return geometry{
 		frames:       pool.Frames(),
-		shift:        uint(bits.TrailingZeros(uint(pool.FrameSize()))),
+		shift:        shift,
+		chunkShift:   min(shift, uint(bits.TrailingZeros(uint(os.Getpagesize())))),
 		umemHeadroom: uint32(start - xdpPacketHeadroom),
 		rxRoom:       pool.FrameSize() - start,
 	}
@@ -168,7 +179,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		Queue:          ifQueue,
 		RingSize:       uint32(p.opts.RingSize),
 		UMEM:           p.pool.Arena(),
-		ChunkSize:      uint32(p.pool.FrameSize()),
+		ChunkSize:      uint32(1) << geo.chunkShift,
 		Headroom:       geo.umemHeadroom,
 		BusyPollBudget: p.opts.BusyPoll,
 	}
@@ -178,7 +189,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		cfg.Shared = p.queues[0].sock
 		sock, err = xsk.Open(cfg)
 	} else {
-		sock, err = p.openFirstSocket(cfg, li)
+		sock, err = p.openFirstSocket(cfg, li, geo.sg())
 	}
 	if err != nil {
 		return socketError(li.Name, ifQueue, p.opts.ZeroCopy, err)
@@ -202,6 +213,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		lendMax:   uint32(p.opts.FillLevel),
 		busyPoll:  p.opts.BusyPoll > 0,
 		stats:     qs,
+		sg:        geo.sg(),
 	}
 	q.rx.own = p.pool.NewCache()
 	q.rx.cache = q.rx.own
@@ -214,6 +226,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 		frame:  uint32(p.pool.FrameSize()),
 		stats:  qs,
 		batch:  uint32(p.opts.TxBatch),
+		sg:     geo.sg(), chunkShift: geo.chunkShift,
 	}
 	q.tx.own = p.pool.NewCache()
 	q.tx.cache = q.tx.own
@@ -229,8 +242,11 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 	return p.att.setSocket(ifQueue, sock.FD())
 }
 
-func (p *Port) openFirstSocket(cfg xsk.Config, li linkInfo) (*xsk.Socket, error) {
+func (p *Port) openFirstSocket(cfg xsk.Config, li linkInfo, sg bool) (*xsk.Socket, error) {
 	wake := uint16(unix.XDP_USE_NEED_WAKEUP)
+	if sg {
+		wake |= unix.XDP_USE_SG
+	}
 	switch p.opts.ZeroCopy {
 	case ZeroCopyOn:
 		cfg.BindFlags = wake | unix.XDP_ZEROCOPY

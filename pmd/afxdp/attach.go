@@ -43,6 +43,7 @@ type attachment struct {
 	table   *Attachments // nil when private to one port
 	refs    int
 	udpPort int
+	frags   bool         // the program takes multi-buffer frames (BPF_F_XDP_HAS_FRAGS)
 	mode    Mode         // ModeNative or ModeGeneric: what the kernel accepted
 	queues  map[int]bool // interface queues whose sockets are in the map
 	prog    *program
@@ -52,12 +53,12 @@ type attachment struct {
 // acquire returns the attachment of li, attaching the program first if no
 // port of the table has, and claims the interface queues [first, first+n).
 // It must run inside li's namespace.
-func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, log *slog.Logger) (*attachment, error) {
+func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, frags bool, log *slog.Logger) (*attachment, error) {
 	if table != nil {
 		table.mu.Lock()
 		defer table.mu.Unlock()
 		if a := table.m[key]; a != nil {
-			if err := a.compatible(opts); err != nil {
+			if err := a.compatible(opts, frags); err != nil {
 				return nil, err
 			}
 			if err := a.claim(opts.Queue, opts.Queues); err != nil {
@@ -70,7 +71,7 @@ func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, log *
 	if li.XDPProg != 0 {
 		return nil, foreignProgramError(li.Name, li.XDPMode, li.XDPProg)
 	}
-	prog, err := loadProgram(li.Queues, uint16(opts.UDPPort))
+	prog, err := loadProgram(li.Queues, uint16(opts.UDPPort), frags)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, log *
 	}
 	a := &attachment{
 		key: key, ifname: li.Name, table: table, refs: 1,
-		udpPort: opts.UDPPort, mode: mode,
+		udpPort: opts.UDPPort, mode: mode, frags: frags,
 		queues: make(map[int]bool), prog: prog, link: l,
 	}
 	if err := a.claim(opts.Queue, opts.Queues); err != nil {
@@ -94,7 +95,11 @@ func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, log *
 	return a, nil
 }
 
-func (a *attachment) compatible(opts Options) error {
+func (a *attachment) compatible(opts Options, frags bool) error {
+	if a.frags != frags {
+		return fmt.Errorf("%w: %s already carries peregrine's XDP program for frames of %s; this port's pool needs %s (ports of one interface share one program: use pools of the same class, FrameSize up to a page or above it)",
+			ErrInvalidOptions, a.ifname, chunkClass(a.frags), chunkClass(frags))
+	}
 	if a.udpPort != opts.UDPPort {
 		return fmt.Errorf("%w: %s already carries peregrine's XDP program with udp_port=%d; this port asks for udp_port=%d (ports of one interface share one program: use the same udp_port)",
 			ErrInvalidOptions, a.ifname, a.udpPort, opts.UDPPort)
@@ -244,4 +249,11 @@ func privilegeError(what string, err error) error {
 func vethXDPMaxMTU() int {
 	const sharedInfo = 320
 	return os.Getpagesize() - xdpPacketHeadroom - sharedInfo - ethHeaderLen
+}
+
+func chunkClass(frags bool) string {
+	if frags {
+		return "several UMEM chunks (FrameSize above a page)"
+	}
+	return "one UMEM chunk"
 }

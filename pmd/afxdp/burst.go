@@ -60,6 +60,9 @@ type rxQueue struct {
 	napiKnown bool
 	idleRx    uint32
 	stats     *portstat.Queue
+	// sg: multi-buffer frames (see multibuf.go); one is burstSG's scratch.
+	sg  bool
+	one [1]mbuf.Handle
 }
 
 // txQueue is the transmit half: the TX ring it produces and the completion
@@ -89,7 +92,10 @@ type txQueue struct {
 	bad    [1]mbuf.Handle
 	batch  uint32 // Options.TxBatch
 	held   uint32 // frames submitted since the last kick, copy mode
-	_      [cacheLine]byte
+	// sg: multi-buffer frames of chunks 1<<chunkShift (see multibuf.go).
+	sg         bool
+	chunkShift uint
+	_          [cacheLine]byte
 }
 
 // RxBurst receives up to len(bufs) frames from queue. Each frame is the
@@ -104,6 +110,9 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 }
 
 func (q *rxQueue) burst(bufs []mbuf.Handle) int {
+	if q.sg {
+		return q.burstSG(bufs)
+	}
 	n := q.ring.Avail(uint32(min(len(bufs), math.MaxInt32)))
 	if n == 0 {
 		q.refill()
@@ -201,29 +210,56 @@ func (q *txQueue) burst(bufs []mbuf.Handle) int {
 	want := uint32(min(len(bufs), math.MaxInt32))
 	n := min(q.ring.Free(want), want)
 	idx := q.ring.ProdIndex()
-	var written, bad uint32
+	var written, descs, bad uint32
 	var bytes uint64
-	for _, h := range bufs[:n] {
-		m := q.pool.Meta(h)
-		l, off := uint32(m.DataLen), uint32(m.DataOff)
-		if l < ethHeaderLen || l > q.maxLen || off+l > q.frame {
-			q.bad[0] = h
-			q.cache.Free(q.bad[:])
-			bad++
-			continue
+	if q.sg {
+		// Frames may take several descriptors: take frames while the
+		// ring has room for all of theirs.
+		room := q.ring.Free(math.MaxUint32)
+		n = 0
+		for _, h := range bufs[:want] {
+			m := q.pool.Meta(h)
+			l, off := uint32(m.DataLen), uint32(m.DataOff)
+			if l >= ethHeaderLen && l <= q.maxLen && off+l <= q.frame {
+				k := q.descsFor(off, l)
+				if descs+k > room {
+					break
+				}
+				descs += q.putSG(idx+descs, h, off, l)
+				q.lent[h>>6] |= 1 << (h & 63)
+				written++
+				bytes += uint64(l)
+			} else {
+				q.bad[0] = h
+				q.cache.Free(q.bad[:])
+				bad++
+			}
+			n++
 		}
-		d := q.ring.At(idx + written)
-		d.Addr = uint64(h)<<q.shift + uint64(off)
-		d.Len = l
-		d.Options = 0
-		q.lent[h>>6] |= 1 << (h & 63)
-		written++
-		bytes += uint64(l)
+	} else {
+		for _, h := range bufs[:n] {
+			m := q.pool.Meta(h)
+			l, off := uint32(m.DataLen), uint32(m.DataOff)
+			if l < ethHeaderLen || l > q.maxLen || off+l > q.frame {
+				q.bad[0] = h
+				q.cache.Free(q.bad[:])
+				bad++
+				continue
+			}
+			d := q.ring.At(idx + written)
+			d.Addr = uint64(h)<<q.shift + uint64(off)
+			d.Len = l
+			d.Options = 0
+			q.lent[h>>6] |= 1 << (h & 63)
+			written++
+			bytes += uint64(l)
+		}
+		descs = written
 	}
-	if written > 0 {
-		q.ring.Submit(written)
+	if descs > 0 {
+		q.ring.Submit(descs)
 		if q.arena != nil {
-			q.warm(idx, written)
+			q.warm(idx, descs)
 		}
 	}
 	q.held += written
@@ -307,13 +343,19 @@ func (q *txQueue) reclaim() {
 	}
 	idx := q.comp.ConsIndex()
 	hs := q.stage[:n]
-	for i := range hs {
-		h := mbuf.Handle(q.comp.Get(idx+uint32(i)) >> q.shift)
+	k := 0
+	for i := range n {
+		addr := q.comp.Get(idx + i)
+		if q.sg && addr&(uint64(1)<<q.shift-1) >= uint64(1)<<q.chunkShift {
+			continue // a later chunk of a frame its first chunk frees
+		}
+		h := mbuf.Handle(addr >> q.shift)
 		q.lent[h>>6] &^= 1 << (h & 63)
-		hs[i] = h
+		hs[k] = h
+		k++
 	}
 	q.comp.Release(n)
-	q.cache.Free(hs)
+	q.cache.Free(hs[:k])
 }
 
 // reclaimAll frees every frame still lent, once the socket is closed, and

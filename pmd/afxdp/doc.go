@@ -56,6 +56,17 @@
 // one LIFO cache and hot in the CPU cache, as DPDK's per-lcore mempool
 // cache does.
 //
+// Jumbo frames: with a pool whose FrameSize is above a page (8192 or
+// 16384), the UMEM is registered in page-sized chunks, the socket is bound
+// with XDP_USE_SG and the program loaded with BPF_F_XDP_HAS_FRAGS, so a
+// frame larger than a chunk crosses the rings as several descriptors
+// (multi-buffer). TxBurst writes one descriptor per chunk a frame touches;
+// the completion of its first chunk frees it. Only each pool frame's first
+// chunk is lent for receiving: RxBurst copies a frame's later pieces behind
+// its first one, in the first piece's pool frame, and frees their frames,
+// so the caller still gets one contiguous frame (multibuf.go). One queue
+// per port in this mode.
+//
 // The receive and transmit halves of a queue keep separate rings, caches
 // and records, so one goroutine may receive on a queue while another sends
 // on it; each half must be driven by one goroutine at a time, and all must

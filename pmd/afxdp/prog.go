@@ -137,7 +137,7 @@ type program struct {
 
 // loadProgram creates an XSKMAP with one slot per interface queue and loads
 // the program that redirects into it.
-func loadProgram(queues int, udpPort uint16) (*program, error) {
+func loadProgram(queues int, udpPort uint16, frags bool) (*program, error) {
 	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "peregrine_xsks",
 		Type:       ebpf.XSKMap,
@@ -148,9 +148,15 @@ func loadProgram(queues int, udpPort uint16) (*program, error) {
 	if err != nil {
 		return nil, privilegeError("create XSKMAP", err)
 	}
+	var flags uint32
+	if frags {
+		// Multi-buffer frames reach the program and the sockets whole.
+		flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         ProgramName,
 		Type:         ebpf.XDP,
+		Flags:        flags,
 		Instructions: programInstructions(xsks.FD(), udpPort),
 		License:      "Dual MIT/GPL",
 	})

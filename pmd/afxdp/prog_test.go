@@ -134,7 +134,7 @@ func TestProgramVerdicts(t *testing.T) {
 func TestProgramLoadsWithXSKMap(t *testing.T) {
 	skipUnlessRoot(t)
 	for _, udpPort := range []uint16{0, 4789} {
-		p, err := loadProgram(4, udpPort)
+		p, err := loadProgram(4, udpPort, false)
 		require.NoError(t, err, "udp_port=%d", udpPort)
 		info, err := p.prog.Info()
 		require.NoError(t, err)
