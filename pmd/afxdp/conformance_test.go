@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd/netns"
+	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 	"github.com/peregrine-net/peregrine/pmd/pmdtest"
 )
 
@@ -30,5 +32,27 @@ func TestConformance(t *testing.T) {
 		// while lets its RX ring fill, and the kernel drops what follows.
 		Lossy:  true,
 		Settle: runtime.Gosched,
+	})
+}
+
+// TestConformanceJumbo runs the suite with 16 KiB pool frames over a veth
+// at MTU 9000: frames up to 9014 bytes cross as several UMEM chunks
+// (multi-buffer), one queue.
+func TestConformanceJumbo(t *testing.T) {
+	skipUnlessRoot(t)
+	tp := netnstest.TwoNS(t, netns.VethOptions{GRO: true, MTU: 9000})
+	pool := newPool(t, 8192, 16384)
+	pmdtest.Run(t, pmdtest.Harness{
+		Pool: pool,
+		Open: func(t *testing.T) (port.Port, port.Port) {
+			tx, err := New(pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 1024, Mode: ModeGeneric})
+			require.NoError(t, err)
+			rx, err := New(pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 1024, Mode: ModeGeneric})
+			require.NoError(t, err)
+			return tx, rx
+		},
+		MaxFrame: 9014,
+		Lossy:    true,
+		Settle:   runtime.Gosched,
 	})
 }
