@@ -355,25 +355,34 @@ pg_target_stop() {
 	stop_pid "$target_pid"
 	target_pid=
 }
+# pg_argv sets $argv to the initiator's command against the current target.
+pg_argv() {
+	argv=("$tmp/peregrine" transport initiator --port "$pg_i_port" --ip "$pg_i_addr"
+		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcore 0 --idle yield --quiet)
+}
 # pg_initiator WHAT ARGS...: one initiator run; $result is its RESULT line.
 pg_initiator() {
-	local what=$1
+	local what=$1 argv
 	shift
-	client "$pg_i_ns" "$what" "$tmp/peregrine" transport initiator --port "$pg_i_port" --ip "$pg_i_addr" \
-		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcore 0 --idle yield --quiet "$@"
+	pg_argv
+	client "$pg_i_ns" "$what" "${argv[@]}" "$@"
+}
+# pg_bulk WHAT [ARGS...]: bulk_runs of the initiator (64 KiB pushes, 32
+# outstanding, two connections) with ARGS; sets $median and $all.
+pg_bulk() {
+	local what=$1 argv
+	shift
+	pg_argv
+	bulk_runs "$pg_i_ns" "$what" "${argv[@]}" --sizes 64KiB --window 32 --conns 2 --duration "$duration" "$@"
 }
 peregrine_side() {
-	local loss i gs a50 a99 a999
+	local loss i a50 a99 a999
 	for loss in 0% 1% 5%; do
 		fabric_start "loss=$loss"
 		pg_target
-		gs=()
-		for ((i = 0; i < runs; i++)); do
-			pg_initiator "peregrine bulk (loss $loss, run $((i + 1)))" --sizes 64KiB --window 32 --conns 2 --duration "$duration"
-			gs+=("$(field goodput_gbps "$result")")
-		done
-		peregrine_bulk[$loss]=$(median "${gs[@]}")
-		echo "# peregrine bulk loss=$loss goodput_gbps=${peregrine_bulk[$loss]} (median of $runs: ${gs[*]}; 64 KiB pushes, window 32, AF_XDP, via fabric)"
+		pg_bulk "peregrine bulk (loss $loss)"
+		peregrine_bulk[$loss]=$median
+		echo "# peregrine bulk loss=$loss goodput_gbps=$median (median of $runs: $all; 64 KiB pushes, window 32, AF_XDP, via fabric)"
 		if [[ $loss != 5% ]]; then
 			a50=() a99=() a999=()
 			for ((i = 0; i < runs; i++)); do
@@ -405,13 +414,9 @@ peregrine_side() {
 	pg_t_mac=$(ip netns exec "$tcp_server_ns" cat "/sys/class/net/$t_if/address")
 	pg_i_ns=$tcp_client_ns pg_i_port="afxdp:$i_if" pg_i_addr=198.18.0.1
 	pg_target --frame-size 16384 --frames 8192
-	gs=()
-	for ((i = 0; i < runs; i++)); do
-		pg_initiator "peregrine bulk (MTU $jumbo, run $((i + 1)))" --frame-size 16384 --frames 8192 --sizes 64KiB --window 32 --conns 2 --duration "$duration"
-		gs+=("$(field goodput_gbps "$result")")
-	done
-	peregrine_bulk_jumbo=$(median "${gs[@]}")
-	echo "# peregrine bulk loss=0% MTU $jumbo goodput_gbps=$peregrine_bulk_jumbo (median of $runs: ${gs[*]}; 16 KiB pool frames, four UMEM chunks each over AF_XDP; the TCP pair, no middlebox)"
+	pg_bulk "peregrine bulk (MTU $jumbo)" --frame-size 16384 --frames 8192
+	peregrine_bulk_jumbo=$median
+	echo "# peregrine bulk loss=0% MTU $jumbo goodput_gbps=$median (median of $runs: $all; 16 KiB pool frames, four UMEM chunks each over AF_XDP; the TCP pair, no middlebox)"
 	pg_target_stop
 	# Informational: the same jumbo frames through the fabric at 1 % loss.
 	# The loss ratios above stay at MTU 1500, the frames quic-go can use
@@ -426,13 +431,9 @@ peregrine_side() {
 	pg_i_ns=$gen pg_i_port="afxdp:$gen_if" pg_i_addr=$gen_addr
 	fabric_start "loss=1%" --frame-size 16384 --frames 8192
 	pg_target --frame-size 16384 --frames 8192
-	gs=()
-	for ((i = 0; i < runs; i++)); do
-		pg_initiator "peregrine bulk via fabric (MTU $jumbo, 1 % loss, run $((i + 1)))" --frame-size 16384 --frames 8192 --sizes 64KiB --window 32 --conns 2 --duration "$duration"
-		gs+=("$(field goodput_gbps "$result")")
-	done
-	peregrine_bulk_jumbo_loss1=$(median "${gs[@]}")
-	echo "# peregrine bulk loss=1% MTU $jumbo goodput_gbps=$peregrine_bulk_jumbo_loss1 (median of $runs: ${gs[*]}; via fabric, 16 KiB pool frames)"
+	pg_bulk "peregrine bulk via fabric (MTU $jumbo, 1 % loss)" --frame-size 16384 --frames 8192
+	peregrine_bulk_jumbo_loss1=$median
+	echo "# peregrine bulk loss=1% MTU $jumbo goodput_gbps=$median (median of $runs: $all; via fabric, 16 KiB pool frames)"
 	pg_target_stop
 	fabric_stop "peregrine MTU $jumbo loss=1%"
 }

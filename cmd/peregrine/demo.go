@@ -300,10 +300,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop; allocation failures %d\n", pool.Frames(), pool.InUse(), pool.Stats().AllocFails)
 
-	checks := []struct {
-		ok   bool
-		what string
-	}{
+	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
 		{drained, "pipeline drained within 2s of the generator stopping"},
 		{gs.Sent > 0, "frames were sent"},
@@ -312,26 +309,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		{ss.Foreign == 0, "no foreign frames"},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
-	ok := true
-	for _, c := range checks {
-		mark := "ok  "
-		if !c.ok {
-			mark, ok = "FAIL", false
-		}
-		fmt.Fprintf(out, "  [%s] %s\n", mark, c.what)
-	}
-	if interrupted {
-		fmt.Fprintln(out, "  (interrupted: stopped early, verification still applies to what was sent)")
-	}
-	if cerr := pool.Close(); cerr != nil && ok {
-		return false, cerr
-	}
-	if ok {
-		fmt.Fprintln(out, "verification passed")
-	} else {
-		fmt.Fprintln(out, "verification FAILED")
-	}
-	return ok, nil
+	cerr := pool.Close()
+	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	return report(out, checks, interrupted), nil
 }
 
 // waitDrained waits until the generator has handed everything to its port

@@ -247,7 +247,7 @@ func report(out io.Writer, checks []check, interrupted bool) bool {
 		fmt.Fprintf(out, "  [%s] %s\n", mark, c.what)
 	}
 	if interrupted {
-		fmt.Fprintln(out, "  (interrupted: stopped early, verification still applies to what was posted)")
+		fmt.Fprintln(out, "  (interrupted: stopped early; the checks apply to what ran until then)")
 	}
 	if ok {
 		fmt.Fprintln(out, "verification passed")

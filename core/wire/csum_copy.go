@@ -55,29 +55,7 @@ func copyChecksumGo(dst, src []byte, sum uint64) uint64 {
 		sum, c = bits.Add64(sum, w7, c)
 		src, dst = src[64:], dst[64:]
 	}
-	if len(src) >= 32 && len(dst) >= 32 {
-		s, d := src[:32], dst[:32]
-		w0, w1, w2, w3 := le.Uint64(s[0:]), le.Uint64(s[8:]), le.Uint64(s[16:]), le.Uint64(s[24:])
-		le.PutUint64(d[0:], w0)
-		le.PutUint64(d[8:], w1)
-		le.PutUint64(d[16:], w2)
-		le.PutUint64(d[24:], w3)
-		sum, c = bits.Add64(sum, w0, c)
-		sum, c = bits.Add64(sum, w1, c)
-		sum, c = bits.Add64(sum, w2, c)
-		sum, c = bits.Add64(sum, w3, c)
-		src, dst = src[32:], dst[32:]
-	}
-	if len(src) >= 16 && len(dst) >= 16 {
-		s, d := src[:16], dst[:16]
-		w0, w1 := le.Uint64(s[0:]), le.Uint64(s[8:])
-		le.PutUint64(d[0:], w0)
-		le.PutUint64(d[8:], w1)
-		sum, c = bits.Add64(sum, w0, c)
-		sum, c = bits.Add64(sum, w1, c)
-		src, dst = src[16:], dst[16:]
-	}
-	if len(src) >= 8 && len(dst) >= 8 {
+	for len(src) >= 8 && len(dst) >= 8 {
 		w := le.Uint64(src)
 		le.PutUint64(dst, w)
 		sum, c = bits.Add64(sum, w, c)

@@ -339,10 +339,9 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 		q.txCache.Free(bufs[:n])
 	}
 	q.txHeld += sent
-	if q.kickPending || q.txHeld >= q.txBatch || len(bufs) < port.FullBurst || n < len(bufs) {
-		if q.txHeld > 0 || q.kickPending {
-			q.kick()
-		}
+	now := q.txHeld >= q.txBatch || len(bufs) < port.FullBurst || n < len(bufs)
+	if q.kickPending || now && q.txHeld > 0 {
+		q.kick()
 	}
 	if rejected > 0 {
 		q.stats.TxErrors.Add(uint64(rejected))

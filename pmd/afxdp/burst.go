@@ -115,10 +115,7 @@ func (q *rxQueue) burst(bufs []mbuf.Handle) int {
 	}
 	n := q.ring.Avail(uint32(min(len(bufs), math.MaxInt32)))
 	if n == 0 {
-		q.refill()
-		if q.fill.NeedWakeup() || q.busyPoll && q.napiReady() {
-			q.sock.Wake()
-		}
+		q.idle()
 		return 0
 	}
 	idx := q.ring.ConsIndex()
@@ -143,6 +140,15 @@ func (q *rxQueue) burst(bufs []mbuf.Handle) int {
 	q.refill()
 	q.stats.AddRx(int(n), bytes)
 	return int(n)
+}
+
+// idle is what an RxBurst that found nothing does: top the fill ring up and
+// wake the kernel when it asked for it, or busy-poll.
+func (q *rxQueue) idle() {
+	q.refill()
+	if q.fill.NeedWakeup() || q.busyPoll && q.napiReady() {
+		q.sock.Wake()
+	}
 }
 
 // napiReady reports whether a busy poll of the socket can do work: once the

@@ -31,10 +31,7 @@ import (
 func (q *rxQueue) burstSG(bufs []mbuf.Handle) int {
 	avail := q.ring.Avail(math.MaxUint32)
 	if avail == 0 {
-		q.refill()
-		if q.fill.NeedWakeup() || q.busyPoll && q.napiReady() {
-			q.sock.Wake()
-		}
+		q.idle()
 		return 0
 	}
 	idx := q.ring.ConsIndex()

@@ -146,7 +146,7 @@ type xact struct {
 	stop       bool    // initiator: failed, send nothing more
 	done       bool    // initiator: completion decided, waiting for its turn
 	failed     bool    // target: the request was refused
-	why        refusal // target: why
+	why        Refusal // target: why
 	grantNext  int32   // target: next in the connection's grant queue
 	ssnHeld    bool    // an entry in an SSN space is still registered
 	rsnHeld    bool    // an entry in an RSN space is still registered

@@ -58,7 +58,7 @@ func (e *Endpoint) post(h *Conn, kind OpKind, op *Op) (uint32, error) {
 	}
 	mem, why := e.regions.span(op.Local.Key, op.LocalAddr, uint32(op.Len), 0)
 	if why != refuseNone {
-		return 0, fmt.Errorf("%w: local region %#x [%d, +%d) %v", ErrLocalRegion, op.Local.Key, op.LocalAddr, op.Len, why)
+		return 0, fmt.Errorf("%w: local region %#x [%d, +%d): %v", ErrLocalRegion, op.Local.Key, op.LocalAddr, op.Len, why)
 	}
 	if len(e.freeX) == 0 || e.reserved >= len(e.cq.buf) || e.ro.Len()+2 > e.ro.Cap() || e.sch.Len() >= e.sch.Cap() {
 		e.cnt.own[cBusy]++

@@ -97,39 +97,19 @@ func (r *regions) deregister(key uint32) error {
 
 // span returns mem[addr:addr+n] of region key if the region exists, allows
 // access and holds the whole span, else a reason.
-func (r *regions) span(key uint32, addr uint64, n uint32, access Access) ([]byte, refusal) {
+func (r *regions) span(key uint32, addr uint64, n uint32, access Access) ([]byte, Refusal) {
 	s := r.get(key)
 	if s == nil {
-		return nil, refuseUnregistered
+		return nil, RefusalUnregistered
 	}
 	if s.access&access != access {
-		return nil, refuseAccess
+		return nil, RefusalAccess
 	}
 	if addr > uint64(len(s.mem)) || uint64(n) > uint64(len(s.mem))-addr {
-		return nil, refuseTooSmall
+		return nil, RefusalTooSmall
 	}
 	return s.mem[addr : addr+uint64(n) : addr+uint64(n)], refuseNone
 }
 
-// refusal is why a region span was refused; its numbers are Refusal's,
-// which carries it to the initiator.
-type refusal uint8
-
-const (
-	refuseNone refusal = iota
-	refuseUnregistered
-	refuseAccess
-	refuseTooSmall
-)
-
-func (r refusal) String() string {
-	switch r {
-	case refuseUnregistered:
-		return "not registered"
-	case refuseAccess:
-		return "does not allow the access"
-	case refuseTooSmall:
-		return "too small for the span"
-	}
-	return "ok"
-}
+// refuseNone is span's answer for a span it grants.
+const refuseNone = RefusalUnspecified

@@ -46,9 +46,9 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 }
 
 // span checks the region a request names.
-func (e *Endpoint) span(h *wire.Header, access Access) ([]byte, refusal) {
+func (e *Endpoint) span(h *wire.Header, access Access) ([]byte, Refusal) {
 	if h.Ext.Present&wire.ExtRegion == 0 {
-		return nil, refuseUnregistered
+		return nil, RefusalUnregistered
 	}
 	return e.regions.span(h.Ext.Region.Key, h.Ext.Region.Addr, h.ReqLen, access)
 }
@@ -58,7 +58,7 @@ func (e *Endpoint) span(h *wire.Header, access Access) ([]byte, refusal) {
 // forever): a failed context is recorded and released in order without
 // reaching the ULP. If even that has no room, the packet is refused for
 // now and comes back.
-func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why refusal) rt.Verdict {
+func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why Refusal) rt.Verdict {
 	solicited := h.Type == wire.TypePushRequest
 	needRSN := c.peerOrdered && !seqLT(h.RSN, c.reqBase)
 	if needRSN {
@@ -98,9 +98,9 @@ func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why refusal) rt.Ver
 		}
 	}
 	switch why {
-	case refuseUnregistered:
+	case RefusalUnregistered:
 		e.cnt.own[cRefusedUnregistered]++
-	case refuseAccess:
+	case RefusalAccess:
 		e.cnt.own[cRefusedAccess]++
 	default:
 		e.cnt.own[cRefusedTooSmall]++
