@@ -75,9 +75,9 @@
 //	|             Request length, message bytes (ReqLen)            | 36
 //	+---------------------------------------------------------------+
 //	|          Segment offset of this payload (Offset)              | 40
-//	+-------------------------------+-------------------------------+
-//	|      Payload length (16)      |          Reserved             | 44
-//	+-------------------------------+-------------------------------+
+//	+-------------------------------+---------------+---------------+
+//	|      Payload length (16)      |   HopEcho     |   Reserved    | 44
+//	+-------------------------------+---------------+---------------+
 //
 // The first word alone identifies the connection: a receive classifier
 // calls L4Offset and PeekCID and steers the frame by CID before decoding
@@ -106,6 +106,13 @@
 //     4.29 s). TxEcho: the TxTime of the last packet received from the
 //     peer (for an ACK or NACK: of the packet that triggered it).
 //     RTT = (now - TxEcho) mod 2^32.
+//   - HopEcho: the IP hops the echoed packet crossed, which its receiver
+//     infers from the TTL (or hop limit) it arrived with: the smallest
+//     usual initial value (32, 64, 128, 255) at or above it, minus it
+//     (HopsFromTTL). It travels back with TxEcho so the sender's
+//     delay-based congestion control can scale its target delay per hop
+//     (Swift), as the paper's hosts do from the TTL. ACKs and extended
+//     ACKs carry it; other types send 0.
 //   - ReqLen, Offset: the whole message's length and where this packet's
 //     payload starts in it, so a receiver can place out-of-order packets.
 //   - Payload length: bytes after the header, body and extensions; must

@@ -25,6 +25,25 @@ const (
 	maxFlowLabel = 1<<20 - 1
 )
 
+// HopsFromTTL infers how many IP hops a packet crossed from the TTL (or
+// hop limit) it arrived with: senders start from one of a few usual values
+// (32, 64, 128, 255; peregrine uses DefaultTTL unless Addrs.TTL says
+// otherwise), so the smallest of them at or above ttl is taken as the
+// start, as passive fingerprinting tools do. A path longer than the gap to
+// the next usual value reads short; datacenter paths are a few hops.
+func HopsFromTTL(ttl uint8) uint8 {
+	switch {
+	case ttl <= 32:
+		return 32 - ttl
+	case ttl <= 64:
+		return 64 - ttl
+	case ttl <= 128:
+		return 128 - ttl
+	default:
+		return 255 - ttl
+	}
+}
+
 // Addrs is everything below the transport header: Ethernet, IP and UDP
 // fields. Encoders read it; decoders fill it from the frame.
 type Addrs struct {

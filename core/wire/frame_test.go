@@ -425,3 +425,14 @@ func TestPeekCIDAndL4Offset(t *testing.T) {
 	_, ok = wire.L4Offset(b6[:61])
 	require.False(t, ok)
 }
+
+func TestHopsFromTTL(t *testing.T) {
+	for _, c := range []struct{ ttl, hops uint8 }{
+		{64, 0}, {63, 1}, {59, 5}, {33, 31}, // Linux and peregrine start at 64
+		{32, 0}, {30, 2}, {1, 31}, {0, 32},
+		{128, 0}, {120, 8}, {65, 63}, // Windows starts at 128
+		{255, 0}, {250, 5}, {129, 126}, // routers and some stacks at 255
+	} {
+		require.Equal(t, c.hops, wire.HopsFromTTL(c.ttl), "ttl %d", c.ttl)
+	}
+}

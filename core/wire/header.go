@@ -48,6 +48,7 @@ const (
 	offReqLen     = 36
 	offOffset     = 40
 	offPayloadLen = 44
+	offHopEcho    = 46
 )
 
 var be = binary.BigEndian
@@ -81,6 +82,11 @@ type Header struct {
 	// PayloadLen is the number of bytes after the header (and its body and
 	// extensions); it must equal what the buffer holds.
 	PayloadLen uint16
+	// HopEcho goes with TxEcho: the number of IP hops the echoed packet
+	// crossed, as its receiver inferred from the TTL it arrived with
+	// (HopsFromTTL). It feeds the per-hop part of a delay-based
+	// congestion controller's target (Swift); meaningless when TxEcho is 0.
+	HopEcho uint8
 
 	Ack    AckBody    // TypeAck and TypeExtendedAck
 	Nack   NackBody   // TypeNack
@@ -280,7 +286,8 @@ func (h *Header) put(b []byte, payloadLen uint16) {
 	be.PutUint32(b[offReqLen:], h.ReqLen)
 	be.PutUint32(b[offOffset:], h.Offset)
 	be.PutUint16(b[offPayloadLen:], payloadLen)
-	be.PutUint16(b[offPayloadLen+2:], 0)
+	b[offHopEcho] = h.HopEcho
+	b[offHopEcho+1] = 0
 	body := b[BaseHeaderLen:]
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
@@ -418,6 +425,7 @@ func (h *Header) setBase(b []byte, w0 uint32, t Type, flags Flags, payloadLen ui
 	h.ReqLen = be.Uint32(b[offReqLen:])
 	h.Offset = be.Uint32(b[offOffset:])
 	h.PayloadLen = payloadLen
+	h.HopEcho = b[offHopEcho]
 }
 
 // clearBodies zeroes the bodies and extensions, one statement each (a
@@ -436,8 +444,8 @@ func (h *Header) String() string {
 	if w := h.Window(); w != WindowNone {
 		fmt.Fprintf(&b, " win=%v psn=%d", w, h.PSN)
 	}
-	fmt.Fprintf(&b, " rsn=%d ssn=%d ebsn=r%d/d%d flags=%v retry=%d phase=%v tx=%d echo=%d",
-		h.RSN, h.SSN, h.ReqEBSN, h.DataEBSN, h.Flags, h.Retry, h.Phase, h.TxTime, h.TxEcho)
+	fmt.Fprintf(&b, " rsn=%d ssn=%d ebsn=r%d/d%d flags=%v retry=%d phase=%v tx=%d echo=%d hops=%d",
+		h.RSN, h.SSN, h.ReqEBSN, h.DataEBSN, h.Flags, h.Retry, h.Phase, h.TxTime, h.TxEcho, h.HopEcho)
 	fmt.Fprintf(&b, " reqlen=%d off=%d len=%d", h.ReqLen, h.Offset, h.PayloadLen)
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:

@@ -173,6 +173,7 @@ func TestGoldenLayout(t *testing.T) {
 			DataEBSN: 2000,
 			TxTime:   0xaabbccdd,
 			TxEcho:   0x01020304,
+			HopEcho:  3,
 			Ack: wire.AckBody{
 				OOW:        wire.OOWData,
 				RxBufLevel: 0x80,
@@ -191,7 +192,8 @@ func TestGoldenLayout(t *testing.T) {
 			0x00, 0x00, 0x07, 0xd0, // data-window BSN 2000
 			0xaa, 0xbb, 0xcc, 0xdd, // TxTime
 			0x01, 0x02, 0x03, 0x04, // TxEcho
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // request length, offset, payload length
+			0, 0, 0, 0, 0, 0, 0, 0, // request length, offset
+			0x00, 0x00, 0x03, 0x00, // payload length, 3 hops, reserved
 			0x02, 0x80, 0x01, 0x02, // OOW data, buffer level, OOW count
 			0x01, 0x02, 0x03, 0x00, // RxTime
 			0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // request bitmap: bits 0 and 127
@@ -364,7 +366,7 @@ func TestDecodeIgnoresReservedAndSkipsUnknown(t *testing.T) {
 	b[0] |= 0x0f                                              // reserved nibble of word 0
 	b[5] |= 0x80                                              // reserved flag bit 7
 	b[6] |= 0x03                                              // reserved bits under retry/phase
-	b[46], b[47] = 0xff, 0xff                                 // reserved half-word
+	b[47] = 0xff                                              // reserved byte after HopEcho
 	b[48] |= 0xfc                                             // reserved OOW bits
 	b[7] += 3                                                 // three more extension words
 	b = append(b, 200, 3, 0xde, 0xad, 1, 2, 3, 4, 5, 6, 7, 8) // unknown TLV

@@ -45,6 +45,7 @@ func randHeader(r *rand.Rand, t wire.Type, payloadLen int) wire.Header {
 	}
 	switch t {
 	case wire.TypeAck, wire.TypeExtendedAck:
+		h.HopEcho = uint8(r.Uint32())
 		h.Ack = wire.AckBody{
 			OOW:        wire.OOWFlags(r.IntN(4)),
 			RxBufLevel: uint8(r.Uint32()),
