@@ -147,10 +147,10 @@ func dirRate(now, prev fabric.DirStats) string {
 	return fmt.Sprintf("in %d out %d lost %d dup %d reord %d corrupt %d qdrop %d",
 		now.Received-prev.Received, now.Sent-prev.Sent, now.LossRandom+now.LossBurst-prev.LossRandom-prev.LossBurst,
 		now.Duplicated-prev.Duplicated, now.Reordered-prev.Reordered, now.Corrupted-prev.Corrupted,
-		now.QueueFull+now.LimitFull-prev.QueueFull-prev.LimitFull)
+		now.QueueFull+now.LimitFull+now.TTLExpired-prev.QueueFull-prev.LimitFull-prev.TTLExpired)
 }
 
 func dirTotals(d fabric.DirStats) string {
-	return fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
-		d.Received, d.Sent, d.LossRandom, d.LossBurst, d.QueueFull, d.LimitFull, d.Duplicated, d.Corrupted, d.Reordered, d.Delayed, d.TxRefused, d.Flushed, d.Paths)
+	return fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d ttl expired %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
+		d.Received, d.Sent, d.LossRandom, d.LossBurst, d.QueueFull, d.LimitFull, d.TTLExpired, d.Duplicated, d.Corrupted, d.Reordered, d.Delayed, d.TxRefused, d.Flushed, d.Paths)
 }

@@ -57,6 +57,7 @@ type direction struct {
 	burstP, burstR              uint64
 	burstBad, burstGood         uint64
 	corruptFrom                 int
+	hops                        uint8 // TTL decrement, 0 for none
 	reorderDelay                clock.Time
 	jitter                      int64
 	normalJitter                bool
@@ -102,6 +103,7 @@ func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
 		burstBad:     threshold(p.Burst.BadLoss),
 		burstGood:    threshold(p.Burst.GoodLoss),
 		corruptFrom:  ethHeaderLen,
+		hops:         uint8(p.Hops),
 		reorderDelay: clock.Time(p.ReorderDelay),
 		jitter:       int64(p.Jitter),
 		normalJitter: p.Dist == DistNormal,
@@ -234,6 +236,10 @@ func (d *direction) admit(h mbuf.Handle, now clock.Time) {
 func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.Time) {
 	if d.line.full() {
 		d.drop(h, cLimitFull)
+		return
+	}
+	if d.hops != 0 && !lowerTTL(d.pool.Data(h), d.hops) {
+		d.drop(h, cTTLExpired)
 		return
 	}
 	release := now

@@ -32,7 +32,12 @@
 //     corruption draw, path, jitter). A lost frame is never duplicated.
 //     When the pool is empty the copy is skipped and counted (DupNoBuf).
 //  3. The delay line's bound (Profile.Limit): a direction holds at most
-//     Limit frames; beyond that frames are tail-dropped (LimitFull).
+//     Limit frames; beyond that frames are tail-dropped (LimitFull). Then
+//     the routers (Profile.Hops): an IPv4 frame's TTL or an IPv6 frame's
+//     hop limit goes down by Hops (the IPv4 header checksum updated
+//     incrementally), and a frame that had no more than Hops left is
+//     dropped (TTLExpired), as a router drops it; receivers that infer the
+//     path's length from the TTL see Hops routers.
 //  4. The rate limiter (Profile.Rate): one serialising link shared by the
 //     direction's paths. A frame of n bytes occupies it for
 //     (n+Overhead)*8/Rate seconds, starting when the link is free (exact

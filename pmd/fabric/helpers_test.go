@@ -198,7 +198,7 @@ func (s *sim) finish() {
 func requireBalanced(t testing.TB, d DirStats) {
 	t.Helper()
 	require.Equal(t, d.Received+d.Duplicated,
-		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.Flushed+d.Held, "frames unaccounted for: %+v", d)
+		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.Flushed+d.Held, "frames unaccounted for: %+v", d)
 	var paths uint64
 	for _, n := range d.Paths {
 		paths += n

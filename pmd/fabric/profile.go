@@ -67,7 +67,7 @@ func (g GilbertElliott) Enabled() bool { return g.P > 0 }
 // Profile describes the impairments of one direction of a fabric. The zero
 // Profile forwards every frame at once, untouched. Frames go through the
 // stages in this order: loss (random, then Gilbert-Elliott), duplication,
-// the Limit, the rate limiter's queue, corruption, path choice, then delay,
+// the Limit, the TTL (Hops), the rate limiter's queue, corruption, path choice, then delay,
 // jitter and reordering. See the package documentation for the model of
 // each.
 type Profile struct {
@@ -112,6 +112,14 @@ type Profile struct {
 	Paths  int
 	Spread time.Duration
 	Spray  Spray
+	// Hops is how many routers the direction stands for (hops=3): each IP
+	// frame leaves with its IPv4 TTL (header checksum updated) or IPv6 hop
+	// limit that much lower, and one that arrives with no more than Hops
+	// left is dropped (TTLExpired) without an ICMP message. Receivers that
+	// infer path length from the TTL (peregrine's transport, for Swift's
+	// per-hop target) then see it. 0 leaves frames untouched, like a
+	// bridge or netem. Other frames (ARP, VLAN-tagged) pass unchanged.
+	Hops int
 	// Limit bounds the frames the direction holds at once (in its delay
 	// line, which includes the rate queue); frames beyond it are
 	// tail-dropped (limit=8192; 0 means DefaultLimit). At most one more
@@ -127,6 +135,7 @@ const (
 	MaxQueue     = MaxLimit
 	MaxQueueB    = 1 << 30
 	MaxPaths     = 64
+	MaxHops      = 255
 	MaxOverhead  = 1024
 	MaxRate      = 1e13 // 10 tbit/s
 	// MaxDuration bounds every duration of a Profile, so that release times
@@ -144,8 +153,9 @@ const ProfileSyntax = `comma-separated KEY=VALUE items, all optional:
   delay=DURATION jitter=DURATION dist=uniform|normal order=fifo|free
   rate=N{bit,kbit,mbit,gbit,tbit} overhead=BYTES queue=PACKETS|N{B,KB,KiB,MB,MiB}
   paths=N spread=DURATION spray=rr|random
+  hops=N                       lower the IP TTL / hop limit by N (a path of N routers)
   limit=PACKETS
-e.g. loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us`
+e.g. loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us,hops=3`
 
 // ErrBadProfile is wrapped by every error about a profile: a string that
 // does not parse or a Profile value out of range.
@@ -153,7 +163,7 @@ var ErrBadProfile = errors.New("fabric: bad profile")
 
 // profileKeys lists the keys in the order String writes them.
 var profileKeys = [...]string{"loss", "burst", "dup", "reorder", "corrupt", "delay", "jitter", "dist", "order",
-	"rate", "overhead", "queue", "paths", "spread", "spray", "limit"}
+	"rate", "overhead", "queue", "paths", "spread", "spray", "hops", "limit"}
 
 // keySyntax is each key's own syntax, for its error messages.
 var keySyntax = map[string]string{
@@ -172,6 +182,7 @@ var keySyntax = map[string]string{
 	"paths":    "paths=N (e.g. paths=4)",
 	"spread":   "spread=DURATION (e.g. spread=20us)",
 	"spray":    "spray=rr|random",
+	"hops":     "hops=N (e.g. hops=3)",
 	"limit":    "limit=PACKETS (e.g. limit=8192)",
 }
 
@@ -293,6 +304,8 @@ func (p *Profile) set(key, value string) error {
 		default:
 			return fmt.Errorf("unknown spray mode %q", value)
 		}
+	case "hops":
+		p.Hops, err = parseCount(value)
 	case "limit":
 		p.Limit, err = parseCount(value)
 	}
@@ -393,6 +406,10 @@ func (p Profile) String() string {
 			} else if p.Spray != SprayRoundRobin {
 				add(key, fmt.Sprintf("Spray(%d)", p.Spray))
 			}
+		case "hops":
+			if p.Hops != 0 {
+				add(key, strconv.Itoa(p.Hops))
+			}
 		case "limit":
 			if p.Limit != 0 {
 				add(key, strconv.Itoa(p.Limit))
@@ -465,6 +482,9 @@ func (p Profile) Validate() error {
 	}
 	if p.Rate == 0 && (p.QueuePackets > 0 || p.QueueBytes > 0 || p.Overhead > 0) {
 		return bad("a queue or overhead is set without Rate: only the rate limiter queues (set a rate, e.g. rate=10gbit)")
+	}
+	if p.Hops < 0 || p.Hops > MaxHops {
+		return bad("Hops %d is out of range (use 0..%d routers per direction)", p.Hops, MaxHops)
 	}
 	if p.Paths < 0 || p.Paths > MaxPaths {
 		return bad("Paths %d is out of range (use 1..%d, or 0 for one path)", p.Paths, MaxPaths)

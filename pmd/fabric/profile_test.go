@@ -11,7 +11,7 @@ import (
 
 func TestParseProfileExample(t *testing.T) {
 	const s = "loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us," +
-		"rate=10gbit,queue=1000,paths=4,spread=20us"
+		"rate=10gbit,queue=1000,paths=4,spread=20us,hops=3"
 	p, err := ParseProfile(s)
 	require.NoError(t, err)
 	require.Equal(t, Profile{
@@ -27,6 +27,7 @@ func TestParseProfileExample(t *testing.T) {
 		QueuePackets: 1000,
 		Paths:        4,
 		Spread:       20 * time.Microsecond,
+		Hops:         3,
 	}, p)
 	require.Equal(t, s, p.String(), "the example is already canonical")
 
@@ -72,7 +73,7 @@ func TestProfileStringRoundTrips(t *testing.T) {
 	for range 2000 {
 		p := Profile{Loss: pct(), Dup: pct(), Corrupt: pct(), CorruptL2: rng.IntN(2) == 0,
 			Delay: dur(), Jitter: dur(), Dist: Dist(rng.IntN(2)), Order: Order(rng.IntN(2)),
-			Limit: rng.IntN(3) * 1000, Spray: Spray(rng.IntN(2))}
+			Limit: rng.IntN(3) * 1000, Spray: Spray(rng.IntN(2)), Hops: rng.IntN(2) * rng.IntN(MaxHops+1)}
 		if rng.IntN(2) == 0 {
 			p.Burst = GilbertElliott{P: pct() + 0.001, R: pct() + 0.001, BadLoss: pct() + 0.1, GoodLoss: pct()}
 			p.Burst.P, p.Burst.R, p.Burst.BadLoss = min(p.Burst.P, 100), min(p.Burst.R, 100), min(p.Burst.BadLoss, 100)
@@ -125,6 +126,7 @@ func TestParseProfileErrors(t *testing.T) {
 		{"queue=1000", []string{"without Rate"}},
 		{"rate=1gbit,queue=2GiB", []string{"queue=2GiB", "1B..1GiB"}},
 		{"paths=65", []string{"Paths 65 is out of range"}},
+		{"hops=256", []string{"Hops 256 is out of range"}},
 		{"spread=10us", []string{"Spread 10µs needs more than one path"}},
 		{"spray=hash", []string{"spray=rr|random"}},
 		{"limit=-1", []string{"limit=-1", "not a whole number"}},

@@ -14,6 +14,7 @@ const (
 	cLossBurst
 	cQueueFull
 	cLimitFull
+	cTTLExpired
 	cDupNoBuf
 	cCorrupted
 	cReordered
@@ -26,9 +27,10 @@ const (
 
 // DirStats are one direction's counters. All but Held only grow. Every
 // frame taken from the input port or made by duplication ends up in exactly
-// one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, Flushed or Held:
+// one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, TTLExpired,
+// Flushed or Held:
 //
-//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + Flushed + Held
+//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + Flushed + Held
 type DirStats struct {
 	Received   uint64 // frames taken from the input port
 	Sent       uint64 // frames the output port accepted
@@ -36,6 +38,7 @@ type DirStats struct {
 	LossBurst  uint64 // dropped by the Gilbert-Elliott model (Profile.Burst)
 	QueueFull  uint64 // tail-dropped by the rate limiter's full queue
 	LimitFull  uint64 // tail-dropped because Profile.Limit frames were held
+	TTLExpired uint64 // IP frames that arrived with no more TTL than Profile.Hops
 	Duplicated uint64 // copies made by Profile.Dup
 	DupNoBuf   uint64 // copies not made because the pool was empty
 	Corrupted  uint64 // frames with one bit flipped
@@ -92,6 +95,7 @@ func (c *counters) snapshot() DirStats {
 		LossBurst:  c.pub[cLossBurst].Load(),
 		QueueFull:  c.pub[cQueueFull].Load(),
 		LimitFull:  c.pub[cLimitFull].Load(),
+		TTLExpired: c.pub[cTTLExpired].Load(),
 		DupNoBuf:   c.pub[cDupNoBuf].Load(),
 		Corrupted:  c.pub[cCorrupted].Load(),
 		Reordered:  c.pub[cReordered].Load(),

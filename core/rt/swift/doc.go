@@ -75,8 +75,10 @@
 // up to 100µs (max_flow_scaling) between windows 0.1 and 256, AI 1, Beta
 // 0.8, MaxMDF 0.5, cwnd in [0.01, 256], InitialCwnd 32 (isekai's
 // default_config_generator.cc), RetxResetThreshold 3 (retransmit_limit).
-// Hops defaults to 0: the transport's headers carry no hop count, so the
-// caller sets it per connection if it knows the topology. For incasts of
+// Hops defaults to 0 and holds only until the transport measures the path:
+// each ACK echoes the hops its data packet crossed (the receiver infers
+// them from the IP TTL, wire.HopsFromTTL), and core/rt passes a changed
+// count to SetHops, as Swift's hosts do. For incasts of
 // thousands of flows MinCwnd may be set lower (e.g. 0.001); PacingGap then
 // reaches 1000 round trips.
 //

@@ -36,7 +36,8 @@ type Params struct {
 	// PerHopTarget is added to the target for each switch hop on the path,
 	// because every hop adds serialisation and queueing (Google: 1µs).
 	PerHopTarget time.Duration
-	// Hops is the connection's number of switch hops (0 when unknown).
+	// Hops is the connection's number of switch hops until the transport
+	// measures it (SetHops); 0 when unknown.
 	Hops int
 
 	// FlowScalingRange is the most flow scaling can add to the target: a

@@ -24,6 +24,7 @@ type Stats struct {
 	Timeouts         uint64 // OnRetransmit(timeout=true) calls
 	TimeoutEpisodes  uint64 // timeouts counted towards RetxResetThreshold
 	EarlyRetransmits uint64 // OnRetransmit(timeout=false) calls
+	HopChanges       uint64 // SetHops calls that changed the hop count
 }
 
 // Controller is the Swift congestion state of one connection. It is a plain
@@ -41,6 +42,7 @@ type Controller struct {
 
 	cwnd float64
 	srtt time.Duration
+	hops int // Params.Hops until SetHops measures the path
 
 	lastDecrease clock.Time // last time cwnd went down (once-per-RTT guard)
 	lastTimeout  clock.Time // start of the current timeout episode
@@ -61,6 +63,7 @@ func (c *Controller) Init(p Params) error {
 	}
 	*c = Controller{
 		p:            p,
+		hops:         p.Hops,
 		fixedTarget:  float64(p.BaseTarget + time.Duration(p.Hops)*p.PerHopTarget),
 		fsRange:      float64(p.FlowScalingRange),
 		cwnd:         p.InitialCwnd,
@@ -141,6 +144,24 @@ func (c *Controller) OnAck(now clock.Time, rtt time.Duration, acked int) {
 		c.stats.Decreases++
 	}
 }
+
+// SetHops sets the path's hop count as the transport measured it (from the
+// TTL its ACKs report, wire.Header.HopEcho), replacing Params.Hops: the
+// target's per-hop part follows the path the packets actually take, which
+// may change (a reroute, a sprayed path of another length). Values outside
+// [0, MaxHops] are clamped.
+func (c *Controller) SetHops(hops int) {
+	hops = min(max(hops, 0), MaxHops)
+	if hops == c.hops {
+		return
+	}
+	c.hops = hops
+	c.fixedTarget = float64(c.p.BaseTarget + time.Duration(hops)*c.p.PerHopTarget)
+	c.stats.HopChanges++
+}
+
+// Hops returns the hop count in the target: Params.Hops until SetHops.
+func (c *Controller) Hops() int { return c.hops }
 
 // OnRetransmit reports a packet resent at now: timeout true for a
 // retransmit timer, false for an early retransmission of a hole.

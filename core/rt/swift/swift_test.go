@@ -202,7 +202,36 @@ func TestFlowScalingRaisesTargetAsCwndFalls(t *testing.T) {
 
 	// Hops add PerHopTarget each; a zero range disables flow scaling.
 	p.Hops, p.FlowScalingRange, p.InitialCwnd = 6, 0, 0.5
-	require.Equal(t, p.BaseTarget+6*p.PerHopTarget, newController(t, p).TargetDelay())
+	c := newController(t, p)
+	require.Equal(t, p.BaseTarget+6*p.PerHopTarget, c.TargetDelay())
+
+	// A measured hop count replaces Params.Hops, clamped to [0, MaxHops];
+	// only changes count.
+	c.SetHops(2)
+	require.Equal(t, 2, c.Hops())
+	require.Equal(t, p.BaseTarget+2*p.PerHopTarget, c.TargetDelay())
+	c.SetHops(2)
+	c.SetHops(-5)
+	require.Equal(t, p.BaseTarget, c.TargetDelay())
+	c.SetHops(1000)
+	require.Equal(t, swift.MaxHops, c.Hops())
+	require.Equal(t, uint64(3), c.Stats().HopChanges)
+}
+
+// A longer path tolerates more delay before the window shrinks: the same
+// RTT sample decreases the window on a direct path and grows it on one
+// whose measured hops lift the target above the sample.
+func TestHopsRaiseTheTarget(t *testing.T) {
+	p := swift.DefaultParams()
+	p.FlowScalingRange = 0
+	rtt := p.BaseTarget + 3*p.PerHopTarget
+	direct, far := newController(t, p), newController(t, p)
+	far.SetHops(5)
+	now := clock.Time(time.Second)
+	direct.OnAck(now, rtt, 1)
+	far.OnAck(now, rtt, 1)
+	require.Less(t, direct.Cwnd(), p.InitialCwnd, "above a 0-hop target")
+	require.Greater(t, far.Cwnd(), p.InitialCwnd, "below a 5-hop target")
 }
 
 func TestPacingBelowOnePacket(t *testing.T) {
