@@ -32,3 +32,12 @@ func (f *FixedWindow) OnRetransmit(clock.Time, bool)        {}
 func (f *FixedWindow) Window() int                          { return f.N }
 
 var _ CongestionControl = (*FixedWindow)(nil)
+
+// HopSetter is a CongestionControl whose target depends on the path's
+// length, such as Swift's per-hop target (swift.Controller). With each ACK
+// that carries an RTT sample the transport passes it the hops that ACK's
+// echoed packet crossed (wire.Header.HopEcho, which the peer inferred from
+// the IP TTL), before OnAck.
+type HopSetter interface {
+	SetHops(hops int)
+}

@@ -141,6 +141,7 @@ type conn struct {
 	echoTx    uint32 // TxTime of the latest fresh (not retransmitted) packet
 	echoRx    uint32 // our clock when it arrived
 	echoFresh bool   // not yet echoed in an ACK
+	echoTTL   uint8  // the IP TTL it arrived with (HopEcho: wire.HopsFromTTL)
 	peerTx    uint32 // TxTime of the latest packet, echoed on data packets
 	nack      pendingNack
 	// ULP-error NACKs owed, oldest first: unlike an RNR NACK (one at a
@@ -165,6 +166,7 @@ type conn struct {
 	rtt   rttEstimator
 	fixed FixedWindow
 	cc    CongestionControl
+	hopCC HopSetter // cc, when it takes the path's hop count; else nil
 	stats ConnStats
 }
 

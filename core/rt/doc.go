@@ -123,7 +123,10 @@
 // CongestionControl interface (OnAck with the poll's time and the fabric
 // RTT, OnRetransmit, Window) is where the delay-based controller of
 // core/rt/swift plugs in (Options.Congestion); Conn.Congestion exposes it
-// to a scheduler that paces.
+// to a scheduler that paces. A controller that is also a HopSetter learns
+// the forward path's length: the receiver infers each data packet's hops
+// from its IP TTL (wire.HopsFromTTL), its ACK echoes them (HopEcho), and
+// the sender passes them on with every RTT sample (ConnStats.PathHops).
 //
 // # Who owns each mbuf
 //

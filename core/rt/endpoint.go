@@ -110,11 +110,16 @@ type Endpoint struct {
 	retxQ indexList // contexts due for a resend
 	ackQ  indexList // connections owing an ACK or NACK
 	ctrlQ indexList // connections owing a ConnOpen, ConnAccept or ConnClose
+	// ackArmQ holds the connections that want a delayed-ACK timer, armed
+	// at the end of the receive burst (armAckTimers).
+	ackArmQ indexList
 
 	orphans  [maxOrphans]orphanNack
 	nOrphans int
 
 	rxBuf   []mbuf.Handle
+	rxData  [][]byte      // the packets of rxBuf, as touch found them
+	rxTTL   uint8         // the IP TTL of the packet being received
 	pending []mbuf.Handle // built frames the port has not taken yet
 	freeBuf []mbuf.Handle // frames to return to the cache
 	one     [1]mbuf.Handle
@@ -209,7 +214,9 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	e.retxQ = newIndexList(o.CAMCapacity)
 	e.ackQ = newIndexList(o.MaxConns)
 	e.ctrlQ = newIndexList(o.MaxConns)
+	e.ackArmQ = newIndexList(o.MaxConns)
 	e.rxBuf = make([]mbuf.Handle, o.Burst)
+	e.rxData = make([][]byte, o.Burst)
 	e.pending = make([]mbuf.Handle, 0, o.Burst)
 	e.freeBuf = make([]mbuf.Handle, 0, 2*o.Burst)
 	e.acked = make([]uint32, 0, o.WindowSize+128)
@@ -344,6 +351,7 @@ func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
 		c.fixed = FixedWindow{N: e.opts.MaxOutstanding}
 		c.cc = &c.fixed
 	}
+	c.hopCC, _ = c.cc.(HopSetter)
 }
 
 func (e *Endpoint) initialPSN() uint32 {
@@ -451,6 +459,7 @@ func (e *Endpoint) freeConn(c *conn, final State, err error) {
 	}
 	e.stopCtrl(c)
 	e.ackQ.remove(c.idx)
+	e.ackArmQ.remove(c.idx)
 	if c.hasOpenKey {
 		e.openKeys.Delete(c.openKey)
 		c.hasOpenKey = false
@@ -482,11 +491,10 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	}
 	work := 0
 	if n := e.port.RxBurst(e.queue, e.rxBuf); n > 0 {
-		e.touch(e.rxBuf[:n])
+		data := e.touch(e.rxBuf[:n])
 		e.cnt.own[cRxFrames] += uint64(n)
-		for _, h := range e.rxBuf[:n] {
-			e.receive(h)
-		}
+		e.receiveBurst(data)
+		e.armAckTimers()
 		e.cache.Free(e.rxBuf[:n])
 		work += n
 	}
@@ -504,23 +512,38 @@ func (e *Endpoint) Poll(now clock.Time) int {
 // another, so their cache misses overlap instead of stalling each packet in
 // turn (DPDK applications prefetch their bursts for the same reason; Go has
 // no prefetch instruction, so these are plain loads kept alive by a sink).
-// It measured 12 ns per 64-byte-payload packet off the receive path.
-func (e *Endpoint) touch(hs []mbuf.Handle) {
+// The metadata of the whole burst is read first and the frames' lines
+// after, so that no frame load waits for its metadata's miss; the packets
+// found are returned (in rxData: valid until the burst's frames are freed)
+// for receiveBurst, which then does not read the metadata again. It
+// measured 12 ns per 64-byte-payload packet off the receive path, and the
+// two passes 5 ns more.
+func (e *Endpoint) touch(hs []mbuf.Handle) [][]byte {
+	data := e.rxData[:len(hs)]
+	for i, h := range hs {
+		data[i] = e.pool.Data(h)
+	}
 	var x byte
-	for _, h := range hs {
-		b := e.pool.Data(h)
+	for _, b := range data {
 		// The headers and a short payload; a long payload is read in order
-		// by the checksum, which the hardware prefetcher follows.
-		for i := 0; i < min(len(b), touchBytes); i += 64 {
+		// by the checksum, which the hardware prefetcher follows. A frame
+		// of touchLines lines or more gets straight loads (the loop's
+		// bounds checks and branch cost more than the loads).
+		if len(b) > (touchLines-1)*64 {
+			x ^= b[0] ^ b[64] ^ b[2*64]
+			continue
+		}
+		for i := 0; i < len(b); i += 64 {
 			x ^= b[i]
 		}
 	}
 	e.sink ^= x
+	return data
 }
 
-// touchBytes is how much of each received frame touch reads: three cache
-// lines hold every header and, for small packets, the whole frame.
-const touchBytes = 192
+// touchLines is how many cache lines of each received frame touch reads:
+// three hold every header and, for small packets, the whole frame.
+const touchLines = 3
 
 // NextDeadline returns the earliest time at which Poll has something to
 // do without new input: now if frames or packets are waiting to be sent,

@@ -5,29 +5,43 @@ import (
 
 	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
-	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// receive processes one frame (Poll counts it in RxFrames). The frame is
-// freed by the caller once the whole burst is done. A frame that does not
-// parse, is not for us, or names no live connection only bumps a counter.
-func (e *Endpoint) receive(h mbuf.Handle) {
-	b := e.pool.Data(h)
-	if e.fast4 {
-		// The common frame (IPv4, a reliable packet without extensions, to
-		// us, for a live connection) is decoded at fixed offsets. Anything
-		// else, or anything wrong, takes the general path below, which
-		// decodes again and counts what is wrong: the fast path changes
-		// nothing before it has the connection.
-		hd := &e.frame.Header
+// receiveBurst processes the frames of one burst (Poll counts them in
+// RxFrames and frees them once the burst is done). On an IPv4 endpoint the
+// common frame (a reliable packet without extensions, to us, for a live
+// connection) is decoded at fixed offsets; anything else, or anything
+// wrong, takes receive, which decodes again and counts what is wrong: the
+// fast path changes nothing before it has the connection.
+func (e *Endpoint) receiveBurst(data [][]byte) {
+	if !e.fast4 {
+		for _, b := range data {
+			e.receive(b)
+		}
+		return
+	}
+	hd := &e.frame.Header
+	for _, b := range data {
 		if payload, ok := wire.DecodeFastIPv4(b, e.localIP4, e.localPort, hd); ok {
+			e.rxTTL = wire.FastIPv4TTL(b)
 			if c := e.liveConn(hd.DestCID); c != nil {
-				e.onPacket(c, hd, payload)
-				return
+				if c.state == StateEstablished && hd.Type != wire.TypeConnClose {
+					e.onEstablishedData(c, hd, payload)
+				} else {
+					e.onPacket(c, hd, payload)
+				}
+				continue
 			}
 		}
+		e.receive(b)
 	}
+}
+
+// receive processes one frame with the general decoder. A frame that does
+// not parse, is not for us, or names no live connection only bumps a
+// counter.
+func (e *Endpoint) receive(b []byte) {
 	l4, ok := wire.L4Offset(b)
 	if !ok {
 		e.cnt.own[cRxNotTransport]++
@@ -67,6 +81,7 @@ func (e *Endpoint) receive(h mbuf.Handle) {
 		e.cnt.own[cRxNotForUs]++
 		return
 	}
+	e.rxTTL = f.TTL
 	if c == nil {
 		if f.Header.Type != wire.TypeConnOpen {
 			e.cnt.own[cRxBadState]++
@@ -201,11 +216,22 @@ func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
 			return // the connection failed
 		}
 	default:
-		if hd.ReqEBSN != c.tx[0].bsn || hd.DataEBSN != c.tx[1].bsn {
-			e.piggyback(c, hd) // else it acknowledges nothing new
-		}
-		e.onReliable(c, hd, payload)
+		e.onData(c, hd, payload)
 	}
+	e.afterPacket(c)
+}
+
+// onData takes a packet with a PSN: what it acknowledges of ours, then the
+// receiver rules.
+func (e *Endpoint) onData(c *conn, hd *wire.Header, payload []byte) {
+	if hd.ReqEBSN != c.tx[0].bsn || hd.DataEBSN != c.tx[1].bsn {
+		e.piggyback(c, hd) // else it acknowledges nothing new
+	}
+	e.onReliable(c, hd, payload)
+}
+
+// afterPacket moves a closing connection on once a packet was handled.
+func (e *Endpoint) afterPacket(c *conn) {
 	if c.state == StateEstablished && !c.closeWanted && !c.peerClosing {
 		return // progressClose would do nothing
 	}
@@ -297,6 +323,10 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 			rtt = time.Duration(round - turn)
 			c.rtt.sample(rtt, &e.opts)
 			e.cnt.own[cRTTSamples]++
+			c.stats.PathHops = hd.HopEcho
+			if c.hopCC != nil {
+				c.hopCC.SetHops(int(hd.HopEcho))
+			}
 		}
 	}
 	c.cc.OnAck(e.now, rtt, total)
@@ -357,26 +387,10 @@ func (e *Endpoint) onULPError(c *conn, n *wire.NackBody) {
 // onReliable applies the receiver rules to a packet with a PSN.
 func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	w := hd.Window()
-	k := c.window(w)
-	rw := &c.rx[k]
+	rw := &c.rx[c.window(w)]
 	class, off := rw.classify(hd.PSN)
-	switch class {
-	case rxStale:
-		e.cnt.own[cRxStalePSN]++
-		e.ackNow(c)
-		return
-	case rxBeyond:
-		e.cnt.own[cRxOutOfWindow]++
-		c.oow |= wire.OOWFlags(1) << k
-		if c.oowCount < ^uint16(0) {
-			c.oowCount++
-		}
-		e.ackNow(c)
-		return
-	case rxDuplicate:
-		e.cnt.own[cRxDuplicate]++
-		c.stats.Duplicates++
-		e.ackNow(c)
+	if class != rxNew {
+		e.onNotNew(c, w, class)
 		return
 	}
 	switch hd.Type {
@@ -389,22 +403,7 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	default:
 		if e.deliver != nil {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
-				e.cnt.own[cRxRefused]++
-				code := wire.NackReceiverNotReady
-				switch v.kind() {
-				case NoResources:
-					code = wire.NackResourceExhausted
-				case ULPError:
-					code = wire.NackULPError
-				}
-				if v.kind() == ULPError {
-					c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: hd.PSN})
-				} else if c.nack.code == 0 {
-					// One NACK at a time, for the first refusal: the
-					// sender holds off that packet and every later one.
-					c.nack = pendingNack{code: code, window: w, psn: hd.PSN}
-				}
-				e.ackNow(c)
+				e.onRefused(c, w, hd.PSN, v)
 				return
 			}
 			if c.state == StateFree {
@@ -416,17 +415,79 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	}
 	rw.accept(off)
 	c.ackCount++
-	if !hd.Flags.Has(wire.FlagRetransmission) {
+	if hd.Flags&wire.FlagRetransmission == 0 {
 		c.echoTx, c.echoRx, c.echoFresh = hd.TxTime, e.now32, true
+		c.echoTTL = e.rxTTL
 	}
-	if hd.Flags.Has(wire.FlagAckRequested) || c.ackCount >= e.opts.AckEvery {
-		e.ackNow(c)
-	} else if c.ackTimer == clock.NoTimer {
+	switch {
+	case hd.Flags&wire.FlagAckRequested != 0 || c.ackCount >= e.opts.AckEvery:
+		if !c.ackNow { // else it is queued already
+			e.ackNow(c)
+		}
+	case c.ackTimer == clock.NoTimer:
+		// Armed once the burst is done (armAckTimers), unless an ACK is
+		// owed by then anyway: most bursts bring AckEvery packets and
+		// the timer would be cancelled in the same Poll.
+		e.ackArmQ.push(c.idx)
+	}
+}
+
+// onNotNew handles a packet the receive window does not take: before it
+// (stale), past it, or already received; each is answered by an ACK.
+func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
+	switch class {
+	case rxStale:
+		e.cnt.own[cRxStalePSN]++
+	case rxBeyond:
+		e.cnt.own[cRxOutOfWindow]++
+		c.oow |= wire.OOWFlags(1) << c.window(w)
+		if c.oowCount < ^uint16(0) {
+			c.oowCount++
+		}
+	case rxDuplicate:
+		e.cnt.own[cRxDuplicate]++
+		c.stats.Duplicates++
+	}
+	e.ackNow(c)
+}
+
+// onRefused records the NACK owed for a packet the deliver function did
+// not accept.
+func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
+	e.cnt.own[cRxRefused]++
+	code := wire.NackReceiverNotReady
+	switch v.kind() {
+	case NoResources:
+		code = wire.NackResourceExhausted
+	case ULPError:
+		code = wire.NackULPError
+	}
+	if v.kind() == ULPError {
+		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn})
+	} else if c.nack.code == 0 {
+		// One NACK at a time, for the first refusal: the sender holds
+		// off that packet and every later one.
+		c.nack = pendingNack{code: code, window: w, psn: psn}
+	}
+	e.ackNow(c)
+}
+
+// armAckTimers arms the delayed-ACK timer of every connection that asked
+// for one during the burst and still needs it: it received packets since
+// its last ACK, owes no ACK already (ackNow: it goes out in this Poll's
+// transmit phase) and has no timer. The deadline is the one onReliable
+// would have used (e.now does not move during a Poll).
+func (e *Endpoint) armAckTimers() {
+	for e.ackArmQ.len() > 0 {
+		c := &e.conns[e.ackArmQ.pop()]
+		if c.state == StateFree || c.ackNow || c.ackCount == 0 || c.ackTimer != clock.NoTimer {
+			continue
+		}
 		id, err := e.wheel.Arm(e.now.Add(e.opts.AckDelay), uint64(timerAck)<<32|uint64(uint32(c.idx)))
 		if err != nil {
 			e.cnt.own[cInternal]++
 			e.ackNow(c)
-			return
+			continue
 		}
 		c.ackTimer = id
 	}

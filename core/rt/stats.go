@@ -153,4 +153,8 @@ type ConnStats struct {
 	AcksSent          uint64
 	AcksReceived      uint64
 	SRTT, RTTVar, RTO int64 // nanoseconds
+	// PathHops is how many IP hops the latest RTT-sampled ACK reported its
+	// packet crossed (the peer reads it from the TTL; a fabric with
+	// Profile.Hops, or routers, lower it); 0 before the first sample.
+	PathHops uint8
 }

@@ -253,6 +253,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 	default:
 		if c.echoFresh {
 			hd.TxEcho = c.echoTx
+			hd.HopEcho = wire.HopsFromTTL(c.echoTTL)
 			hd.Ack.RxTime = c.echoRx
 		}
 		hd.Ack.OOW = c.oow

@@ -78,6 +78,16 @@ func csumFold(sum uint64) uint16 {
 	return bits.ReverseBytes16(uint16(s))
 }
 
+// csumOK reports whether a running sum folds to 0xffff (csumFold(sum) ==
+// 0xffff), the one's-complement sum of data that includes a correct
+// checksum. Folding keeps the value modulo 0xffff (2^32 and 2^16 are 1
+// modulo 0xffff) and never turns a non-zero sum into 0, and it ends in
+// [1, 0xffff] for a non-zero sum: so the fold is 0xffff exactly when sum is
+// a non-zero multiple of 0xffff. A divisibility test by a constant is a
+// multiplication and a compare, shorter than the fold's chain of shifts
+// and adds.
+func csumOK(sum uint64) bool { return sum != 0 && sum%0xffff == 0 }
+
 // pseudoSum is the UDP pseudo-header sum: addresses from the IP header,
 // protocol 17 and the UDP length, as big-endian words in the running sum's
 // (little-endian) order.

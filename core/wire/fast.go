@@ -18,6 +18,10 @@ const (
 		1<<TypePushGrant | 1<<TypePushSolicitedData | 1<<TypePushUnsolicitedData
 )
 
+// FastIPv4TTL returns the IPv4 TTL of a frame DecodeFastIPv4 accepted (for
+// HopsFromTTL), which its fixed layout puts at a fixed offset.
+func FastIPv4TTL(b []byte) uint8 { return b[fastIP+8] }
+
 // DecodeFastIPv4 decodes the frame that carries most packets — untagged
 // Ethernet, IPv4 with no options and no fragmentation, UDP to dstIP:dstPort,
 // a transport header of a type without a body (every reliable type but
@@ -35,44 +39,61 @@ func DecodeFastIPv4(b []byte, dstIP [4]byte, dstPort uint16, h *Header) (payload
 		return nil, false
 	}
 	ip := b[fastIP:fastUDP:fastUDP]
-	// EtherType IPv4, version 4 with IHL 5, UDP, not a fragment, ours.
-	if be.Uint16(b[12:]) != EtherTypeIPv4 || ip[0] != 0x45 || ip[9] != ProtocolUDP ||
-		be.Uint16(ip[6:])&0x3fff != 0 || le.Uint32(ip[16:]) != le.Uint32(dstIP[:]) {
+	// The IP header as three little-endian words, loaded once: the field
+	// checks and the header checksum read them (testing the bytes first
+	// made the compiler rebuild the first word from byte loads).
+	ip0, ip1, ip2 := le.Uint64(ip[0:]), le.Uint64(ip[8:]), le.Uint32(ip[16:])
+	// EtherType IPv4, version 4 with IHL 5, UDP, not a fragment (flags
+	// and offset, bytes 6–7, without the DF bit), ours.
+	if be.Uint16(b[12:]) != EtherTypeIPv4 || byte(ip0) != 0x45 || byte(ip1>>8) != ProtocolUDP ||
+		uint16(ip0>>48)&0xff3f != 0 || ip2 != le.Uint32(dstIP[:]) {
 		return nil, false
 	}
-	total := int(be.Uint16(ip[2:]))
+	total := int(bits.ReverseBytes16(uint16(ip0 >> 16)))
 	if total < fastIPMin || total > len(b)-fastIP {
 		return nil, false
 	}
 	// The IPv4 header checksum over its 20 bytes.
-	s, c := bits.Add64(le.Uint64(ip[0:]), le.Uint64(ip[8:]), 0)
-	s, c = bits.Add64(s, uint64(le.Uint32(ip[16:])), c)
-	if csumFold(s+c) != 0xffff {
+	s, c := bits.Add64(ip0, ip1, 0)
+	s, c = bits.Add64(s, uint64(ip2), c)
+	if !csumOK(s + c) {
 		return nil, false
 	}
 	udp := b[fastUDP : fastIP+total]
-	if be.Uint16(udp[2:]) != dstPort || int(be.Uint16(udp[4:])) != len(udp) {
+	if len(udp) < UDPHeaderLen+BaseHeaderLen {
+		return nil, false // total ≥ fastIPMin says so; this drops bounds checks
+	}
+	fixed := udp[:UDPHeaderLen+BaseHeaderLen]
+	if be.Uint16(fixed[2:]) != dstPort || int(be.Uint16(fixed[4:])) != len(udp) {
 		return nil, false
 	}
-	th := udp[UDPHeaderLen:]
+	th := fixed[UDPHeaderLen:]
 	w0 := be.Uint32(th[offVerCID:])
 	t := Type(th[offType])
 	flags := Flags(th[offFlags]) &^ flagsReserved
 	if w0>>28 != Version || t >= 32 || fastTypes>>t&1 == 0 ||
 		flags&FlagHasExtension != 0 || th[offExtWords] != 0 ||
-		int(be.Uint16(th[offPayloadLen:])) != len(th)-BaseHeaderLen {
+		int(be.Uint16(th[offPayloadLen:])) != len(udp)-UDPHeaderLen-BaseHeaderLen {
 		return nil, false
 	}
-	if be.Uint16(udp[6:]) != 0 {
-		// Pseudo-header (addresses, protocol, the UDP length, which the
-		// datagram's own length field repeats) and the datagram.
-		s, c := bits.Add64(le.Uint64(ip[12:]), uint64(bits.ReverseBytes16(ProtocolUDP)), 0)
-		s, c = bits.Add64(s, uint64(le.Uint16(udp[4:])), c)
-		if csumFold(csumAdd(s+c, udp)) != 0xffff {
+	payload = udp[UDPHeaderLen+BaseHeaderLen:]
+	if be.Uint16(fixed[6:]) != 0 {
+		// The pseudo-header (the addresses, protocol 17, the UDP length,
+		// which the datagram's own length field repeats), the UDP and base
+		// headers in one straight add-with-carry chain, then the payload.
+		s, c := bits.Add64(uint64(uint32(ip1>>32))|uint64(ip2)<<32, uint64(bits.ReverseBytes16(ProtocolUDP))+uint64(le.Uint16(fixed[4:])), 0)
+		s, c = bits.Add64(s, le.Uint64(fixed[0:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[8:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[16:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[24:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[32:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[40:]), c)
+		s, c = bits.Add64(s, le.Uint64(fixed[48:]), c)
+		if !csumOK(csumAdd(s+c, payload)) {
 			return nil, false
 		}
 	}
-	h.setBase(th, w0, t, flags, uint16(len(th)-BaseHeaderLen))
+	h.setBase(th, w0, t, flags, uint16(len(payload)))
 	h.clearBodies()
-	return th[BaseHeaderLen:], true
+	return payload, true
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/pmd/fabric"
 )
 
 // Scenario tests in the style of Falcon's own: each scripts the network
@@ -410,4 +412,32 @@ func TestScenarioGracefulCloseUnderLoss(t *testing.T) {
 	require.NoError(t, x.s.Idle(10*time.Millisecond))
 	require.Zero(t, x.s.A.Conns())
 	require.Zero(t, x.s.B.Conns())
+}
+
+// The sender's Swift target follows the forward path's length: the fabric
+// lowers the TTL by 3 routers towards b and by 1 back, b infers 3 hops from
+// each data packet's TTL and echoes them in its ACKs, and a's controller
+// takes 3, not the 1 its ACKs themselves crossed.
+func TestScenarioHopCountFromTTL(t *testing.T) {
+	x := newScen(t, func(c *Config) {
+		c.Scripted = false
+		c.AtoB = fabric.Profile{Hops: 3, Delay: 5 * time.Microsecond}
+		c.BtoA = fabric.Profile{Hops: 1, Delay: 5 * time.Microsecond}
+		c.A.Congestion = func() rt.CongestionControl {
+			ctl := new(swift.Controller)
+			require.NoError(t, ctl.Init(swift.DefaultParams()))
+			return ctl
+		}
+	})
+	x.connect()
+	ctl := x.ca.Congestion().(*swift.Controller)
+	require.Zero(t, ctl.Hops(), "Params.Hops until measured")
+	psns := x.send(x.ca, wire.TypePushUnsolicitedData, 0, 64)
+	x.run(x.quiet, time.Second)
+	exactlyOnce(t, x.gotB, psns)
+	require.Equal(t, 3, ctl.Hops())
+	p := swift.DefaultParams()
+	require.GreaterOrEqual(t, ctl.TargetDelay(), p.BaseTarget+3*p.PerHopTarget)
+	require.EqualValues(t, 3, x.ca.Stats().PathHops)
+	require.NotZero(t, ctl.Stats().RTTSamples)
 }
