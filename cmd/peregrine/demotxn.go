@@ -192,8 +192,9 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		is.Pushes, is.Solicited, is.Unsolicited, is.Pulls, ts.GrantsIssued, ts.GrantedMax, is.ReorderWaits, ts.ReorderWaits)
 	fmt.Fprintf(out, "  retransmissions: %d timeout + %d early (initiator), %d + %d (target); resyncs %d\n",
 		ir.TxRetransmit, ir.TxEarlyRetransmit, tr.TxRetransmit, tr.TxEarlyRetransmit, ir.ResyncSent+tr.ResyncSent)
-	fmt.Fprintf(out, "  fabric drops: loss %d, burst %d, queue %d; corrupted %d, duplicated %d, reordered %d\n",
+	fmt.Fprintf(out, "  fabric drops: loss %d, burst %d, queue %d, limit %d, ttl expired %d; corrupted %d, duplicated %d, reordered %d\n",
 		fs.AtoB.LossRandom+fs.BtoA.LossRandom, fs.AtoB.LossBurst+fs.BtoA.LossBurst, fs.AtoB.QueueFull+fs.BtoA.QueueFull,
+		fs.AtoB.LimitFull+fs.BtoA.LimitFull, fs.AtoB.TTLExpired+fs.BtoA.TTLExpired,
 		fs.AtoB.Corrupted+fs.BtoA.Corrupted, fs.AtoB.Duplicated+fs.BtoA.Duplicated, fs.AtoB.Reordered+fs.BtoA.Reordered)
 	fmt.Fprintf(out, "  transport drops: bad checksum %d, duplicate %d, stale PSN %d, out of window %d, malformed %d, not transport %d, refused %d\n",
 		ir.RxBadChecksum+tr.RxBadChecksum, ir.RxDuplicate+tr.RxDuplicate, ir.RxStalePSN+tr.RxStalePSN,
