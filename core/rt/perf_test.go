@@ -17,6 +17,9 @@ func TestRxCostNsPerPacketRuns(t *testing.T) {
 	ns, err = MeasureRxCost(RxCostOptions{Packets: 5000, NoUDPChecksum: true})
 	require.NoError(t, err)
 	require.Greater(t, ns, 0.0)
+	ns, err = MeasureRxCost(RxCostOptions{Packets: 5000, HeadersOnly: true})
+	require.NoError(t, err)
+	require.Greater(t, ns, 0.0)
 	_, err = MeasureRxCost(RxCostOptions{})
 	require.ErrorContains(t, err, "RxCostOptions.Packets 0 must be positive")
 }
@@ -105,4 +108,19 @@ func BenchmarkSendDeliverAck(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
 		})
 	}
+}
+
+// TestRxBenchHeadersOnlyFreesEveryFrame: the floor measurement takes every
+// prepared frame and returns it to the pool; the endpoint sees none.
+func TestRxBenchHeadersOnlyFreesEveryFrame(t *testing.T) {
+	rb, err := newRxBench(DefaultBurst, 64, false)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rb.close()) }()
+	before, seen := rb.pool.InUse(), rb.e.Stats().RxFrames
+	require.NoError(t, rb.fill(100))
+	require.Equal(t, before+100, rb.pool.InUse())
+	rb.drainHeaders()
+	require.Equal(t, before, rb.pool.InUse())
+	require.Zero(t, rb.delivered)
+	require.Equal(t, seen, rb.e.Stats().RxFrames)
 }
