@@ -59,10 +59,14 @@ type Options struct {
 // the given options (RemoteWrite|RemoteRead), with its pull half filled.
 func TargetMemory(window int, sizes []int) []byte {
 	slot := slotSize(sizes)
-	mem := make([]byte, 2*window*slot)
+	mem := make([]byte, TargetMemoryLen(window, sizes))
 	fillPattern(mem[window*slot:])
 	return mem
 }
+
+// TargetMemoryLen is len(TargetMemory(window, sizes)): the least target
+// region a load of that window and those sizes needs.
+func TargetMemoryLen(window int, sizes []int) int { return 2 * window * slotSize(sizes) }
 
 func slotSize(sizes []int) int {
 	m := 0
@@ -88,6 +92,11 @@ type Stats struct {
 	BadData                         uint64 // completed OK but the bytes are wrong
 	Checked                         uint64 // pushes the target checked (CheckRequest)
 	OutOfOrder                      uint64 // ordered completions out of posting order
+	// Failed, by why: the target refused the remote region (by the check
+	// that failed: no such key, no access, too small, or unsaid), a packet
+	// ran out of retries, or the connection failed.
+	RefusedUnregistered, RefusedAccess, RefusedTooSmall, RefusedOther uint64
+	Abandoned, ConnFailed                                             uint64
 }
 
 type slotState struct {
@@ -119,8 +128,26 @@ type Load struct {
 	closed  atomic.Bool // every connection is closed
 	checked atomic.Uint64
 	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
-	cnt     [7]atomic.Uint64
+	cnt     [numCounters]atomic.Uint64
 }
+
+// Indices of Load.cnt.
+const (
+	cPosted = iota
+	cCompleted
+	cFailed
+	cBusy
+	cBytes
+	cBadData
+	cOutOfOrder
+	cRefusedUnregistered
+	cRefusedAccess
+	cRefusedTooSmall
+	cRefusedOther
+	cAbandoned
+	cConnFailed
+	numCounters
+)
 
 // New registers the memory and opens the connections.
 func New(opts Options, targetMem []byte) (*Load, error) {
@@ -197,8 +224,11 @@ func (l *Load) Idle() bool {
 
 // Stats returns the counters.
 func (l *Load) Stats() Stats {
-	return Stats{Posted: l.cnt[0].Load(), Completed: l.cnt[1].Load(), Failed: l.cnt[2].Load(), Busy: l.cnt[3].Load(),
-		Bytes: l.cnt[4].Load(), BadData: l.cnt[5].Load(), OutOfOrder: l.cnt[6].Load(), Checked: l.checked.Load()}
+	return Stats{Posted: l.cnt[cPosted].Load(), Completed: l.cnt[cCompleted].Load(), Failed: l.cnt[cFailed].Load(), Busy: l.cnt[cBusy].Load(),
+		Bytes: l.cnt[cBytes].Load(), BadData: l.cnt[cBadData].Load(), OutOfOrder: l.cnt[cOutOfOrder].Load(), Checked: l.checked.Load(),
+		RefusedUnregistered: l.cnt[cRefusedUnregistered].Load(), RefusedAccess: l.cnt[cRefusedAccess].Load(),
+		RefusedTooSmall: l.cnt[cRefusedTooSmall].Load(), RefusedOther: l.cnt[cRefusedOther].Load(),
+		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load()}
 }
 
 // Closed reports, from any goroutine, whether the load stopped, drained and
@@ -256,14 +286,14 @@ func (l *Load) post() bool {
 		_, err = l.conns[ci].Pull(op)
 	}
 	if err != nil {
-		l.cnt[3].Add(1)
+		l.cnt[cBusy].Add(1)
 		return false
 	}
 	l.free = l.free[:len(l.free)-1]
 	l.slots[s] = slotState{busy: true, conn: ci, kind: kind, size: size, id: id, order: l.posted[ci]}
 	l.posted[ci]++
 	l.nextOp++
-	l.cnt[0].Add(1)
+	l.cnt[cPosted].Add(1)
 	return true
 }
 
@@ -281,18 +311,19 @@ func (l *Load) complete(c *txn.Completion, now clock.Time) {
 	s := int(c.Tag)
 	st := &l.slots[s]
 	if c.Status != txn.StatusOK {
-		l.cnt[2].Add(1)
+		l.cnt[cFailed].Add(1)
+		l.cnt[failureCounter(c)].Add(1)
 	} else {
-		l.cnt[1].Add(1)
-		l.cnt[4].Add(uint64(st.size))
+		l.cnt[cCompleted].Add(1)
+		l.cnt[cBytes].Add(uint64(st.size))
 		l.Latency.Record(uint64(c.Latency()))
 		if !l.verify(st, s) {
-			l.cnt[5].Add(1)
+			l.cnt[cBadData].Add(1)
 		}
 	}
 	if st.conn%2 == 0 {
 		if st.order != l.doneSeq[st.conn] {
-			l.cnt[6].Add(1)
+			l.cnt[cOutOfOrder].Add(1)
 		}
 		l.doneSeq[st.conn] = st.order + 1
 	}
@@ -331,7 +362,7 @@ func (l *Load) CheckRequest(r *txn.Request) {
 		return
 	}
 	if !PushIntact(r.Data) {
-		l.cnt[5].Add(1)
+		l.cnt[cBadData].Add(1)
 	}
 	l.checked.Add(1)
 }
@@ -372,4 +403,23 @@ func (l *Load) closeConns() int {
 	}
 	l.closed.Store(true)
 	return 1
+}
+
+// failureCounter is the counter of a failed completion's cause.
+func failureCounter(c *txn.Completion) int {
+	switch c.Status {
+	case txn.StatusRemoteAccess:
+		switch c.Refusal {
+		case txn.RefusalUnregistered:
+			return cRefusedUnregistered
+		case txn.RefusalAccess:
+			return cRefusedAccess
+		case txn.RefusalTooSmall:
+			return cRefusedTooSmall
+		}
+		return cRefusedOther
+	case txn.StatusAbandoned:
+		return cAbandoned
+	}
+	return cConnFailed
 }

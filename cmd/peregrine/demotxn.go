@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/peregrine-net/peregrine/bench/txnload"
@@ -205,7 +206,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
 		{drained, "every outstanding operation completed within 5s of the load stopping"},
 		{ls.Completed > 0, "operations completed"},
-		{ls.Failed == 0, fmt.Sprintf("no operation failed (%d)", ls.Failed)},
+		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
@@ -235,6 +236,32 @@ func (m *loadMeter) line(at time.Duration, retransmits uint64, pool *mbuf.Pool) 
 type check struct {
 	ok   bool
 	what string
+}
+
+// failureCheck is the check that no operation failed, naming the causes
+// of any that did; tooSmallHint follows a count of regions refused as too
+// small (what to change).
+func failureCheck(ls txnload.Stats, tooSmallHint string) check {
+	if ls.Failed == 0 {
+		return check{true, "no operation failed (0)"}
+	}
+	var why []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{
+		{ls.RefusedUnregistered, "refused: no region under the key (--region-key must be the target's READY key)"},
+		{ls.RefusedAccess, "refused: the region does not allow the access"},
+		{ls.RefusedTooSmall, "refused: the region is too small for the span" + tooSmallHint},
+		{ls.RefusedOther, "refused by the target without a reason"},
+		{ls.Abandoned, "a packet ran out of retries"},
+		{ls.ConnFailed, "the connection failed or closed"},
+	} {
+		if c.n > 0 {
+			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return check{false, fmt.Sprintf("no operation failed (%d: %s)", ls.Failed, strings.Join(why, "; "))}
 }
 
 // report prints the checks and the verdict.

@@ -228,7 +228,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	var load *txnload.Load
 	regionLen := cfg.regionLen
 	if regionLen == 0 {
-		regionLen = len(txnload.TargetMemory(cfg.window, sizes))
+		regionLen = txnload.TargetMemoryLen(cfg.window, sizes)
 	}
 	pullEvery := -1 // txnload: negative means no pulls
 	if cfg.pullEvery > 0 {
@@ -325,7 +325,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
 		{drained, "every outstanding operation completed within 5s of the load stopping"},
 		{ls.Completed > 0, "operations completed"},
-		{ls.Failed == 0, fmt.Sprintf("no operation failed (%d)", ls.Failed)},
+		failureCheck(ls, fmt.Sprintf(" (this initiator's --window %d and --sizes need a target region of at least %[2]d B, where the target's READY line gives its len=: start the target with the same --window and --sizes, or with --region-size %[2]d)",
+			cfg.window, txnload.TargetMemoryLen(cfg.window, sizes))),
 		{ls.BadData == 0, fmt.Sprintf("pulled bytes are right (%d wrong)", ls.BadData)},
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
