@@ -204,7 +204,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		{drained, "every outstanding operation completed within 5s of the load stopping"},
+		{drained, fmt.Sprintf("every outstanding operation completed within 5s of the load stopping (%d still outstanding)", ls.Posted-ls.Completed-ls.Failed)},
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},

@@ -65,11 +65,18 @@ const (
 	// or an unexpected packet), which the ULP should handle. For a ULP
 	// error (the peer's deliver function answered ULPError) the packet is
 	// resolved: a resync takes its place so the windows move on, and no
-	// ACK handler call or EventAbandoned follows for it.
+	// ACK handler call or EventAbandoned follows for it; EventResynced
+	// does, once that resync is acknowledged.
 	EventNack
+	// EventResynced: the resync that replaced NACKed packet Window/PSN was
+	// acknowledged, so the PSN no longer holds a place in the window. It
+	// carries no news about the packet (EventNack did); a sender that
+	// waits for room in the window (Send returned ErrWindowFull) may try
+	// again, as after an ACK handler call.
+	EventResynced
 )
 
-var eventNames = [...]string{"", "established", "closed", "failed", "abandoned", "nack"}
+var eventNames = [...]string{"", "established", "closed", "failed", "abandoned", "nack", "resynced"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
@@ -84,8 +91,8 @@ type Event struct {
 	Kind   EventKind
 	Conn   *Conn
 	Err    error       // EventFailed: the reason (ErrOpenTimeout, ErrRetryExhausted, …)
-	Window wire.Window // EventAbandoned, EventNack
-	PSN    uint32      // EventAbandoned, EventNack
+	Window wire.Window // EventAbandoned, EventNack, EventResynced
+	PSN    uint32      // EventAbandoned, EventNack, EventResynced
 	Nack   wire.NackBody
 	// Cookie is the SendHeader.Cookie of packet Window/PSN (EventAbandoned,
 	// and EventNack while the packet was still outstanding: HasCookie).

@@ -86,7 +86,9 @@
 // received either; the peer gets a ULP-error NACK (with the ULP's code,
 // ULPErrorCode, in NackBody.ULPCode), reports it to its ULP
 // (EventNack) and sends a resync in its place, so the window moves on and
-// the packet is never acknowledged as delivered.
+// the packet is never acknowledged as delivered. When that resync is
+// acknowledged, EventResynced says its place in the window is free: a ULP
+// that stopped on ErrWindowFull may send again, as after an ACK.
 //
 // The ULP tags each packet it sends with a Cookie (SendHeader.Cookie, never
 // sent) and hears it back exactly once when the packet resolves: through

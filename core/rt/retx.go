@@ -191,7 +191,9 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 			e.cnt.own[cAbandoned]++
 			e.emit(Event{Kind: EventAbandoned, Conn: c.handle, Window: w, PSN: psn, Cookie: cookie})
 		case nacked:
-			// Reported in EventNack when the NACK came.
+			// The packet was reported in EventNack when the NACK came; its
+			// place in the window is free now.
+			e.emit(Event{Kind: EventResynced, Conn: c.handle, Window: w, PSN: psn})
 		case e.onAcked != nil:
 			e.onAcked(c.handle, w, psn, cookie)
 		}

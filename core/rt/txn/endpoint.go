@@ -258,11 +258,7 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 			}
 			return
 		}
-		if c.blocked {
-			c.blocked = false
-			e.sch.SetBlocked(int(i), sched.ClassData, false)
-			e.sch.SetBlocked(int(i), sched.ClassRequest, false)
-		}
+		e.unblock(i, c)
 	case rt.EventClosed, rt.EventFailed:
 		if i, c := e.connOf(ev.Conn); c != nil {
 			e.teardown(i)
@@ -278,18 +274,38 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 			e.resolve(ev.Cookie, StatusRemoteAccess)
 		}
 	case rt.EventAbandoned:
+		// Its resync was acknowledged: the window has room again.
+		if i, c := e.connOf(ev.Conn); c != nil {
+			e.unblock(i, c)
+		}
 		e.resolve(ev.Cookie, StatusAbandoned)
+	case rt.EventResynced:
+		// A NACKed packet's resync was acknowledged: the window has room
+		// again. Without this a connection whose last outstanding packets
+		// were all refused waited for an ACK that never came.
+		if i, c := e.connOf(ev.Conn); c != nil {
+			e.unblock(i, c)
+		}
 	}
 }
 
 // onAcked resolves the packet a cookie names.
 func (e *Endpoint) onAcked(rc *rt.Conn, _ wire.Window, _ uint32, cookie uint64) {
-	if i, c := e.connOf(rc); c != nil && c.blocked {
-		c.blocked = false
-		e.sch.SetBlocked(int(i), sched.ClassData, false)
-		e.sch.SetBlocked(int(i), sched.ClassRequest, false)
+	if i, c := e.connOf(rc); c != nil {
+		e.unblock(i, c)
 	}
 	e.resolve(cookie, StatusOK)
+}
+
+// unblock reopens a connection that waited for room in its windows
+// (ErrWindowFull) or for its establishment.
+func (e *Endpoint) unblock(i int32, c *conn) {
+	if !c.blocked {
+		return
+	}
+	c.blocked = false
+	e.sch.SetBlocked(int(i), sched.ClassData, false)
+	e.sch.SetBlocked(int(i), sched.ClassRequest, false)
 }
 
 func (e *Endpoint) publish() {
