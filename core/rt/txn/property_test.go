@@ -71,6 +71,11 @@ type propScenario struct {
 	profile string
 	swift   bool
 	ops     []propOp
+	// tight: a third of the seeds cap each window at two unacknowledged
+	// packets (without Swift) and refuse a third of the operations, so
+	// connections often wait for room while their last packets are
+	// refused.
+	tight bool
 }
 
 func randomScenario(seed uint64) propScenario {
@@ -106,11 +111,17 @@ func randomScenario(seed uint64) propScenario {
 			per[c] = per[c][1:]
 		}
 	}
+	// Drawn last, so the scenarios above stay what they were.
+	if sc.tight = r.IntN(3) == 0; sc.tight {
+		for i := range sc.ops {
+			sc.ops[i].bad = sc.ops[i].bad || r.IntN(3) == 0
+		}
+	}
 	return sc
 }
 
 func (sc propScenario) String() string {
-	return fmt.Sprintf("seed %d (replay: go test ./core/rt/txn -run TestTransactionProperty -seed %d): profile %s swift=%v", sc.seed, sc.seed, sc.profile, sc.swift)
+	return fmt.Sprintf("seed %d (replay: go test ./core/rt/txn -run TestTransactionProperty -seed %d): profile %s swift=%v tight=%v", sc.seed, sc.seed, sc.profile, sc.swift, sc.tight)
 }
 
 func TestTransactionProperty(t *testing.T) {
@@ -139,6 +150,9 @@ func runScenario(t *testing.T, pool *mbuf.Pool, sc propScenario) (err error) {
 		for _, o := range []*Options{a, b} {
 			o.IncastCap = incast
 			o.MaxOps = 64
+			if sc.tight {
+				o.Transport.MaxOutstanding = 2
+			}
 			if sc.swift {
 				sp := swift.DefaultParams()
 				o.Congestion = &sp
