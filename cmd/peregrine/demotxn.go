@@ -204,7 +204,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		{drained, fmt.Sprintf("every outstanding operation completed within 5s of the load stopping (%d still outstanding)", ls.Posted-ls.Completed-ls.Failed)},
+		drainCheck(drained, ls),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},
@@ -236,6 +236,12 @@ func (m *loadMeter) line(at time.Duration, retransmits uint64, pool *mbuf.Pool) 
 type check struct {
 	ok   bool
 	what string
+}
+
+// drainCheck is the check that the load's operations all ended within 5 s
+// of its stop (waitFor's limit in both commands).
+func drainCheck(drained bool, ls txnload.Stats) check {
+	return check{drained, fmt.Sprintf("every outstanding operation completed within 5s of the load stopping (%d still outstanding)", ls.Posted-ls.Completed-ls.Failed)}
 }
 
 // failureCheck is the check that no operation failed, naming the causes
