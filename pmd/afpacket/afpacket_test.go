@@ -165,8 +165,6 @@ func TestVLANTagKept(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 	pool := newPool(t, 256)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{})
-	defer tx.Close()
-	defer rx.Close()
 
 	hs := make([]mbuf.Handle, 2)
 	makeFrames(t, pool, hs, 200, topo.MACB, topo.MACA, 7)
@@ -186,8 +184,6 @@ func TestRxTime(t *testing.T) {
 	pool := newPool(t, 256)
 	const at = clock.Time(1_000_000_000_000)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{Clock: clock.NewVirtual(at)})
-	defer tx.Close()
-	defer rx.Close()
 	require.NotZero(t, rx.Info().Caps&port.CapRxTimestamp)
 
 	hs := make([]mbuf.Handle, 1)
@@ -218,8 +214,6 @@ func TestOversizeRxDropped(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true, MTU: 4000})
 	pool := newPool(t, 256) // room: 2048 - 256 = 1792 bytes
 	tx, rx := openPair(t, pool, topo, afpacket.Options{})
-	defer tx.Close()
-	defer rx.Close()
 
 	// The 2500-byte frame is sent from a pool of 4 KiB frames.
 	pool4k, err := mbuf.New(mbuf.Options{Name: "4k", Frames: 64, FrameSize: 4096})
@@ -249,8 +243,6 @@ func TestOversizeTxRejected(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true, MTU: 1000})
 	pool := newPool(t, 256)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{})
-	defer tx.Close()
-	defer rx.Close()
 	hs := make([]mbuf.Handle, 4)
 	makeFrames(t, pool, hs[0:1], 1015, topo.MACB, topo.MACA, 1)
 	makeFrames(t, pool, hs[1:2], 1014, topo.MACB, topo.MACA, 2)
@@ -274,8 +266,6 @@ func TestTxSlotsBoundTheBurst(t *testing.T) {
 	pool := newPool(t, 1024)
 	// Two 2048-byte slots per 4 KiB block: 32 slots.
 	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64, TxSlots: 31})
-	defer tx.Close()
-	defer rx.Close()
 	hs := make([]mbuf.Handle, 64)
 	makeFrames(t, pool, hs, 100, topo.MACB, topo.MACA, 0)
 	want := make([][]byte, len(hs))
@@ -300,8 +290,6 @@ func TestTxBatchHoldsFullBurstsUntilFlush(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 	pool := newPool(t, 1024)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{TxBatch: 128})
-	defer tx.Close()
-	defer rx.Close()
 	seq := uint32(0)
 	burst := func(n int) {
 		hs := make([]mbuf.Handle, n)
@@ -335,8 +323,6 @@ func TestDropsAreCounted(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 	pool := newPool(t, 1024)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 8192, BlockCount: 4})
-	defer tx.Close()
-	defer rx.Close()
 	const total = 2000 // far more than 4 blocks of 8 KiB hold
 	hs := make([]mbuf.Handle, 50)
 	sent := 0

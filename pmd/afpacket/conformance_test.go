@@ -21,8 +21,8 @@ func newPool(t testing.TB, frames int) *mbuf.Pool {
 	return pool
 }
 
-// vethPair opens afpacket ports on both ends of a fresh veth pair: tx in
-// namespace A, rx in namespace B.
+// openPair opens afpacket ports on both ends of a veth pair, tx in
+// namespace A and rx in namespace B, and closes them when the test ends.
 func openPair(t testing.TB, pool *mbuf.Pool, topo *netnstest.Topology, opts afpacket.Options) (tx, rx *afpacket.Port) {
 	txOpts, rxOpts := opts, opts
 	txOpts.Interface, txOpts.Netns = topo.IfA, topo.A.Name
@@ -34,6 +34,11 @@ func openPair(t testing.TB, pool *mbuf.Pool, topo *netnstest.Topology, opts afpa
 		tx.Close()
 	}
 	require.NoError(t, err)
+	// Close is idempotent: tests that close a port themselves may.
+	t.Cleanup(func() {
+		tx.Close()
+		rx.Close()
+	})
 	return tx, rx
 }
 

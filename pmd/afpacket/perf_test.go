@@ -25,8 +25,6 @@ func TestZeroAllocsPerBurst(t *testing.T) {
 	pool := newPool(t, 1024)
 	// Small blocks fill (and reach us) without waiting for the timeout.
 	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64})
-	defer tx.Close()
-	defer rx.Close()
 	const burst = 32
 	out := make([]mbuf.Handle, burst)
 	in := make([]mbuf.Handle, burst)
@@ -104,8 +102,6 @@ func BenchmarkRxOnly(b *testing.B) {
 	for _, burst := range []int{1, 8, 32, 64} {
 		b.Run(fmt.Sprint(burst), func(b *testing.B) {
 			tx, rx := openPair(b, pool, topo, afpacket.Options{QdiscBypass: true})
-			defer tx.Close()
-			defer rx.Close()
 			gen := startGenerator(pool, tx, topo.MACB, topo.MACA)
 			defer gen.halt()
 			cache := pool.NewCache()
@@ -187,8 +183,6 @@ func TestUseCachesCyclesFramesThroughCallerCache(t *testing.T) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 	pool := newPool(t, 1024)
 	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64})
-	defer tx.Close()
-	defer rx.Close()
 	cache := pool.NewCache()
 	defer cache.Close()
 	require.NoError(t, tx.UseCaches(0, nil, cache))
