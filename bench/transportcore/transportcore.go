@@ -25,7 +25,7 @@ import (
 	"github.com/peregrine-net/peregrine/bench/report"
 	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/rt/rtsim"
+	"github.com/peregrine-net/peregrine/sim"
 )
 
 // Options configures a run.
@@ -76,7 +76,7 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 			Detail: fmt.Sprintf("one delete + one insert: cam %.2f ns, map %.2f ns", camC, mapC)})
 	}
 
-	pps, err := rtsim.SimPacketsPerSecond(1, opts.SimPackets)
+	pps, err := sim.SimPacketsPerSecond(1, opts.SimPackets)
 	if err != nil {
 		return 0, 0, fmt.Errorf("transportcore: simulation: %w", err)
 	}

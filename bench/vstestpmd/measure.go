@@ -11,7 +11,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/bench/anchor"
 	"github.com/peregrine-net/peregrine/bench/kgen"
-	"github.com/peregrine-net/peregrine/bench/traffic"
+	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -128,7 +128,7 @@ type cacheUser interface {
 }
 
 // peregrine measures one side: ports opened through the pmd registry in the
-// fwd namespace, core/fwd forwarders (or bench/traffic's generator for
+// fwd namespace, core/fwd forwarders (or app/traffic's generator for
 // txonly) on one busy-polling lcore.Loop pinned to dutCPU.
 func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res result, err error) {
 	pool, err := mbuf.New(mbuf.Options{Name: "vs-testpmd", Frames: poolFrames[c.mode]})

@@ -186,7 +186,7 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	fmt.Fprintf(out, "# bench vs-testpmd: %s, GOMAXPROCS %d, %s (DPDK %s)\n", runtime.Version(), runtime.GOMAXPROCS(0), testpmdPath, dpdkVersion())
 	fmt.Fprintf(out, "# topology %s-{gen,fwd,sink}: %s -> %s | %s -> %s (veth, GRO on, MTU %d); generator CPU %d, device under test CPU %d\n",
 		opts.Prefix, topo.GenIf, topo.FwdGenIf, topo.FwdSinkIf, topo.SinkIf, topologyMTU, genCPU, dutCPU)
-	fmt.Fprintf(out, "# peregrine: ports afxdp:IF?netns=%s%s and afpacket:IF?netns=%s%s (DPDK's own defaults: net_af_xdp busy_budget=64, net_af_packet qdisc_bypass=1), core/fwd forwarders (bench/traffic generator for txonly) on one busy-polling lcore.Loop on CPU %d\n",
+	fmt.Fprintf(out, "# peregrine: ports afxdp:IF?netns=%s%s and afpacket:IF?netns=%s%s (DPDK's own defaults: net_af_xdp busy_budget=64, net_af_packet qdisc_bypass=1), core/fwd forwarders (app/traffic generator for txonly) on one busy-polling lcore.Loop on CPU %d\n",
 		topo.Fwd.Name, driverParams["afxdp"], topo.Fwd.Name, driverParams["afpacket"], dutCPU)
 	fmt.Fprintf(out, "# testpmd: ip netns exec %s dpdk-testpmd --no-huge --no-pci --no-shconf --no-telemetry -m 1024 -l %d,%d --vdev net_af_xdp0,iface=IF,start_queue=0,queue_count=1 | --vdev net_af_packet0,iface=IF -- -i --forward-mode=MODE [--txpkts=SIZE]\n",
 		topo.Fwd.Name, genCPU, dutCPU)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/peregrine-net/peregrine/bench/txnload"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -17,7 +17,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/pmd"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 

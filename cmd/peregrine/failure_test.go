@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/bench/txnload"
+	"github.com/peregrine-net/peregrine/app/txnload"
 )
 
 func TestFailureCheckNamesTheCauses(t *testing.T) {

@@ -170,5 +170,5 @@
 // start is read from Options.Clock once). Its random choices (initial
 // PSNs, CID generations, CAM hash keys) come from Options.Seed. The same
 // seed and the same input frames at the same times give the same output,
-// which is what the rtsim subpackage relies on.
+// which is what the simulator (package sim) relies on.
 package rt

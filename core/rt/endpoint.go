@@ -7,7 +7,6 @@ import (
 
 	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
-	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -140,11 +139,6 @@ type Endpoint struct {
 	stopped bool
 	closed  bool
 }
-
-var (
-	_ lcore.Stage   = (*Endpoint)(nil)
-	_ lcore.Stopper = (*Endpoint)(nil)
-)
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will
 // use is allocated here: the connection table and its bitmaps, the

@@ -11,7 +11,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 var (

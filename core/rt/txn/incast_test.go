@@ -14,7 +14,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 

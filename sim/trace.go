@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"fmt"

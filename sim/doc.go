@@ -1,10 +1,10 @@
-// Package rtsim is the deterministic simulation of the reliable transport:
+// Package sim is the deterministic simulation of the reliable transport:
 // two rt.Endpoints over mem ports joined by the fabric emulator (or by a
 // scripted Tap), on a clock.Virtual, with every random choice drawn from
 // seeded generators. A run is fully determined by its seed; a failing
 // property run prints the command that replays it:
 //
-//	go test ./core/rt/rtsim -run TestProperty -seed=N [-frames]
+//	go test ./sim -run TestProperty -seed=N [-frames]
 //
 // (-frames logs every frame each endpoint sends and receives.)
 //
@@ -49,4 +49,4 @@
 //
 // SimPacketsPerSecond measures how many transport packets the simulation
 // runs per second of wall time on one core.
-package rtsim
+package sim

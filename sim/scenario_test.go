@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"encoding/binary"
@@ -12,7 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 // Scenario tests in the style of Falcon's own: each scripts the network

@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 func TestSimPacketsPerSecondRuns(t *testing.T) {

@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"sort"
@@ -150,7 +150,7 @@ func (t *Tap) release() int {
 func (t *Tap) Inject(dir Direction, raw []byte) {
 	d := make([]mbuf.Handle, 1)
 	if t.pool.AllocBulk(d) != 1 {
-		panic("rtsim: Tap.Inject: pool empty")
+		panic("sim: Tap.Inject: pool empty")
 	}
 	copy(t.pool.Append(d[0], len(raw)), raw)
 	t.hold(t.now.Add(t.Delay), dir, d[0])

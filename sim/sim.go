@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
@@ -102,18 +102,18 @@ func New(cfg Config) (*Sim, error) {
 		if frames == 0 {
 			frames = DefaultFrames
 		}
-		p, err := mbuf.New(mbuf.Options{Name: "rtsim", Frames: frames, CacheSize: 128})
+		p, err := mbuf.New(mbuf.Options{Name: "sim", Frames: frames, CacheSize: 128})
 		if err != nil {
 			return nil, err
 		}
 		s.Pool, s.ownPool = p, true
 	}
 	if cfg.Scripted {
-		endA, sideA, err := mem.NewPair(s.Pool, mem.PairOptions{Name: "rtsim-a", Size: 4096})
+		endA, sideA, err := mem.NewPair(s.Pool, mem.PairOptions{Name: "sim-a", Size: 4096})
 		if err != nil {
 			return nil, s.fail(err)
 		}
-		sideB, endB, err := mem.NewPair(s.Pool, mem.PairOptions{Name: "rtsim-b", Size: 4096})
+		sideB, endB, err := mem.NewPair(s.Pool, mem.PairOptions{Name: "sim-b", Size: 4096})
 		if err != nil {
 			return nil, s.fail(errors.Join(err, endA.Close(), sideA.Close()))
 		}
@@ -122,7 +122,7 @@ func New(cfg Config) (*Sim, error) {
 		s.Tap.Delay = cfg.TapDelay
 		s.net = s.Tap
 	} else {
-		a, b, f, err := fabric.Link(s.Pool, fabric.Options{Name: "rtsim", AtoB: cfg.AtoB, BtoA: cfg.BtoA, Seed: cfg.Seed ^ 0xfab, LinkRing: 4096})
+		a, b, f, err := fabric.Link(s.Pool, fabric.Options{Name: "sim", AtoB: cfg.AtoB, BtoA: cfg.BtoA, Seed: cfg.Seed ^ 0xfab, LinkRing: 4096})
 		if err != nil {
 			return nil, s.fail(err)
 		}
@@ -246,7 +246,7 @@ func (s *Sim) Step() (bool, error) {
 
 // ErrStuck is returned by Run when the condition cannot be reached: the
 // stages ran out of work, or the virtual time or step budget ran out.
-var ErrStuck = errors.New("rtsim: simulation stuck")
+var ErrStuck = errors.New("sim: simulation stuck")
 
 // Run steps until cond holds, for at most limit of virtual time.
 func (s *Sim) Run(cond func() bool, limit time.Duration) error {

@@ -1,11 +1,11 @@
-package rtsim
+package sim
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 // SimPacketsPerSecond runs one simulation on the calling goroutine and
@@ -17,7 +17,7 @@ import (
 // `peregrine bench transport-core` command.
 func SimPacketsPerSecond(seed uint64, packets int) (pps float64, err error) {
 	if packets < 2 {
-		return 0, fmt.Errorf("rtsim: SimPacketsPerSecond: packets %d is too few (use 2 or more)", packets)
+		return 0, fmt.Errorf("sim: SimPacketsPerSecond: packets %d is too few (use 2 or more)", packets)
 	}
 	profile := fabric.Profile{Delay: 5 * time.Microsecond, Loss: 0.1}
 	ep := rt.Options{MaxConns: 4, AckEvery: 8, Burst: 64}

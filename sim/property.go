@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/pmd/fabric"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 // Scenario is one randomized property run: a simulation, its traffic, and
@@ -117,7 +117,7 @@ type Report struct {
 func Check(sc Scenario, pool *mbuf.Pool) (rep Report, err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%v\n  replay: go test ./core/rt/rtsim -run TestProperty -seed=%d\n  %w", sc, sc.Seed, err)
+			err = fmt.Errorf("%v\n  replay: go test ./sim -run TestProperty -seed=%d\n  %w", sc, sc.Seed, err)
 		}
 	}()
 	cfg := sc.Sim

@@ -1,4 +1,4 @@
-package rtsim
+package sim
 
 import (
 	"flag"
@@ -59,7 +59,7 @@ func TestProperty(t *testing.T) {
 	var failures []error
 	var sent, retx, early, rtt, eack, badck, dup, oow, resync, abandoned, closed atomic.Uint64
 	for range workers {
-		pool, err := mbuf.New(mbuf.Options{Name: "rtsim-property", Frames: DefaultFrames, CacheSize: 128})
+		pool, err := mbuf.New(mbuf.Options{Name: "sim-property", Frames: DefaultFrames, CacheSize: 128})
 		require.NoError(t, err)
 		wg.Add(1)
 		go func() {
