@@ -1,9 +1,10 @@
 // Package cam is peregrine's software content-addressable memory: a
 // fixed-capacity exact-match table that maps a small fixed-size key to an
 // entry index. Every transport engine is built on one — the retransmission
-// engine keyed by (CID, window, PSN), the reorder engine by (CID, RSN or SSN),
-// QP translation by 24-bit global QPN — and keeps its per-entry context in an
-// array of its own, indexed by the entry index the table hands out:
+// engine keyed by (CID, window, PSN), the reorder engine by (CID, RSN or SSN);
+// QP translation by 24-bit global QPN will be one too once it is built — and
+// keeps its per-entry context in an array of its own, indexed by the entry
+// index the table hands out:
 //
 //	retx, _ := cam.New[RetxKey](cam.Options{Capacity: 4096, Seed: seed})
 //	ctx := make([]RetxContext, retx.Cap())

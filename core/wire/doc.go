@@ -94,9 +94,12 @@
 //     PSN field is unused).
 //   - Flags: 0x01 AckRequested, 0x02 Retransmission, 0x04 Ordered,
 //     0x08 IOIInOrder (S1), 0x10 LastOfMessage, 0x20 ECNEcho,
-//     0x40 HasExtension, 0x80 reserved.
+//     0x40 HasExtension, 0x80 reserved. IOIInOrder is defined on the wire
+//     (and the fabric keeps frames that carry it on their flow's path) but
+//     no sender sets it yet: IOI (S1) is not built.
 //   - Retry (4 bits): resends of this PSN so far. Phs (2 bits): IOI phase,
-//     0 none, 1 head, 2 middle, 3 tail. Rsv: 0.
+//     0 none, 1 head, 2 middle, 3 tail; defined on the wire, not yet
+//     produced (always 0 today). Rsv: 0.
 //   - ExtWords: length of the extension chain in 4-byte words; non-zero
 //     exactly when HasExtension is set (else ErrExtension).
 //   - ReqEBSN, DataEBSN: the sender's receive state for the opposite
@@ -193,7 +196,9 @@
 //	+---------------------------------------------------------------+
 //	Mode: 1 absolute (a host queue slot such as the receive WQE index),
 //	2 relative (from the last acknowledged transaction), 3 free-running
-//	(a per-type counter wrapping at 2^32).
+//	(a per-type counter wrapping at 2^32). Defined on the wire (encoded,
+//	decoded, fuzzed), not yet produced or consumed: delivery-index
+//	placement (S2) is not built.
 //
 //	Global QPNs (S4), type 2, 2 words:
 //	+---------------+---------------+-------------------------------+
@@ -201,6 +206,8 @@
 //	+---------------+---------------+---------------+---------------+
 //	|   ...dst QPN  |          Source global QPN (24)               |
 //	+---------------+-----------------------------------------------+
+//	Defined on the wire, not yet produced or checked: QP translation (S4)
+//	is not built.
 //
 //	Source CID, type 3, 2 words (required on ConnOpen and ConnAccept):
 //	+---------------+---------------+-------------------------------+

@@ -63,7 +63,8 @@ type RegionRef struct {
 }
 
 // Placement is the S2 delivery index: where the receiver places the
-// transaction's data even when it arrives out of order.
+// transaction's data even when it arrives out of order. It is encoded and
+// decoded only; nothing produces or consumes it yet.
 type Placement struct {
 	Mode  PlacementMode
 	Index uint32
