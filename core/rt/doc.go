@@ -146,8 +146,9 @@
 //     acknowledged, abandoned, or its connection fails or is dropped by
 //     Stop, and then frees it.
 //   - Transmit: each transmission (first or resend) allocates another mbuf,
-//     copies the retained frame (and a stable payload) into it and patches flags, retry, eBSNs and
-//     timestamps (with an incremental UDP checksum update). TxBurst takes
+//     copies the retained frame (and a stable payload) into it and refreshes
+//     flags, retry, eBSNs and timestamps with wire.FrameTemplate.Refresh
+//     (an incremental UDP checksum update). TxBurst takes
 //     that copy; frames the port refuses stay the endpoint's and go first
 //     on the next Poll. ACKs, NACKs and control packets are built in fresh
 //     mbufs and handed over the same way. Every frame to the peer is built

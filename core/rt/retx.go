@@ -222,7 +222,7 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 	x.timeouts++
 	if int(x.timeouts) > e.opts.RetryLimit {
 		if c.state == StateClosing && c.peerClosed() && c.tx[0].outstanding == 1 && c.tx[1].outstanding == 0 &&
-			wire.Type(e.pool.Data(x.frame)[c.hdrOff+4]) == wire.TypeConnClose {
+			wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type() == wire.TypeConnClose {
 			e.closeUnacked(c)
 			return
 		}
@@ -248,7 +248,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		e.armRetx(idx, x, e.now.Add(e.opts.MinRTO))
 		return
 	}
-	orig := wire.Type(e.pool.Data(x.frame)[c.hdrOff+4])
+	orig := wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type()
 	hd := &e.txHdr
 	*hd = wire.Header{
 		Version: wire.Version,

@@ -1,8 +1,6 @@
 package rt
 
 import (
-	"encoding/binary"
-
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -115,16 +113,23 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 
 	k := c.window(x.win)
 	tw := &c.tx[k]
-	th := dst[c.hdrOff:]
-	flags := wire.Flags(th[5])
+	send := wire.SendFields{
+		Retry:    uint8(min(x.sends, wire.MaxRetry)),
+		ReqEBSN:  c.rx[0].bsn,
+		DataEBSN: c.rx[1].bsn,
+		TxTime:   e.now32,
+		TxEcho:   c.peerTx,
+	}
 	if x.sends > 0 {
-		flags |= wire.FlagRetransmission | wire.FlagAckRequested
+		send.Flags |= wire.FlagRetransmission | wire.FlagAckRequested
 	}
 	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
 		// The window is closed until an ACK comes back: ask for it now.
-		flags |= wire.FlagAckRequested
+		send.Flags |= wire.FlagAckRequested
 	}
-	e.patch(dst, c, flags, uint8(min(x.sends, wire.MaxRetry)))
+	// Flags, retry, piggybacked BSNs and timestamps for this transmission,
+	// the UDP checksum updated from the header bytes alone.
+	c.tmpl.Refresh(dst, &send)
 	e.pending = append(e.pending, f)
 
 	switch {
@@ -167,60 +172,6 @@ func (e *Endpoint) ackSent(c *conn) {
 		c.ackTimer = 0
 	}
 	e.ackQ.remove(c.idx)
-}
-
-// Byte offsets in the transport header that patch rewrites.
-const (
-	patchFrom = 4  // type, flags, retry, ext words
-	patchTo   = 36 // … through TxEcho
-)
-
-// patch refreshes a copy of a retained frame for this transmission: flags,
-// retry count, the piggybacked receive BSNs, TxTime and TxEcho. The UDP
-// checksum is updated incrementally (RFC 1624) from the words it changed,
-// so the payload is not read again.
-func (e *Endpoint) patch(frame []byte, c *conn, flags wire.Flags, retry uint8) {
-	th := frame[c.hdrOff : c.hdrOff+wire.BaseHeaderLen]
-	old := sum16(th[patchFrom:patchTo])
-	th[5] = byte(flags)
-	th[6] = retry<<4 | th[6]&0x0f
-	binary.BigEndian.PutUint32(th[20:], c.rx[0].bsn)
-	binary.BigEndian.PutUint32(th[24:], c.rx[1].bsn)
-	binary.BigEndian.PutUint32(th[28:], e.now32)
-	binary.BigEndian.PutUint32(th[32:], c.peerTx)
-	ck := frame[c.hdrOff-wire.UDPHeaderLen+6:]
-	sum := binary.BigEndian.Uint16(ck)
-	if sum == 0 {
-		return // IPv4 without a UDP checksum
-	}
-	binary.BigEndian.PutUint16(ck, csumUpdate(sum, old, sum16(th[patchFrom:patchTo])))
-}
-
-// sum16 adds big-endian 16-bit words (len(b) even, short).
-func sum16(b []byte) uint32 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	return s
-}
-
-func fold16(s uint32) uint16 {
-	s = s>>16 + s&0xffff
-	s = s>>16 + s&0xffff
-	return uint16(s)
-}
-
-// csumUpdate returns the Internet checksum after words summing to oldSum
-// were replaced by words summing to newSum: HC' = ~(~HC + ~m + m'). A
-// result of 0 is sent as 0xffff, as UDP requires.
-func csumUpdate(ck uint16, oldSum, newSum uint32) uint16 {
-	s := uint32(^ck) + uint32(^fold16(oldSum)) + uint32(fold16(newSum))
-	r := ^fold16(s)
-	if r == 0 {
-		r = 0xffff
-	}
-	return r
 }
 
 // sendAck builds the ACK (or extended ACK, or owed NACK) of connection c.
