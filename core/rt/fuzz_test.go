@@ -94,11 +94,12 @@ func FuzzEndpointRX(f *testing.F) {
 func udpFrame(src, dst [6]byte, sip, dip [4]byte, port uint16, payload []byte) []byte {
 	a := wire.Addrs{SrcMAC: src, DstMAC: dst, SrcIP: netip.AddrFrom4(sip), DstIP: netip.AddrFrom4(dip), SrcPort: port, DstPort: port}
 	const off = wire.EthHeaderLen + wire.IPv4HeaderLen + wire.UDPHeaderLen
+	payload = payload[:min(len(payload), 0xffff-off+wire.EthHeaderLen)] // the most one IPv4 packet holds
 	b := make([]byte, max(off+len(payload), wire.MinFrameLen))
 	copy(b[off:], payload)
 	n, err := wire.EncodeUDP(b, &a, len(payload))
 	if err != nil {
-		panic(err) // the fuzzer's payloads are short
+		panic(err) // cannot happen: the addresses are valid and the payload fits
 	}
 	return b[:n]
 }
