@@ -391,9 +391,9 @@ func (d *direction) release(now clock.Time) int {
 	return work + k
 }
 
-// nextEvent returns when the direction next has something to send: now for
+// nextDeadline returns when the direction next has something to send: now for
 // frames the output refused, else the earliest release time.
-func (d *direction) nextEvent(now clock.Time) (clock.Time, bool) {
+func (d *direction) nextDeadline(now clock.Time) (clock.Time, bool) {
 	if len(d.pending) > 0 {
 		return now, true
 	}

@@ -10,7 +10,7 @@
 //   - in process, on a virtual clock: Link makes two mem pairs with a fabric
 //     between them, the transport's endpoints use the two outer ports, and
 //     the simulation polls the fabric at the times it chooses, jumping the
-//     clock to NextEvent when idle;
+//     clock to NextDeadline when idle;
 //   - as a middlebox between two real ports (afxdp, afpacket), polled by an
 //     lcore loop on the real clock (the peregrine fabric subcommand).
 //

@@ -57,7 +57,7 @@ type Options struct {
 
 // Fabric is a two-port middlebox: frames from A go to B and frames from B
 // go to A, each direction through its own Profile of impairments. It is an
-// lcore.Stage and lcore.Stopper. Poll, NextEvent, Stop and Close belong to
+// lcore.Stage and lcore.Stopper. Poll, NextDeadline, Stop and Close belong to
 // the goroutine that polls it (Close may follow once that loop has ended);
 // Stats may be called from any goroutine.
 type Fabric struct {
@@ -153,16 +153,16 @@ func (f *Fabric) Poll(now clock.Time) int {
 	return f.dirs[0].poll(now) + f.dirs[1].poll(now)
 }
 
-// NextEvent returns the earliest time at which a frame the fabric holds is
+// NextDeadline returns the earliest time at which a frame the fabric holds is
 // due, so that a simulation can move its virtual clock straight there and
 // Poll. ok is false when the fabric holds nothing. The time may be earlier
 // than the last Poll's now: more than a burst was due, or the output port
 // refused frames; poll again at once. Frames still waiting in the input
 // ports are not known to the fabric and do not count. Call it from the
 // polling goroutine.
-func (f *Fabric) NextEvent() (t clock.Time, ok bool) {
+func (f *Fabric) NextDeadline() (t clock.Time, ok bool) {
 	for _, d := range f.dirs {
-		if at, has := d.nextEvent(f.now); has && (!ok || at < t) {
+		if at, has := d.nextDeadline(f.now); has && (!ok || at < t) {
 			t, ok = at, true
 		}
 	}

@@ -518,7 +518,7 @@ func TestStopAndCloseFreeHeldFrames(t *testing.T) {
 		require.Zero(t, d.Held)
 		requireBalanced(t, d)
 	}
-	_, ok := s.f.NextEvent()
+	_, ok := s.f.NextDeadline()
 	require.False(t, ok)
 
 	// The fabric still works after Stop.
@@ -560,7 +560,7 @@ func TestOutputRefusalRetries(t *testing.T) {
 	st := f.Stats().AtoB
 	require.EqualValues(t, 64, st.Sent, "the output ring holds 64")
 	require.Positive(t, st.TxRefused)
-	at, ok := f.NextEvent()
+	at, ok := f.NextDeadline()
 	require.True(t, ok)
 	require.Equal(t, clock.Time(0), at, "refused frames are due now")
 	var got []uint32

@@ -102,7 +102,7 @@ func newSim(t testing.TB, pool *mbuf.Pool, opts Options) *sim {
 // moves the clock to to.
 func (s *sim) advance(to clock.Time) {
 	for {
-		t, ok := s.f.NextEvent()
+		t, ok := s.f.NextDeadline()
 		if !ok || t > to {
 			break
 		}
@@ -186,7 +186,7 @@ func (s *sim) send(p port.Port, at clock.Time, seq uint32, flow uint16, size int
 // finish runs the clock until the fabric holds nothing.
 func (s *sim) finish() {
 	for {
-		t, ok := s.f.NextEvent()
+		t, ok := s.f.NextDeadline()
 		if !ok {
 			return
 		}

@@ -1,6 +1,10 @@
 package fabric
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/peregrine-net/peregrine/core/wire"
+)
 
 // Offsets in an untagged Ethernet frame.
 const (
@@ -26,15 +30,12 @@ func lowerTTL(frame []byte, hops uint8) bool {
 		if frame[ipv4TTLOff] <= hops {
 			return false
 		}
-		// The TTL shares a 16-bit word with the protocol:
-		// HC' = ~(~HC + ~m + m') (RFC 1624, eqn. 3).
+		// The TTL shares a 16-bit word with the protocol.
 		word := frame[ipv4TTLOff : ipv4TTLOff+2]
 		old := binary.BigEndian.Uint16(word)
 		word[0] -= hops
-		sum := uint32(^binary.BigEndian.Uint16(frame[ipv4CsumOff:])) + uint32(^old) + uint32(binary.BigEndian.Uint16(word))
-		sum = sum>>16 + sum&0xffff
-		sum += sum >> 16
-		binary.BigEndian.PutUint16(frame[ipv4CsumOff:], ^uint16(sum))
+		ck := frame[ipv4CsumOff:]
+		binary.BigEndian.PutUint16(ck, wire.UpdateChecksum(binary.BigEndian.Uint16(ck), old, binary.BigEndian.Uint16(word)))
 	case etherTypeIPv6:
 		if len(frame) < ethHeaderLen+40 {
 			return true

@@ -58,14 +58,14 @@ type Config struct {
 // middle is the network between the endpoints.
 type middle interface {
 	lcore.Stage
-	NextEvent() (clock.Time, bool)
+	NextDeadline() (clock.Time, bool)
 	Stop(now clock.Time)
 	Close() error
 }
 
 // waker is a stage that knows when it next has work (a paced workload).
 type waker interface {
-	NextEvent() (clock.Time, bool)
+	NextDeadline() (clock.Time, bool)
 }
 
 // Sim runs two endpoints and the network between them on a virtual clock,
@@ -161,7 +161,7 @@ func (s *Sim) PeerA() rt.PeerAddr { return rt.PeerAddr{MAC: [6]byte(s.PortA.Info
 func (s *Sim) PeerB() rt.PeerAddr { return rt.PeerAddr{MAC: [6]byte(s.PortB.Info().MAC), IP: IPB()} }
 
 // AddStage adds a stage (a workload) polled before the endpoints at every
-// instant; if it has a NextEvent method the clock also stops there.
+// instant; if it has a NextDeadline method the clock also stops there.
 func (s *Sim) AddStage(st lcore.Stage) { s.extra = append(s.extra, st) }
 
 // Polls returns how many instants were polled.
@@ -213,10 +213,10 @@ func (s *Sim) next() (clock.Time, bool) {
 	}
 	consider(s.A.NextDeadline())
 	consider(s.B.NextDeadline())
-	consider(s.net.NextEvent())
+	consider(s.net.NextDeadline())
 	for _, st := range s.extra {
 		if w, isW := st.(waker); isW {
-			consider(w.NextEvent())
+			consider(w.NextDeadline())
 		}
 	}
 	return t, ok

@@ -160,8 +160,8 @@ func (t *Tap) Inject(dir Direction, raw []byte) {
 // Held returns the number of frames in flight.
 func (t *Tap) Held() int { return len(t.held) }
 
-// NextEvent returns when the next held frame is due.
-func (t *Tap) NextEvent() (clock.Time, bool) {
+// NextDeadline returns when the next held frame is due.
+func (t *Tap) NextDeadline() (clock.Time, bool) {
 	if len(t.held) == 0 {
 		return 0, false
 	}

@@ -256,8 +256,8 @@ func (w *Workload) Poll(now clock.Time) int {
 	return work
 }
 
-// NextEvent returns when a paced sender next wakes.
-func (w *Workload) NextEvent() (clock.Time, bool) {
+// NextDeadline returns when a paced sender next wakes.
+func (w *Workload) NextDeadline() (clock.Time, bool) {
 	var t clock.Time
 	ok := false
 	for _, f := range w.flows {

@@ -8,6 +8,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // GeneratorOptions configures a Generator.
@@ -35,7 +36,7 @@ type GeneratorOptions struct {
 type Generator struct {
 	opts     GeneratorOptions
 	cache    *mbuf.Cache
-	hdr      headerTemplate
+	hdr      wire.FrameTemplate
 	flowSeq  []uint64
 	flow     int
 	sizeIdx  int
@@ -75,8 +76,11 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 		burst:   make([]mbuf.Handle, opts.Burst),
 		pending: make([]mbuf.Handle, 0, opts.Burst),
 	}
-	g.hdr = newHeaderTemplate(macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1}), macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2}),
-		DefaultSrcIP.As4(), DefaultDstIP.As4())
+	hdr, err := newHeaderTemplate(macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1}), macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2}))
+	if err != nil {
+		return nil, fmt.Errorf("traffic: %w", err)
+	}
+	g.hdr = hdr
 	return g, nil
 }
 
@@ -188,8 +192,8 @@ func (g *Generator) build(h mbuf.Handle, now clock.Time) int {
 	if g.flow == g.opts.Flows {
 		g.flow = 0
 	}
-	g.hdr.write(frame, uint16(BaseSrcPort+flow))
 	writeStamp(frame, g.flowSeq[flow], int64(now))
+	g.hdr.PutUDP(frame, uint16(BaseSrcPort+flow))
 	g.flowSeq[flow]++
 	g.opts.Pool.Meta(h).FlowHash = uint32(flow)
 	return size

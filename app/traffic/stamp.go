@@ -2,14 +2,15 @@ package traffic
 
 import (
 	"encoding/binary"
-	"net/netip"
+
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // Frame layout constants.
 const (
-	ethLen     = 14
-	ipv4Len    = 20
-	udpLen     = 8
+	ethLen     = wire.EthHeaderLen
+	ipv4Len    = wire.IPv4HeaderLen
+	udpLen     = wire.UDPHeaderLen
 	HeaderLen  = ethLen + ipv4Len + udpLen // 42
 	stampMagic = 0x5047
 	StampLen   = 2 + 8 + 8
@@ -28,13 +29,6 @@ const (
 	DstPort = 9
 )
 
-// Addresses of generated traffic: RFC 2544's benchmarking range, the only
-// range peregrine ever sends to.
-var (
-	DefaultSrcIP = netip.MustParseAddr("198.18.0.1")
-	DefaultDstIP = netip.MustParseAddr("198.18.0.2")
-)
-
 // Stamp is what the sink reads back from a frame.
 type Stamp struct {
 	Flow uint16 // UDP source port minus BaseSrcPort
@@ -42,77 +36,18 @@ type Stamp struct {
 	Time int64
 }
 
-// writeHeaders fills frame[:HeaderLen] for a frame of len(frame) bytes.
-func writeHeaders(frame []byte, src, dst [6]byte, srcIP, dstIP [4]byte, srcPort uint16) {
-	_ = frame[HeaderLen-1]
-	copy(frame[0:6], dst[:])
-	copy(frame[6:12], src[:])
-	binary.BigEndian.PutUint16(frame[12:14], 0x0800)
-	ip := frame[ethLen : ethLen+ipv4Len]
-	ip[0] = 0x45
-	ip[1] = 0
-	binary.BigEndian.PutUint16(ip[2:4], uint16(len(frame)-ethLen))
-	binary.BigEndian.PutUint16(ip[4:6], 0)
-	binary.BigEndian.PutUint16(ip[6:8], 0x4000) // don't fragment
-	ip[8] = 64
-	ip[9] = 17
-	ip[10], ip[11] = 0, 0
-	copy(ip[12:16], srcIP[:])
-	copy(ip[16:20], dstIP[:])
-	binary.BigEndian.PutUint16(ip[10:12], ipv4Checksum(ip))
-	udp := frame[ethLen+ipv4Len : HeaderLen]
-	binary.BigEndian.PutUint16(udp[0:2], srcPort)
-	binary.BigEndian.PutUint16(udp[2:4], DstPort)
-	binary.BigEndian.PutUint16(udp[4:6], uint16(len(frame)-ethLen-ipv4Len))
-	binary.BigEndian.PutUint16(udp[6:8], 0) // no UDP checksum (allowed over IPv4)
-}
-
-// headerTemplate is a frame's 42 header bytes built once, for a length of
-// zero and UDP source port 0, with the IPv4 header's checksum sum kept
-// unfolded: a frame's headers are then one copy and three stores, its
-// checksum an addition, instead of writeHeaders' field-by-field build and
-// 10-word sum per packet.
-type headerTemplate struct {
-	bytes [HeaderLen]byte
-	sum   uint32 // one's-complement sum of the IPv4 header with length and checksum 0
-}
-
-func newHeaderTemplate(src, dst [6]byte, srcIP, dstIP [4]byte) headerTemplate {
-	var t headerTemplate
-	writeHeaders(t.bytes[:], src, dst, srcIP, dstIP, 0)
-	ip := t.bytes[ethLen : ethLen+ipv4Len]
-	binary.BigEndian.PutUint16(ip[2:4], 0)
-	binary.BigEndian.PutUint16(ip[10:12], 0)
-	for i := 0; i < len(ip); i += 2 {
-		t.sum += uint32(ip[i])<<8 | uint32(ip[i+1])
-	}
-	return t
-}
-
-// write fills frame[:HeaderLen] exactly as writeHeaders would for a frame
-// of len(frame) bytes from srcPort.
-func (t *headerTemplate) write(frame []byte, srcPort uint16) {
-	_ = frame[HeaderLen-1]
-	*(*[HeaderLen]byte)(frame) = t.bytes
-	ipLen := uint16(len(frame) - ethLen)
-	sum := t.sum + uint32(ipLen)
-	sum = sum&0xffff + sum>>16
-	sum = sum&0xffff + sum>>16
-	binary.BigEndian.PutUint16(frame[ethLen+2:], ipLen)
-	binary.BigEndian.PutUint16(frame[ethLen+10:], ^uint16(sum))
-	binary.BigEndian.PutUint16(frame[ethLen+ipv4Len:], srcPort)
-	binary.BigEndian.PutUint16(frame[ethLen+ipv4Len+4:], ipLen-ipv4Len)
-}
-
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(h[i])<<8 | uint32(h[i+1])
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
+// newHeaderTemplate builds the headers of every frame of a generator,
+// from src to dst (addresses wire.BenchmarkSrcIP to BenchmarkDstIP, port
+// DstPort, no UDP checksum: IPv4 allows it): a frame's headers are then
+// FrameTemplate.PutUDP, one copy and a few stores with the IPv4 checksum
+// finished from a sum taken once.
+func newHeaderTemplate(src, dst [6]byte) (wire.FrameTemplate, error) {
+	return wire.NewFrameTemplate(&wire.Addrs{
+		SrcMAC: src, DstMAC: dst,
+		SrcIP: wire.BenchmarkSrcIP, DstIP: wire.BenchmarkDstIP,
+		SrcPort: BaseSrcPort, DstPort: DstPort,
+		NoUDPChecksum: true,
+	})
 }
 
 func writeStamp(frame []byte, seq uint64, t int64) {

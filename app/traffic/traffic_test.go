@@ -7,6 +7,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
@@ -40,14 +41,22 @@ func TestParseSizes(t *testing.T) {
 	require.LessOrEqual(t, r.Max(), 1518)
 }
 
+// testFrame is a generated frame of size bytes from flow's port.
+func testFrame(t testing.TB, size int, flow uint16, seq uint64, at int64) []byte {
+	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
+	require.NoError(t, err)
+	frame := make([]byte, size)
+	writeStamp(frame, seq, at)
+	tmpl.PutUDP(frame, BaseSrcPort+flow)
+	return frame
+}
+
 func TestStampRoundTrip(t *testing.T) {
-	frame := make([]byte, 128)
-	writeHeaders(frame, [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}, DefaultSrcIP.As4(), DefaultDstIP.As4(), BaseSrcPort+7)
-	writeStamp(frame, 1<<40+3, -5)
+	frame := testFrame(t, 128, 7, 1<<40+3, -5)
 	st, ok := ReadStamp(frame)
 	require.True(t, ok)
 	require.Equal(t, Stamp{Flow: 7, Seq: 1<<40 + 3, Time: -5}, st)
-	require.Equal(t, uint16(0), ipv4Checksum(frame[ethLen:ethLen+ipv4Len]), "header checksum verifies to zero")
+	require.Zero(t, wire.IPv4HeaderChecksum(frame[ethLen:ethLen+ipv4Len]), "header checksum verifies to zero")
 
 	_, ok = ReadStamp(frame[:MinFrame-1])
 	require.False(t, ok, "short frame")
@@ -56,30 +65,34 @@ func TestStampRoundTrip(t *testing.T) {
 	require.False(t, ok, "bad magic")
 }
 
-// TestHeaderTemplateMatchesWriteHeaders: the generator's precomputed
-// headers are byte for byte what writeHeaders builds, for every length and
-// source port, checksum included.
-func TestHeaderTemplateMatchesWriteHeaders(t *testing.T) {
+// TestGeneratedHeadersAreWireFrames: the generator's headers are byte for
+// byte what wire.EncodeUDP builds (no UDP checksum, from BenchmarkSrcIP to
+// BenchmarkDstIP), for every length and source port, and decode as UDP.
+func TestGeneratedHeadersAreWireFrames(t *testing.T) {
 	src, dst := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{0x0a, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
-	srcIP, dstIP := [4]byte{198, 18, 255, 254}, [4]byte{198, 19, 0, 1}
-	tmpl := newHeaderTemplate(src, dst, srcIP, dstIP)
+	tmpl, err := newHeaderTemplate(src, dst)
+	require.NoError(t, err)
 	want := make([]byte, MaxFrame)
 	got := make([]byte, MaxFrame)
 	for size := MinFrame; size <= MaxFrame; size += 7 {
-		for _, port := range []uint16{0, BaseSrcPort, BaseSrcPort + 1234, 65535} {
-			writeHeaders(want[:size], src, dst, srcIP, dstIP, port)
-			tmpl.write(got[:size], port)
+		for _, port := range []uint16{1, BaseSrcPort, BaseSrcPort + 1234, 65535} {
+			a := wire.Addrs{SrcMAC: src, DstMAC: dst, SrcIP: wire.BenchmarkSrcIP, DstIP: wire.BenchmarkDstIP,
+				SrcPort: port, DstPort: DstPort, NoUDPChecksum: true}
+			n, err := wire.EncodeUDP(want[:size], &a, size-HeaderLen)
+			require.NoError(t, err)
+			require.Equal(t, size, n)
+			tmpl.PutUDP(got[:size], port)
 			require.Equal(t, want[:HeaderLen], got[:HeaderLen], "size %d port %d", size, port)
-			require.Zero(t, ipv4Checksum(got[ethLen:ethLen+ipv4Len]), "size %d: checksum verifies", size)
+			d, err := wire.DecodeUDP(got[:size])
+			require.NoError(t, err, "size %d port %d", size, port)
+			require.Equal(t, port, d.SrcPort)
+			require.Len(t, d.Data, size-HeaderLen)
 		}
 	}
 }
 
 func FuzzReadStamp(f *testing.F) {
-	frame := make([]byte, MinFrame)
-	writeHeaders(frame, [6]byte{}, [6]byte{}, DefaultSrcIP.As4(), DefaultDstIP.As4(), BaseSrcPort)
-	writeStamp(frame, 1, 2)
-	f.Add(frame)
+	f.Add(testFrame(f, MinFrame, 0, 1, 2))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if st, ok := ReadStamp(b); ok && len(b) < MinFrame {

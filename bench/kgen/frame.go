@@ -1,11 +1,11 @@
 package kgen
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 
+	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
@@ -14,13 +14,7 @@ import (
 const (
 	MinFrameSize = 60 // the shortest Ethernet frame without FCS
 	MaxFrameSize = 9014
-	headerLen    = 14 + 20 + 8
-)
-
-// Default addresses of UDPFrame: RFC 2544's benchmarking range.
-var (
-	DefaultSrcIP = netip.AddrFrom4([4]byte{198, 18, 0, 1})
-	DefaultDstIP = netip.AddrFrom4([4]byte{198, 18, 0, 2})
+	headerLen    = wire.EthHeaderLen + wire.IPv4HeaderLen + wire.UDPHeaderLen
 )
 
 // FrameOptions describe an Ethernet/IPv4/UDP frame. Zero fields take their
@@ -31,8 +25,8 @@ type FrameOptions struct {
 	Size int
 	// Dst and Src are the Ethernet addresses (required, 6 bytes each).
 	Dst, Src net.HardwareAddr
-	// SrcIP and DstIP must lie in 198.18.0.0/15. Defaults DefaultSrcIP and
-	// DefaultDstIP.
+	// SrcIP and DstIP must lie in 198.18.0.0/15. Defaults wire.BenchmarkSrcIP
+	// and wire.BenchmarkDstIP.
 	SrcIP, DstIP netip.Addr
 	// SrcPort and DstPort are the UDP ports. Default 9 (discard) each.
 	SrcPort, DstPort uint16
@@ -56,10 +50,10 @@ func UDPFrame(opts FrameOptions) ([]byte, error) {
 		}
 	}
 	if !opts.SrcIP.IsValid() {
-		opts.SrcIP = DefaultSrcIP
+		opts.SrcIP = wire.BenchmarkSrcIP
 	}
 	if !opts.DstIP.IsValid() {
-		opts.DstIP = DefaultDstIP
+		opts.DstIP = wire.BenchmarkDstIP
 	}
 	for _, a := range []struct {
 		field string
@@ -78,34 +72,15 @@ func UDPFrame(opts FrameOptions) ([]byte, error) {
 	if opts.DstPort == 0 {
 		opts.DstPort = 9
 	}
+	a := wire.Addrs{
+		SrcMAC: [6]byte(opts.Src), DstMAC: [6]byte(opts.Dst),
+		SrcIP: opts.SrcIP, DstIP: opts.DstIP,
+		SrcPort: opts.SrcPort, DstPort: opts.DstPort,
+		NoUDPChecksum: true,
+	}
 	f := make([]byte, opts.Size)
-	copy(f[0:6], opts.Dst)
-	copy(f[6:12], opts.Src)
-	binary.BigEndian.PutUint16(f[12:14], 0x0800)
-	ip := f[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:4], uint16(opts.Size-14))
-	binary.BigEndian.PutUint16(ip[6:8], 0x4000) // don't fragment
-	ip[8] = 64
-	ip[9] = 17 // UDP
-	src, dst := opts.SrcIP.As4(), opts.DstIP.As4()
-	copy(ip[12:16], src[:])
-	copy(ip[16:20], dst[:])
-	binary.BigEndian.PutUint16(ip[10:12], ipv4Checksum(ip))
-	udp := f[34:headerLen]
-	binary.BigEndian.PutUint16(udp[0:2], opts.SrcPort)
-	binary.BigEndian.PutUint16(udp[2:4], opts.DstPort)
-	binary.BigEndian.PutUint16(udp[4:6], uint16(opts.Size-34))
+	if _, err := wire.EncodeUDP(f, &a, opts.Size-headerLen); err != nil {
+		return nil, fmt.Errorf("kgen: %w", err)
+	}
 	return f, nil
-}
-
-func ipv4Checksum(h []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(h); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }

@@ -2,6 +2,7 @@ package kgen
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
@@ -32,12 +34,16 @@ func TestUDPFrameHeaders(t *testing.T) {
 		require.Equal(t, uint16(0x0800), binary.BigEndian.Uint16(f[12:]))
 		ip := f[14:34]
 		require.Equal(t, uint16(size-14), binary.BigEndian.Uint16(ip[2:]))
-		require.Equal(t, uint16(0), ipv4Checksum(ip), "a correct header checksums to zero")
+		require.Zero(t, wire.IPv4HeaderChecksum(ip), "a correct header checksums to zero")
 		require.Equal(t, []byte{198, 18, 0, 1}, ip[12:16])
 		require.Equal(t, []byte{198, 18, 0, 2}, ip[16:20])
 		require.Equal(t, uint16(9), binary.BigEndian.Uint16(f[36:]))
 		require.Equal(t, uint16(size-34), binary.BigEndian.Uint16(f[38:]))
 	}
+	// The bytes UDPFrame built before it used core/wire's builder.
+	f, err := UDPFrame(FrameOptions{Size: 64, Dst: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Src: net.HardwareAddr{2, 0, 0, 0, 0, 1}})
+	require.NoError(t, err)
+	require.Equal(t, "020000000002020000000001080045000032000040004011ae93c6120001c612000200090009001e000000000000000000000000000000000000000000000000", hex.EncodeToString(f))
 }
 
 func TestUDPFrameRejectsBadOptions(t *testing.T) {

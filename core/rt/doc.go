@@ -146,8 +146,9 @@
 //     acknowledged, abandoned, or its connection fails or is dropped by
 //     Stop, and then frees it.
 //   - Transmit: each transmission (first or resend) allocates another mbuf,
-//     copies the retained frame (and a stable payload) into it and patches flags, retry, eBSNs and
-//     timestamps (with an incremental UDP checksum update). TxBurst takes
+//     copies the retained frame (and a stable payload) into it and refreshes
+//     flags, retry, eBSNs and timestamps with wire.FrameTemplate.Refresh
+//     (an incremental UDP checksum update). TxBurst takes
 //     that copy; frames the port refuses stay the endpoint's and go first
 //     on the next Poll. ACKs, NACKs and control packets are built in fresh
 //     mbufs and handed over the same way. Every frame to the peer is built
@@ -163,6 +164,38 @@
 // sits on Send, the deliver function and the events: RSN, SSN, ReqLen,
 // Offset and the extensions travel untouched in SendHeader and the
 // delivered header; PSNs stay the transport's.
+//
+// # Reading order
+//
+// The files are cut by concern, so a received data packet reads top to
+// bottom in a few of them rather than back and forth:
+//
+//   - endpoint.go: the Endpoint, NewEndpoint, Poll (receive a burst, fire
+//     timers, transmit), NextDeadline, Stop, Close, the endpoint's mbufs.
+//   - ulp.go: what the ULP sees: Verdict, the deliver, event and ACK
+//     handlers, SendHeader, Conn.Send and CanSend.
+//   - lifecycle.go: the connection table and a connection's life: Open,
+//     ConnOpen and ConnAccept handling, establish, Conn.Close and Abort,
+//     the close handshake, failure and freeing.
+//   - rx.go: the data receive path: the burst's fast path, decode,
+//     dispatch by state and type, the receiver rules and delivery.
+//   - ack.go: ACKs both ways: the piggybacked BSNs, ACK, extended ACK and
+//     NACK processing and retiring what they acknowledge; then the ACKs we
+//     owe (coalescing, timers, building them).
+//   - tx.go: the transmit path: Send's retained frame (enqueue), the
+//     per-Poll transmit in priority order, each transmission's copy
+//     refreshed with wire.FrameTemplate.Refresh, control and orphan NACKs.
+//   - retx.go: retransmission: the per-packet context, the timer wheel's
+//     callback, retransmit and setup timers, resync, RNR hold-off and
+//     early retransmit.
+//   - conn.go (states, events, the Conn handle), window.go and bitmap.go
+//     (the sliding windows), rtt.go and cc.go (RTO and congestion),
+//     options.go, stats.go, errors.go, invariants.go: the parts these use.
+//
+// A data packet: Poll (endpoint.go) → receiveBurst → onEstablishedData →
+// onData (rx.go) → piggyback → retire (ack.go) → onReliable → deliver
+// (rx.go) → afterPacket; the ACK it earns leaves in transmit (tx.go) →
+// sendAck (ack.go).
 //
 // # Determinism
 //

@@ -1,7 +1,6 @@
 package rt
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
 
@@ -12,45 +11,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// Verdict is the deliver function's answer for one packet: one of the
-// constants below, or ULPErrorCode(code).
-type Verdict uint16
-
-const (
-	// Accept: the packet was consumed; it counts as received and is never
-	// delivered again.
-	Accept Verdict = iota
-	// NotReady: the ULP cannot take it now. The packet is not marked
-	// received and the peer gets a receiver-not-ready NACK: it resends
-	// after Options.RNRTimeout.
-	NotReady
-	// NoResources: like NotReady, but NACKed as resource exhaustion.
-	NoResources
-	// ULPError: the ULP refuses the packet for good (it names memory that
-	// is not registered, say). It is not marked received; the peer gets a
-	// ULP-error NACK, reports it (EventNack with the packet's cookie) and
-	// replaces the packet by a resync. If that NACK is lost the packet is
-	// resent and refused again.
-	ULPError
-)
-
-// ULPErrorCode is ULPError with a code for the peer's ULP: the NACK
-// carries it (wire.NackBody.ULPCode) to the sender's EventNack. ULPError
-// itself sends code 0.
-func ULPErrorCode(code uint8) Verdict { return ULPError | Verdict(code)<<8 }
-
-// kind is the verdict without its ULP code.
-func (v Verdict) kind() Verdict { return v & 0xff }
-
-// ulpCode is the code of ULPErrorCode.
-func (v Verdict) ulpCode() uint8 { return uint8(v >> 8) }
-
-// DeliverFunc receives every reliable packet exactly once (unless it
-// refuses it, and then again when it is resent), in the polling goroutine.
-// h and payload alias the receive buffer and are valid during the call
-// only: copy what must outlive it. It may call Send, Close and Open.
-type DeliverFunc func(c *Conn, h *wire.Header, payload []byte) Verdict
-
 // openKey identifies a ConnOpen on the target: the initiator's CID and a
 // hash of its IP and UDP port (the full address is checked in the
 // connection, so a hash collision is refused, not confused).
@@ -58,14 +18,6 @@ type openKey struct {
 	PeerCID  uint32
 	AddrHash uint32
 }
-
-// Timer kinds, in the high half of a wheel timer's data word; the low half
-// is a context or connection index.
-const (
-	timerRetx = 1 + iota
-	timerAck
-	timerCtrl
-)
 
 // orphanNack is a NACK to a peer that has no connection here (a refused
 // ConnOpen).
@@ -235,24 +187,6 @@ func (e *Endpoint) Name() string { return e.opts.Name }
 // Options returns the endpoint's options with every default filled in.
 func (e *Endpoint) Options() Options { return e.opts }
 
-// SetDeliver sets the function that receives reliable packets. Without one
-// every packet is accepted and dropped.
-func (e *Endpoint) SetDeliver(fn DeliverFunc) { e.deliver = fn }
-
-// SetEventHandler sets the function that receives connection events, on
-// the polling goroutine. It may call Open, Send and Close, but not Poll.
-func (e *Endpoint) SetEventHandler(fn func(Event)) { e.onEvent = fn }
-
-// AckHandler is told of every reliable packet the peer acknowledged, with
-// the Cookie it was sent with, in the polling goroutine while the ACK is
-// processed. It must not call Send, Open or Close (record what to do and
-// do it after Poll).
-type AckHandler func(c *Conn, w wire.Window, psn uint32, cookie uint64)
-
-// SetAckHandler sets the function told of each acknowledged packet (nil:
-// none).
-func (e *Endpoint) SetAckHandler(fn AckHandler) { e.onAcked = fn }
-
 // Stats returns the counters as published by the last Poll that did work.
 // It may be called from any goroutine.
 func (e *Endpoint) Stats() Stats { return e.cnt.snapshot() }
@@ -265,208 +199,6 @@ func (e *Endpoint) Conns() int { return len(e.conns) - len(e.freeConns) }
 
 // Outstanding returns the packets the retransmission engine tracks.
 func (e *Endpoint) Outstanding() int { return e.retx.Len() }
-
-// Open starts a connection to peer: it takes a slot and a CID, and the
-// next Poll sends ConnOpen, resent on a timer until ConnAccept arrives
-// (EventEstablished) or RetryLimit runs out (EventFailed, ErrOpenTimeout).
-func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
-	if e.stopped {
-		return nil, ErrStopped
-	}
-	if !peer.IP.IsValid() || peer.IP.Unmap().Is4() != e.localIP.Is4() {
-		return nil, ErrBadPeer
-	}
-	peer.IP = peer.IP.Unmap()
-	c := e.allocConn()
-	if c == nil {
-		return nil, ErrTableFull
-	}
-	e.initConn(c, peer)
-	c.state = StateOpening
-	c.announce = true
-	h := &Conn{e: e, c: c, cid: c.localCID, peer: peer}
-	c.handle = h
-	e.wantCtrl(c, ctrlOpen)
-	e.cnt.own[cConnOpened]++
-	return h, nil
-}
-
-// allocConn takes a free slot under a new generation, reset.
-func (e *Endpoint) allocConn() *conn {
-	n := len(e.freeConns)
-	if n == 0 {
-		return nil
-	}
-	i := e.freeConns[n-1]
-	e.freeConns = e.freeConns[:n-1]
-	c := &e.conns[i]
-	gen := c.gen + 1
-	if gen > e.layout.genMax || gen == 0 {
-		gen = 1
-	}
-	tx0, tx1, rx0, rx1 := c.tx[0].acked, c.tx[1].acked, c.rx[0].got, c.rx[1].got
-	*c = conn{idx: i, gen: gen, localCID: e.layout.make(gen, i)}
-	c.tx[0].acked, c.tx[1].acked, c.rx[0].got, c.rx[1].got = tx0, tx1, rx0, rx1
-	for k := range 2 {
-		clear(c.tx[k].acked)
-		clear(c.rx[k].got)
-	}
-	return c
-}
-
-// initConn fills a fresh slot for peer: addresses, receive windows at
-// their initial PSNs (announced to the peer in ConnOpen or ConnAccept),
-// RTT estimator, congestion controller.
-func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
-	c.peer = peer
-	c.addrs = wire.Addrs{
-		SrcMAC: e.opts.LocalMAC, DstMAC: peer.MAC,
-		SrcIP: e.localIP, DstIP: peer.IP,
-		SrcPort: e.localPort, DstPort: portOrDefault(peer.Port),
-		NoUDPChecksum: e.opts.NoUDPChecksum,
-	}
-	// A template that fails to build (addresses EncodeFrame would refuse
-	// too) stays zero, and every frame built on it fails as EncodeFrame's
-	// would.
-	c.tmpl, _ = wire.NewFrameTemplate(&c.addrs)
-	l3 := wire.IPv4HeaderLen
-	if peer.IP.Is6() {
-		l3 = wire.IPv6HeaderLen
-	}
-	c.hdrOff = wire.EthHeaderLen + l3 + wire.UDPHeaderLen
-	for k := range 2 {
-		c.rx[k].bsn = e.initialPSN()
-	}
-	c.rtt.init(e.opts.InitialRTO)
-	if e.opts.Congestion != nil {
-		c.cc = e.opts.Congestion()
-	}
-	if c.cc == nil {
-		c.fixed = FixedWindow{N: e.opts.MaxOutstanding}
-		c.cc = &c.fixed
-	}
-	c.hopCC, _ = c.cc.(HopSetter)
-}
-
-func (e *Endpoint) initialPSN() uint32 {
-	if e.opts.FixedInitialPSN {
-		return e.opts.InitialPSN
-	}
-	return uint32(e.rng.Uint64())
-}
-
-// liveConn is lookup without counting a miss.
-func (e *Endpoint) liveConn(cid uint32) *conn {
-	i := e.layout.index(cid)
-	if int(i) >= len(e.conns) {
-		return nil
-	}
-	c := &e.conns[i]
-	if c.state == StateFree || c.localCID != cid {
-		return nil
-	}
-	return c
-}
-
-// lookup finds the live connection a CID names: an array index and a
-// generation check.
-func (e *Endpoint) lookup(cid uint32) *conn {
-	i := e.layout.index(cid)
-	if int(i) >= len(e.conns) {
-		e.cnt.own[cRxUnknownCID]++
-		return nil
-	}
-	c := &e.conns[i]
-	if c.state == StateFree || c.localCID != cid {
-		e.cnt.own[cRxStaleCID]++
-		return nil
-	}
-	return c
-}
-
-func (e *Endpoint) addrHash(ip netip.Addr, port uint16) uint32 {
-	b := ip.As16()
-	lo := binary.BigEndian.Uint64(b[:8])
-	hi := binary.BigEndian.Uint64(b[8:])
-	return uint32(cam.HashWords(lo, hi^uint64(port), e.hashSeed))
-}
-
-func (e *Endpoint) emit(ev Event) {
-	if e.onEvent != nil {
-		e.onEvent(ev)
-	}
-}
-
-// wantCtrl queues a connection-management packet.
-func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
-	c.ctrl = k
-	e.ctrlQ.push(c.idx)
-}
-
-// establish moves a connection to StateEstablished and tells the ULP.
-func (e *Endpoint) establish(c *conn) {
-	c.state = StateEstablished
-	e.stopCtrl(c)
-	c.announce = true
-	e.cnt.own[cConnEstablished]++
-	e.emit(Event{Kind: EventEstablished, Conn: c.handle})
-}
-
-func (e *Endpoint) stopCtrl(c *conn) {
-	if c.ctrlTimer != clock.NoTimer {
-		e.wheel.Cancel(c.ctrlTimer)
-		c.ctrlTimer = clock.NoTimer
-	}
-	c.ctrl = ctrlNone
-	e.ctrlQ.remove(c.idx)
-}
-
-// failConn drops a connection and reports why.
-func (e *Endpoint) failConn(c *conn, err error) {
-	h, announce := c.handle, c.announce
-	e.freeConn(c, StateFailed, err)
-	e.cnt.own[cConnFailed]++
-	if announce {
-		e.emit(Event{Kind: EventFailed, Conn: h, Err: err})
-	}
-}
-
-// freeConn releases everything a connection holds and returns its slot.
-// The handle keeps the final state; the CID goes stale.
-func (e *Endpoint) freeConn(c *conn, final State, err error) {
-	for k := range 2 {
-		w := wire.Window(k + 1)
-		tw := &c.tx[k]
-		tw.unacked(tw.inFlight(), func(psn uint32) bool {
-			if idx, ok := e.retx.Delete(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn}); ok {
-				e.releaseCtx(idx)
-			} else {
-				e.cnt.own[cInternal]++
-			}
-			return true
-		})
-		tw.reset(tw.nsn)
-	}
-	if c.ackTimer != clock.NoTimer {
-		e.wheel.Cancel(c.ackTimer)
-		c.ackTimer = clock.NoTimer
-	}
-	e.stopCtrl(c)
-	e.ackQ.remove(c.idx)
-	e.ackArmQ.remove(c.idx)
-	if c.hasOpenKey {
-		e.openKeys.Delete(c.openKey)
-		c.hasOpenKey = false
-	}
-	if h := c.handle; h != nil {
-		h.finalStats = h.Stats()
-		h.finalPeerCID = c.peerCID
-		h.final, h.err = final, err
-		c.handle = nil
-	}
-	c.state = StateFree
-	e.freeConns = append(e.freeConns, c.idx)
-}
 
 // Poll implements lcore.Stage: it receives one burst and processes it
 // (ACKs retire packets, reliable packets go to the deliver function),
@@ -500,44 +232,6 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	}
 	return work
 }
-
-// touch reads the first cache lines of every frame of a burst, and their
-// metadata, before any of them is processed: the loads do not depend on one
-// another, so their cache misses overlap instead of stalling each packet in
-// turn (DPDK applications prefetch their bursts for the same reason; Go has
-// no prefetch instruction, so these are plain loads kept alive by a sink).
-// The metadata of the whole burst is read first and the frames' lines
-// after, so that no frame load waits for its metadata's miss; the packets
-// found are returned (in rxData: valid until the burst's frames are freed)
-// for receiveBurst, which then does not read the metadata again. It
-// measured 12 ns per 64-byte-payload packet off the receive path, and the
-// two passes 5 ns more.
-func (e *Endpoint) touch(hs []mbuf.Handle) [][]byte {
-	data := e.rxData[:len(hs)]
-	for i, h := range hs {
-		data[i] = e.pool.Data(h)
-	}
-	var x byte
-	for _, b := range data {
-		// The headers and a short payload; a long payload is read in order
-		// by the checksum, which the hardware prefetcher follows. A frame
-		// of touchLines lines or more gets straight loads (the loop's
-		// bounds checks and branch cost more than the loads).
-		if len(b) > (touchLines-1)*64 {
-			x ^= b[0] ^ b[64] ^ b[2*64]
-			continue
-		}
-		for i := 0; i < len(b); i += 64 {
-			x ^= b[i]
-		}
-	}
-	e.sink ^= x
-	return data
-}
-
-// touchLines is how many cache lines of each received frame touch reads:
-// three hold every header and, for small packets, the whole frame.
-const touchLines = 3
 
 // NextDeadline returns the earliest time at which Poll has something to
 // do without new input: now if frames or packets are waiting to be sent,
@@ -599,20 +293,6 @@ func (e *Endpoint) Close() error {
 	return nil
 }
 
-func (e *Endpoint) freeFrame(h mbuf.Handle) {
-	e.freeBuf = append(e.freeBuf, h)
-	if len(e.freeBuf) == cap(e.freeBuf) {
-		e.flushFrees()
-	}
-}
-
-func (e *Endpoint) flushFrees() {
-	if len(e.freeBuf) > 0 {
-		e.cache.Free(e.freeBuf)
-		e.freeBuf = e.freeBuf[:0]
-	}
-}
-
 // allocFrame takes one mbuf from the endpoint's cache, or NoHandle.
 func (e *Endpoint) allocFrame() mbuf.Handle {
 	if e.cache.AllocBurst(e.one[:]) == 0 {
@@ -627,145 +307,16 @@ func (e *Endpoint) room(h mbuf.Handle) []byte {
 	return e.pool.Frame(h)[e.headroom : e.headroom+e.maxFrame]
 }
 
-// onTimer is the wheel's fire callback.
-func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
-	idx := int32(uint32(data))
-	switch data >> 32 {
-	case timerRetx:
-		x := &e.ctx[idx]
-		if x.timer != id {
-			return
-		}
-		x.timer = clock.NoTimer
-		e.onRetxTimeout(uint32(idx), x)
-	case timerAck:
-		c := &e.conns[idx]
-		if c.ackTimer != id {
-			return
-		}
-		c.ackTimer = clock.NoTimer
-		c.ackNow = true
-		e.ackQ.push(c.idx)
-	case timerCtrl:
-		c := &e.conns[idx]
-		if c.ctrlTimer != id {
-			return
-		}
-		c.ctrlTimer = clock.NoTimer
-		e.onCtrlTimeout(c)
+func (e *Endpoint) freeFrame(h mbuf.Handle) {
+	e.freeBuf = append(e.freeBuf, h)
+	if len(e.freeBuf) == cap(e.freeBuf) {
+		e.flushFrees()
 	}
 }
 
-// onCtrlTimeout resends ConnOpen or ConnAccept, gives up on setup, or ends
-// a closed connection's linger.
-func (e *Endpoint) onCtrlTimeout(c *conn) {
-	switch c.state {
-	case StateOpening:
-		if c.ctrlTries > e.opts.RetryLimit {
-			e.failConn(c, ErrOpenTimeout)
-			return
-		}
-		e.wantCtrl(c, ctrlOpen)
-	case StateAccepting:
-		if c.ctrlTries > e.opts.RetryLimit {
-			e.failConn(c, ErrOpenTimeout) // never announced: counted, not reported
-			return
-		}
-		e.wantCtrl(c, ctrlAccept)
-	case StateClosed:
-		e.freeConn(c, StateClosed, nil)
+func (e *Endpoint) flushFrees() {
+	if len(e.freeBuf) > 0 {
+		e.cache.Free(e.freeBuf)
+		e.freeBuf = e.freeBuf[:0]
 	}
-}
-
-func (e *Endpoint) armCtrl(c *conn, after clock.Time) {
-	if c.ctrlTimer != clock.NoTimer {
-		e.wheel.Cancel(c.ctrlTimer)
-	}
-	id, err := e.wheel.Arm(after, uint64(timerCtrl)<<32|uint64(uint32(c.idx)))
-	if err != nil {
-		e.cnt.own[cInternal]++
-		id = clock.NoTimer
-	}
-	c.ctrlTimer = id
-}
-
-// progressClose moves a connection through its close: to StateClosing
-// once a close is wanted (locally or by the peer's ConnClose), queuing our
-// ConnClose behind every earlier request, and to StateClosed once both
-// directions are done.
-func (e *Endpoint) progressClose(c *conn) {
-	switch c.state {
-	case StateEstablished:
-		if !c.closeWanted && !c.peerClosed() {
-			return
-		}
-		c.state = StateClosing
-		c.closeWanted = true
-	case StateClosing:
-	default:
-		return
-	}
-	if !c.closeSent {
-		// Offset carries our final data-window NSN: Send is refused from
-		// now on, so the peer knows when it has all our data.
-		sh := SendHeader{Type: wire.TypeConnClose, Flags: wire.FlagAckRequested, Offset: c.tx[1].nsn}
-		if _, err := e.enqueue(c, wire.WindowRequest, &sh, nil); err != nil {
-			e.wantCtrl(c, ctrlClose)
-			return
-		}
-		c.closeSent = true
-	}
-	if c.txIdle() && c.peerClosed() {
-		c.state = StateClosed
-		e.stopCtrl(c)
-		e.armCtrl(c, e.now.Add(e.opts.CloseLinger))
-		e.cnt.own[cConnClosed]++
-		e.emit(Event{Kind: EventClosed, Conn: c.handle})
-	}
-}
-
-// closeUnacked ends a close whose last ConnClose was never acknowledged:
-// the peer's close arrived complete and everything else we sent was
-// acknowledged, so nothing is lost; the peer most likely finished and
-// freed its side (its linger ran out while our ACKs or its were lost).
-func (e *Endpoint) closeUnacked(c *conn) {
-	h := c.handle
-	e.freeConn(c, StateClosed, nil)
-	e.cnt.own[cConnClosed]++
-	e.emit(Event{Kind: EventClosed, Conn: h})
-}
-
-// Abort drops the connection at once without telling the peer: every
-// unacknowledged packet is discarded and the slot is freed (the handle
-// reads StateFailed, ErrAborted). Use it when the peer is known to be gone;
-// the peer's half stays until its own traffic times out. No event is
-// emitted. Abort is idempotent.
-func (h *Conn) Abort() {
-	if c := h.live(); c != nil {
-		h.e.freeConn(c, StateFailed, ErrAborted)
-		h.e.cnt.own[cConnFailed]++
-	}
-}
-
-// Close starts closing the connection: a ConnClose goes out in the
-// request window behind every packet already sent, the peer answers with
-// its own, and once both are acknowledged the connection is StateClosed
-// (EventClosed). Sends fail with ErrClosed from now on. A connection still
-// being set up is dropped at once. Close is idempotent.
-func (h *Conn) Close() error {
-	c := h.live()
-	if c == nil {
-		return nil
-	}
-	e := h.e
-	switch c.state {
-	case StateOpening, StateAccepting:
-		e.freeConn(c, StateClosed, nil)
-		e.cnt.own[cConnClosed]++
-		e.emit(Event{Kind: EventClosed, Conn: h})
-	case StateEstablished:
-		c.closeWanted = true
-		e.progressClose(c)
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package rt
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -91,39 +92,14 @@ func FuzzEndpointRX(f *testing.F) {
 
 // udpFrame builds Ethernet/IPv4/UDP around payload with valid checksums.
 func udpFrame(src, dst [6]byte, sip, dip [4]byte, port uint16, payload []byte) []byte {
-	b := make([]byte, 14+20+8+len(payload))
-	copy(b[0:6], dst[:])
-	copy(b[6:12], src[:])
-	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeIPv4)
-	ip := b[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
-	binary.BigEndian.PutUint16(ip[6:], 0x4000)
-	ip[8], ip[9] = 64, wire.ProtocolUDP
-	copy(ip[12:16], sip[:])
-	copy(ip[16:20], dip[:])
-	binary.BigEndian.PutUint16(ip[10:], ^fold16(sum16(ip)))
-	udp := b[34:]
-	binary.BigEndian.PutUint16(udp[0:], port)
-	binary.BigEndian.PutUint16(udp[2:], port)
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
-	copy(udp[8:], payload)
-	s := sum16(ip[12:20]) + wire.ProtocolUDP + uint32(8+len(payload)) + sumOdd(udp)
-	c := ^fold16(s)
-	if c == 0 {
-		c = 0xffff
+	a := wire.Addrs{SrcMAC: src, DstMAC: dst, SrcIP: netip.AddrFrom4(sip), DstIP: netip.AddrFrom4(dip), SrcPort: port, DstPort: port}
+	const off = wire.EthHeaderLen + wire.IPv4HeaderLen + wire.UDPHeaderLen
+	payload = payload[:min(len(payload), 0xffff-off+wire.EthHeaderLen)] // the most one IPv4 packet holds
+	b := make([]byte, max(off+len(payload), wire.MinFrameLen))
+	copy(b[off:], payload)
+	n, err := wire.EncodeUDP(b, &a, len(payload))
+	if err != nil {
+		panic(err) // cannot happen: the addresses are valid and the payload fits
 	}
-	binary.BigEndian.PutUint16(udp[6:], c)
-	if len(b) < 60 {
-		b = append(b, make([]byte, 60-len(b))...)
-	}
-	return b
-}
-
-func sumOdd(b []byte) uint32 {
-	s := sum16(b)
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	return s
+	return b[:n]
 }

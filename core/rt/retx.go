@@ -1,7 +1,6 @@
 package rt
 
 import (
-	"fmt"
 	"math/bits"
 	"time"
 
@@ -29,177 +28,6 @@ type retxCtx struct {
 	nacked   bool   // the resync stands in for a packet the peer's ULP refused
 }
 
-// SendHeader is what the ULP chooses of a reliable packet's header. The
-// transport fills in the rest: destination CID, PSN, eBSNs, timestamps,
-// retry count.
-type SendHeader struct {
-	// Type is the packet type; its window (Type.Window) is the one the PSN
-	// comes from. ConnClose and Resync are the transport's own.
-	Type wire.Type
-	// Flags: AckRequested, Ordered, IOIInOrder, LastOfMessage and ECNEcho
-	// are sent as given; Retransmission and HasExtension are the
-	// transport's.
-	Flags  wire.Flags
-	RSN    uint32
-	SSN    uint32
-	ReqLen uint32
-	Offset uint32
-	Phase  wire.Phase
-	// Ext carries the placement, QPN and region extensions; the source CID
-	// is the transport's.
-	Ext wire.Ext
-	// PayloadStable promises that the payload stays valid and unchanged
-	// until the packet resolves (its Cookie comes back, or the connection
-	// fails). The transport then keeps a reference to it instead of a
-	// copy and copies it straight into each transmission, summing it for
-	// the UDP checksum as it copies: one pass over the payload per
-	// transmission instead of three. A payload changed meanwhile is sent
-	// as it is then (as an RDMA send buffer changed before its completion:
-	// the peer may get either version).
-	PayloadStable bool
-	// Cookie is the ULP's own word for this packet. It is not sent; the
-	// transport hands it back when the packet resolves: to the ACK handler
-	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
-	// peer's ULP refuses it, in EventAbandoned when it runs out of retries.
-	Cookie uint64
-}
-
-// Send queues one reliable packet: it takes the next PSN of the type's
-// window, copies the payload into a frame that the retransmission engine
-// keeps until the peer acknowledges it (or, with PayloadStable, keeps a
-// reference to the payload), and returns the PSN; the next Poll
-// transmits it. When the window, the congestion window, the CAM or the
-// pool is full it returns an error matching ErrBusy and changes nothing:
-// retry after a Poll. Send does not allocate.
-func (h *Conn) Send(sh SendHeader, payload []byte) (psn uint32, err error) {
-	c := h.live()
-	if c == nil {
-		return 0, ErrClosed
-	}
-	switch c.state {
-	case StateEstablished:
-	case StateOpening, StateAccepting:
-		return 0, ErrNotEstablished
-	default:
-		return 0, ErrClosed
-	}
-	if c.closeWanted {
-		return 0, ErrClosed
-	}
-	w := sh.Type.Window()
-	if w == wire.WindowNone || sh.Type == wire.TypeConnClose || sh.Type == wire.TypeResync {
-		return 0, ErrBadType
-	}
-	return h.e.enqueue(c, w, &sh, payload)
-}
-
-// CanSend reports whether Send of a packet of type t would find room in
-// the windows and the CAM (the pool may still refuse).
-func (h *Conn) CanSend(t wire.Type) bool {
-	c := h.live()
-	if c == nil || c.state != StateEstablished || c.closeWanted {
-		return false
-	}
-	w := t.Window()
-	if w == wire.WindowNone {
-		return false
-	}
-	tw := &c.tx[c.window(w)]
-	return !tw.full() && int(tw.outstanding) < c.cc.Window() && h.e.retx.Len() < h.e.retx.Cap()
-}
-
-// enqueue builds a reliable packet in window w and registers it in the
-// retransmission engine.
-func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byte) (uint32, error) {
-	tw := &c.tx[c.window(w)]
-	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
-		return 0, ErrWindowFull
-	}
-	hd := &e.txHdr
-	*hd = wire.Header{
-		Version: wire.Version,
-		DestCID: c.peerCID,
-		Type:    sh.Type,
-		Flags:   sh.Flags &^ (wire.FlagRetransmission | wire.FlagHasExtension),
-		Phase:   sh.Phase,
-		PSN:     tw.nsn,
-		RSN:     sh.RSN,
-		SSN:     sh.SSN,
-		ReqLen:  sh.ReqLen,
-		Offset:  sh.Offset,
-		Ext:     sh.Ext,
-	}
-	hd.Ext.Present &^= wire.ExtSourceCID
-	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
-		return 0, ErrTooLarge
-	}
-	if e.retx.Len() >= e.retx.Cap() {
-		e.cnt.own[cCAMFull]++
-		return 0, ErrCAMFull
-	}
-	f := e.allocFrame()
-	if f == mbuf.NoHandle {
-		return 0, ErrNoBuffer
-	}
-	key := cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.nsn}
-	idx, err := e.retx.Insert(key)
-	if err != nil {
-		e.freeFrame(f)
-		if err != cam.ErrFull {
-			e.cnt.own[cInternal]++
-		}
-		e.cnt.own[cCAMFull]++
-		return 0, ErrCAMFull
-	}
-	var n int
-	var kept []byte
-	if sh.PayloadStable && len(payload) > 0 {
-		n, _, err = c.tmpl.EncodeHeaders(e.room(f), hd, len(payload))
-		kept = payload
-	} else {
-		n, err = c.tmpl.Encode(e.room(f), hd, payload)
-	}
-	if err != nil {
-		e.retx.DeleteIndex(idx)
-		e.freeFrame(f)
-		return 0, fmt.Errorf("rt: building %v: %w", sh.Type, err)
-	}
-	e.pool.SetLen(f, n)
-	psn := tw.assign()
-	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
-	e.newQ.push(int32(idx))
-	c.stats.Sent++
-	return psn, nil
-}
-
-// retire releases the contexts of PSNs of window k that an ACK just
-// acknowledged.
-func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
-	w := wire.Window(k + 1)
-	for _, psn := range newly {
-		idx, ok := e.retx.Delete(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
-		if !ok {
-			e.cnt.own[cInternal]++
-			continue
-		}
-		x := &e.ctx[idx]
-		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
-		e.releaseCtx(idx)
-		e.cnt.own[cAckRetired]++
-		switch {
-		case abandoned:
-			e.cnt.own[cAbandoned]++
-			e.emit(Event{Kind: EventAbandoned, Conn: c.handle, Window: w, PSN: psn, Cookie: cookie})
-		case nacked:
-			// The packet was reported in EventNack when the NACK came; its
-			// place in the window is free now.
-			e.emit(Event{Kind: EventResynced, Conn: c.handle, Window: w, PSN: psn})
-		case e.onAcked != nil:
-			e.onAcked(c.handle, w, psn, cookie)
-		}
-	}
-}
-
 // releaseCtx frees a context whose CAM entry was deleted.
 func (e *Endpoint) releaseCtx(idx uint32) {
 	x := &e.ctx[idx]
@@ -214,6 +42,57 @@ func (e *Endpoint) releaseCtx(idx uint32) {
 	*x = retxCtx{frame: mbuf.NoHandle}
 }
 
+// Timer kinds, in the high half of a wheel timer's data word; the low half
+// is a context or connection index.
+const (
+	timerRetx = 1 + iota
+	timerAck
+	timerCtrl
+)
+
+// onTimer is the wheel's fire callback.
+func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
+	idx := int32(uint32(data))
+	switch data >> 32 {
+	case timerRetx:
+		x := &e.ctx[idx]
+		if x.timer != id {
+			return
+		}
+		x.timer = clock.NoTimer
+		e.onRetxTimeout(uint32(idx), x)
+	case timerAck:
+		c := &e.conns[idx]
+		if c.ackTimer != id {
+			return
+		}
+		c.ackTimer = clock.NoTimer
+		c.ackNow = true
+		e.ackQ.push(c.idx)
+	case timerCtrl:
+		c := &e.conns[idx]
+		if c.ctrlTimer != id {
+			return
+		}
+		c.ctrlTimer = clock.NoTimer
+		e.onCtrlTimeout(c)
+	}
+}
+
+func (e *Endpoint) armRetx(idx uint32, x *retxCtx, at clock.Time) {
+	if x.timer != clock.NoTimer {
+		if e.wheel.Rearm(x.timer, at) == nil {
+			return
+		}
+	}
+	id, err := e.wheel.Arm(at, uint64(timerRetx)<<32|uint64(idx))
+	if err != nil {
+		e.cnt.own[cInternal]++
+		id = clock.NoTimer
+	}
+	x.timer = id
+}
+
 // onRetxTimeout handles a packet's retransmit timer: queue a resend, or
 // past RetryLimit put a resync in its place, or past the resync's limit
 // fail the connection.
@@ -222,7 +101,7 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 	x.timeouts++
 	if int(x.timeouts) > e.opts.RetryLimit {
 		if c.state == StateClosing && c.peerClosed() && c.tx[0].outstanding == 1 && c.tx[1].outstanding == 0 &&
-			wire.Type(e.pool.Data(x.frame)[c.hdrOff+4]) == wire.TypeConnClose {
+			wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type() == wire.TypeConnClose {
 			e.closeUnacked(c)
 			return
 		}
@@ -248,7 +127,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		e.armRetx(idx, x, e.now.Add(e.opts.MinRTO))
 		return
 	}
-	orig := wire.Type(e.pool.Data(x.frame)[c.hdrOff+4])
+	orig := wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type()
 	hd := &e.txHdr
 	*hd = wire.Header{
 		Version: wire.Version,
@@ -274,20 +153,6 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 	x.early = false
 	e.cnt.own[cResyncSent]++
 	e.retxQ.push(int32(idx))
-}
-
-func (e *Endpoint) armRetx(idx uint32, x *retxCtx, at clock.Time) {
-	if x.timer != clock.NoTimer {
-		if e.wheel.Rearm(x.timer, at) == nil {
-			return
-		}
-	}
-	id, err := e.wheel.Arm(at, uint64(timerRetx)<<32|uint64(idx))
-	if err != nil {
-		e.cnt.own[cInternal]++
-		id = clock.NoTimer
-	}
-	x.timer = id
 }
 
 // holdOff postpones the next resend of packet psn of window w and of
@@ -354,5 +219,38 @@ func (e *Endpoint) earlyRetransmit(c *conn, k int) {
 			c.cc.OnRetransmit(e.now, false)
 			e.retxQ.push(int32(idx))
 		}
+	}
+}
+
+func (e *Endpoint) armCtrl(c *conn, after clock.Time) {
+	if c.ctrlTimer != clock.NoTimer {
+		e.wheel.Cancel(c.ctrlTimer)
+	}
+	id, err := e.wheel.Arm(after, uint64(timerCtrl)<<32|uint64(uint32(c.idx)))
+	if err != nil {
+		e.cnt.own[cInternal]++
+		id = clock.NoTimer
+	}
+	c.ctrlTimer = id
+}
+
+// onCtrlTimeout resends ConnOpen or ConnAccept, gives up on setup, or ends
+// a closed connection's linger.
+func (e *Endpoint) onCtrlTimeout(c *conn) {
+	switch c.state {
+	case StateOpening:
+		if c.ctrlTries > e.opts.RetryLimit {
+			e.failConn(c, ErrOpenTimeout)
+			return
+		}
+		e.wantCtrl(c, ctrlOpen)
+	case StateAccepting:
+		if c.ctrlTries > e.opts.RetryLimit {
+			e.failConn(c, ErrOpenTimeout) // never announced: counted, not reported
+			return
+		}
+		e.wantCtrl(c, ctrlAccept)
+	case StateClosed:
+		e.freeConn(c, StateClosed, nil)
 	}
 }

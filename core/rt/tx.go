@@ -1,12 +1,77 @@
 package rt
 
 import (
-	"encoding/binary"
+	"fmt"
 
+	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
+
+// enqueue builds a reliable packet in window w and registers it in the
+// retransmission engine.
+func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byte) (uint32, error) {
+	tw := &c.tx[c.window(w)]
+	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
+		return 0, ErrWindowFull
+	}
+	hd := &e.txHdr
+	*hd = wire.Header{
+		Version: wire.Version,
+		DestCID: c.peerCID,
+		Type:    sh.Type,
+		Flags:   sh.Flags &^ (wire.FlagRetransmission | wire.FlagHasExtension),
+		Phase:   sh.Phase,
+		PSN:     tw.nsn,
+		RSN:     sh.RSN,
+		SSN:     sh.SSN,
+		ReqLen:  sh.ReqLen,
+		Offset:  sh.Offset,
+		Ext:     sh.Ext,
+	}
+	hd.Ext.Present &^= wire.ExtSourceCID
+	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
+		return 0, ErrTooLarge
+	}
+	if e.retx.Len() >= e.retx.Cap() {
+		e.cnt.own[cCAMFull]++
+		return 0, ErrCAMFull
+	}
+	f := e.allocFrame()
+	if f == mbuf.NoHandle {
+		return 0, ErrNoBuffer
+	}
+	key := cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.nsn}
+	idx, err := e.retx.Insert(key)
+	if err != nil {
+		e.freeFrame(f)
+		if err != cam.ErrFull {
+			e.cnt.own[cInternal]++
+		}
+		e.cnt.own[cCAMFull]++
+		return 0, ErrCAMFull
+	}
+	var n int
+	var kept []byte
+	if sh.PayloadStable && len(payload) > 0 {
+		n, _, err = c.tmpl.EncodeHeaders(e.room(f), hd, len(payload))
+		kept = payload
+	} else {
+		n, err = c.tmpl.Encode(e.room(f), hd, payload)
+	}
+	if err != nil {
+		e.retx.DeleteIndex(idx)
+		e.freeFrame(f)
+		return 0, fmt.Errorf("rt: building %v: %w", sh.Type, err)
+	}
+	e.pool.SetLen(f, n)
+	psn := tw.assign()
+	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
+	e.newQ.push(int32(idx))
+	c.stats.Sent++
+	return psn, nil
+}
 
 // transmit builds up to one burst of frames, in priority order: NACKs to
 // refused initiators, connection management, ACKs and NACKs, resends, new
@@ -115,16 +180,23 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 
 	k := c.window(x.win)
 	tw := &c.tx[k]
-	th := dst[c.hdrOff:]
-	flags := wire.Flags(th[5])
+	send := wire.SendFields{
+		Retry:    uint8(min(x.sends, wire.MaxRetry)),
+		ReqEBSN:  c.rx[0].bsn,
+		DataEBSN: c.rx[1].bsn,
+		TxTime:   e.now32,
+		TxEcho:   c.peerTx,
+	}
 	if x.sends > 0 {
-		flags |= wire.FlagRetransmission | wire.FlagAckRequested
+		send.Flags |= wire.FlagRetransmission | wire.FlagAckRequested
 	}
 	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
 		// The window is closed until an ACK comes back: ask for it now.
-		flags |= wire.FlagAckRequested
+		send.Flags |= wire.FlagAckRequested
 	}
-	e.patch(dst, c, flags, uint8(min(x.sends, wire.MaxRetry)))
+	// Flags, retry, piggybacked BSNs and timestamps for this transmission,
+	// the UDP checksum updated from the header bytes alone.
+	c.tmpl.Refresh(dst, &send)
 	e.pending = append(e.pending, f)
 
 	switch {
@@ -142,151 +214,6 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 	x.sentAt = e.now
 	e.armRetx(idx, x, e.now.Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO)))
 	e.piggybacked(c)
-	return true
-}
-
-// piggybacked notes that a packet to the peer carried our receive BSNs: a
-// pending ACK that would say no more is not needed.
-func (e *Endpoint) piggybacked(c *conn) {
-	if c.ackCount == 0 && !c.ackNow {
-		return
-	}
-	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 {
-		return
-	}
-	e.ackSent(c)
-}
-
-// ackSent resets the ACK coalescing state after an ACK went out.
-func (e *Endpoint) ackSent(c *conn) {
-	c.ackCount = 0
-	c.ackNow = false
-	c.oow, c.oowCount = 0, 0
-	if c.ackTimer != 0 {
-		e.wheel.Cancel(c.ackTimer)
-		c.ackTimer = 0
-	}
-	e.ackQ.remove(c.idx)
-}
-
-// Byte offsets in the transport header that patch rewrites.
-const (
-	patchFrom = 4  // type, flags, retry, ext words
-	patchTo   = 36 // … through TxEcho
-)
-
-// patch refreshes a copy of a retained frame for this transmission: flags,
-// retry count, the piggybacked receive BSNs, TxTime and TxEcho. The UDP
-// checksum is updated incrementally (RFC 1624) from the words it changed,
-// so the payload is not read again.
-func (e *Endpoint) patch(frame []byte, c *conn, flags wire.Flags, retry uint8) {
-	th := frame[c.hdrOff : c.hdrOff+wire.BaseHeaderLen]
-	old := sum16(th[patchFrom:patchTo])
-	th[5] = byte(flags)
-	th[6] = retry<<4 | th[6]&0x0f
-	binary.BigEndian.PutUint32(th[20:], c.rx[0].bsn)
-	binary.BigEndian.PutUint32(th[24:], c.rx[1].bsn)
-	binary.BigEndian.PutUint32(th[28:], e.now32)
-	binary.BigEndian.PutUint32(th[32:], c.peerTx)
-	ck := frame[c.hdrOff-wire.UDPHeaderLen+6:]
-	sum := binary.BigEndian.Uint16(ck)
-	if sum == 0 {
-		return // IPv4 without a UDP checksum
-	}
-	binary.BigEndian.PutUint16(ck, csumUpdate(sum, old, sum16(th[patchFrom:patchTo])))
-}
-
-// sum16 adds big-endian 16-bit words (len(b) even, short).
-func sum16(b []byte) uint32 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	return s
-}
-
-func fold16(s uint32) uint16 {
-	s = s>>16 + s&0xffff
-	s = s>>16 + s&0xffff
-	return uint16(s)
-}
-
-// csumUpdate returns the Internet checksum after words summing to oldSum
-// were replaced by words summing to newSum: HC' = ~(~HC + ~m + m'). A
-// result of 0 is sent as 0xffff, as UDP requires.
-func csumUpdate(ck uint16, oldSum, newSum uint32) uint16 {
-	s := uint32(^ck) + uint32(^fold16(oldSum)) + uint32(fold16(newSum))
-	r := ^fold16(s)
-	if r == 0 {
-		r = 0xffff
-	}
-	return r
-}
-
-// sendAck builds the ACK (or extended ACK, or owed NACK) of connection c.
-func (e *Endpoint) sendAck(c *conn) bool {
-	f := e.allocFrame()
-	if f == mbuf.NoHandle {
-		return false
-	}
-	hd := &e.txHdr
-	*hd = wire.Header{
-		Version:  wire.Version,
-		DestCID:  c.peerCID,
-		Type:     wire.TypeAck,
-		ReqEBSN:  c.rx[0].bsn,
-		DataEBSN: c.rx[1].bsn,
-		TxTime:   e.now32,
-	}
-	owed, nack := c.nextNack()
-	switch {
-	case nack:
-		hd.Type = wire.TypeNack
-		hd.TxEcho = c.peerTx
-		hd.Nack = wire.NackBody{
-			Code:             owed.code,
-			ULPCode:          owed.ulpCode,
-			Window:           owed.window,
-			PSN:              owed.psn,
-			RNRTimeoutMicros: uint32(e.opts.RNRTimeout.Microseconds()),
-		}
-	default:
-		if c.echoFresh {
-			hd.TxEcho = c.echoTx
-			hd.HopEcho = wire.HopsFromTTL(c.echoTTL)
-			hd.Ack.RxTime = c.echoRx
-		}
-		hd.Ack.OOW = c.oow
-		hd.Ack.OOWCount = c.oowCount
-		if c.rx[0].holes() || c.rx[1].holes() {
-			hd.Type = wire.TypeExtendedAck
-			hd.Ack.ReqBitmap = c.rx[0].got.wireBits()
-			hd.Ack.DataBitmap = c.rx[1].got.wireBits()
-		}
-	}
-	n, err := c.tmpl.Encode(e.room(f), hd, nil)
-	if err != nil {
-		e.cnt.own[cInternal]++
-		e.freeFrame(f)
-		e.ackSent(c)
-		return true
-	}
-	e.pool.SetLen(f, n)
-	e.pending = append(e.pending, f)
-	if nack {
-		e.cnt.own[cTxNack]++
-		c.nackSent()
-		// An ACK may still be owed; it goes next.
-		return true
-	}
-	if hd.Type == wire.TypeExtendedAck {
-		e.cnt.own[cTxExtendedAck]++
-	} else {
-		e.cnt.own[cTxAck]++
-	}
-	c.stats.AcksSent++
-	c.echoFresh = false
-	e.ackSent(c)
 	return true
 }
 

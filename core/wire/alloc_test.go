@@ -31,6 +31,9 @@ func TestZeroAllocs(t *testing.T) {
 	require.NoError(t, err)
 
 	patch := append([]byte(nil), frame4...)
+	tmpl, err := wire.NewFrameTemplate(&a4)
+	require.NoError(t, err)
+	send := wire.SendFields{Flags: wire.FlagRetransmission, Retry: 1, ReqEBSN: 2, DataEBSN: 3, TxTime: 4, TxEcho: 5}
 	var sink int
 	var frame wire.Frame
 	cases := map[string]func(){
@@ -85,6 +88,17 @@ func TestZeroAllocs(t *testing.T) {
 			v, _ := wire.ViewHeader(patch[42:])
 			v.SetRetry(v.Retry() + 1)
 			v.SetTxTime(v.TxTime() + 1)
+		},
+		"FrameTemplate.Refresh": func() {
+			send.TxTime++
+			tmpl.Refresh(patch, &send)
+		},
+		"FrameTemplate.PutUDP": func() {
+			tmpl.PutUDP(buf[:1000], 7)
+		},
+		"EncodeUDP": func() {
+			n, _ := wire.EncodeUDP(buf, &a6, 100)
+			sink += n
 		},
 		"UpdateUDPChecksum": func() {
 			_ = frame.UpdateUDPChecksum(frame4)

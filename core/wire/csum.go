@@ -117,3 +117,25 @@ func udpChecksum(ip []byte, v6 bool, udp []byte) uint16 {
 func udpChecksumOK(ip []byte, v6 bool, udp []byte) bool {
 	return csumFold(csumAdd(pseudoSum(ip, v6, len(udp)), udp)) == 0xffff
 }
+
+// IPv4HeaderChecksum returns the one's-complement of the Internet checksum
+// of the IPv4 header h, as its bytes stand. With the checksum field zero it
+// is the value to store there; over a header that carries a correct
+// checksum it is 0. It is the one IPv4 header checksum of the tree: the
+// encoders here, the generators in app/ and bench/ and their tests all use
+// it.
+func IPv4HeaderChecksum(h []byte) uint16 { return ^csumFold(csumAdd(0, h)) }
+
+// UpdateChecksum returns the Internet checksum ck updated for a change to
+// the data it covers, from 16-bit words whose one's-complement sum is old
+// to words whose sum is new: HC' = ~(~HC + ~m + m') (RFC 1624, eqn. 3),
+// without reading the rest of the data. For one changed word, old and new
+// are the word before and after (a router lowering an IPv4 TTL). It does
+// not map a result of 0 to 0xffff: UDP's rule (RFC 768) is the caller's,
+// as FrameTemplate.Refresh does it.
+func UpdateChecksum(ck, old, new uint16) uint16 {
+	s := uint32(^ck) + uint32(^old) + uint32(new)
+	s = s>>16 + s&0xffff
+	s += s >> 16
+	return ^uint16(s)
+}

@@ -30,6 +30,17 @@
 // CopyChecksum, which sums it as it copies (AVX2 on amd64 CPUs that have
 // it, 32 bytes at a time; portable add-with-carry otherwise). Checksums are
 // summed eight bytes at a time with add-with-carry (csum.go).
+// FrameTemplate.Refresh rewrites the fields that change with each
+// transmission of a frame built once (flags, retry, piggybacked BSNs,
+// timestamps) and updates the UDP checksum incrementally (RFC 1624), the
+// retransmission engine's send path.
+//
+// The package owns the Ethernet/IP/UDP layers for the whole tree: the one
+// IPv4 header checksum (IPv4HeaderChecksum), the one incremental update
+// (UpdateChecksum, also the fabric's TTL rewrite), and the one builder of
+// plain UDP frames (EncodeUDP, and FrameTemplate.PutUDP per frame) that the
+// traffic generators use, with the benchmarking addresses BenchmarkSrcIP
+// and BenchmarkDstIP.
 // Decoders return bare sentinel errors so a flood of malformed packets costs
 // no allocation; encoders wrap theirs with the field at fault.
 //

@@ -25,6 +25,16 @@ const (
 	maxFlowLabel = 1<<20 - 1
 )
 
+// BenchmarkSrcIP and BenchmarkDstIP are the addresses generated test
+// traffic (app/traffic, bench/kgen) is sent from and to when none are
+// given: RFC 2544's benchmarking range 198.18.0.0/15, the only range
+// peregrine sends test traffic in (pmd/netns.TestRange). Treat them as
+// constants.
+var (
+	BenchmarkSrcIP = netip.AddrFrom4([4]byte{198, 18, 0, 1})
+	BenchmarkDstIP = netip.AddrFrom4([4]byte{198, 18, 0, 2})
+)
+
 // HopsFromTTL infers how many IP hops a packet crossed from the TTL (or
 // hop limit) it arrived with: senders start from one of a few usual values
 // (32, 64, 128, 255; peregrine uses DefaultTTL unless Addrs.TTL says
@@ -266,7 +276,7 @@ func putDatagram(b []byte, a *Addrs, l3len, dataLen int) (off, end int, err erro
 		s, d := a.SrcIP.As4(), a.DstIP.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		be.PutUint16(ip[10:], ^csumFold(csumAdd(0, ip)))
+		be.PutUint16(ip[10:], IPv4HeaderChecksum(ip))
 	} else {
 		be.PutUint16(b[12:], EtherTypeIPv6)
 		be.PutUint32(ip[0:], 6<<28|uint32(a.TOS)<<20|a.FlowLabel)
@@ -301,6 +311,38 @@ func sealDatagram(b []byte, a *Addrs, l3len, end int) (int, error) {
 		end = MinFrameLen
 	}
 	return end, nil
+}
+
+// DatagramOverhead returns the bytes in front of the UDP payload in a
+// frame built from a: Ethernet, IP and UDP headers.
+func DatagramOverhead(a *Addrs) (int, error) {
+	l3len, err := a.l3Len()
+	if err != nil {
+		return 0, err
+	}
+	return EthHeaderLen + l3len + UDPHeaderLen, nil
+}
+
+// EncodeUDP builds the Ethernet, IP and UDP headers of a plain UDP frame
+// (no transport header) in front of a dataLen-byte payload that the caller
+// already placed at b[DatagramOverhead(a):], checksums the payload where it
+// lies (unless a.NoUDPChecksum on IPv4), pads to MinFrameLen and returns
+// the frame length. It is the frame builder of the generators: for frames
+// sent many times with only the length and source port changing, build a
+// FrameTemplate and use its PutUDP. It does not allocate.
+func EncodeUDP(b []byte, a *Addrs, dataLen int) (int, error) {
+	l3len, err := a.l3Len()
+	if err != nil {
+		return 0, err
+	}
+	if dataLen < 0 {
+		return 0, fmt.Errorf("%w: UDP payload length %d is negative", ErrField, dataLen)
+	}
+	_, end, err := putDatagram(b, a, l3len, dataLen)
+	if err != nil {
+		return 0, err
+	}
+	return sealDatagram(b, a, l3len, end)
 }
 
 // Frame is a decoded transport frame: the datagram below, the transport

@@ -173,3 +173,99 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, payloadLen i
 	}
 	return hdrEnd, end, nil
 }
+
+// PutUDP writes the template's Ethernet, IP and UDP headers at the front of
+// b for a plain UDP frame (no transport header) of len(b) bytes whose UDP
+// payload is b[HeaderLen():], with srcPort as the UDP source port (the
+// template's own is not used: a generator gives each flow its port). The
+// lengths cover all of b (no padding is added). When the template has a
+// UDP checksum it covers the payload as it lies at the call: write the
+// payload first. The bytes are EncodeUDP's with the same Addrs and source
+// port; the headers are one copy and the checksums finish sums taken once.
+// It does not validate (a generator checks its frame sizes once, not per
+// frame): b shorter than HeaderLen, or a UDP length over 65535, panics or
+// wraps.
+func (t *FrameTemplate) PutUDP(b []byte, srcPort uint16) {
+	off := int(t.hdrLen)
+	l4 := off - UDPHeaderLen
+	udpLen := uint16(len(b) - l4)
+	if !t.v6 {
+		// The common case as one fixed-size copy.
+		*(*[EthHeaderLen + IPv4HeaderLen + UDPHeaderLen]byte)(b) = [EthHeaderLen + IPv4HeaderLen + UDPHeaderLen]byte(t.hdr[:])
+		ip := b[EthHeaderLen:l4]
+		ipLen := udpLen + IPv4HeaderLen
+		be.PutUint16(ip[2:], ipLen)
+		s, c := bits.Add64(t.ipSum, uint64(bits.ReverseBytes16(ipLen)), 0)
+		be.PutUint16(ip[10:], ^csumFold(s+c))
+	} else {
+		copy(b[:off], t.hdr[:off])
+		be.PutUint16(b[EthHeaderLen+4:], udpLen)
+	}
+	udp := b[l4:]
+	be.PutUint16(udp[0:], srcPort)
+	be.PutUint16(udp[4:], udpLen)
+	if t.csum {
+		s, c := bits.Add64(t.pseudo, uint64(bits.ReverseBytes16(udpLen)), 0)
+		ck := ^csumFold(csumAdd(s+c, udp))
+		if ck == 0 {
+			ck = 0xffff
+		}
+		be.PutUint16(udp[6:], ck)
+	}
+}
+
+// SendFields are the transport header fields that change with each
+// transmission of a packet whose frame was built once: what Refresh
+// rewrites in the copy that goes out.
+type SendFields struct {
+	// Flags are set on top of the encoded flags (a resend adds
+	// FlagRetransmission and FlagAckRequested); none is cleared.
+	Flags Flags
+	// Retry is the retry count; it saturates at MaxRetry.
+	Retry uint8
+	// ReqEBSN and DataEBSN are the piggybacked receive BSNs.
+	ReqEBSN, DataEBSN uint32
+	// TxTime and TxEcho are the timestamps.
+	TxTime, TxEcho uint32
+}
+
+// The bytes of the base header Refresh may change: type (unchanged), flags
+// and retry through TxEcho, an even offset so that the words line up with
+// those of the UDP checksum.
+const (
+	refreshFrom = offType
+	refreshTo   = offTxEcho + 4
+)
+
+// Refresh rewrites the per-send fields of frame, a transport frame built
+// with this template (Encode, or EncodeHeaders then AddPayloadSum), for one
+// more transmission. The UDP checksum is updated incrementally (RFC 1624)
+// from the 32 header bytes around the fields, so the payload is not read
+// again; the result is byte for byte the frame Encode builds with the same
+// fields. The retransmission engine (core/rt) refreshes its copy of a
+// retained frame this way on every send. It does not validate: frame
+// shorter than HeaderLen+BaseHeaderLen panics.
+func (t *FrameTemplate) Refresh(frame []byte, f *SendFields) {
+	off := int(t.hdrLen)
+	th := frame[off : off+BaseHeaderLen]
+	w := th[refreshFrom:refreshTo]
+	var old uint64
+	if t.csum {
+		old = csumAdd(0, w)
+	}
+	th[offFlags] |= byte(f.Flags &^ flagsReserved)
+	th[offRetryPhase] = min(f.Retry, MaxRetry)<<4 | th[offRetryPhase]&0x0f
+	be.PutUint32(th[offReqEBSN:], f.ReqEBSN)
+	be.PutUint32(th[offDataEBSN:], f.DataEBSN)
+	be.PutUint32(th[offTxTime:], f.TxTime)
+	be.PutUint32(th[offTxEcho:], f.TxEcho)
+	if !t.csum {
+		return
+	}
+	ck := frame[off-UDPHeaderLen+6:]
+	v := UpdateChecksum(be.Uint16(ck), csumFold(old), csumFold(csumAdd(0, w)))
+	if v == 0 {
+		v = 0xffff // RFC 768: a computed 0 is sent as all ones
+	}
+	be.PutUint16(ck, v)
+}

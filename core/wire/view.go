@@ -1,10 +1,12 @@
 package wire
 
 // HeaderView reads and patches the base header of an encoded packet in
-// place, without decoding it: the retransmit path marks a buffered packet
-// as a resend, bumps its retry count and refreshes its timestamps and
-// piggybacked eBSNs, then calls Datagram.UpdateUDPChecksum. Make one with
-// ViewHeader; a HeaderView shorter than BaseHeaderLen panics.
+// place, without decoding it, for a frame of unknown origin (a capture, a
+// test); a patched frame's UDP checksum is then recomputed with
+// Datagram.UpdateUDPChecksum, a pass over the payload. A sender refreshing
+// frames it built with a FrameTemplate uses FrameTemplate.Refresh instead,
+// which sets the same fields and updates the checksum incrementally. Make
+// one with ViewHeader; a HeaderView shorter than BaseHeaderLen panics.
 type HeaderView []byte
 
 // ViewHeader returns a view of the base header at the start of b after

@@ -118,7 +118,7 @@ func (p *pair) poll() int {
 
 func (p *pair) next() (clock.Time, bool) {
 	t, ok := clock.Time(0), false
-	for _, f := range []func() (clock.Time, bool){p.a.NextDeadline, p.b.NextDeadline, p.fab.NextEvent} {
+	for _, f := range []func() (clock.Time, bool){p.a.NextDeadline, p.b.NextDeadline, p.fab.NextDeadline} {
 		if u, uok := f(); uok && (!ok || u < t) {
 			t, ok = u, true
 		}

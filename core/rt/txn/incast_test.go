@@ -158,7 +158,7 @@ func TestIncast16to1(t *testing.T) {
 				next = d
 			}
 		}
-		if d, ok := fab.NextEvent(); ok && d > clk.Now() && d < next {
+		if d, ok := fab.NextDeadline(); ok && d > clk.Now() && d < next {
 			next = d
 		}
 		require.NoError(t, clk.Set(next))

@@ -1,0 +1,277 @@
+package rt
+
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/cam"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// piggyback applies the cumulative acknowledgement every packet carries.
+func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
+	total := 0
+	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
+	for k := range 2 {
+		if ebsn[k] == c.tx[k].bsn {
+			continue // acknowledges nothing new (ack would change nothing)
+		}
+		newly, res := c.tx[k].ack(ebsn[k], nil, e.acked[:0])
+		switch res {
+		case ackStale:
+			e.cnt.own[cAckStale]++
+		case ackForged:
+			e.cnt.own[cAckForged]++
+		}
+		e.retire(c, k, newly)
+		total += len(newly)
+	}
+	return total
+}
+
+// onAck processes an ACK or extended ACK: both windows' BSNs and bitmaps,
+// an RTT sample, and early retransmission of the holes it reveals.
+func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
+	ext := hd.Type == wire.TypeExtendedAck
+	if ext {
+		e.cnt.own[cRxExtendedAck]++
+	} else {
+		e.cnt.own[cRxAck]++
+	}
+	c.stats.AcksReceived++
+	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
+	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}
+	total, forged := 0, false
+	for k := range 2 {
+		var bm *wire.Bitmap128
+		if ext {
+			bm = maps[k]
+		}
+		newly, res := c.tx[k].ack(ebsn[k], bm, e.acked[:0])
+		switch res {
+		case ackStale:
+			e.cnt.own[cAckStale]++
+		case ackForged:
+			e.cnt.own[cAckForged]++
+			forged = true
+		}
+		e.retire(c, k, newly)
+		total += len(newly)
+	}
+	var rtt time.Duration
+	if hd.TxEcho != 0 && !forged {
+		// Fabric RTT: our time since the echoed packet left, minus the
+		// receiver's time between getting it and sending this ACK.
+		round := e.now32 - hd.TxEcho
+		turn := hd.TxTime - hd.Ack.RxTime
+		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round {
+			rtt = time.Duration(round - turn)
+			c.rtt.sample(rtt, &e.opts)
+			e.cnt.own[cRTTSamples]++
+			c.stats.PathHops = hd.HopEcho
+			if c.hopCC != nil {
+				c.hopCC.SetHops(int(hd.HopEcho))
+			}
+		}
+	}
+	c.cc.OnAck(e.now, rtt, total)
+	if ext && c.state != StateFree {
+		for k := range 2 {
+			e.earlyRetransmit(c, k)
+		}
+	}
+}
+
+// onNack processes a NACK; it returns false if the connection failed.
+func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
+	e.cnt.own[cRxNack]++
+	e.piggyback(c, hd)
+	n := &hd.Nack
+	switch n.Code {
+	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
+		d := max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick)
+		e.holdOff(c, n.Window, n.PSN, d)
+	case wire.NackOutOfWindow:
+		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
+	case wire.NackBadCID:
+		e.failConn(c, ErrPeerReset)
+		return false
+	case wire.NackULPFatal:
+		e.failConn(c, ErrPeerFatal)
+		return false
+	case wire.NackULPError:
+		e.onULPError(c, n)
+	default:
+		ev := Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n}
+		if idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN}); ok {
+			ev.Cookie, ev.HasCookie = e.ctx[idx].cookie, true
+		}
+		e.emit(ev)
+	}
+	return true
+}
+
+// onULPError resolves a packet the peer's ULP refused: the ULP hears of it
+// once (EventNack with its cookie) and a resync takes its place. A NACK for
+// a packet no longer outstanding, or already replaced, is a repeat.
+func (e *Endpoint) onULPError(c *conn, n *wire.NackBody) {
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
+	if !ok || e.ctx[idx].resync {
+		e.cnt.own[cNackStale]++
+		return
+	}
+	x := &e.ctx[idx]
+	x.nacked = true
+	e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n, Cookie: x.cookie, HasCookie: true})
+	if c.state == StateFree {
+		return // the handler dropped the connection
+	}
+	e.startResync(idx, x, c, wire.ResyncULPError)
+}
+
+// retire releases the contexts of PSNs of window k that an ACK just
+// acknowledged.
+func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
+	w := wire.Window(k + 1)
+	for _, psn := range newly {
+		idx, ok := e.retx.Delete(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
+		if !ok {
+			e.cnt.own[cInternal]++
+			continue
+		}
+		x := &e.ctx[idx]
+		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
+		e.releaseCtx(idx)
+		e.cnt.own[cAckRetired]++
+		switch {
+		case abandoned:
+			e.cnt.own[cAbandoned]++
+			e.emit(Event{Kind: EventAbandoned, Conn: c.handle, Window: w, PSN: psn, Cookie: cookie})
+		case nacked:
+			// The packet was reported in EventNack when the NACK came; its
+			// place in the window is free now.
+			e.emit(Event{Kind: EventResynced, Conn: c.handle, Window: w, PSN: psn})
+		case e.onAcked != nil:
+			e.onAcked(c.handle, w, psn, cookie)
+		}
+	}
+}
+
+// ackNow asks for an ACK in this Poll's transmit phase.
+func (e *Endpoint) ackNow(c *conn) {
+	c.ackNow = true
+	e.ackQ.push(c.idx)
+}
+
+// armAckTimers arms the delayed-ACK timer of every connection that asked
+// for one during the burst and still needs it: it received packets since
+// its last ACK, owes no ACK already (ackNow: it goes out in this Poll's
+// transmit phase) and has no timer. The deadline is the one onReliable
+// would have used (e.now does not move during a Poll).
+func (e *Endpoint) armAckTimers() {
+	for e.ackArmQ.len() > 0 {
+		c := &e.conns[e.ackArmQ.pop()]
+		if c.state == StateFree || c.ackNow || c.ackCount == 0 || c.ackTimer != clock.NoTimer {
+			continue
+		}
+		id, err := e.wheel.Arm(e.now.Add(e.opts.AckDelay), uint64(timerAck)<<32|uint64(uint32(c.idx)))
+		if err != nil {
+			e.cnt.own[cInternal]++
+			e.ackNow(c)
+			continue
+		}
+		c.ackTimer = id
+	}
+}
+
+// piggybacked notes that a packet to the peer carried our receive BSNs: a
+// pending ACK that would say no more is not needed.
+func (e *Endpoint) piggybacked(c *conn) {
+	if c.ackCount == 0 && !c.ackNow {
+		return
+	}
+	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 {
+		return
+	}
+	e.ackSent(c)
+}
+
+// ackSent resets the ACK coalescing state after an ACK went out.
+func (e *Endpoint) ackSent(c *conn) {
+	c.ackCount = 0
+	c.ackNow = false
+	c.oow, c.oowCount = 0, 0
+	if c.ackTimer != 0 {
+		e.wheel.Cancel(c.ackTimer)
+		c.ackTimer = 0
+	}
+	e.ackQ.remove(c.idx)
+}
+
+// sendAck builds the ACK (or extended ACK, or owed NACK) of connection c.
+func (e *Endpoint) sendAck(c *conn) bool {
+	f := e.allocFrame()
+	if f == mbuf.NoHandle {
+		return false
+	}
+	hd := &e.txHdr
+	*hd = wire.Header{
+		Version:  wire.Version,
+		DestCID:  c.peerCID,
+		Type:     wire.TypeAck,
+		ReqEBSN:  c.rx[0].bsn,
+		DataEBSN: c.rx[1].bsn,
+		TxTime:   e.now32,
+	}
+	owed, nack := c.nextNack()
+	switch {
+	case nack:
+		hd.Type = wire.TypeNack
+		hd.TxEcho = c.peerTx
+		hd.Nack = wire.NackBody{
+			Code:             owed.code,
+			ULPCode:          owed.ulpCode,
+			Window:           owed.window,
+			PSN:              owed.psn,
+			RNRTimeoutMicros: uint32(e.opts.RNRTimeout.Microseconds()),
+		}
+	default:
+		if c.echoFresh {
+			hd.TxEcho = c.echoTx
+			hd.HopEcho = wire.HopsFromTTL(c.echoTTL)
+			hd.Ack.RxTime = c.echoRx
+		}
+		hd.Ack.OOW = c.oow
+		hd.Ack.OOWCount = c.oowCount
+		if c.rx[0].holes() || c.rx[1].holes() {
+			hd.Type = wire.TypeExtendedAck
+			hd.Ack.ReqBitmap = c.rx[0].got.wireBits()
+			hd.Ack.DataBitmap = c.rx[1].got.wireBits()
+		}
+	}
+	n, err := c.tmpl.Encode(e.room(f), hd, nil)
+	if err != nil {
+		e.cnt.own[cInternal]++
+		e.freeFrame(f)
+		e.ackSent(c)
+		return true
+	}
+	e.pool.SetLen(f, n)
+	e.pending = append(e.pending, f)
+	if nack {
+		e.cnt.own[cTxNack]++
+		c.nackSent()
+		// An ACK may still be owed; it goes next.
+		return true
+	}
+	if hd.Type == wire.TypeExtendedAck {
+		e.cnt.own[cTxExtendedAck]++
+	} else {
+		e.cnt.own[cTxAck]++
+	}
+	c.stats.AcksSent++
+	c.echoFresh = false
+	e.ackSent(c)
+	return true
+}

@@ -1,0 +1,381 @@
+package rt
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/peregrine-net/peregrine/cam"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// Open starts a connection to peer: it takes a slot and a CID, and the
+// next Poll sends ConnOpen, resent on a timer until ConnAccept arrives
+// (EventEstablished) or RetryLimit runs out (EventFailed, ErrOpenTimeout).
+func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
+	if e.stopped {
+		return nil, ErrStopped
+	}
+	if !peer.IP.IsValid() || peer.IP.Unmap().Is4() != e.localIP.Is4() {
+		return nil, ErrBadPeer
+	}
+	peer.IP = peer.IP.Unmap()
+	c := e.allocConn()
+	if c == nil {
+		return nil, ErrTableFull
+	}
+	e.initConn(c, peer)
+	c.state = StateOpening
+	c.announce = true
+	h := &Conn{e: e, c: c, cid: c.localCID, peer: peer}
+	c.handle = h
+	e.wantCtrl(c, ctrlOpen)
+	e.cnt.own[cConnOpened]++
+	return h, nil
+}
+
+// allocConn takes a free slot under a new generation, reset.
+func (e *Endpoint) allocConn() *conn {
+	n := len(e.freeConns)
+	if n == 0 {
+		return nil
+	}
+	i := e.freeConns[n-1]
+	e.freeConns = e.freeConns[:n-1]
+	c := &e.conns[i]
+	gen := c.gen + 1
+	if gen > e.layout.genMax || gen == 0 {
+		gen = 1
+	}
+	tx0, tx1, rx0, rx1 := c.tx[0].acked, c.tx[1].acked, c.rx[0].got, c.rx[1].got
+	*c = conn{idx: i, gen: gen, localCID: e.layout.make(gen, i)}
+	c.tx[0].acked, c.tx[1].acked, c.rx[0].got, c.rx[1].got = tx0, tx1, rx0, rx1
+	for k := range 2 {
+		clear(c.tx[k].acked)
+		clear(c.rx[k].got)
+	}
+	return c
+}
+
+// initConn fills a fresh slot for peer: addresses, receive windows at
+// their initial PSNs (announced to the peer in ConnOpen or ConnAccept),
+// RTT estimator, congestion controller.
+func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
+	c.peer = peer
+	c.addrs = wire.Addrs{
+		SrcMAC: e.opts.LocalMAC, DstMAC: peer.MAC,
+		SrcIP: e.localIP, DstIP: peer.IP,
+		SrcPort: e.localPort, DstPort: portOrDefault(peer.Port),
+		NoUDPChecksum: e.opts.NoUDPChecksum,
+	}
+	// A template that fails to build (addresses EncodeFrame would refuse
+	// too) stays zero, and every frame built on it fails as EncodeFrame's
+	// would.
+	c.tmpl, _ = wire.NewFrameTemplate(&c.addrs)
+	l3 := wire.IPv4HeaderLen
+	if peer.IP.Is6() {
+		l3 = wire.IPv6HeaderLen
+	}
+	c.hdrOff = wire.EthHeaderLen + l3 + wire.UDPHeaderLen
+	for k := range 2 {
+		c.rx[k].bsn = e.initialPSN()
+	}
+	c.rtt.init(e.opts.InitialRTO)
+	if e.opts.Congestion != nil {
+		c.cc = e.opts.Congestion()
+	}
+	if c.cc == nil {
+		c.fixed = FixedWindow{N: e.opts.MaxOutstanding}
+		c.cc = &c.fixed
+	}
+	c.hopCC, _ = c.cc.(HopSetter)
+}
+
+func (e *Endpoint) initialPSN() uint32 {
+	if e.opts.FixedInitialPSN {
+		return e.opts.InitialPSN
+	}
+	return uint32(e.rng.Uint64())
+}
+
+// liveConn is lookup without counting a miss.
+func (e *Endpoint) liveConn(cid uint32) *conn {
+	i := e.layout.index(cid)
+	if int(i) >= len(e.conns) {
+		return nil
+	}
+	c := &e.conns[i]
+	if c.state == StateFree || c.localCID != cid {
+		return nil
+	}
+	return c
+}
+
+// lookup finds the live connection a CID names: an array index and a
+// generation check.
+func (e *Endpoint) lookup(cid uint32) *conn {
+	i := e.layout.index(cid)
+	if int(i) >= len(e.conns) {
+		e.cnt.own[cRxUnknownCID]++
+		return nil
+	}
+	c := &e.conns[i]
+	if c.state == StateFree || c.localCID != cid {
+		e.cnt.own[cRxStaleCID]++
+		return nil
+	}
+	return c
+}
+
+func (e *Endpoint) addrHash(ip netip.Addr, port uint16) uint32 {
+	b := ip.As16()
+	lo := binary.BigEndian.Uint64(b[:8])
+	hi := binary.BigEndian.Uint64(b[8:])
+	return uint32(cam.HashWords(lo, hi^uint64(port), e.hashSeed))
+}
+
+// onConnOpen answers an initiator: a repeated ConnOpen gets the same
+// ConnAccept again; a new one gets a slot if the policy and the table
+// allow, else a NACK.
+func (e *Endpoint) onConnOpen(f *wire.Frame) {
+	hd := &f.Header
+	peerCID := hd.Ext.SourceCID
+	if peerCID == 0 {
+		e.cnt.own[cRxMalformed]++
+		return
+	}
+	peer := PeerAddr{MAC: f.SrcMAC, IP: f.SrcIP, Port: f.SrcPort}
+	key := openKey{PeerCID: peerCID, AddrHash: e.addrHash(peer.IP, peer.Port)}
+	if idx, ok := e.openKeys.Lookup(key); ok {
+		c := &e.conns[e.openConn[idx]]
+		if c.peerCID != peerCID || c.peer.IP != peer.IP || c.peer.Port != peer.Port {
+			// Two initiators whose keys collide: refuse the newcomer.
+			e.reject(f, wire.NackResourceExhausted)
+			return
+		}
+		e.cnt.own[cConnDupOpen]++
+		c.peerTx = hd.TxTime
+		// Accepting, or established while the initiator still missed
+		// every ConnAccept (it ignores the repeat once established).
+		e.wantCtrl(c, ctrlAccept)
+		return
+	}
+	if e.opts.Accept != nil && !e.opts.Accept(peer) {
+		e.reject(f, wire.NackULPFatal)
+		return
+	}
+	c := e.allocConn()
+	if c == nil {
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	idx, err := e.openKeys.Insert(key)
+	if err != nil {
+		e.freeConns = append(e.freeConns, c.idx)
+		c.state = StateFree
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	e.openConn[idx] = c.idx
+	c.openKey, c.hasOpenKey = key, true
+	e.initConn(c, peer)
+	c.peerCID = peerCID
+	c.tx[0].reset(hd.ReqEBSN)
+	c.tx[1].reset(hd.DataEBSN)
+	c.peerTx = hd.TxTime
+	c.state = StateAccepting
+	c.handle = &Conn{e: e, c: c, cid: c.localCID, peer: peer}
+	e.wantCtrl(c, ctrlAccept)
+	e.cnt.own[cConnAccepted]++
+}
+
+// reject queues a NACK to an initiator we keep no connection for.
+func (e *Endpoint) reject(f *wire.Frame, code wire.NackCode) {
+	e.cnt.own[cConnRejected]++
+	if e.nOrphans == maxOrphans {
+		return
+	}
+	e.orphans[e.nOrphans] = orphanNack{
+		addrs: wire.Addrs{
+			SrcMAC: e.opts.LocalMAC, DstMAC: f.SrcMAC,
+			SrcIP: e.localIP, DstIP: f.SrcIP,
+			SrcPort: e.localPort, DstPort: f.SrcPort,
+			NoUDPChecksum: e.opts.NoUDPChecksum,
+		},
+		destCID: f.Header.Ext.SourceCID,
+		code:    code,
+		echo:    f.Header.TxTime,
+	}
+	e.nOrphans++
+}
+
+// onConnAccept completes the initiator's side of the setup.
+func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
+	if hd.Ext.SourceCID == 0 {
+		e.cnt.own[cRxMalformed]++
+		return
+	}
+	c.peerCID = hd.Ext.SourceCID
+	c.tx[0].reset(hd.ReqEBSN)
+	c.tx[1].reset(hd.DataEBSN)
+	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
+		// Karn: only a ConnOpen sent once gives an unambiguous sample.
+		c.rtt.sample(e.now.Sub(c.ctrlSentAt), &e.opts)
+		e.cnt.own[cRTTSamples]++
+	}
+	c.peerTx = hd.TxTime
+	e.establish(c)
+	e.ackNow(c) // the third leg: tells the target we have its CID
+}
+
+// wantCtrl queues a connection-management packet.
+func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
+	c.ctrl = k
+	e.ctrlQ.push(c.idx)
+}
+
+// establish moves a connection to StateEstablished and tells the ULP.
+func (e *Endpoint) establish(c *conn) {
+	c.state = StateEstablished
+	e.stopCtrl(c)
+	c.announce = true
+	e.cnt.own[cConnEstablished]++
+	e.emit(Event{Kind: EventEstablished, Conn: c.handle})
+}
+
+func (e *Endpoint) stopCtrl(c *conn) {
+	if c.ctrlTimer != clock.NoTimer {
+		e.wheel.Cancel(c.ctrlTimer)
+		c.ctrlTimer = clock.NoTimer
+	}
+	c.ctrl = ctrlNone
+	e.ctrlQ.remove(c.idx)
+}
+
+// Close starts closing the connection: a ConnClose goes out in the
+// request window behind every packet already sent, the peer answers with
+// its own, and once both are acknowledged the connection is StateClosed
+// (EventClosed). Sends fail with ErrClosed from now on. A connection still
+// being set up is dropped at once. Close is idempotent.
+func (h *Conn) Close() error {
+	c := h.live()
+	if c == nil {
+		return nil
+	}
+	e := h.e
+	switch c.state {
+	case StateOpening, StateAccepting:
+		e.freeConn(c, StateClosed, nil)
+		e.cnt.own[cConnClosed]++
+		e.emit(Event{Kind: EventClosed, Conn: h})
+	case StateEstablished:
+		c.closeWanted = true
+		e.progressClose(c)
+	}
+	return nil
+}
+
+// Abort drops the connection at once without telling the peer: every
+// unacknowledged packet is discarded and the slot is freed (the handle
+// reads StateFailed, ErrAborted). Use it when the peer is known to be gone;
+// the peer's half stays until its own traffic times out. No event is
+// emitted. Abort is idempotent.
+func (h *Conn) Abort() {
+	if c := h.live(); c != nil {
+		h.e.freeConn(c, StateFailed, ErrAborted)
+		h.e.cnt.own[cConnFailed]++
+	}
+}
+
+// progressClose moves a connection through its close: to StateClosing
+// once a close is wanted (locally or by the peer's ConnClose), queuing our
+// ConnClose behind every earlier request, and to StateClosed once both
+// directions are done.
+func (e *Endpoint) progressClose(c *conn) {
+	switch c.state {
+	case StateEstablished:
+		if !c.closeWanted && !c.peerClosed() {
+			return
+		}
+		c.state = StateClosing
+		c.closeWanted = true
+	case StateClosing:
+	default:
+		return
+	}
+	if !c.closeSent {
+		// Offset carries our final data-window NSN: Send is refused from
+		// now on, so the peer knows when it has all our data.
+		sh := SendHeader{Type: wire.TypeConnClose, Flags: wire.FlagAckRequested, Offset: c.tx[1].nsn}
+		if _, err := e.enqueue(c, wire.WindowRequest, &sh, nil); err != nil {
+			e.wantCtrl(c, ctrlClose)
+			return
+		}
+		c.closeSent = true
+	}
+	if c.txIdle() && c.peerClosed() {
+		c.state = StateClosed
+		e.stopCtrl(c)
+		e.armCtrl(c, e.now.Add(e.opts.CloseLinger))
+		e.cnt.own[cConnClosed]++
+		e.emit(Event{Kind: EventClosed, Conn: c.handle})
+	}
+}
+
+// closeUnacked ends a close whose last ConnClose was never acknowledged:
+// the peer's close arrived complete and everything else we sent was
+// acknowledged, so nothing is lost; the peer most likely finished and
+// freed its side (its linger ran out while our ACKs or its were lost).
+func (e *Endpoint) closeUnacked(c *conn) {
+	h := c.handle
+	e.freeConn(c, StateClosed, nil)
+	e.cnt.own[cConnClosed]++
+	e.emit(Event{Kind: EventClosed, Conn: h})
+}
+
+// failConn drops a connection and reports why.
+func (e *Endpoint) failConn(c *conn, err error) {
+	h, announce := c.handle, c.announce
+	e.freeConn(c, StateFailed, err)
+	e.cnt.own[cConnFailed]++
+	if announce {
+		e.emit(Event{Kind: EventFailed, Conn: h, Err: err})
+	}
+}
+
+// freeConn releases everything a connection holds and returns its slot.
+// The handle keeps the final state; the CID goes stale.
+func (e *Endpoint) freeConn(c *conn, final State, err error) {
+	for k := range 2 {
+		w := wire.Window(k + 1)
+		tw := &c.tx[k]
+		tw.unacked(tw.inFlight(), func(psn uint32) bool {
+			if idx, ok := e.retx.Delete(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn}); ok {
+				e.releaseCtx(idx)
+			} else {
+				e.cnt.own[cInternal]++
+			}
+			return true
+		})
+		tw.reset(tw.nsn)
+	}
+	if c.ackTimer != clock.NoTimer {
+		e.wheel.Cancel(c.ackTimer)
+		c.ackTimer = clock.NoTimer
+	}
+	e.stopCtrl(c)
+	e.ackQ.remove(c.idx)
+	e.ackArmQ.remove(c.idx)
+	if c.hasOpenKey {
+		e.openKeys.Delete(c.openKey)
+		c.hasOpenKey = false
+	}
+	if h := c.handle; h != nil {
+		h.finalStats = h.Stats()
+		h.finalPeerCID = c.peerCID
+		h.final, h.err = final, err
+		c.handle = nil
+	}
+	c.state = StateFree
+	e.freeConns = append(e.freeConns, c.idx)
+}

@@ -1,0 +1,147 @@
+package rt
+
+import (
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// Verdict is the deliver function's answer for one packet: one of the
+// constants below, or ULPErrorCode(code).
+type Verdict uint16
+
+const (
+	// Accept: the packet was consumed; it counts as received and is never
+	// delivered again.
+	Accept Verdict = iota
+	// NotReady: the ULP cannot take it now. The packet is not marked
+	// received and the peer gets a receiver-not-ready NACK: it resends
+	// after Options.RNRTimeout.
+	NotReady
+	// NoResources: like NotReady, but NACKed as resource exhaustion.
+	NoResources
+	// ULPError: the ULP refuses the packet for good (it names memory that
+	// is not registered, say). It is not marked received; the peer gets a
+	// ULP-error NACK, reports it (EventNack with the packet's cookie) and
+	// replaces the packet by a resync. If that NACK is lost the packet is
+	// resent and refused again.
+	ULPError
+)
+
+// ULPErrorCode is ULPError with a code for the peer's ULP: the NACK
+// carries it (wire.NackBody.ULPCode) to the sender's EventNack. ULPError
+// itself sends code 0.
+func ULPErrorCode(code uint8) Verdict { return ULPError | Verdict(code)<<8 }
+
+// kind is the verdict without its ULP code.
+func (v Verdict) kind() Verdict { return v & 0xff }
+
+// ulpCode is the code of ULPErrorCode.
+func (v Verdict) ulpCode() uint8 { return uint8(v >> 8) }
+
+// DeliverFunc receives every reliable packet exactly once (unless it
+// refuses it, and then again when it is resent), in the polling goroutine.
+// h and payload alias the receive buffer and are valid during the call
+// only: copy what must outlive it. It may call Send, Close and Open.
+type DeliverFunc func(c *Conn, h *wire.Header, payload []byte) Verdict
+
+// SetDeliver sets the function that receives reliable packets. Without one
+// every packet is accepted and dropped.
+func (e *Endpoint) SetDeliver(fn DeliverFunc) { e.deliver = fn }
+
+// SetEventHandler sets the function that receives connection events, on
+// the polling goroutine. It may call Open, Send and Close, but not Poll.
+func (e *Endpoint) SetEventHandler(fn func(Event)) { e.onEvent = fn }
+
+func (e *Endpoint) emit(ev Event) {
+	if e.onEvent != nil {
+		e.onEvent(ev)
+	}
+}
+
+// AckHandler is told of every reliable packet the peer acknowledged, with
+// the Cookie it was sent with, in the polling goroutine while the ACK is
+// processed. It must not call Send, Open or Close (record what to do and
+// do it after Poll).
+type AckHandler func(c *Conn, w wire.Window, psn uint32, cookie uint64)
+
+// SetAckHandler sets the function told of each acknowledged packet (nil:
+// none).
+func (e *Endpoint) SetAckHandler(fn AckHandler) { e.onAcked = fn }
+
+// SendHeader is what the ULP chooses of a reliable packet's header. The
+// transport fills in the rest: destination CID, PSN, eBSNs, timestamps,
+// retry count.
+type SendHeader struct {
+	// Type is the packet type; its window (Type.Window) is the one the PSN
+	// comes from. ConnClose and Resync are the transport's own.
+	Type wire.Type
+	// Flags: AckRequested, Ordered, IOIInOrder, LastOfMessage and ECNEcho
+	// are sent as given; Retransmission and HasExtension are the
+	// transport's.
+	Flags  wire.Flags
+	RSN    uint32
+	SSN    uint32
+	ReqLen uint32
+	Offset uint32
+	Phase  wire.Phase
+	// Ext carries the placement, QPN and region extensions; the source CID
+	// is the transport's.
+	Ext wire.Ext
+	// PayloadStable promises that the payload stays valid and unchanged
+	// until the packet resolves (its Cookie comes back, or the connection
+	// fails). The transport then keeps a reference to it instead of a
+	// copy and copies it straight into each transmission, summing it for
+	// the UDP checksum as it copies: one pass over the payload per
+	// transmission instead of three. A payload changed meanwhile is sent
+	// as it is then (as an RDMA send buffer changed before its completion:
+	// the peer may get either version).
+	PayloadStable bool
+	// Cookie is the ULP's own word for this packet. It is not sent; the
+	// transport hands it back when the packet resolves: to the ACK handler
+	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
+	// peer's ULP refuses it, in EventAbandoned when it runs out of retries.
+	Cookie uint64
+}
+
+// Send queues one reliable packet: it takes the next PSN of the type's
+// window, copies the payload into a frame that the retransmission engine
+// keeps until the peer acknowledges it (or, with PayloadStable, keeps a
+// reference to the payload), and returns the PSN; the next Poll
+// transmits it. When the window, the congestion window, the CAM or the
+// pool is full it returns an error matching ErrBusy and changes nothing:
+// retry after a Poll. Send does not allocate.
+func (h *Conn) Send(sh SendHeader, payload []byte) (psn uint32, err error) {
+	c := h.live()
+	if c == nil {
+		return 0, ErrClosed
+	}
+	switch c.state {
+	case StateEstablished:
+	case StateOpening, StateAccepting:
+		return 0, ErrNotEstablished
+	default:
+		return 0, ErrClosed
+	}
+	if c.closeWanted {
+		return 0, ErrClosed
+	}
+	w := sh.Type.Window()
+	if w == wire.WindowNone || sh.Type == wire.TypeConnClose || sh.Type == wire.TypeResync {
+		return 0, ErrBadType
+	}
+	return h.e.enqueue(c, w, &sh, payload)
+}
+
+// CanSend reports whether Send of a packet of type t would find room in
+// the windows and the CAM (the pool may still refuse).
+func (h *Conn) CanSend(t wire.Type) bool {
+	c := h.live()
+	if c == nil || c.state != StateEstablished || c.closeWanted {
+		return false
+	}
+	w := t.Window()
+	if w == wire.WindowNone {
+		return false
+	}
+	tw := &c.tx[c.window(w)]
+	return !tw.full() && int(tw.outstanding) < c.cc.Window() && h.e.retx.Len() < h.e.retx.Cap()
+}
