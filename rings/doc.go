@@ -33,6 +33,6 @@
 // is full (empty). On amd64 a tail is published with a plain store (x86
 // stores are release stores) rather than sync/atomic's fencing XCHG; see
 // internal/release (release.Store64, in release_amd64_unsafe.go).
-// TwoCoreBulk measures a producer/consumer pair the way DPDK's
-// ring_perf_autotest does.
+// bench/perf's RingTwoCoreBulk measures a producer/consumer pair the way
+// DPDK's ring_perf_autotest does.
 package rings

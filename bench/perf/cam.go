@@ -1,61 +1,55 @@
-package cam
+package perf
 
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/peregrine-net/peregrine/cam"
 )
 
-// TransportKey is the retransmission engine's key: connection, window
-// (request or data) and packet sequence number. Win is 32 bits wide so the
-// key has no padding; at 12 bytes a bucket of four keys is one cache line.
-type TransportKey struct {
-	CID uint32
-	Win uint32
-	PSN uint32
-}
-
-// workload is a pre-generated key set shared by the table and the map
+// CAMWorkload is a pre-generated key set shared by the table and the map
 // measurements, so both see identical key sequences and key generation is
 // not timed.
-type workload[K comparable] struct {
-	n int
-	// pool holds n+probes distinct keys; pool[:n] is the initial content.
-	// Churn step i deletes pool[i] and inserts pool[i+n], both modulo
+type CAMWorkload[K comparable] struct {
+	// N is how many keys a filled table or map holds.
+	N int
+	// pool holds N+probes distinct keys; pool[:N] is the initial content.
+	// Churn step i deletes pool[i] and inserts pool[i+N], both modulo
 	// len(pool): a sliding window like a retransmission queue's.
 	pool []K
-	// hits are present keys in random order; misses are absent keys.
-	hits, misses []K
+	// Hits are present keys in random order; Misses are absent keys.
+	Hits, Misses []K
 }
 
-// newWorkload draws keys shaped like a retransmission table's (few
+// NewCAMWorkload draws keys shaped like a retransmission table's (few
 // connections, two windows, random PSNs); probes must be a power of two.
-func newWorkload(n, probes int, seed uint64) *workload[TransportKey] {
+func NewCAMWorkload(n, probes int, seed uint64) *CAMWorkload[cam.TransportKey] {
 	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	seen := make(map[TransportKey]bool, n+2*probes)
-	fresh := func() TransportKey {
+	seen := make(map[cam.TransportKey]bool, n+2*probes)
+	fresh := func() cam.TransportKey {
 		for {
-			k := TransportKey{CID: uint32(r.IntN(max(n/16, 4))), Win: uint32(r.IntN(2)), PSN: r.Uint32()}
+			k := cam.TransportKey{CID: uint32(r.IntN(max(n/16, 4))), Win: uint32(r.IntN(2)), PSN: r.Uint32()}
 			if !seen[k] {
 				seen[k] = true
 				return k
 			}
 		}
 	}
-	w := &workload[TransportKey]{n: n, pool: make([]TransportKey, n+probes),
-		hits: make([]TransportKey, probes), misses: make([]TransportKey, probes)}
+	w := &CAMWorkload[cam.TransportKey]{N: n, pool: make([]cam.TransportKey, n+probes),
+		Hits: make([]cam.TransportKey, probes), Misses: make([]cam.TransportKey, probes)}
 	for i := range w.pool {
 		w.pool[i] = fresh()
 	}
-	for i := range w.hits {
-		w.hits[i] = w.pool[r.IntN(n)]
-		w.misses[i] = fresh()
+	for i := range w.Hits {
+		w.Hits[i] = w.pool[r.IntN(n)]
+		w.Misses[i] = fresh()
 	}
 	return w
 }
 
-// convertWorkload maps every key of w through conv, for a map baseline with
-// another key type holding the same values.
-func convertWorkload[K, M comparable](w *workload[K], conv func(K) M) *workload[M] {
+// ConvertCAMWorkload maps every key of w through conv, for a map baseline
+// with another key type holding the same values.
+func ConvertCAMWorkload[K, M comparable](w *CAMWorkload[K], conv func(K) M) *CAMWorkload[M] {
 	each := func(ks []K) []M {
 		ms := make([]M, len(ks))
 		for i, k := range ks {
@@ -63,33 +57,36 @@ func convertWorkload[K, M comparable](w *workload[K], conv func(K) M) *workload[
 		}
 		return ms
 	}
-	return &workload[M]{n: w.n, pool: each(w.pool), hits: each(w.hits), misses: each(w.misses)}
+	return &CAMWorkload[M]{N: w.N, pool: each(w.pool), Hits: each(w.Hits), Misses: each(w.Misses)}
 }
 
-func fillTable[K comparable](t *Table[K], w *workload[K]) {
+// FillTable clears t and inserts the workload's first N keys.
+func FillTable[K comparable](t *cam.Table[K], w *CAMWorkload[K]) {
 	t.Clear()
-	for _, k := range w.pool[:w.n] {
+	for _, k := range w.pool[:w.N] {
 		if _, err := t.Insert(k); err != nil {
-			panic("cam: workload fill: " + err.Error())
+			panic("perf: CAM workload fill: " + err.Error())
 		}
 	}
 }
 
-func fillMap[K comparable](w *workload[K]) map[K]uint32 {
-	m := make(map[K]uint32, w.n)
-	for i, k := range w.pool[:w.n] {
+// FillMap returns a map holding the workload's first N keys.
+func FillMap[K comparable](w *CAMWorkload[K]) map[K]uint32 {
+	m := make(map[K]uint32, w.N)
+	for i, k := range w.pool[:w.N] {
 		m[k] = uint32(i)
 	}
 	return m
 }
 
-// window tracks which pool keys a filled table or map holds: n of them from
-// pool[oldest] on, wrapping.
-type window struct{ oldest int }
+// CAMWindow tracks which pool keys a filled table or map holds: N of them
+// from pool[oldest] on, wrapping. The zero value is a table or map just
+// filled by FillTable or FillMap; pass a fresh one per filled container.
+type CAMWindow struct{ oldest int }
 
-func (w *workload[K]) next(win *window) (oldest, newest int) {
+func (w *CAMWorkload[K]) next(win *CAMWindow) (oldest, newest int) {
 	oldest = win.oldest
-	newest = oldest + w.n
+	newest = oldest + w.N
 	if newest >= len(w.pool) {
 		newest -= len(w.pool)
 	}
@@ -109,7 +106,8 @@ func (s *sink) keep() {}
 // The measurement loops below run ops operations and return ns per key. The
 // probe slices' lengths are powers of two.
 
-func benchLookupTable[K comparable](t *Table[K], probes []K, ops int) float64 {
+// CAMLookup times ops single-key Lookups of probes, in order, wrapping.
+func CAMLookup[K comparable](t *cam.Table[K], probes []K, ops int) float64 {
 	var s sink
 	mask := len(probes) - 1
 	start := time.Now()
@@ -124,9 +122,11 @@ func benchLookupTable[K comparable](t *Table[K], probes []K, ops int) float64 {
 	return ns
 }
 
-func benchLookupBurst[K comparable](t *Table[K], probes []K, burst, ops int) float64 {
+// CAMLookupBurst times LookupBurst calls of burst probes each, ops keys in
+// all (rounded up to whole bursts).
+func CAMLookupBurst[K comparable](t *cam.Table[K], probes []K, burst, ops int) float64 {
 	var s sink
-	var idxs [MaxBurst]uint32
+	var idxs [cam.MaxBurst]uint32
 	mask := len(probes) - 1
 	ops = (ops + burst - 1) / burst * burst
 	start := time.Now()
@@ -139,7 +139,8 @@ func benchLookupBurst[K comparable](t *Table[K], probes []K, burst, ops int) flo
 	return ns
 }
 
-func benchLookupMap[K comparable](m map[K]uint32, probes []K, ops int) float64 {
+// MapLookup is CAMLookup on a Go map.
+func MapLookup[K comparable](m map[K]uint32, probes []K, ops int) float64 {
 	var s sink
 	mask := len(probes) - 1
 	start := time.Now()
@@ -157,7 +158,9 @@ func benchLookupMap[K comparable](m map[K]uint32, probes []K, ops int) float64 {
 // The churn loops delete the oldest key of the window and insert the next
 // one; each step is one Delete and one Insert.
 
-func benchChurnTable[K comparable](t *Table[K], w *workload[K], win *window, ops int) float64 {
+// CAMChurn times ops steps of one Delete and one Insert on t, filled from w
+// and at the point of win.
+func CAMChurn[K comparable](t *cam.Table[K], w *CAMWorkload[K], win *CAMWindow, ops int) float64 {
 	pool := w.pool
 	var s sink
 	j, k := w.next(win)
@@ -179,15 +182,16 @@ func benchChurnTable[K comparable](t *Table[K], w *workload[K], win *window, ops
 	return ns
 }
 
-// benchChurnBurst needs burst to divide both n and len(pool), so that bursts
-// never straddle the wrap.
-func benchChurnBurst[K comparable](t *Table[K], w *workload[K], win *window, burst, ops int) float64 {
-	if w.n%burst != 0 || len(w.pool)%burst != 0 {
-		panic("cam: benchChurnBurst: burst must divide n and the pool length")
+// CAMChurnBurst is CAMChurn with DeleteBurst and InsertBurst of burst keys.
+// It needs burst to divide both N and len(pool), so that bursts never
+// straddle the wrap.
+func CAMChurnBurst[K comparable](t *cam.Table[K], w *CAMWorkload[K], win *CAMWindow, burst, ops int) float64 {
+	if w.N%burst != 0 || len(w.pool)%burst != 0 {
+		panic("perf: CAMChurnBurst: burst must divide N and the pool length")
 	}
 	pool := w.pool
 	var s sink
-	var idxs [MaxBurst]uint32
+	var idxs [cam.MaxBurst]uint32
 	ops = (ops + burst - 1) / burst * burst
 	j, k := w.next(win)
 	start := time.Now()
@@ -208,7 +212,8 @@ func benchChurnBurst[K comparable](t *Table[K], w *workload[K], win *window, bur
 	return ns
 }
 
-func benchChurnMap[K comparable](m map[K]uint32, w *workload[K], win *window, ops int) float64 {
+// MapChurn is CAMChurn on a Go map: one delete and one assignment a step.
+func MapChurn[K comparable](m map[K]uint32, w *CAMWorkload[K], win *CAMWindow, ops int) float64 {
 	pool := w.pool
 	var s sink
 	j, k := w.next(win)
@@ -229,48 +234,49 @@ func benchChurnMap[K comparable](m map[K]uint32, w *workload[K], win *window, op
 	return ns
 }
 
-// CompareWithMap measures lookups (hit) and insert+delete churn for n entries
-// on this table type (TransportKey keys) and on a Go map with the same keys
-// and the same random access order; returns ns/op for each. A churn op is one
+// CAMVsMap measures lookups (hit) and insert+delete churn for n entries
+// on a cam.Table of cam.TransportKey (the retransmission engine's key) and on a Go map with the same keys and the
+// same random access order; returns ns/op for each. A churn op is one
 // Delete plus one Insert. Run it with ops ≥ 1e6 on a quiet machine; it
-// allocates only while building its key sets.
-func CompareWithMap(n, ops int) (camLookupNs, mapLookupNs, camChurnNs, mapChurnNs float64) {
+// allocates only while building its key sets. For the
+// `peregrine bench transport-core` command.
+func CAMVsMap(n, ops int) (camLookupNs, mapLookupNs, camChurnNs, mapChurnNs float64) {
 	w, t, m := compareSetup(n)
-	camLookupNs = benchLookupTable(t, w.hits, ops)
-	mapLookupNs = benchLookupMap(m, w.hits, ops)
-	camChurnNs = benchChurnTable(t, w, &window{}, ops)
-	mapChurnNs = benchChurnMap(m, w, &window{}, ops)
+	camLookupNs = CAMLookup(t, w.Hits, ops)
+	mapLookupNs = MapLookup(m, w.Hits, ops)
+	camChurnNs = CAMChurn(t, w, &CAMWindow{}, ops)
+	mapChurnNs = MapChurn(m, w, &CAMWindow{}, ops)
 	return camLookupNs, mapLookupNs, camChurnNs, mapChurnNs
 }
 
-// CompareBurstWithMap is CompareWithMap for the burst calls: LookupBurst, and
-// DeleteBurst plus InsertBurst, burst keys at a time (1 to MaxBurst, dividing
-// both n and 65536); the map figures are the same single-key loops.
-func CompareBurstWithMap(n, burst, ops int) (camLookupNs, mapLookupNs, camChurnNs, mapChurnNs float64) {
-	if burst < 1 || burst > MaxBurst || n%burst != 0 || (1<<16)%burst != 0 {
-		panic("cam: CompareBurstWithMap: burst must be 1 to MaxBurst and divide n and 65536")
+// CAMBurstVsMap is CAMVsMap for the burst calls: LookupBurst, and
+// DeleteBurst plus InsertBurst, burst keys at a time (1 to cam.MaxBurst,
+// dividing both n and 65536); the map figures are the same single-key loops.
+func CAMBurstVsMap(n, burst, ops int) (camLookupNs, mapLookupNs, camChurnNs, mapChurnNs float64) {
+	if burst < 1 || burst > cam.MaxBurst || n%burst != 0 || (1<<16)%burst != 0 {
+		panic("perf: CAMBurstVsMap: burst must be 1 to cam.MaxBurst and divide n and 65536")
 	}
 	w, t, m := compareSetup(n)
-	camLookupNs = benchLookupBurst(t, w.hits, burst, ops)
-	mapLookupNs = benchLookupMap(m, w.hits, ops)
-	camChurnNs = benchChurnBurst(t, w, &window{}, burst, ops)
-	mapChurnNs = benchChurnMap(m, w, &window{}, ops)
+	camLookupNs = CAMLookupBurst(t, w.Hits, burst, ops)
+	mapLookupNs = MapLookup(m, w.Hits, ops)
+	camChurnNs = CAMChurnBurst(t, w, &CAMWindow{}, burst, ops)
+	mapChurnNs = MapChurn(m, w, &CAMWindow{}, ops)
 	return camLookupNs, mapLookupNs, camChurnNs, mapChurnNs
 }
 
-func compareSetup(n int) (*workload[TransportKey], *Table[TransportKey], map[TransportKey]uint32) {
-	if n < 1 || n > MaxCapacity {
-		panic("cam: compare: n out of range")
+func compareSetup(n int) (*CAMWorkload[cam.TransportKey], *cam.Table[cam.TransportKey], map[cam.TransportKey]uint32) {
+	if n < 1 || n > cam.MaxCapacity {
+		panic("perf: CAM compare: n out of range")
 	}
-	w := newWorkload(n, 1<<16, 1)
-	t, err := New[TransportKey](Options{Capacity: n, Name: "compare"})
+	w := NewCAMWorkload(n, 1<<16, 1)
+	t, err := cam.New[cam.TransportKey](cam.Options{Capacity: n, Name: "compare"})
 	if err != nil {
 		panic(err)
 	}
-	fillTable(t, w)
-	m := fillMap(w)
+	FillTable(t, w)
+	m := FillMap(w)
 	// Warm both once so the timed passes do not pay for first-touch faults.
-	benchLookupTable(t, w.hits, len(w.hits))
-	benchLookupMap(m, w.hits, len(w.hits))
+	CAMLookup(t, w.Hits, len(w.Hits))
+	MapLookup(m, w.Hits, len(w.Hits))
 	return w, t, m
 }
