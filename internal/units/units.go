@@ -1,11 +1,16 @@
 package units
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 )
+
+// ErrUnit is wrapped by every error about a unit ParseSize or ParseRate
+// does not know, so a caller may explain its own syntax instead.
+var ErrUnit = errors.New("unknown unit")
 
 // prefix is one multiplier a unit may start with.
 type prefix struct {
@@ -37,7 +42,7 @@ const SizeHelp = "a byte count such as 1500, 4KiB, 64kB, 1MiB, 1MB or 1GiB"
 func ParseSize(s string) (int64, error) {
 	num, mult, ok := splitSize(s)
 	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit; use %s", s, SizeHelp)
+		return 0, fmt.Errorf("size %q: %w; use %s", s, ErrUnit, SizeHelp)
 	}
 	if num == "" {
 		return 0, fmt.Errorf("size %q: no number; use %s", s, SizeHelp)
@@ -185,7 +190,7 @@ func ParseRate(s string) (Rate, error) {
 		base, bits = strings.TrimSuffix(unit, "bps"), true
 	case unit == "":
 	default:
-		return Rate{}, fmt.Errorf("rate %q: unknown unit; use %s", s, RateHelp)
+		return Rate{}, fmt.Errorf("rate %q: %w; use %s", s, ErrUnit, RateHelp)
 	}
 	mult := 0.0
 	for _, p := range ratePrefixes {
@@ -194,7 +199,7 @@ func ParseRate(s string) (Rate, error) {
 		}
 	}
 	if mult == 0 {
-		return Rate{}, fmt.Errorf("rate %q: unknown unit; use %s", s, RateHelp)
+		return Rate{}, fmt.Errorf("rate %q: %w; use %s", s, ErrUnit, RateHelp)
 	}
 	v, err := parseNumber(num)
 	if err != nil {
