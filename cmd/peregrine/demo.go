@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +79,12 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
   sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			// SIGTERM as well as SIGINT: either ends the run through the
+			// same path, which removes --veth's namespaces.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ok, err := runDemo(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {

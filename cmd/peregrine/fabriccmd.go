@@ -52,6 +52,9 @@ The same --seed with the same input replays the same impairments.`,
   peregrine fabric --port-a afxdp:veth1 --port-b afxdp:veth2 --profile paths=4,spread=20us,reorder=1%/100us`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runFabric(ctx, cfg, cmd.OutOrStdout())

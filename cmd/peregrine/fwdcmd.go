@@ -59,6 +59,9 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
   peregrine fwd --port null: --port null: --mode io --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runFwd(ctx, cfg, cmd.OutOrStdout())

@@ -62,6 +62,9 @@ as possible or at the capture's own timing (--timing recorded).`,
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if cfg.rx {
