@@ -20,9 +20,9 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 
 // Exit statuses, as peregrine --help documents them.
 const (
-	exitOK      = 0
-	exitFailed  = 1 // the run failed: a port, a peer, a check
-	exitUsage   = 2 // the command line is wrong; nothing was started
+	exitOK     = 0
+	exitFailed = 1 // the run failed: a port, a peer, a check
+	exitUsage  = 2 // the command line is wrong; nothing was started
 )
 
 func main() {
@@ -81,7 +81,7 @@ Exit status: 0 when the run succeeded; 1 when it failed (a port could not be
 opened, a check failed, a peer went away); 2 for a usage error (an unknown
 subcommand or flag, a bad flag value, a missing argument), before anything
 was started.`,
-		Version: versionString(),
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
