@@ -16,7 +16,6 @@ import (
 	"github.com/peregrine-net/peregrine/bench/foundation"
 	"github.com/peregrine-net/peregrine/bench/transportcore"
 	"github.com/peregrine-net/peregrine/bench/vstestpmd"
-	"github.com/peregrine-net/peregrine/core/lcore"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -70,6 +69,13 @@ Needs root and Debian's DPDK (hack/install-deps.sh).`,
   sudo peregrine bench vs-testpmd --only afxdp_io,afpacket_io`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := usage(
+				checkInt("rounds", rounds, 1, 1000),
+				checkPositiveDuration("duration", duration, 10*time.Millisecond),
+				checkFrameSizes("sizes", sizes, 60, 1518),
+			); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := vstestpmd.Run(ctx, vstestpmd.Options{
@@ -111,15 +117,18 @@ missing. Takes about two minutes.`,
   peregrine bench foundation --cpus 0,1 --fwd-duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
-			cpuList, err := lcore.ParseCPUList(cpus)
+			cpuList, err := parseCPUs("cpus", cpus)
 			if err != nil {
-				return fmt.Errorf("--cpus: %w", err)
+				return usage(err)
 			}
 			if len(cpuList) != 2 {
-				return fmt.Errorf("--cpus %s: name exactly two CPUs, e.g. 0,1", cpus)
+				return usage(fmt.Errorf("--cpus %s: name exactly two CPUs, e.g. 0,1", cpus))
 			}
+			if err := usage(checkPositiveDuration("fwd-duration", fwdDur, 10*time.Millisecond)); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			if install {
 				ensureDPDK(ctx, cmd.ErrOrStderr())
 			}
@@ -169,7 +178,10 @@ Takes about a minute.`,
 		Example: `  peregrine bench transport-core`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			if err := usage(checkCPU("cpu", cpu)); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := transportcore.Run(ctx, transportcore.Options{Out: cmd.OutOrStdout(), CPU: cpu})
 			return err

@@ -216,3 +216,17 @@ func parseByteSizes(spec string, lo, hi int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// checkFrameSizes refuses a list flag of frame sizes with one outside
+// lo..hi bytes.
+func checkFrameSizes(flag string, sizes []int, lo, hi int) error {
+	if len(sizes) == 0 {
+		return fmt.Errorf("--%s: give at least one frame size (%d..%d)", flag, lo, hi)
+	}
+	for _, n := range sizes {
+		if n < lo || n > hi {
+			return fmt.Errorf("--%s %d is out of range: use frame sizes %d..%d", flag, n, lo, hi)
+		}
+	}
+	return nil
+}

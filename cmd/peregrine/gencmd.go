@@ -136,6 +136,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	out0 := s.ports[0]
 	var stages []lcore.Stage
 	var done func() bool
+	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
 	if cfg.replay != "" {
 		if cfg.timing != "fast" && cfg.timing != "recorded" {
 			return joinStop(fmt.Errorf("--timing %q: use fast or recorded", cfg.timing), s)
@@ -166,6 +167,13 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 			s.drives(cache, nil, 0, out0, q)
 			gens = append(gens, g)
 			stages = append(stages, g)
+		}
+		rateCheck = func(elapsed time.Duration) {
+			var sent uint64
+			for _, g := range gens {
+				sent += g.Stats().Sent
+			}
+			warnRate(out, rate, cfg.rate, sent, len(gens), elapsed)
 		}
 		if cfg.count > 0 {
 			done = func() bool {
@@ -199,6 +207,9 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	stopErr := s.stop()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed)
+	if rateCheck != nil {
+		rateCheck(elapsed)
+	}
 	return stopErr
 }
 
@@ -281,6 +292,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		lost = int64(cfg.expect) - int64(total.Received)
 	}
 	fmt.Fprintf(out, "  lost %d, reordered (late) %d, in order %d\n", max(lost, 0), total.Late, total.InOrder)
+	hintForeign(out, total.Foreign, cfg.flows)
 	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
 	ok := cfg.expect == 0 || total.Received == cfg.expect
