@@ -177,6 +177,13 @@ func (c *transportConfig) validate() error {
 	)
 }
 
+// demoTransportFrames is what the transport workload holds on top of the
+// loops' caches: granted and unsolicited data in flight, the reorder
+// engines' held packets and the fabric's delayed frames. Grants bound it,
+// not --window (measured: one loop and 1024 frames stalls at any window,
+// 1536 completes at windows 32 to 4096).
+const demoTransportFrames = 512
+
 // afxdpFillFrames is what an AF_XDP port keeps in its fill ring: demo
 // --veth opens four of them.
 const afxdpFillFrames = 2048
@@ -197,8 +204,10 @@ func (c *demoConfig) validate() error {
 		loops = len(cpus)
 	}
 	var workload, driver, prof error
+	extra := 0
 	switch c.workload {
 	case "", "transport":
+		extra = demoTransportFrames
 		if _, err := fabric.ParseProfile(c.profile); err != nil {
 			prof = fmt.Errorf("--profile: %w", err)
 		}
@@ -206,11 +215,10 @@ func (c *demoConfig) validate() error {
 	default:
 		workload = fmt.Errorf("--workload %q: use transport or forward", c.workload)
 	}
-	extra := 0
 	if c.veth {
 		_, driver = driverCheck(c.driver)
 		if c.driver == "afxdp" {
-			extra = 4 * afxdpFillFrames
+			extra += 4 * afxdpFillFrames
 		}
 	}
 	return usage(
