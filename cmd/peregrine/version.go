@@ -10,16 +10,22 @@ import (
 //
 //	go build -ldflags "-X main.version=v0.3.0" ./cmd/peregrine
 //
-// It is the one package-level variable of the command, because -X can set
-// nothing else.
-var version = "devel"
+// commit may be set the same way (-X main.commit=$(git rev-parse HEAD))
+// where go build cannot stamp it: it stamps vcs.revision only when the
+// module sits in a git checkout whose .git is a directory, not in a git
+// worktree. These are the command's only package-level variables, because
+// -X can set nothing else.
+var (
+	version = "devel"
+	commit  = ""
+)
 
 // versionString is what peregrine --version prints after the name: the
 // version, the Go toolchain, and the commit the build info recorded (go
 // build in a git checkout stamps vcs.revision; "+dirty" when the tree had
 // changes).
 func versionString() string {
-	commit := "unknown"
+	commit := commit
 	if info, ok := debug.ReadBuildInfo(); ok {
 		var rev, dirty string
 		for _, s := range info.Settings {
@@ -35,6 +41,9 @@ func versionString() string {
 		if rev != "" {
 			commit = rev + dirty
 		}
+	}
+	if commit == "" {
+		commit = "unknown"
 	}
 	return fmt.Sprintf("%s (%s, commit %s)", version, runtime.Version(), commit)
 }
