@@ -151,6 +151,9 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	if !txonly {
 		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", dropped)
 	}
+	if txonly {
+		warnRateOfStages(out, rate, cfg.rate, stages, elapsed)
+	}
 	return stopErr
 }
 

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/lcore"
 )
 
 // Lines a run prints at its end when the figures suggest the user asked
@@ -39,4 +42,18 @@ func hintForeign(out io.Writer, foreign uint64, flows int) {
 	}
 	fmt.Fprintf(out, "  hint: %d frames were not counted: from flows beyond this receiver's --flows %d, or without a stamp. If the sender ran with more --flows, give gen --rx the same --flows, or its other flows count as lost\n",
 		foreign, flows)
+}
+
+// warnRateOfStages is warnRate for the generators among stages (fwd
+// --mode txonly).
+func warnRateOfStages(out io.Writer, requested float64, typed string, stages []lcore.Stage, elapsed time.Duration) {
+	var sent uint64
+	gens := 0
+	for _, st := range stages {
+		if g, ok := st.(*traffic.Generator); ok {
+			sent += g.Stats().Sent
+			gens++
+		}
+	}
+	warnRate(out, requested, typed, sent, gens, elapsed)
 }

@@ -32,6 +32,10 @@ func TestGenWarnsWhenRateIsNotReached(t *testing.T) {
 	out, code = runCLI(t, "gen", "--port", "null:", "--rate", "1kpps", "--duration", "300ms", "--stats-period", "1h")
 	require.Equal(t, 0, code, out)
 	require.NotContains(t, out, "warning", "a reachable rate")
+
+	out, code = runCLI(t, "fwd", "--port", "null:", "--mode", "txonly", "--rate", "1e11pps", "--duration", "300ms", "--stats-period", "1h")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "warning: achieved", "fwd --mode txonly generates too")
 }
 
 // TestGenRxHintsAtFlows: a receiver tracking fewer flows than the sender
@@ -41,12 +45,14 @@ func TestGenRxHintsAtFlows(t *testing.T) {
 	out, code := runCLI(t, "gen", "--port", "pcap-out:"+capture, "--flows", "4", "--count", "400", "--stats-period", "1h")
 	require.Equal(t, 0, code, out)
 
-	out, code = runCLI(t, "gen", "--rx", "--port", "pcap:"+capture, "--expect", "400", "--idle-exit", "200ms", "--duration", "20s", "--stats-period", "1h")
+	// --expect ends the run once all 400 frames, counted or not, are in;
+	// --duration only bounds a broken run.
+	out, code = runCLI(t, "gen", "--rx", "--port", "pcap:"+capture, "--expect", "400", "--duration", "60s", "--stats-period", "1h")
 	require.Equal(t, 1, code, "frames of 3 of the 4 flows are missing: %s", out)
 	require.Contains(t, out, "hint: 300 frames were not counted")
 	require.Contains(t, out, "--flows 1")
 
-	out, code = runCLI(t, "gen", "--rx", "--port", "pcap:"+capture, "--flows", "4", "--expect", "400", "--idle-exit", "200ms", "--duration", "20s", "--stats-period", "1h")
+	out, code = runCLI(t, "gen", "--rx", "--port", "pcap:"+capture, "--flows", "4", "--expect", "400", "--duration", "60s", "--stats-period", "1h")
 	require.Equal(t, 0, code, out)
 	require.False(t, strings.Contains(out, "hint:"), out)
 }
