@@ -74,12 +74,12 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "destination MAC written in mac mode")
 	f.StringVar(&cfg.size, "size", "64", "txonly: frame size without FCS: N, MIN-MAX or imix")
 	f.StringVar(&cfg.rate, "rate", "max", "txonly: rate per port and queue: 1mpps, 500kpps, 10gbit, max")
 	f.IntVar(&cfg.flows, "flows", 1, "txonly: number of flows (UDP source ports)")
-	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	return cmd
 }
 

@@ -88,13 +88,13 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
 	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")
 	f.IntVar(&cfg.loop, "loop", 1, "replay the capture this many times (0: forever)")
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
-	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	return cmd
 }
 

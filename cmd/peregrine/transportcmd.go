@@ -108,7 +108,7 @@ It exits 0 only if every operation completed without error.`,
 	f.Uint64Var(&cfg.count, "count", 0, "initiator: stop after this many operations (0: --duration)")
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
 	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
-	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
 	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
