@@ -220,6 +220,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"gen", "--port", "null:", "extra"}, exitUsage},
 		{[]string{"transport"}, exitUsage},
 		{[]string{"decode"}, exitUsage},
+		{[]string{"bench"}, exitUsage},
+		{[]string{"bench", "bogus"}, exitUsage},
 		{[]string{"decode", missing}, exitFailed},
 		{[]string{"gen", "--port", "nosuchdriver:x"}, exitFailed},
 	} {

@@ -217,16 +217,11 @@ func parseByteSizes(spec string, lo, hi int) ([]int, error) {
 	return out, nil
 }
 
-// checkFrameSizes refuses a list flag of frame sizes with one outside
-// lo..hi bytes.
-func checkFrameSizes(flag string, sizes []int, lo, hi int) error {
-	if len(sizes) == 0 {
-		return fmt.Errorf("--%s: give at least one frame size (%d..%d)", flag, lo, hi)
+// formatInts writes a list flag's default as the user would type it.
+func formatInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
 	}
-	for _, n := range sizes {
-		if n < lo || n > hi {
-			return fmt.Errorf("--%s %d is out of range: use frame sizes %d..%d", flag, n, lo, hi)
-		}
-	}
-	return nil
+	return strings.Join(s, ",")
 }
