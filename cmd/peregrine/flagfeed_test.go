@@ -62,7 +62,7 @@ func TestEveryFlagRefusesBadValues(t *testing.T) {
 			{"loop", []string{"-1", "99999999999"}},
 			{"expect", []string{"-1"}},
 			{"idle-exit", durations},
-			{"frames", []string{"0", "-1", "10", "1000000000"}},
+			{"frames", []string{"0", "-1", "10", "16777216", "1000000000"}},
 		}},
 		{"gen --rx", []string{"gen", "--rx", "--port", "null:"}, []flagCase{
 			{"flows", []string{"0", "-1", "70000"}},
@@ -101,6 +101,9 @@ func TestEveryFlagRefusesBadValues(t *testing.T) {
 			{"stats-period", periods},
 			{"frames", []string{"0", "-1", "10", "1000000000"}},
 			{"frame-size", []string{"0", "-1", "1000", "1000000"}},
+		}},
+		{"fabric jumbo", []string{"fabric", "--port-a", "null:", "--port-b", "null:", "--frame-size", "16384"}, []flagCase{
+			{"frames", []string{"16777216"}}, // 256 GiB of pool
 		}},
 		{"transport initiator", initiator, []flagCase{
 			{"ip", []string{"x"}},

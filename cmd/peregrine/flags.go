@@ -88,14 +88,24 @@ func checkPositiveDuration(flag string, d, min time.Duration) error {
 
 func checkPeriod(d time.Duration) error { return checkPositiveDuration("stats-period", d, minPeriod) }
 
+// maxPoolBytes bounds --frames × --frame-size: far above any run here (the
+// defaults are 32 to 64 MiB), and below what would take a machine's
+// memory on a typo.
+const maxPoolBytes = 4 << 30
+
 // checkFrames refuses a pool too small for loops poll loops (see
-// minFramesPerLoop) or larger than the pool allows; extra is what the
-// ports or the workload keep on top.
-func checkFrames(n, loops, extra int) error {
+// minFramesPerLoop) or larger than the pool or maxPoolBytes allow; extra
+// is what the ports or the workload keep on top. frameSize 0 is the pool's
+// default.
+func checkFrames(n, loops, extra, frameSize int) error {
 	least := minFramesPerLoop*max(loops, 1) + extra
-	if n < least || n > mbuf.MaxFrames {
-		return fmt.Errorf("--frames %d is out of range: use %d..%d (each of %d poll loop(s) keeps up to %d frames in its cache, and bursts and port rings need as many again)",
-			n, least, mbuf.MaxFrames, max(loops, 1), mbuf.DefaultCacheSize)
+	if frameSize == 0 {
+		frameSize = mbuf.DefaultFrameSize
+	}
+	most := min(mbuf.MaxFrames, maxPoolBytes/frameSize)
+	if n < least || n > most {
+		return fmt.Errorf("--frames %d is out of range: use %d..%d (each of %d poll loop(s) keeps up to %d frames in its cache, and bursts and port rings need as many again; at most %d MiB of %d-byte frames)",
+			n, least, most, max(loops, 1), mbuf.DefaultCacheSize, maxPoolBytes>>20, frameSize)
 	}
 	return nil
 }

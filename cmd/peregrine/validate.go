@@ -53,7 +53,7 @@ func (c *genConfig) validate() error {
 		checkDuration("idle-exit", c.idleExit, "never stop for idleness"),
 		checkInt("loop", c.loop, 0, 1<<30),
 		timing,
-		checkFrames(c.frames, len(cpus), 0),
+		checkFrames(c.frames, len(cpus), 0, 0),
 	)
 }
 
@@ -83,7 +83,7 @@ func (c *fwdConfig) validate() error {
 		checkIdle(c.idle),
 		checkPeriod(c.period),
 		checkDuration("duration", c.duration, "run until a signal"),
-		checkFrames(c.frames, len(cpus), 0),
+		checkFrames(c.frames, len(cpus), 0, 0),
 	)
 }
 
@@ -110,7 +110,7 @@ func (c *fabricConfig) validate() error {
 		checkPeriod(c.period),
 		checkDuration("duration", c.duration, "run until a signal"),
 		checkFrameSize(c.frameSize),
-		checkFrames(c.frames, 1, 0),
+		checkFrames(c.frames, 1, 0, c.frameSize),
 	)
 }
 
@@ -170,7 +170,7 @@ func (c *transportConfig) validate() error {
 		checkCPU("lcore", c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
-		checkFrames(c.frames, 1, 0),
+		checkFrames(c.frames, 1, 0, c.frameSize),
 		checkPositiveDuration("target-delay", c.target, time.Microsecond),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		psn,
@@ -229,6 +229,6 @@ func (c *demoConfig) validate() error {
 		checkInt("window", c.window, 1, 4096),
 		checkPositiveDuration("target-delay", c.target, time.Microsecond),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
-		checkFrames(c.frames, loops, extra),
+		checkFrames(c.frames, loops, extra, 0),
 	)
 }
