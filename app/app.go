@@ -158,7 +158,10 @@ func New(opts Options) (*Pipeline, error) {
 	for i, spec := range opts.Ports {
 		pt, err := pmd.Open(p.env, spec)
 		if err != nil {
-			return nil, errors.Join(&FieldError{"Ports", i, err}, p.Close())
+			if cerr := p.Close(); cerr != nil {
+				err = fmt.Errorf("%w (and while closing what was opened: %v)", err, cerr)
+			}
+			return nil, &FieldError{"Ports", i, err}
 		}
 		p.ports = append(p.ports, pt)
 	}
