@@ -41,7 +41,9 @@
 //
 // # Stopping
 //
-// Stop (or StopLoops followed by Close) does, in this order:
+// Stop (or StopLoops followed by Close; Halt signals the loops ahead of
+// StopLoops when a measurement needs its window to end at once) does, in
+// this order:
 //
 //  1. signals every loop and waits for it; each loop calls Stop on its
 //     stages that implement lcore.Stopper, from its own goroutine, after its

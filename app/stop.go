@@ -15,7 +15,16 @@ func (p *Pipeline) Stop() error {
 	return errors.Join(p.StopLoops(), p.Close())
 }
 
-// StopLoops asks every loop to stop, waits for all of them and returns why
+// Halt asks every loop to stop after its current iteration and returns at
+// once (lcore.Loop.Stop): the end of a measured window, when what follows
+// (StopLoops) may take a while. It is idempotent.
+func (p *Pipeline) Halt() {
+	for _, l := range p.started {
+		l.Stop()
+	}
+}
+
+// StopLoops asks every loop to stop (Halt), waits for all of them and returns why
 // any ended abnormally (a stage panic, a pinning error; nil after a clean
 // stop). Each loop calls Stop on its lcore.Stopper stages as it exits;
 // stages whose loop never started are stopped here, from this goroutine.
@@ -26,9 +35,7 @@ func (p *Pipeline) StopLoops() error {
 		return nil
 	}
 	p.loopsStopped = true
-	for _, l := range p.started {
-		l.Stop()
-	}
+	p.Halt()
 	var errs []error
 	for _, l := range p.started {
 		errs = append(errs, l.Wait())
