@@ -18,8 +18,9 @@ import (
 // the ports New makes.
 type Options struct {
 	// Pool configures the one packet pool every port and stage uses
-	// (Frames is required; see mbuf.Options). Set Pool.Debug to have the
-	// leak check at Stop name the leaked handles.
+	// (Frames is required; see mbuf.Options; Name defaults to
+	// "peregrine"). Set Pool.Debug to have the leak check at Stop name the
+	// leaked handles.
 	Pool mbuf.Options
 	// Ports are port specs ("afxdp:veth0?queue=0", "mem:a/0", "null:")
 	// opened in order with pmd.Open from one pmd.Env, so that the two ends
@@ -124,7 +125,8 @@ type Pipeline struct {
 	stages []Stage
 	// caches[i] is loop i's cache, nil until Cache(i).
 	caches []*mbuf.Cache
-	// halves records which loop drives each queue half, checked by Add.
+	// rxLoop and txLoop record which loop drives each declared receive
+	// and transmit queue half: checked by Add, wired by Start.
 	rxLoop, txLoop map[Queue]int
 
 	loops   []*lcore.Loop // built by Start, in Options.Lcores order
@@ -142,6 +144,9 @@ func New(opts Options) (*Pipeline, error) {
 	}
 	opts.Lcores = slices.Clone(opts.Lcores)
 	opts.Ports = slices.Clone(opts.Ports)
+	if opts.Pool.Name == "" {
+		opts.Pool.Name = "peregrine"
+	}
 	pool, err := mbuf.New(opts.Pool)
 	if err != nil {
 		return nil, &FieldError{"Pool", -1, err}
