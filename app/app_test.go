@@ -196,23 +196,27 @@ func TestAddRefusesMisplacedStages(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { require.NoError(t, p.Stop()) }()
 	in := p.Port(0)
-	stage := func() lcore.Stage {
-		f, err := fwd.New(fwd.Options{Mode: fwd.ModeRxOnly, In: in, Pool: p.Pool(), Cache: p.Cache(0)})
+	// A stage for loop (its cache is that loop's: a cache belongs to one
+	// goroutine).
+	stage := func(loop int) lcore.Stage {
+		f, err := fwd.New(fwd.Options{Mode: fwd.ModeRxOnly, In: in, Pool: p.Pool(), Cache: p.Cache(loop)})
 		require.NoError(t, err)
 		return f
 	}
 	require.ErrorContains(t, p.Add(app.Stage{}), "Stage.Stage is nil")
-	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(), Loop: 2}), "Loop 2 is not an lcore")
+	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(0), Loop: 2}), "Loop 2 is not an lcore")
 	other, _, err := mem.NewPair(p.Pool(), mem.PairOptions{Name: t.Name()})
 	require.NoError(t, err)
 	p.Own(other)
-	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(), Rx: []app.Queue{{other, 0}}}), "not the pipeline's")
-	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(), Rx: []app.Queue{{in, 1}}}), "queue 1 of port null: is out of range")
-	require.NoError(t, p.Add(app.Stage{Stage: stage(), Loop: 0, Rx: []app.Queue{{in, 0}}}))
-	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(), Loop: 1, Rx: []app.Queue{{in, 0}}}), "already driven by lcore 0")
-	require.NoError(t, p.Add(app.Stage{Stage: stage(), Loop: 1, Tx: []app.Queue{{in, 0}}}), "the other half may run on another loop")
+	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(0), Rx: []app.Queue{{other, 0}}}), "not the pipeline's")
+	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(0), Rx: []app.Queue{{in, 1}}}), "queue 1 of port null: is out of range")
+	require.NoError(t, p.Add(app.Stage{Stage: stage(0), Loop: 0, Rx: []app.Queue{{in, 0}}}))
+	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(1), Loop: 1, Rx: []app.Queue{{in, 0}}}), "already driven by lcore 0")
+	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Pool: p.Pool(), Cache: p.Cache(1)})
+	require.NoError(t, err)
+	require.NoError(t, p.Add(app.Stage{Stage: gen, Loop: 1, Tx: []app.Queue{{in, 0}}}), "the other half may run on another loop")
 	require.NoError(t, p.Start())
-	require.ErrorContains(t, p.Add(app.Stage{Stage: stage()}), "after Start")
+	require.ErrorContains(t, p.Add(app.Stage{Stage: stage(0)}), "after Start")
 	require.ErrorContains(t, p.Start(), "twice")
 }
 
