@@ -33,9 +33,12 @@
 // free them to it for the queue halves those stages drive, so frames cycle
 // through one LIFO stack on each CPU, as through a DPDK lcore's mempool
 // cache, instead of passing through the pool's shared ring: measured on
-// AF_XDP, +25% transmit rate for 1518-byte frames. A queue half is driven
-// by stages of one loop only (a port queue has one goroutine at a time);
-// Add refuses a second loop. A stage may leave Rx and Tx empty when it
+// AF_XDP, +25% transmit rate for 1518-byte frames. A queue half (the
+// receive or the transmit side of one port queue) is driven by stages of
+// one loop only, since its cache is that loop's and a burst call is not
+// safe from two goroutines at once; the two halves of a queue may be on
+// different loops (io forwarding A→B on one, B→A on another). Add
+// refuses a second loop for a half. A stage may leave Rx and Tx empty when it
 // keeps caches of its own (a transport endpoint), or when its ports have
 // none to wire (mem, null): then nothing is wired for it.
 //
