@@ -133,7 +133,11 @@ type conn struct {
 	addrs    wire.Addrs
 	tmpl     wire.FrameTemplate // addrs, prebuilt: every frame to the peer is built on it
 	hdrOff   int                // offset of the transport header in frames to the peer
-	announce bool               // the ULP was told about the connection (EventEstablished, or Open)
+	// peerIP4 is the peer's IPv4 address as the fast path reads it (a
+	// big-endian word; 0 for IPv6): with addrs.DstIP and addrs.DstPort it
+	// is what every received packet's source is checked against.
+	peerIP4  uint32
+	announce bool // the ULP was told about the connection (EventEstablished, or Open)
 	handle   *Conn
 
 	tx [2]txWindow // by window-1
@@ -169,6 +173,12 @@ type conn struct {
 	peerDataEnd uint32 // the peer's data-window NSN when it closed
 	openKey     openKey
 	hasOpenKey  bool
+	accepted    bool      // we are the target (the peer opened)
+	openEBSN    [2]uint32 // the peer's ConnOpen's BSNs: a repeat carries the same
+	// Liveness (Options.KeepAlive, IdleTimeout): the latest packet from the
+	// peer, and a probe owed (an ACK asking for an ACK).
+	lastRx clock.Time
+	probe  bool
 
 	rtt   rttEstimator
 	fixed FixedWindow
