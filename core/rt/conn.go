@@ -54,8 +54,10 @@ const (
 	EventEstablished EventKind = iota + 1
 	// EventClosed: both directions closed cleanly.
 	EventClosed
-	// EventFailed: the connection failed; Err says why. Its packets were
-	// dropped and every unacknowledged one is lost.
+	// EventFailed: the connection failed; Err says why (ErrAborted after
+	// Conn.Abort). Its packets were dropped and every unacknowledged one
+	// is lost; their cookies are not handed back. Emitted once per
+	// connection the ULP knew of (see the package doc, Failure semantics).
 	EventFailed
 	// EventAbandoned: the packet Window/PSN ran out of retransmissions and
 	// a resync took its place, which the peer acknowledged. The packet may
@@ -64,9 +66,12 @@ const (
 	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
 	// or an unexpected packet), which the ULP should handle. For a ULP
 	// error (the peer's deliver function answered ULPError) the packet is
-	// resolved: a resync takes its place so the windows move on, and no
-	// ACK handler call or EventAbandoned follows for it; EventResynced
-	// does, once that resync is acknowledged.
+	// resolved: the event carries its cookie, a resync takes its place so
+	// the windows move on, and no ACK handler call or EventAbandoned
+	// follows for it; EventResynced does, once that resync is
+	// acknowledged. Any other code is news only: the packet stays
+	// outstanding and the event carries no cookie (HasCookie false); it
+	// comes back once, when the packet resolves.
 	EventNack
 	// EventResynced: the resync that replaced NACKed packet Window/PSN was
 	// acknowledged, so the PSN no longer holds a place in the window. It
@@ -95,7 +100,7 @@ type Event struct {
 	PSN    uint32      // EventAbandoned, EventNack, EventResynced
 	Nack   wire.NackBody
 	// Cookie is the SendHeader.Cookie of packet Window/PSN (EventAbandoned,
-	// and EventNack while the packet was still outstanding: HasCookie).
+	// and EventNack for a ULP error: HasCookie).
 	Cookie    uint64
 	HasCookie bool
 }

@@ -435,3 +435,63 @@ func TestAbortEmitsEventFailedOnce(t *testing.T) {
 func keyOf(h *Conn, w wire.Window, psn uint32) cam.TransportKey {
 	return cam.TransportKey{CID: h.LocalCID(), Win: uint32(w), PSN: psn}
 }
+
+func TestFailureOptionsValidation(t *testing.T) {
+	h := newHarness(t, nil)
+	base := Options{Port: h.pa, Pool: h.pool, Clock: h.clk, LocalIP: ipA}
+	for _, tc := range []struct {
+		mut  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.KeepAlive = -1 }, "KeepAlive"},
+		{func(o *Options) { o.KeepAlive, o.IdleTimeout = time.Millisecond, time.Millisecond }, "IdleTimeout 1ms does not exceed KeepAlive 1ms"},
+		{func(o *Options) { o.BadCIDNackBurst = -1 }, "BadCIDNackBurst -1"},
+	} {
+		o := base
+		tc.mut(&o)
+		_, err := NewEndpoint(o)
+		require.ErrorIs(t, err, ErrInvalidOptions)
+		require.ErrorContains(t, err, tc.want)
+	}
+	e, err := NewEndpoint(base)
+	require.NoError(t, err)
+	defer e.Close()
+	o := e.Options()
+	require.Equal(t, DefaultBadCIDNackRate, o.BadCIDNackRate)
+	require.Equal(t, DefaultBadCIDNackBurst, o.BadCIDNackBurst)
+	require.Zero(t, o.KeepAlive, "off by default")
+	require.Zero(t, o.IdleTimeout, "off by default")
+
+	// A negative rate sends no bad-CID NACK at all.
+	h2 := newHarness(t, func(a, b *Options) { a.BadCIDNackRate = -1 })
+	h2.connect()
+	h2.injectA(h2.frameFromB(&wire.Header{Version: wire.Version, DestCID: 0x7ffff0, Type: wire.TypePushRequest}, nil))
+	require.Zero(t, h2.a.Stats().TxBadCIDNack)
+	require.Equal(t, uint64(1), h2.a.Stats().BadCIDNackSuppressed)
+}
+
+// Class 7: a bad-CID NACK must come from the connection's peer and name
+// the CID we send to; a NACK to an unknown CID is never answered (two
+// endpoints that both lost a connection must not bounce NACKs forever).
+func TestBadCIDNackChecked(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	bad := func(scid uint32) *wire.Header {
+		return &wire.Header{Version: wire.Version, Type: wire.TypeNack, Nack: wire.NackBody{Code: wire.NackBadCID, Window: wire.WindowRequest},
+			Ext: wire.Ext{Present: wire.ExtSourceCID, SourceCID: scid}}
+	}
+	h.injectA(h.frameFromB(bad(ca.PeerCID()), func(a *wire.Addrs) { a.SrcPort = 4242 }))
+	h.injectA(h.frameFromB(bad(ca.PeerCID()), func(a *wire.Addrs) { a.SrcIP = netip.MustParseAddr("10.0.0.9") }))
+	h.injectA(h.frameFromB(bad(ca.PeerCID()^1), nil))
+	require.Equal(t, StateEstablished, ca.State(), "not from the peer, or not our peer CID")
+	s0 := h.a.Stats()
+	x := bad(0)
+	x.DestCID = 0x7ffff0 // a NACK to a CID a does not know
+	h.injectA(h.frameFromB(x, nil))
+	require.Equal(t, s0.TxBadCIDNack, h.a.Stats().TxBadCIDNack, "a NACK earns no NACK")
+	require.Equal(t, s0.BadCIDNackSuppressed, h.a.Stats().BadCIDNackSuppressed)
+	h.injectA(h.frameFromB(bad(ca.PeerCID()), nil))
+	require.Equal(t, StateFailed, ca.State())
+	require.ErrorIs(t, ca.Err(), ErrPeerReset)
+	require.Len(t, eventsOf(h.evA, EventFailed), 1)
+}

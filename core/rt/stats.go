@@ -59,7 +59,7 @@ const (
 
 // Stats are an endpoint's counters. They only grow. Every frame received
 // is counted in RxFrames and then in exactly one of the drop reasons
-// (NotTransport … BadState), or processed.
+// (NotTransport … BadState, BadSource), or processed.
 type Stats struct {
 	RxFrames       uint64 // frames taken from the port
 	RxNotTransport uint64 // not Ethernet/IP/UDP carrying a transport header
@@ -86,7 +86,7 @@ type Stats struct {
 
 	TxFrames          uint64 // frames the port accepted
 	TxData            uint64 // first transmissions of reliable packets
-	TxRetransmit      uint64 // resends after a timeout or an RNR NACK
+	TxRetransmit      uint64 // resends after a timeout or an RNR NACK (and resyncs)
 	TxEarlyRetransmit uint64 // resends of holes before their timeout
 	TxAck             uint64 // ACKs built
 	TxExtendedAck     uint64 // extended ACKs built
