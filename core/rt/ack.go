@@ -89,7 +89,10 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		// receiver's time between getting it and sending this ACK.
 		round := e.now32 - hd.TxEcho
 		turn := hd.TxTime - hd.Ack.RxTime
-		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round {
+		// An echo from the future, a turnaround longer than the round trip,
+		// or a round trip longer than the connection has existed cannot
+		// echo a packet we sent: no sample.
+		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round && time.Duration(round) <= e.now.Sub(c.bornAt) {
 			rtt = time.Duration(round - turn)
 			c.rtt.sample(rtt, &e.opts)
 			e.cnt.own[cRTTSamples]++
@@ -147,7 +150,9 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 	}
 	switch n.Code {
 	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
-		d := max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick)
+		// Capped at MaxRTO: a peer's announced delay (up to an hour in
+		// the field) must not hold a packet longer than a timeout would.
+		d := min(max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick), e.opts.MaxRTO)
 		e.holdOff(c, n.Window, n.PSN, d)
 	case wire.NackOutOfWindow:
 		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)

@@ -184,6 +184,7 @@ type conn struct {
 	// peer, and a probe owed (an ACK asking for an ACK).
 	lastRx clock.Time
 	probe  bool
+	bornAt clock.Time // when the slot took this connection: no RTT sample is older
 
 	rtt   rttEstimator
 	fixed FixedWindow

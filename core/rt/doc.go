@@ -78,7 +78,8 @@
 // acknowledged packet is retired. A NACK is checked the same way: forged
 // piggybacked BSNs, or a PSN never sent (or assigned but not yet sent),
 // make it forged; a PSN already acknowledged, or before the NACK's own
-// eBSN, makes it stale (NackStale); either way its code is ignored.
+// eBSN, makes it stale (NackStale); either way its code is ignored. An RTT
+// echo older than the connection, or from the future, gives no sample.
 //
 // # ACKs
 //
@@ -232,8 +233,8 @@
 //     when that resync is acknowledged and its window place is free.
 //   - Refusal for now (NotReady, NoResources, out of window): not an end.
 //     The sender holds off the packet and the ones after it for the NACK's
-//     RNR time (early retransmission too), then resends; each resend counts
-//     toward RetryLimit.
+//     RNR time, at most MaxRTO (early retransmission too), then resends;
+//     each resend counts toward RetryLimit.
 //   - Abandonment: after RetryLimit+1 transmissions a resync takes its
 //     place; when the peer acknowledges the resync, EventAbandoned gives
 //     the cookie (the packet may or may not have been delivered). The

@@ -495,3 +495,36 @@ func TestBadCIDNackChecked(t *testing.T) {
 	require.ErrorIs(t, ca.Err(), ErrPeerReset)
 	require.Len(t, eventsOf(h.evA, EventFailed), 1)
 }
+
+// Class 10: the fields an acknowledgement carries besides its BSNs are
+// bounded by what we sent too: an RTT echo older than the connection
+// gives no sample, and an RNR delay cannot hold a packet past MaxRTO.
+func TestAckEchoAndRNRDelayBounded(t *testing.T) {
+	h := newHarness(t, func(a, b *Options) { a.MaxRTO = 2 * time.Millisecond })
+	ca, _ := h.connect()
+	h.idle(time.Millisecond)
+	s0 := h.a.Stats()
+	ack := &wire.Header{Version: wire.Version, DestCID: ca.LocalCID(), Type: wire.TypeAck,
+		ReqEBSN: ca.Window(wire.WindowRequest).TxBSN, DataEBSN: ca.Window(wire.WindowData).TxBSN,
+		TxEcho: stamp(h.a.Now()) - uint32(time.Second), TxTime: 5}
+	ack.Ack.RxTime = 5
+	h.injectA(h.frameFromB(ack, nil))
+	require.Equal(t, s0.RTTSamples, h.a.Stats().RTTSamples, "an echo older than the connection")
+
+	var sends []clock.Time
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypePushRequest {
+			sends = append(sends, h.clk.Now())
+			return 0
+		}
+		return 1
+	}
+	psn := h.sendAll(ca, wire.TypePushRequest, 0, 1, 8)[0]
+	h.poll()
+	require.Len(t, sends, 1)
+	h.injectA(h.frameFromB(&wire.Header{Version: wire.Version, DestCID: ca.LocalCID(), Type: wire.TypeNack,
+		ReqEBSN: ca.Window(wire.WindowRequest).TxBSN, DataEBSN: ca.Window(wire.WindowData).TxBSN,
+		Nack: wire.NackBody{Code: wire.NackReceiverNotReady, Window: wire.WindowRequest, PSN: psn, RNRTimeoutMicros: 3_600_000_000}}, nil))
+	h.run(func() bool { return len(sends) == 2 }, 10*time.Millisecond)
+	require.LessOrEqual(t, sends[1].Sub(sends[0]), 3*time.Millisecond, "held at most MaxRTO")
+}

@@ -86,6 +86,7 @@ func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
 	}
 	c.rtt.init(e.opts.InitialRTO)
 	c.lastRx = e.now
+	c.bornAt = e.now
 	if e.opts.Congestion != nil {
 		c.cc = e.opts.Congestion()
 	}
