@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 )
 
 func TestOptionsAreValidated(t *testing.T) {
@@ -54,9 +55,7 @@ func TestRunQuick(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to build namespaces and open AF_XDP/AF_PACKET ports (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_IPC_LOCK); run `sudo go test`")
 	}
-	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
-		t.Skip("dpdk-testpmd not installed (run hack/install-deps.sh as root)")
-	}
+	toolstest.Require(t, "dpdk-testpmd")
 	if testing.Short() {
 		t.Skip("runs dpdk-testpmd five times (~15 s); skipped with -short")
 	}

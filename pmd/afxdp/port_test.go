@@ -20,6 +20,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
 	"github.com/peregrine-net/peregrine/pmd/netns"
@@ -522,10 +523,7 @@ func TestNeedsPrivilege(t *testing.T) {
 		return
 	}
 	skipUnlessRoot(t)
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) not installed")
-	}
+	setpriv := toolstest.Path(t, "setpriv")
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
 		testBinary(t), "-test.run=^TestNeedsPrivilege$", "-test.count=1")
 	cmd.Env = append(cmd.Environ(), childEnv+"=1")
