@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,4 +125,19 @@ func TestStealMeterFindsPinnedThreads(t *testing.T) {
 	require.False(t, result{genStolen: 0.01, dutStolen: maxStolen}.disturbed())
 	require.True(t, result{dutStolen: maxStolen + 0.01}.disturbed())
 	require.True(t, result{genStolen: 0.5}.disturbed())
+}
+
+// TestWaitMovedWaitsForAnEvent: a window in which nothing moved is judged
+// by whether the loop moves later, within a bound — and such a round is
+// disturbed, not measured.
+func TestWaitMovedWaitsForAnEvent(t *testing.T) {
+	var n atomic.Uint64
+	go func() {
+		time.Sleep(20 * time.Millisecond) // the loop gets its CPU back later
+		n.Add(1)
+	}()
+	require.NoError(t, waitMoved(context.Background(), n.Load, 0, time.Minute))
+	require.ErrorIs(t, waitMoved(context.Background(), n.Load, 1, 10*time.Millisecond), context.DeadlineExceeded)
+	require.True(t, result{starved: true}.disturbed())
+	require.False(t, result{}.disturbed())
 }
