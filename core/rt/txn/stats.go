@@ -26,6 +26,11 @@ const (
 	cBytesServed
 	cPaced
 	cConnRefused
+	cTimedOut
+	cCancelled
+	cNoticesSent
+	cNoticesAcked
+	cNoticesReceived
 	numCounters
 )
 
@@ -65,6 +70,14 @@ type Stats struct {
 	Paced          uint64 // sends after which the connection was paced (cwnd < 1)
 	ConnRefused    uint64 // connections dropped for want of a slot
 
+	TimedOut  uint64 // operations ended by their timeout
+	Cancelled uint64 // operations ended by Cancel
+	// Abort notices: sent to peers (this side gave up on a transaction),
+	// acknowledged by them, and received from them.
+	NoticesSent     uint64
+	NoticesAcked    uint64
+	NoticesReceived uint64
+
 	// From the reorder engine: arrivals that waited for an earlier
 	// sequence number, and the entries released in order.
 	ReorderWaits    uint64
@@ -96,6 +109,8 @@ func (e *Endpoint) Stats() Stats {
 		RefusedAccess: v(cRefusedAccess), RefusedTooSmall: v(cRefusedTooSmall), Malformed: v(cMalformed),
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
+		TimedOut: v(cTimedOut), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
+		NoticesReceived: v(cNoticesReceived),
 		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}
 }
