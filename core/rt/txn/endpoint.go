@@ -59,7 +59,7 @@ type Endpoint struct {
 	grants   ring // target: connections with pushes waiting for a grant, round-robin
 	granted  int  // target: bytes granted and not yet received
 	now      clock.Time
-	tearing  bool // teardown runs: entries are taken, not left for their turn
+	tearing  bool         // teardown runs: entries are taken, not left for their turn
 	wheel    *clock.Wheel // operation timeouts
 	fire     func(clock.TimerID, uint64)
 	req      Request

@@ -55,7 +55,7 @@ func (m *middlebox) Poll(clock.Time) int {
 }
 
 func (m *middlebox) NextDeadline() (clock.Time, bool) { return 0, false }
-func (m *middlebox) Stop(clock.Time)                 {}
+func (m *middlebox) Stop(clock.Time)                  {}
 
 func (m *middlebox) Close() error {
 	for _, pt := range []port.Port{m.a, m.b} {

@@ -111,6 +111,6 @@ func (e *Endpoint) Stats() Stats {
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
 		TimedOut: v(cTimedOut), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
 		NoticesReceived: v(cNoticesReceived),
-		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
+		ReorderWaits:    e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}
 }
