@@ -166,6 +166,7 @@ type xact struct {
 	completed bool          // initiator: completion posted, the context stays for its notice
 	aborted   bool          // target: the initiator gave up on it (abort notice), tell OnAborted
 	placeheld bool          // target: a placeholder that only takes the request's turn
+	grantQ    bool          // target: linked in its connection's grant queue
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -298,7 +298,11 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 			e.teardown(i, err)
 		}
 	case rt.EventNack:
-		if ev.HasCookie {
+		// Only a ULP-error NACK is a refusal by the peer's transaction
+		// layer; any other code (an "unexpected packet", say) leaves the
+		// packet outstanding in the transport, and its ACK or abandonment
+		// still comes.
+		if ev.HasCookie && ev.Nack.Code == wire.NackULPError {
 			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
 				x.refusal = Refusal(ev.Nack.ULPCode)
 				if x.refusal > RefusalTooSmall {

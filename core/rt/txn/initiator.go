@@ -239,11 +239,9 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	if x.role == roleTarget {
 		// Pull data.
 		if st != StatusOK && !x.failed {
+			// The initiator waits for this data: tell it.
 			x.failed = true
-			if st == StatusAbandoned {
-				// The initiator waits for this data: tell it.
-				e.queueNotice(i, sched.ClassData)
-			}
+			e.queueNotice(i, sched.ClassData)
 		}
 		e.maybeFreeTarget(i)
 		return

@@ -241,6 +241,11 @@ func (e *Endpoint) teardown(ci int32, err error) {
 		}
 		i = next
 	}
+	// A solicited push that completed before its grant turn left a ready
+	// SSN entry for the grant order to pass over (complete): take those.
+	for ssn := c.grantBase; seqLT(ssn, c.nextSSN); ssn++ {
+		e.ro.Take(c.cid, spaceSSN, ssn)
+	}
 	e.tearing = false
 	if c.inGrantRound {
 		e.grants.remove(uint64(c.gen)<<32 | uint64(uint32(ci)))

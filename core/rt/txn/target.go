@@ -252,6 +252,7 @@ func (e *Endpoint) queueGrants(c *conn) {
 			continue
 		}
 		x.grantNext = -1
+		x.grantQ = true
 		if c.grantTail >= 0 {
 			e.xacts[c.grantTail].grantNext = i
 		} else {
@@ -302,6 +303,7 @@ func (e *Endpoint) issueGrants() int {
 			n++
 		}
 		c.grantHead = x.grantNext
+		x.grantQ = false
 		if c.grantHead < 0 {
 			c.grantTail = -1
 		}
@@ -389,7 +391,7 @@ func (e *Endpoint) release(ci int32, c *conn, i int32) {
 // has nothing in flight.
 func (e *Endpoint) maybeFreeTarget(i int32) {
 	x := &e.xacts[i]
-	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 || x.noticePending() {
+	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 || x.noticePending() || x.grantQ {
 		return
 	}
 	if x.kind == OpPull && !x.failed && x.sentPkts != x.pkts {
