@@ -20,7 +20,9 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		sp := swift.DefaultParams()
 		a.Congestion, b.Congestion = &sp, &sp
 	})
-	c := p.connect(ConnOptions{Ordered: true})
+	// Every operation has a timeout: arming and cancelling it allocates
+	// nothing either.
+	c := p.connect(ConnOptions{Ordered: true, OpTimeout: time.Second})
 	src := pattern(1, 64<<10)
 	dst := make([]byte, 64<<10)
 	ra, _ := p.a.Register(src, 0)
