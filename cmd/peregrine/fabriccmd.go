@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
 )
@@ -52,6 +54,9 @@ The same --seed with the same input replays the same impairments.`,
   peregrine fabric --port-a afxdp:veth1 --port-b afxdp:veth2 --profile paths=4,spread=20us,reorder=1%/100us`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runFabric(ctx, cfg, cmd.OutOrStdout())
@@ -68,8 +73,8 @@ The same --seed with the same input replays the same impairments.`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters")
-	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it)")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it; at least 1024)")
 	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	return cmd
 }
@@ -104,39 +109,51 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
-	s, err := newSession(cfg.frames, cfg.frameSize)
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSize},
+		Ports:  []string{cfg.portA, cfg.portB},
+		Lcores: app.OnCPUs(cpus[0]),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
 	if err != nil {
-		return fmt.Errorf("--frames/--frame-size: %w", err)
+		return flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	if err := s.open([]string{cfg.portA, cfg.portB}); err != nil {
-		return joinStop(err, s)
-	}
+	portA, portB := p.Port(0), p.Port(1)
 	fab, err := fabric.New(fabric.Options{
-		Name: "fabric", A: s.ports[0], B: s.ports[1], Pool: s.pool,
+		Name: "fabric", A: portA, B: portB, Pool: p.Pool(),
 		AtoB: ab, BtoA: ba, Seed: cfg.seed, Classify: fabric.TransportClassifier(cfg.udpPort),
 	})
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
-	if err := s.loops(cpus[:1], idle, []lcore.Stage{fab}); err != nil {
-		return joinStop(fmt.Errorf("--lcores: %w", err), s)
+	p.Own(fab)
+	// The fabric allocates and frees through a cache of its own: no queue
+	// half is given the loop's.
+	if err := p.Add(app.Stage{Stage: fab}); err != nil {
+		return joinStop(err, p)
 	}
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",
-		s.ports[0].Info().Name, s.ports[1].Info().Name, cfg.seed, ab, ba)
+		portA.Info().Name, portB.Info().Name, cfg.seed, ab, ba)
+	if err := p.Start(); err != nil {
+		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+	}
+	if cfg.ready != nil {
+		cfg.ready()
+	}
 	var last fabric.Stats
 	tick := func(e time.Duration) {
 		st := fab.Stats()
 		fmt.Fprintf(out, "[%5.1fs] A→B %s | B→A %s\n", e.Seconds(), dirRate(st.AtoB, last.AtoB), dirRate(st.BtoA, last.BtoA))
 		last = st
 	}
-	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, tick, nil, cfg.ready)
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick})
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
 	// The ports' own drops (a receive ring the kernel found full) happen
 	// before the fabric sees a frame: read them while the ports are open.
-	pa, pb := s.ports[0].Stats(), s.ports[1].Stats()
-	stopErr := s.stop()
+	pa, pb := portA.Stats(), portB.Stats()
+	stopErr := p.Stop()
 	st := fab.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  A→B %s\n  B→A %s\n", elapsed.Seconds(), dirTotals(st.AtoB), dirTotals(st.BtoA))
 	fmt.Fprintf(out, "  port A dropped on receive %d, port B dropped on receive %d\n", pa.RxDropped, pb.RxDropped)

@@ -9,23 +9,20 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
-	"github.com/peregrine-net/peregrine/pmd"
 )
 
 type transportConfig struct {
@@ -76,10 +73,13 @@ It exits 0 only if every operation completed without error.`,
   sudo peregrine transport initiator --port afxdp:veth0?netns=a --ip 198.18.0.1 \
       --peer-mac 02:70:67:00:01:06 --peer-ip 198.18.0.6 --region-key 0x10001 --duration 5s
   peregrine transport initiator ... --sizes 4KiB --window 1 --pull-every 0   # latency`,
-		Args:      cobra.ExactArgs(1),
+		Args:      transportRoleArgs,
 		ValidArgs: []string{"initiator", "target"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.role = args[0]
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
@@ -107,38 +107,18 @@ It exits 0 only if every operation completed without error.`,
 	f.Uint64Var(&cfg.count, "count", 0, "initiator: stop after this many operations (0: --duration)")
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
 	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
-	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
 	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
-	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: from the clock, so a rerun is a new peer to the target)")
+	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
 	return cmd
 }
 
-func parseByteSizes(spec string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(spec, ",") {
-		f = strings.TrimSpace(f)
-		mult := 1
-		for _, u := range []struct {
-			suf string
-			m   int
-		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"K", 1000}, {"B", 1}} {
-			if strings.HasSuffix(f, u.suf) {
-				f, mult = strings.TrimSuffix(f, u.suf), u.m
-				break
-			}
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n*mult < 16 || n*mult > txn.MaxMessage {
-			return nil, fmt.Errorf("size %q: use a byte count 16..%d, e.g. 512, 4KiB, 1MiB", f, txn.MaxMessage)
-		}
-		out = append(out, n*mult)
-	}
-	return out, nil
-}
+// messageSizes reads --sizes: message sizes as internal/units reads them.
+func messageSizes(spec string) ([]int, error) { return parseByteSizes(spec, 16, txn.MaxMessage) }
 
 func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool, error) {
 	if cfg.role != "initiator" && cfg.role != "target" {
@@ -151,7 +131,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
 	}
-	sizes, err := parseByteSizes(cfg.sizes)
+	sizes, err := messageSizes(cfg.sizes)
 	if err != nil {
 		return false, fmt.Errorf("--sizes: %w", err)
 	}
@@ -174,26 +154,19 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
-	pool, err := mbuf.New(mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize})
+	clk := clock.NewReal()
+	pipe, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
+		Ports:  []string{cfg.port},
+		Lcores: []app.Lcore{{Name: cfg.role, CPU: cfg.lcore}},
+		Idle:   lcore.IdlePolicy{Mode: idle},
+		Clock:  clk,
+	})
 	if err != nil {
-		return false, fmt.Errorf("--frames/--frame-size: %w", err)
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
 	}
-	defer pool.Close()
-	p, err := pmd.Open(&pmd.Env{Pool: pool}, cfg.port)
-	if err != nil {
-		return false, fmt.Errorf("--port: %w", err)
-	}
-	closed := false
-	closePort := func() {
-		if !closed {
-			closed = true
-			p.Close()
-		}
-	}
-	defer closePort()
-	if cfg.seed == 0 {
-		cfg.seed = uint64(time.Now().UnixNano()) | 1
-	}
+	defer pipe.Stop() // on early returns
+	pool, p := pipe.Pool(), pipe.Port(0)
 	// A target serves up to 64 initiators' connections; an initiator opens
 	// --conns. The retransmission CAM holds MaxConns × 2 windows × the PSN
 	// window entries, and a table sized for 64 connections (64 Ki entries,
@@ -203,7 +176,6 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.role == "initiator" {
 		maxConns = max(2*cfg.conns, 4)
 	}
-	clk := clock.NewReal()
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
 	var pushes, badPushes atomic.Uint64
@@ -223,7 +195,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, err
 	}
-	defer ep.Close()
+	pipe.Own(ep)
 	stages := []lcore.Stage{ep}
 	var load *txnload.Load
 	regionLen := cfg.regionLen
@@ -257,14 +229,15 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 		stages = []lcore.Stage{load, ep}
 	}
-	loop, err := lcore.New(lcore.Options{Name: cfg.role, CPU: cfg.lcore, Clock: clk, Idle: lcore.IdlePolicy{Mode: idle}, Stages: stages})
-	if err != nil {
-		return false, fmt.Errorf("--lcore: %w", err)
+	// The endpoint keeps caches of its own: no queue half is given the
+	// loop's.
+	for _, st := range stages {
+		if err := pipe.Add(app.Stage{Stage: st}); err != nil {
+			return false, err
+		}
 	}
-	var group lcore.Group
-	group.Add(loop)
-	if err := group.StartAll(); err != nil {
-		return false, err
+	if err := pipe.Start(); err != nil {
+		return false, flagError(err, map[string]string{"Lcores": "--lcore"})
 	}
 	var meter *loadMeter
 	var done func() bool
@@ -275,7 +248,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			done = func() bool { s := load.Stats(); return s.Completed+s.Failed >= cfg.count }
 		}
 	}
-	elapsed, interrupted := waitRun(ctx, cfg.duration, time.Second, func(at time.Duration) {
+	elapsed, interrupted, err := pipe.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Done: done, Tick: func(at time.Duration) {
 		if cfg.quiet {
 			return
 		}
@@ -287,7 +260,10 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		st := ep.Stats()
 		fmt.Fprintf(out, "[%5.1fs] requests %d, placed %d B, served %d B | retransmits %d | pool %d/%d in use\n",
 			at.Seconds(), st.RequestsDelivered, st.BytesPlaced, st.BytesServed, retx, pool.InUse(), pool.Frames())
-	}, done)
+	}})
+	if err != nil {
+		return false, err
+	}
 	var atEnd txnload.Stats // the figures of the measured interval
 	if load != nil {
 		atEnd = load.Stats()
@@ -295,17 +271,15 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	drained := true
 	if load != nil {
 		load.Stop()
-		drained = waitFor(load.Idle, 5*time.Second)
+		drained = app.WaitFor(load.Idle, 5*time.Second)
 		// Close the connections so the target frees its side now, not when
 		// its retransmissions to a vanished peer run out.
-		waitFor(load.Closed, time.Second)
+		app.WaitFor(load.Closed, time.Second)
 	}
-	group.StopAll()
-	runErr := group.WaitAll()
-	ep.Stop(clk.Now())
-	drainPorts(pool, []port.Port{p})
+	runErr := pipe.StopLoops()
 	ps := p.Stats()
-	closePort()
+	// Close's leak check is reported below (pool back to zero in use).
+	_ = pipe.Close()
 	ts := ep.Transport().Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
 		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
