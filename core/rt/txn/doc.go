@@ -147,8 +147,9 @@
 //     the operation that found the peer gone, IBV_WC_WR_FLUSH_ERR for the
 //     rest). A peer that dies while nothing of this side is
 //     unacknowledged (say, right after acknowledging a pull request) is
-//     found only by the transport's keepalive, if on: the operation's
-//     timeout is what bounds that wait.
+//     found only by the transport's idle timeout (rt Options.KeepAlive and
+//     IdleTimeout, off by default; rt.ErrIdleTimeout): otherwise the
+//     operation's timeout is what bounds that wait.
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving

@@ -271,4 +271,28 @@ func TestTargetDiesAfterAck(t *testing.T) {
 	require.LessOrEqual(t, p.cqA[0].Latency(), 5*time.Millisecond+10*time.Microsecond, "completed at its timeout")
 }
 
-var _ = rt.ErrAborted
+
+// Class 4 with the transport's keepalive instead of a timeout: the dead
+// target's connection fails with rt.ErrIdleTimeout, the pull completes
+// StatusConnFailed before the event reports why.
+func TestTargetDiesAfterAckIdleTimeout(t *testing.T) {
+	var ev events
+	p, m := newFaultPair(t, 5, func(a, b *Options) {
+		withEvents(&ev)(a, b)
+		a.Transport.KeepAlive, a.Transport.IdleTimeout = time.Millisecond, 5*time.Millisecond
+	})
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{Ordered: true})
+	_, err := c.Pull(Op{Local: f.rDst, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1})
+	require.NoError(t, err)
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		return !fromA && h.Type() != wire.TypeAck && h.Type() != wire.TypeExtendedAck
+	}
+	p.run(func() bool { return len(p.reqB) == 1 && c.Transport().Outstanding(wire.WindowRequest) == 0 }, time.Second)
+	p.deadB = true
+	p.run(func() bool { return len(p.cqA) == 1 }, time.Second)
+	require.Equal(t, StatusConnFailed, p.cqA[0].Status)
+	require.Equal(t, []ConnEventKind{ConnEstablished, ConnFailed}, kinds(ev.a))
+	require.ErrorIs(t, ev.a[1].Err, rt.ErrIdleTimeout)
+	require.Zero(t, p.a.Outstanding())
+}
