@@ -271,7 +271,6 @@ func TestTargetDiesAfterAck(t *testing.T) {
 	require.LessOrEqual(t, p.cqA[0].Latency(), 5*time.Millisecond+10*time.Microsecond, "completed at its timeout")
 }
 
-
 // Class 4 with the transport's keepalive instead of a timeout: the dead
 // target's connection fails with rt.ErrIdleTimeout, the pull completes
 // StatusConnFailed before the event reports why.
