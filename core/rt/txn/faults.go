@@ -26,8 +26,27 @@ var ErrNoOp = errors.New("txn: no operation in progress with that RSN (completed
 const abortOffset = ^uint32(0)
 
 // noticeBit marks the cookie of an abort notice, so its resolution is not
-// taken for one of the transaction's own packets.
-const noticeBit = 1 << 31
+// taken for one of the transaction's own packets; grantBit that of a
+// grant. Context indexes stay below 2^20 (MaxOps).
+const (
+	noticeBit = 1 << 31
+	grantBit  = 1 << 30
+)
+
+// grantResolved is the transport's verdict on target context i's grant.
+// An abandoned grant may never have reached the initiator, whose push
+// would then wait for it forever: it is sent again unless the data came
+// or the request ended (a grant the initiator has already is matched to
+// nothing there and dropped).
+func (e *Endpoint) grantResolved(i int32, x *xact, st Status) {
+	x.unresolved--
+	if st == StatusAbandoned && !x.failed && x.received < x.length && !x.inSched {
+		if e.enqueue(x.conn, sched.ClassData, i) {
+			e.cnt.own[cGrantsResent]++
+		}
+	}
+	e.maybeFreeTarget(i)
+}
 
 // noticeState is where a context's abort notice stands.
 type noticeState uint8

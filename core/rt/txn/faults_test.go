@@ -295,3 +295,32 @@ func TestTargetDiesAfterAckIdleTimeout(t *testing.T) {
 	require.ErrorIs(t, ev.a[1].Err, rt.ErrIdleTimeout)
 	require.Zero(t, p.a.Outstanding())
 }
+
+// Found by the fault property suite: a grant the transport abandoned left
+// the initiator's solicited push waiting forever (and, on an ordered
+// connection, everything behind it). The target grants again.
+func TestAbandonedGrantIsResent(t *testing.T) {
+	p, m := newFaultPair(t, 6, nil)
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{Ordered: true})
+	lost := 0
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		if !fromA && h.Type() == wire.TypePushGrant && lost < 3 { // the grant and both its retries
+			lost++
+			return true
+		}
+		return false
+	}
+	_, err := c.Push(Op{Local: f.rSrc, Len: 5000, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1, Solicit: SolicitAlways})
+	require.NoError(t, err)
+	_, err = c.Push(Op{Local: f.rSrc, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: 8000}, Tag: 2})
+	require.NoError(t, err)
+	ok := p.runFor(func() bool { return len(p.cqA) == 2 && p.settled() }, time.Second)
+	require.True(t, ok, "%d completions; target granted %d bytes, %d contexts", len(p.cqA), p.b.granted, p.b.Outstanding())
+	require.Equal(t, 3, lost)
+	require.Equal(t, StatusOK, p.cqA[0].Status)
+	require.Equal(t, StatusOK, p.cqA[1].Status)
+	require.Equal(t, uint64(1), p.b.Stats().GrantsResent)
+	require.True(t, bytes.Equal(f.src[:5000], f.remote[:5000]))
+	p.requireSettled()
+}

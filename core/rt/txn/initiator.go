@@ -209,7 +209,7 @@ func (e *Endpoint) freeXact(i int32) {
 
 // byCookie returns the live context a cookie names.
 func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
-	i := int32(uint32(cookie) &^ noticeBit)
+	i := int32(uint32(cookie) &^ (noticeBit | grantBit))
 	if cookie>>32 == 0 || int(i) >= len(e.xacts) || i < 0 {
 		return -1, nil
 	}
@@ -224,7 +224,7 @@ func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
 // acknowledged (StatusOK), refused by the peer's ULP, or abandoned.
 func (e *Endpoint) resolve(cookie uint64, st Status) {
 	if cookie == 0 {
-		return // a grant: nothing waits for its ACK
+		return
 	}
 	i, x := e.byCookie(cookie)
 	if x == nil {
@@ -233,6 +233,10 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	}
 	if cookie&noticeBit != 0 {
 		e.noticeResolved(i, x, st)
+		return
+	}
+	if cookie&grantBit != 0 {
+		e.grantResolved(i, x, st)
 		return
 	}
 	x.unresolved--

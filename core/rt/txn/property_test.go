@@ -213,6 +213,13 @@ func runScenario(t *testing.T, pool *mbuf.Pool, sc propScenario) (err error) {
 			if sc.retryLimit > 0 {
 				o.Transport.RetryLimit = sc.retryLimit
 			}
+			if sc.harsh {
+				// A connection that fails at one end only (its retries
+				// ran out there) is found at the other by the idle
+				// timeout; no operation has a timeout, so one that hangs
+				// fails the test.
+				o.Transport.KeepAlive, o.Transport.IdleTimeout = time.Millisecond, 50*time.Millisecond
+			}
 			if sc.swift {
 				sp := swift.DefaultParams()
 				o.Congestion = &sp
@@ -243,14 +250,7 @@ func runScenario(t *testing.T, pool *mbuf.Pool, sc propScenario) (err error) {
 		if from[c] == 1 {
 			ep, peer = p.b, p.peerA()
 		}
-		co := ConnOptions{Ordered: c != 1}
-		if sc.harsh {
-			// A connection that fails at one end only (its retries ran
-			// out there) leaves the other end's operations to their
-			// timeout, until the transport's keepalive finds it.
-			co.OpTimeout = 5 * time.Second
-		}
-		conns[c], err = ep.Open(peer, co)
+		conns[c], err = ep.Open(peer, ConnOptions{Ordered: c != 1})
 		if err != nil {
 			return err
 		}

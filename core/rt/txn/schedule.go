@@ -156,7 +156,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 	} else {
 		if x.kind == OpPush {
 			sh.Type = wire.TypePushGrant
-			sh.Cookie = 0
+			sh.Cookie |= grantBit // its fate matters: an abandoned grant is sent again
 			return nil
 		}
 		sh.Type = wire.TypePullData
@@ -174,6 +174,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) {
 	if x.role == roleTarget && x.kind == OpPush {
 		e.cnt.own[cGrantsIssued]++ // the grant is sent; the data will come
+		x.unresolved++
 		return
 	}
 	x.unresolved++

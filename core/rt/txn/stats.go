@@ -27,6 +27,7 @@ const (
 	cPaced
 	cConnRefused
 	cTimedOut
+	cGrantsResent
 	cCancelled
 	cNoticesSent
 	cNoticesAcked
@@ -48,6 +49,7 @@ type Stats struct {
 
 	GrantsIssued   uint64 // target: grants sent
 	GrantsReceived uint64 // initiator: grants that released data
+	GrantsResent   uint64 // target: grants sent again after the transport abandoned them
 	GrantedMax     uint64 // target: most bytes granted and not yet received
 
 	RequestsDelivered uint64 // target: requests handed to the ULP
@@ -109,7 +111,7 @@ func (e *Endpoint) Stats() Stats {
 		RefusedAccess: v(cRefusedAccess), RefusedTooSmall: v(cRefusedTooSmall), Malformed: v(cMalformed),
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
-		TimedOut: v(cTimedOut), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
+		TimedOut: v(cTimedOut), GrantsResent: v(cGrantsResent), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
 		NoticesReceived: v(cNoticesReceived),
 		ReorderWaits:    e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}
