@@ -174,7 +174,10 @@
 // that holds its turn in the RSN order (ordered connections) and the
 // grant order (solicited pushes). When the target abandons its pull data
 // it sends the notice the other way and frees the context once the
-// notice is acknowledged.
+// notice is acknowledged. A grant the transport abandons is sent again
+// while none of the push's data has come and the request stands (the
+// initiator drops one it has already had), so an initiator never waits
+// for a grant that was lost.
 //
 // The abort notice is a reliable packet of the transaction's own type —
 // push unsolicited data, push request (solicited: it carries the SSN) or
