@@ -175,7 +175,7 @@
 // grant order (solicited pushes). When the target abandons its pull data
 // it sends the notice the other way and frees the context once the
 // notice is acknowledged. A grant the transport abandons is sent again
-// while none of the push's data has come and the request stands (the
+// while the push's data has not all come and the request stands (the
 // initiator drops one it has already had), so an initiator never waits
 // for a grant that was lost.
 //
