@@ -6,13 +6,32 @@ import (
 	"time"
 )
 
+// harshTally counts the statuses the fault seeds ended with.
+var harshTally = map[Status]int{}
+
 // checkHarsh runs a harsh scenario to its end and checks the invariants
 // that hold under any fault (see TestTransactionFaultProperty).
-func checkHarsh(p *pair, sc propScenario, byTag map[uint64]*propOp, sides [2]*propSide, from [propConns]int) error {
+func checkHarsh(p *pair, sc propScenario, byTag map[uint64]*propOp, sides [2]*propSide, from [propConns]int, conns [propConns]*Conn) error {
 	posted := 0
 	for _, op := range sc.ops {
 		if op.posted {
 			posted++
+		}
+	}
+	// Cancel the chosen operations after their number of polls (one whose
+	// completion is decided already answers ErrNoOp; one whose connection
+	// failed, ErrClosed).
+	for step := range 60 {
+		for i := range sc.ops {
+			op := &sc.ops[i]
+			if op.posted && op.cancelAt == step {
+				if err := conns[op.conn].Cancel(op.rsn); err != nil && err != ErrNoOp && err != ErrClosed {
+					return fmt.Errorf("cancel tag %d: %w", op.tag, err)
+				}
+			}
+		}
+		if p.poll() == 0 {
+			p.clk.Advance(time.Microsecond)
 		}
 	}
 	if !p.runFor(func() bool { return len(p.cqA)+len(p.cqB) >= posted }, 60*time.Second) {
@@ -34,12 +53,21 @@ func checkHarsh(p *pair, sc propScenario, byTag map[uint64]*propOp, sides [2]*pr
 			if op == nil || !op.posted {
 				return fmt.Errorf("completion for unknown or unposted tag %d", cp.Tag)
 			}
+			harshTally[cp.Status]++
 			op.completed++
 			if op.completed > 1 {
 				return fmt.Errorf("tag %d completed twice", cp.Tag)
 			}
 			switch cp.Status {
 			case StatusOK, StatusAbandoned, StatusConnFailed:
+			case StatusTimeout:
+				if op.timeout == 0 {
+					return fmt.Errorf("tag %d: timed out without a timeout", cp.Tag)
+				}
+			case StatusCancelled:
+				if op.cancelAt < 0 {
+					return fmt.Errorf("tag %d: cancelled, never cancelled", cp.Tag)
+				}
 			case StatusRemoteAbandoned:
 				if op.kind != OpPull {
 					return fmt.Errorf("tag %d: a push completed %v", cp.Tag, cp.Status)

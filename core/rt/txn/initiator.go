@@ -366,7 +366,9 @@ func (e *Endpoint) skipGrant(i int32, x *xact) {
 // onGrant handles a push grant from the target.
 func (e *Endpoint) onGrant(ci int32, c *conn, h *wire.Header) rt.Verdict {
 	k, ok := e.ro.Lookup(c.cid, spaceSSN, h.SSN)
-	if !ok || e.xacts[e.byEntry[k]].rsn != h.RSN {
+	// An entry of no transaction (-1) is one left for the grant order to
+	// pass over: its push completed (cancelled, timed out) before its turn.
+	if !ok || e.byEntry[k] < 0 || e.xacts[e.byEntry[k]].rsn != h.RSN {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}

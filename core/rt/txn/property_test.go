@@ -60,6 +60,10 @@ type propOp struct {
 	posted    bool
 	rsn       uint32
 	completed int
+	// Harsh scenarios only: the operation's timeout, and the poll after
+	// which it is cancelled (-1: never).
+	timeout  time.Duration
+	cancelAt int
 }
 
 // propScenario is one seed's workload: three connections (A→B ordered,
@@ -135,6 +139,16 @@ func harshScenario(seed uint64) propScenario {
 	sc.profile = fmt.Sprintf("loss=%.1f%%,reorder=%.1f%%/%dus,delay=%dus,jitter=%dus",
 		10+r.Float64()*20, r.Float64()*10, 5+r.IntN(40), 2+r.IntN(8), r.IntN(5))
 	sc.retryLimit = [...]int{2, 3, 7}[r.IntN(3)]
+	// Some operations time out early, some are cancelled.
+	for i := range sc.ops {
+		sc.ops[i].cancelAt = -1
+		switch r.IntN(8) {
+		case 0:
+			sc.ops[i].timeout = time.Duration(20+r.IntN(2000)) * time.Microsecond
+		case 1:
+			sc.ops[i].cancelAt = r.IntN(60)
+		}
+	}
 	return sc
 }
 
@@ -178,7 +192,7 @@ func TestTransactionFaultProperty(t *testing.T) {
 			t.Fatalf("%v\n%v", sc, err)
 		}
 	}
-	t.Logf("%d fault seeds: every operation completed exactly once with a named status, nothing held at the end", n)
+	t.Logf("%d fault seeds: every operation completed exactly once with a named status, nothing held at the end; statuses %v", n, harshTally)
 }
 
 func TestTransactionProperty(t *testing.T) {
@@ -261,7 +275,7 @@ func runScenario(t *testing.T, pool *mbuf.Pool, sc propScenario) (err error) {
 		op := &sc.ops[i]
 		byTag[op.tag] = op
 		src, dst := sides[from[op.conn]], sides[1-from[op.conn]]
-		o := Op{Len: op.size, Tag: op.tag, Solicit: op.solicit}
+		o := Op{Len: op.size, Tag: op.tag, Solicit: op.solicit, Timeout: op.timeout}
 		remoteKey := dst.rRem.Key
 		if op.bad {
 			remoteKey ^= 0x5a5a0000
@@ -296,7 +310,7 @@ func runScenario(t *testing.T, pool *mbuf.Pool, sc propScenario) (err error) {
 	}
 	total := len(sc.ops)
 	if sc.harsh {
-		return checkHarsh(p, sc, byTag, sides, from)
+		return checkHarsh(p, sc, byTag, sides, from, conns)
 	}
 	if !p.runFor(func() bool { return len(p.cqA)+len(p.cqB) >= total }, 20*time.Second) {
 		return fmt.Errorf("only %d of %d completions after 20s (A %+v, B %+v)\nA:\n%sB:\n%scompletions A %v\nB %v", len(p.cqA)+len(p.cqB), total, p.a.Stats(), p.b.Stats(), p.a.dump(), p.b.dump(), brief(p.cqA), brief(p.cqB))
