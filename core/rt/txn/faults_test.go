@@ -324,3 +324,33 @@ func TestAbandonedGrantIsResent(t *testing.T) {
 	require.True(t, bytes.Equal(f.src[:5000], f.remote[:5000]))
 	p.requireSettled()
 }
+
+// An abort notice the transport abandons is sent again: the target still
+// ends the transaction and the ordered connection moves on.
+func TestAbortNoticeLostIsResent(t *testing.T) {
+	p, m := newFaultPair(t, 7, nil)
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{Ordered: true})
+	rsn, err := c.Push(Op{Local: f.rSrc, Len: 3000, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1})
+	require.NoError(t, err)
+	notices := 0
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		if !fromA || h.RSN() != rsn {
+			return false
+		}
+		if h.Offset() == abortOffset {
+			notices++
+			return notices <= 3 // the first notice and both its retries
+		}
+		return h.Type() == wire.TypePushUnsolicitedData // every segment
+	}
+	_, err = c.Push(Op{Local: f.rSrc, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: 8000}, Tag: 2})
+	require.NoError(t, err)
+	ok := p.runFor(func() bool { return len(p.cqA) == 2 && len(p.reqB) == 1 && p.settled() }, time.Second)
+	require.True(t, ok, "%d completions, %d requests at the target, %d contexts there", len(p.cqA), len(p.reqB), p.b.Outstanding())
+	require.Equal(t, StatusAbandoned, p.cqA[0].Status)
+	require.Equal(t, StatusOK, p.cqA[1].Status)
+	require.Equal(t, 4, notices, "sent again after the transport abandoned it")
+	require.Equal(t, rsn+1, p.reqB[0].RSN)
+	p.requireSettled()
+}
