@@ -20,7 +20,9 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		sp := swift.DefaultParams()
 		a.Congestion, b.Congestion = &sp, &sp
 	})
-	c := p.connect(ConnOptions{Ordered: true})
+	// Every operation has a timeout: arming and cancelling it allocates
+	// nothing either.
+	c := p.connect(ConnOptions{Ordered: true, OpTimeout: time.Second})
 	src := pattern(1, 64<<10)
 	dst := make([]byte, 64<<10)
 	ra, _ := p.a.Register(src, 0)
@@ -60,6 +62,33 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		cycle()
 	}
 	require.Zero(t, testing.AllocsPerRun(50, cycle))
+
+	// Cancel, the abort notice it owes on an ordered connection and the
+	// target's placeholder allocate nothing either.
+	cancelled := func() {
+		rsn, err := c.Pull(Op{Local: rd, Len: 20 << 10, Remote: wire.RegionRef{Key: rb.Key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cancel(rsn); err != nil {
+			t.Fatal(err)
+		}
+		for p.a.Outstanding() != 0 || p.b.Outstanding() != 0 {
+			now := p.clk.Now()
+			if p.a.Poll(now)+p.fab.Poll(now)+p.b.Poll(now) == 0 {
+				p.clk.Advance(time.Microsecond)
+			}
+		}
+		if n := p.a.Completions(cq); n != 1 || cq[0].Status != StatusCancelled {
+			t.Fatalf("%d completions, %v", n, cq[0].Status)
+		}
+	}
+	for range 5 {
+		cancelled()
+	}
+	require.Zero(t, testing.AllocsPerRun(20, cancelled))
+	require.GreaterOrEqual(t, p.a.Stats().NoticesSent, uint64(25), "each cancel told the target")
+	require.Equal(t, p.a.Stats().NoticesSent, p.b.Stats().NoticesReceived)
 }
 
 func BenchmarkPushPull(b *testing.B) {

@@ -1,6 +1,8 @@
 package txn
 
 import (
+	"time"
+
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
@@ -15,6 +17,9 @@ type ConnOptions struct {
 	Ordered bool
 	// Weight is the connection's share in the TX scheduler (default 1).
 	Weight int
+	// OpTimeout is the timeout of every operation posted on the
+	// connection that does not set Op.Timeout (0: none). See Op.Timeout.
+	OpTimeout time.Duration
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
@@ -85,6 +90,9 @@ type conn struct {
 	ordered   bool // this side asked for order
 	closing   bool
 	closeSent bool
+	aborting  bool // Abort runs: the teardown flushes (StatusFlushed)
+	quiet     bool // Open failed: its teardown is not announced
+	opTimeout time.Duration
 	blocked   bool // a scheduler class waits for an ACK to reopen the window
 
 	// Initiator.
@@ -152,6 +160,13 @@ type xact struct {
 	rsnHeld    bool    // an entry in an RSN space is still registered
 	status     Status
 	refusal    Refusal // StatusRemoteAccess: what the target said
+
+	timer     clock.TimerID // initiator: the operation's timeout
+	notice    noticeState   // the abort notice owed to the peer
+	completed bool          // initiator: completion posted, the context stays for its notice
+	aborted   bool          // target: the initiator gave up on it (abort notice), tell OnAborted
+	placeheld bool          // target: a placeholder that only takes the request's turn
+	grantQ    bool          // target: linked in its connection's grant queue
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -24,23 +24,46 @@ func (k OpKind) String() string {
 	return "op?"
 }
 
-// Status is how an operation ended.
+// Status is how an operation ended. Each names its nearest ibv_wc_status
+// (rdma-core), for readers who know verbs; "Failure semantics" in the
+// package doc says what each means for the buffers and the peer.
 type Status uint8
 
 const (
 	// StatusOK: a push's data was placed at the target (every packet
 	// acknowledged); a pull's data was placed in the local region.
+	// IBV_WC_SUCCESS.
 	StatusOK Status = iota
 	// StatusRemoteAccess: the target refused the remote region: not
 	// registered, without the access, or too small for the span. Nothing
 	// was written at the target (a push) or locally (a pull).
+	// IBV_WC_REM_ACCESS_ERR.
 	StatusRemoteAccess
 	// StatusAbandoned: a packet of the operation ran out of retries and was
-	// abandoned; the target may or may not have placed it.
+	// abandoned; the target may or may not have placed it, and it was told
+	// to drop the transaction. The connection goes on. IBV_WC_RETRY_EXC_ERR
+	// (without the queue pair going to the error state).
 	StatusAbandoned
 	// StatusConnFailed: the connection failed or was closed with the
-	// operation outstanding (peer restart, unreachable peer, Stop).
+	// operation outstanding (peer restart, unreachable peer, Stop); the
+	// connection's failure event says why. IBV_WC_RETRY_EXC_ERR for a peer
+	// found unreachable, IBV_WC_WR_FLUSH_ERR for the rest.
 	StatusConnFailed
+	// StatusRemoteAbandoned: the target gave up on the operation: its pull
+	// data ran out of retries. The local span may hold part of the data.
+	// IBV_WC_REM_ABORT_ERR.
+	StatusRemoteAbandoned
+	// StatusTimeout: the operation's timeout (Op.Timeout,
+	// ConnOptions.OpTimeout) passed before it completed; the target was
+	// told to drop it. IBV_WC_RESP_TIMEOUT_ERR.
+	StatusTimeout
+	// StatusCancelled: Conn.Cancel ended the operation; the target was told
+	// to drop it. Verbs cannot cancel one work request; the nearest is
+	// IBV_WC_WR_FLUSH_ERR.
+	StatusCancelled
+	// StatusFlushed: Conn.Abort ended the connection with the operation
+	// outstanding. IBV_WC_WR_FLUSH_ERR.
+	StatusFlushed
 )
 
 func (s Status) String() string {
@@ -53,6 +76,14 @@ func (s Status) String() string {
 		return "abandoned"
 	case StatusConnFailed:
 		return "connection-failed"
+	case StatusRemoteAbandoned:
+		return "remote-abandoned"
+	case StatusTimeout:
+		return "timeout"
+	case StatusCancelled:
+		return "cancelled"
+	case StatusFlushed:
+		return "flushed"
 	}
 	return "status?"
 }

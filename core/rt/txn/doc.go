@@ -33,7 +33,8 @@
 //
 // Each posted operation gets the next request sequence number (RSN) of its
 // connection; a solicited push also gets the next solicited sequence
-// number (SSN). Messages longer than one packet (Segment bytes) travel as
+// number (SSN). Both start at Options.InitialSeq (0 by default; both ends
+// must agree) and wrap at 2^32. Messages longer than one packet (Segment bytes) travel as
 // segments, each carrying the message's RSN, total length (ReqLen) and its
 // Offset; the region extension names the target memory. The target places
 // each segment at its offset as it arrives, in any order, so reassembly
@@ -53,7 +54,7 @@
 // transport's cookies report each packet's fate once); a pull when all its
 // data is placed. A packet the target refuses, or one abandoned after its
 // retries, completes its operation with that error once nothing of it is
-// left in flight.
+// left in flight (see "Failure semantics").
 //
 // # The reorder engine
 //
@@ -104,14 +105,105 @@
 //     payload is copied once, from the frame into registered memory.
 //   - Contexts, reorder entries, scheduler items and completion slots are
 //     preallocated; an operation holds one context from Push/Pull to its
-//     completion, a peer's request from its first packet to its release
-//     (a pull: until its data is acknowledged).
+//     completion (or, if it owes the target an abort notice, until that
+//     is acknowledged), a peer's request from its first packet to its
+//     release (a pull: until its data is acknowledged). A timeout takes
+//     a slot of a timer wheel of MaxOps slots.
 //
-// # Failure
+// # Failure semantics
 //
-// When a connection fails (peer restart, unreachable peer) or is closed,
-// every outstanding operation on it completes with StatusConnFailed (or
-// the error it already had), in posting order; the peer's requests are
-// dropped; nothing stays allocated. Stop does the same for every
+// Every accepted operation completes exactly once, with StatusOK or a
+// named error (its completion slot was reserved when it was posted), and
+// its buffer is the caller's again when that completion is polled: an
+// operation completes only once the transport no longer references it
+// (every packet of it acknowledged, refused or abandoned, or the
+// connection's packets dropped), and nothing is written into a pull's
+// span after it stopped. What ends an operation, with the nearest
+// ibv_wc_status:
+//
+//   - Success: StatusOK (IBV_WC_SUCCESS). A push: every packet
+//     acknowledged, so placed; the target's OnRequest saw it once all its
+//     data was placed. A pull: all its data placed locally.
+//   - Refusal: the target's region check failed; StatusRemoteAccess
+//     (IBV_WC_REM_ACCESS_ERR) with the Refusal. Nothing was written; the
+//     target's ULP is not told; the request still takes its turn there.
+//   - Abandonment here: a packet of the operation ran out of retries
+//     (rt Options.RetryLimit) and its resync was acknowledged;
+//     StatusAbandoned (IBV_WC_RETRY_EXC_ERR, but the connection lives
+//     on). The push may have been placed in part or whole, even handed to
+//     the target's OnRequest (when only its ACK was lost): treat the
+//     remote span as undefined.
+//   - Abandonment at the target: its pull data ran out of retries;
+//     StatusRemoteAbandoned (IBV_WC_REM_ABORT_ERR). The local span may
+//     hold part of the data.
+//   - Timeout: Op.Timeout or ConnOptions.OpTimeout passed, on the
+//     endpoint's clock; StatusTimeout (IBV_WC_RESP_TIMEOUT_ERR).
+//   - Cancel: Conn.Cancel; StatusCancelled (verbs cannot cancel one work
+//     request; the nearest is IBV_WC_WR_FLUSH_ERR).
+//   - Abort: Conn.Abort; StatusFlushed (IBV_WC_WR_FLUSH_ERR).
+//   - Peer failure: the transport failed the connection (retries and
+//     resync exhausted, the peer reset, setup timed out, the peer's ULP
+//     failed) or Stop ran; StatusConnFailed (IBV_WC_RETRY_EXC_ERR for
+//     the operation that found the peer gone, IBV_WC_WR_FLUSH_ERR for the
+//     rest). A peer that dies while nothing of this side is
+//     unacknowledged (say, right after acknowledging a pull request) is
+//     found only by the transport's idle timeout (rt Options.KeepAlive and
+//     IdleTimeout, off by default; rt.ErrIdleTimeout): otherwise the
+//     operation's timeout is what bounds that wait.
+//
+// At the initiator, in this order: the operation stops (nothing more of
+// it is sent; its queued packet leaves the scheduler; pull data arriving
+// for it is dropped); its packets in flight resolve (at once after a
+// timeout or cancel if none is unacknowledged, else within the
+// transport's retry budget); if the target may hold something for it, an
+// abort notice is queued (below); the completion is queued — on an
+// ordered connection in posting order, so behind the operations posted
+// before it, and a timeout cannot overtake them; the completion slot is
+// freed when the ULP drains it; the context is freed once the notice is
+// acknowledged (a notice abandoned is sent again), or with the
 // connection.
+//
+// At the target, for a request its initiator gave up on (the notice
+// arrives): the request is marked failed; the incast credit granted to it
+// and not yet used is returned at once; pull data not yet sent is not
+// sent; in the request's turn (RSN order on an ordered connection, at
+// once otherwise) Options.OnAborted is told — never after OnRequest for
+// the same request — and the request is released, letting the requests
+// behind it through; its context is freed once its own packets in flight
+// resolve. A request of which nothing arrived gets a failed placeholder
+// that holds its turn in the RSN order (ordered connections) and the
+// grant order (solicited pushes). When the target abandons its pull data
+// it sends the notice the other way and frees the context once the
+// notice is acknowledged. A grant the transport abandons is sent again
+// while the push's data has not all come and the request stands (the
+// initiator drops one it has already had), so an initiator never waits
+// for a grant that was lost.
+//
+// The abort notice is a reliable packet of the transaction's own type —
+// push unsolicited data, push request (solicited: it carries the SSN) or
+// pull request from the initiator, pull data from the target — with the
+// transaction's RSN, no payload and Offset 2^32-1, which no segment can
+// have. It is owed for an operation that ended abandoned, timed out or
+// cancelled if the connection is ordered, the push is solicited, or any
+// of its packets was sent; never for a refusal (the target decided it) or
+// a connection failure (both ends drop everything).
+//
+// When a connection ends — failed in the transport, aborted, stopped or
+// closed — every operation on it not yet completed completes
+// (StatusFlushed after Abort, else StatusConnFailed, unless its status was
+// decided already) in posting order, the peer's requests are dropped with
+// their contexts, reorder entries and incast credit, contexts kept only
+// for a notice are freed, and then Options.OnConnEvent hears ConnFailed
+// (with the reason: rt.ErrAborted after Abort, rt.ErrStopped after Stop)
+// or ConnClosed. The transport's own report of a connection this layer
+// already tore down (rt.EventFailed after Abort) finds nothing and
+// changes nothing.
+//
+// # Connection events
+//
+// Options.OnConnEvent is this layer's asynchronous event channel, beside
+// the completion queue as ibv_get_async_event and the rdma_cm event
+// channel are in rdma-core: ConnEstablished (on the target, how the ULP
+// first learns of a connection), ConnFailed with the reason, ConnClosed.
+// They run on the polling goroutine.
 package txn

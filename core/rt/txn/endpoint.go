@@ -59,7 +59,9 @@ type Endpoint struct {
 	grants   ring // target: connections with pushes waiting for a grant, round-robin
 	granted  int  // target: bytes granted and not yet received
 	now      clock.Time
-	tearing  bool // teardown runs: entries are taken, not left for their turn
+	tearing  bool         // teardown runs: entries are taken, not left for their turn
+	wheel    *clock.Wheel // operation timeouts
+	fire     func(clock.TimerID, uint64)
 	req      Request
 	cnt      counters
 }
@@ -107,6 +109,11 @@ func New(opts Options) (*Endpoint, error) {
 		e.freeX = append(e.freeX, int32(i))
 	}
 	e.cq.buf = make([]Completion, o.CQSize)
+	e.wheel, err = clock.NewWheel(clock.WheelOptions{Tick: ro.TimerTick, Timers: o.MaxOps, Start: e.now})
+	if err != nil {
+		return fail(invalid("timeout wheel: %v", err))
+	}
+	e.fire = e.fireTimeout
 	e.grants = newRing(ro.MaxConns)
 	r.SetDeliver(e.deliver)
 	r.SetAckHandler(e.onAcked)
@@ -151,7 +158,8 @@ func (e *Endpoint) Outstanding() int { return len(e.xacts) - len(e.freeX) }
 // a burst, fires its timers and transmits. It returns the work done.
 func (e *Endpoint) Poll(now clock.Time) int {
 	e.now = now
-	n := e.issueGrants()
+	n := e.wheel.Advance(now, e.fire)
+	n += e.issueGrants()
 	n += e.schedule(now)
 	n += e.rt.Poll(now)
 	e.publish()
@@ -165,6 +173,9 @@ func (e *Endpoint) NextDeadline() (clock.Time, bool) {
 	if p, pok := e.sch.NextDeadline(); pok && (!ok || p < t) {
 		t, ok = p, true
 	}
+	if p, pok := e.wheel.NextDeadline(); pok && (!ok || p < t) {
+		t, ok = p, true
+	}
 	return t, ok
 }
 
@@ -174,7 +185,7 @@ func (e *Endpoint) Stop(now clock.Time) {
 	e.now = now
 	for i := range e.conns {
 		if e.conns[i].live {
-			e.teardown(int32(i))
+			e.teardown(int32(i), rt.ErrStopped)
 		}
 	}
 	e.rt.Stop(now)
@@ -202,11 +213,19 @@ func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
 	c.ordered = opts.Ordered
 	if opts.Weight > 0 {
 		if err := e.sch.SetWeight(int(c.handle.idx), opts.Weight); err != nil {
-			e.teardown(c.handle.idx)
+			c.aborting, c.quiet = true, true // never handed out: tell nobody
+			h := c.handle
 			rc.Abort()
+			if h.live() != nil {
+				e.teardown(h.idx, rt.ErrAborted)
+			}
 			return nil, err
 		}
 	}
+	if opts.OpTimeout < 0 {
+		return nil, fmt.Errorf("txn: ConnOptions.OpTimeout %v must not be negative", opts.OpTimeout)
+	}
+	c.opTimeout = opts.OpTimeout
 	return c.handle, nil
 }
 
@@ -224,7 +243,9 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 	e.cidConn[k] = i
 	c := &e.conns[i]
 	gen := c.gen + 1
-	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1}
+	s := e.opts.InitialSeq
+	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1,
+		nextRSN: s, nextSSN: s, doneBase: s, grantBase: s, reqBase: s, ssnBase: s}
 	c.handle = &Conn{e: e, idx: i, gen: gen}
 	if sw, ok := rc.Congestion().(*swift.Controller); ok {
 		c.swift = sw
@@ -252,19 +273,36 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 	case rt.EventEstablished:
 		i, c := e.connOf(ev.Conn)
 		if c == nil {
-			if e.attach(ev.Conn) == nil {
+			if c = e.attach(ev.Conn); c == nil {
 				e.cnt.own[cConnRefused]++
 				ev.Conn.Abort()
+				return
 			}
+			e.emitConn(ConnEstablished, c.handle, nil)
 			return
 		}
 		e.unblock(i, c)
-	case rt.EventClosed, rt.EventFailed:
+		e.emitConn(ConnEstablished, c.handle, nil)
+	case rt.EventClosed:
 		if i, c := e.connOf(ev.Conn); c != nil {
-			e.teardown(i)
+			e.teardown(i, nil)
+		}
+	case rt.EventFailed:
+		// Idempotent: a connection torn down already (Abort, Stop) is not
+		// found, so nothing completes twice.
+		if i, c := e.connOf(ev.Conn); c != nil {
+			err := ev.Err
+			if err == nil {
+				err = rt.ErrAborted
+			}
+			e.teardown(i, err)
 		}
 	case rt.EventNack:
-		if ev.HasCookie {
+		// Only a ULP-error NACK is a refusal by the peer's transaction
+		// layer; any other code (an "unexpected packet", say) leaves the
+		// packet outstanding in the transport, and its ACK or abandonment
+		// still comes.
+		if ev.HasCookie && ev.Nack.Code == wire.NackULPError {
 			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
 				x.refusal = Refusal(ev.Nack.ULPCode)
 				if x.refusal > RefusalTooSmall {

@@ -19,12 +19,22 @@ var (
 	ipB = netip.MustParseAddr("198.18.0.2")
 )
 
+// link is what joins a pair's ports: a *fabric.Fabric, or a test's own
+// middlebox.
+type link interface {
+	Poll(now clock.Time) int
+	NextDeadline() (clock.Time, bool)
+	Stop(now clock.Time)
+	Close() error
+}
+
 // pair is two endpoints joined by an in-process fabric on a virtual clock.
 type pair struct {
 	t      testing.TB
 	clk    *clock.Virtual
 	pool   *mbuf.Pool
-	fab    *fabric.Fabric
+	fab    link
+	deadB  bool // B is dead: never polled (its frames stay where they are)
 	pa, pb port.Port
 	a, b   *Endpoint
 	reqB   []Request // requests B's ULP saw (Data copied)
@@ -55,6 +65,13 @@ func newPairOn(t testing.TB, pool *mbuf.Pool, seed uint64, profile string, tweak
 	require.NoError(t, err)
 	pa, pb, fab, err := fabric.Link(pool, fabric.Options{Name: "txn", AtoB: prof, BtoA: prof, Seed: seed ^ 0xfab, LinkRing: 4096})
 	require.NoError(t, err)
+	return buildPair(t, pool, pa, pb, fab, seed, tweak)
+}
+
+// buildPair makes the two endpoints of a pair on ports joined by fab.
+func buildPair(t testing.TB, pool *mbuf.Pool, pa, pb port.Port, fab link, seed uint64, tweak func(a, b *Options)) *pair {
+	t.Helper()
+	var err error
 	p := &pair{t: t, clk: clock.NewVirtual(1_000_000), pool: pool, fab: fab, pa: pa, pb: pb, buf: make([]Completion, 256)}
 	oa := Options{Transport: rt.Options{Name: "a", Port: pa, Pool: pool, Clock: p.clk, LocalIP: ipA, Seed: seed, MaxConns: 8}}
 	ob := Options{Transport: rt.Options{Name: "b", Port: pb, Pool: pool, Clock: p.clk, LocalIP: ipB, Seed: seed + 1, MaxConns: 8}}
@@ -98,7 +115,10 @@ func (p *pair) peerA() rt.PeerAddr { return rt.PeerAddr{MAC: [6]byte(p.pa.Info()
 
 func (p *pair) poll() int {
 	now := p.clk.Now()
-	w := p.a.Poll(now) + p.fab.Poll(now) + p.b.Poll(now)
+	w := p.a.Poll(now) + p.fab.Poll(now)
+	if !p.deadB {
+		w += p.b.Poll(now)
+	}
 	for {
 		n := p.a.Completions(p.buf)
 		p.cqA = append(p.cqA, p.buf[:n]...)
@@ -118,7 +138,11 @@ func (p *pair) poll() int {
 
 func (p *pair) next() (clock.Time, bool) {
 	t, ok := clock.Time(0), false
-	for _, f := range []func() (clock.Time, bool){p.a.NextDeadline, p.b.NextDeadline, p.fab.NextDeadline} {
+	fs := []func() (clock.Time, bool){p.a.NextDeadline, p.fab.NextDeadline}
+	if !p.deadB {
+		fs = append(fs, p.b.NextDeadline)
+	}
+	for _, f := range fs {
 		if u, uok := f(); uok && (!ok || u < t) {
 			t, ok = u, true
 		}

@@ -2,7 +2,9 @@ package txn
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/reorder"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -38,6 +40,12 @@ type Op struct {
 	// Tag is the ULP's own word, returned in the completion.
 	Tag     uint64
 	Solicit Solicit
+	// Timeout ends the operation with StatusTimeout if it has not
+	// completed this long after posting (0: ConnOptions.OpTimeout). It is
+	// measured on the endpoint's clock; the operation completes at the
+	// deadline if none of its packets is unacknowledged, else as soon as
+	// the last of them resolves (see Cancel for the buffers).
+	Timeout time.Duration
 }
 
 // Push posts a push of op.Len local bytes into the peer's region. It
@@ -118,6 +126,11 @@ func (e *Endpoint) post(h *Conn, kind OpKind, op *Op) (uint32, error) {
 	} else {
 		e.cnt.own[cPulls]++
 	}
+	to := op.Timeout
+	if to == 0 {
+		to = c.opTimeout
+	}
+	e.armTimeout(i, x, to)
 	e.reserved++
 	e.cnt.own[cPosted]++
 	return x.rsn, nil
@@ -133,6 +146,9 @@ const requestCost = 64
 
 // firstCost is the scheduler cost of a transaction's next packet.
 func (e *Endpoint) firstCost(x *xact) int {
+	if x.notice == noticeWanted {
+		return requestCost
+	}
 	if x.kind == OpPull && x.role == roleInitiator || x.solicited && !x.reqSent && x.role == roleInitiator ||
 		x.role == roleTarget && x.kind == OpPush {
 		return requestCost
@@ -193,7 +209,7 @@ func (e *Endpoint) freeXact(i int32) {
 
 // byCookie returns the live context a cookie names.
 func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
-	i := int32(uint32(cookie))
+	i := int32(uint32(cookie) &^ (noticeBit | grantBit))
 	if cookie>>32 == 0 || int(i) >= len(e.xacts) || i < 0 {
 		return -1, nil
 	}
@@ -208,18 +224,28 @@ func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
 // acknowledged (StatusOK), refused by the peer's ULP, or abandoned.
 func (e *Endpoint) resolve(cookie uint64, st Status) {
 	if cookie == 0 {
-		return // a grant: nothing waits for its ACK
+		return
 	}
 	i, x := e.byCookie(cookie)
 	if x == nil {
 		e.cnt.own[cStaleCookie]++
 		return
 	}
+	if cookie&noticeBit != 0 {
+		e.noticeResolved(i, x, st)
+		return
+	}
+	if cookie&grantBit != 0 {
+		e.grantResolved(i, x, st)
+		return
+	}
 	x.unresolved--
 	if x.role == roleTarget {
 		// Pull data.
-		if st != StatusOK {
+		if st != StatusOK && !x.failed {
+			// The initiator waits for this data: tell it.
 			x.failed = true
+			e.queueNotice(i, sched.ClassData)
 		}
 		e.maybeFreeTarget(i)
 		return
@@ -258,6 +284,9 @@ func (e *Endpoint) checkDone(i int32) {
 		}
 	}
 	x.done = true
+	if x.stop && e.needsNotice(x) {
+		e.queueNotice(i, sched.ClassRequest)
+	}
 	c := &e.conns[x.conn]
 	if c.ordered {
 		e.ro.MarkReady(c.doneBase, c.cid, spaceRSN, x.rsn)
@@ -281,6 +310,10 @@ func (e *Endpoint) checkDone(i int32) {
 func (e *Endpoint) complete(i int32, st Status) {
 	x := &e.xacts[i]
 	c := &e.conns[x.conn]
+	if x.timer != clock.NoTimer {
+		e.wheel.Cancel(x.timer)
+		x.timer = clock.NoTimer
+	}
 	if x.ssnHeld {
 		if e.tearing {
 			e.ro.Take(c.cid, spaceSSN, x.ssn)
@@ -314,6 +347,10 @@ func (e *Endpoint) complete(i int32, st Status) {
 		panic("txn: completion queue overflow despite reservation") // a bug, never the peer's doing
 	}
 	ci := x.conn
+	if x.noticePending() && !e.tearing {
+		x.completed = true // the context stays until its notice resolves
+		return
+	}
 	e.freeXact(i)
 	e.maybeClose(ci)
 }
@@ -329,7 +366,9 @@ func (e *Endpoint) skipGrant(i int32, x *xact) {
 // onGrant handles a push grant from the target.
 func (e *Endpoint) onGrant(ci int32, c *conn, h *wire.Header) rt.Verdict {
 	k, ok := e.ro.Lookup(c.cid, spaceSSN, h.SSN)
-	if !ok || e.xacts[e.byEntry[k]].rsn != h.RSN {
+	// An entry of no transaction (-1) is one left for the grant order to
+	// pass over: its push completed (cancelled, timed out) before its turn.
+	if !ok || e.byEntry[k] < 0 || e.xacts[e.byEntry[k]].rsn != h.RSN {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}

@@ -64,6 +64,28 @@ type Options struct {
 	// runs on the polling goroutine; r and r.Data are valid during the call
 	// only. It may post operations.
 	OnRequest func(r *Request)
+	// OnAborted is told of a request the initiator gave up on (abandoned,
+	// timed out, cancelled) after this side had begun it: a push whose
+	// data may be partly placed (r.Data: the span, contents undefined), a
+	// pull not yet served. It comes in the request's turn on ordered
+	// connections, never after OnRequest for the same request; r is
+	// valid during the call only. Nil: such requests are dropped quietly.
+	OnAborted func(r *Request)
+	// OnConnEvent receives the connection events (ConnEvent): established,
+	// failed (with the reason), closed. They are the asynchronous events
+	// of this layer (as ibv_get_async_event and the rdma_cm event channel
+	// are beside the completion queue in rdma-core), delivered on the
+	// polling goroutine. A connection's failure or close event comes
+	// after the completions of all its operations are queued. It may
+	// post on other connections and Open, Close or Abort.
+	OnConnEvent func(ev ConnEvent)
+	// InitialSeq is the first request sequence number (RSN) and solicited
+	// sequence number (SSN) of every connection, in both directions: the
+	// RSNs and SSNs this side assigns and those it expects from its peers.
+	// Both endpoints of a connection must use the same value (the
+	// connection setup does not carry it). Default 0; set it near 2^32 to
+	// exercise the wrap.
+	InitialSeq uint32
 }
 
 func invalid(format string, args ...any) error {

@@ -38,6 +38,13 @@ func (e *Endpoint) schedule(now clock.Time) int {
 		if !c.live || !x.live || x.conn != ci {
 			continue
 		}
+		if x.notice == noticeWanted {
+			if !e.sendNotice(flow, cl, item, c, x, i) {
+				break
+			}
+			sent++
+			continue
+		}
 		if x.role == roleInitiator && x.stop {
 			e.checkDone(i)
 			continue
@@ -88,6 +95,39 @@ func (e *Endpoint) schedule(now clock.Time) int {
 	return sent
 }
 
+// sendNotice hands context x's abort notice to the transport. It returns
+// false when nothing more can be sent in this round (the item is back in
+// its queue).
+func (e *Endpoint) sendNotice(flow int, cl sched.Class, item uint32, c *conn, x *xact, i int32) bool {
+	var sh rt.SendHeader
+	e.noticePacket(c, x, i, &sh)
+	_, err := c.rc.Send(sh, nil)
+	switch {
+	case err == nil:
+		x.notice = noticeOut
+		e.cnt.own[cNoticesSent]++
+		return true
+	case errors.Is(err, rt.ErrBusy):
+		_ = e.sch.Requeue(flow, cl, item, e.firstCost(x))
+		x.inSched = true
+		if err == rt.ErrWindowFull || err == rt.ErrNotEstablished {
+			e.sch.SetBlocked(flow, cl, true)
+			c.blocked = true
+			return true // the others go on
+		}
+		return false
+	}
+	// The connection is closing or failed: its teardown frees the context.
+	x.notice = noticeNone
+	if x.role == roleTarget {
+		e.maybeFreeTarget(i)
+	} else if x.completed {
+		e.freeXact(i)
+		e.maybeClose(x.conn)
+	}
+	return true
+}
+
 // nextPacket describes transaction x's next packet in sh and returns its
 // payload (a slice of registered memory; the transport copies it).
 func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []byte {
@@ -116,7 +156,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 	} else {
 		if x.kind == OpPush {
 			sh.Type = wire.TypePushGrant
-			sh.Cookie = 0
+			sh.Cookie |= grantBit // its fate matters: an abandoned grant is sent again
 			return nil
 		}
 		sh.Type = wire.TypePullData
@@ -134,6 +174,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) {
 	if x.role == roleTarget && x.kind == OpPush {
 		e.cnt.own[cGrantsIssued]++ // the grant is sent; the data will come
+		x.unresolved++
 		return
 	}
 	x.unresolved++
@@ -159,25 +200,35 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 	}
 }
 
-// teardown fails everything of a connection that failed or closed:
-// initiator operations complete with StatusConnFailed (or the status they
-// already had) in posting order, peers' requests are dropped.
-func (e *Endpoint) teardown(ci int32) {
+// teardown fails everything of a connection that failed, closed or was
+// aborted: initiator operations complete in posting order with the status
+// they already had, else StatusFlushed (Abort) or StatusConnFailed;
+// peers' requests are dropped (their incast credit returned); contexts
+// kept only for an abort notice are freed. Then OnConnEvent hears of it:
+// ConnClosed when err is nil, else ConnFailed with err.
+func (e *Endpoint) teardown(ci int32, err error) {
 	c := &e.conns[ci]
+	h, quiet := c.handle, c.quiet
+	flush := StatusConnFailed
+	if c.aborting {
+		flush = StatusFlushed
+	}
 	e.tearing = true
-	defer func() { e.tearing = false }()
 	e.sch.Drop(int(ci), nil)
 	for i := c.head; i >= 0; {
 		x := &e.xacts[i]
 		next := x.next
 		x.inSched = false
-		if x.role == roleInitiator {
+		switch {
+		case x.role == roleInitiator && x.completed:
+			e.freeXact(i) // its completion is out; only its notice was left
+		case x.role == roleInitiator:
 			st := x.status
 			if !x.done && st == StatusOK {
-				st = StatusConnFailed
+				st = flush
 			}
 			e.complete(i, st)
-		} else {
+		default:
 			if x.granted && x.grantLeft > 0 {
 				e.granted -= int(x.grantLeft)
 			}
@@ -191,6 +242,12 @@ func (e *Endpoint) teardown(ci int32) {
 		}
 		i = next
 	}
+	// A solicited push that completed before its grant turn left a ready
+	// SSN entry for the grant order to pass over (complete): take those.
+	for ssn := c.grantBase; seqLT(ssn, c.nextSSN); ssn++ {
+		e.ro.Take(c.cid, spaceSSN, ssn)
+	}
+	e.tearing = false
 	if c.inGrantRound {
 		e.grants.remove(uint64(c.gen)<<32 | uint64(uint32(ci)))
 	}
@@ -201,6 +258,13 @@ func (e *Endpoint) teardown(ci int32) {
 	gen := c.gen
 	*c = conn{gen: gen, head: -1, tail: -1}
 	e.freeCon = append(e.freeCon, ci)
+	switch {
+	case quiet:
+	case err == nil:
+		e.emitConn(ConnClosed, h, nil)
+	default:
+		e.emitConn(ConnFailed, h, err)
+	}
 }
 
 // maybeClose closes a connection the ULP is closing once it is idle.

@@ -26,6 +26,12 @@ const (
 	cBytesServed
 	cPaced
 	cConnRefused
+	cTimedOut
+	cGrantsResent
+	cCancelled
+	cNoticesSent
+	cNoticesAcked
+	cNoticesReceived
 	numCounters
 )
 
@@ -43,6 +49,7 @@ type Stats struct {
 
 	GrantsIssued   uint64 // target: grants sent
 	GrantsReceived uint64 // initiator: grants that released data
+	GrantsResent   uint64 // target: grants sent again after the transport abandoned them
 	GrantedMax     uint64 // target: most bytes granted and not yet received
 
 	RequestsDelivered uint64 // target: requests handed to the ULP
@@ -64,6 +71,14 @@ type Stats struct {
 	BytesServed    uint64 // target: pull data bytes sent
 	Paced          uint64 // sends after which the connection was paced (cwnd < 1)
 	ConnRefused    uint64 // connections dropped for want of a slot
+
+	TimedOut  uint64 // operations ended by their timeout
+	Cancelled uint64 // operations ended by Cancel
+	// Abort notices: sent to peers (this side gave up on a transaction),
+	// acknowledged by them, and received from them.
+	NoticesSent     uint64
+	NoticesAcked    uint64
+	NoticesReceived uint64
 
 	// From the reorder engine: arrivals that waited for an earlier
 	// sequence number, and the entries released in order.
@@ -96,6 +111,8 @@ func (e *Endpoint) Stats() Stats {
 		RefusedAccess: v(cRefusedAccess), RefusedTooSmall: v(cRefusedTooSmall), Malformed: v(cMalformed),
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
-		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
+		TimedOut: v(cTimedOut), GrantsResent: v(cGrantsResent), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
+		NoticesReceived: v(cNoticesReceived),
+		ReorderWaits:    e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}
 }

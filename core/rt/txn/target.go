@@ -27,6 +27,12 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cConnRefused]++
 		return rt.ULPError
 	}
+	if h.Offset == abortOffset && len(p) == 0 {
+		switch h.Type {
+		case wire.TypePushUnsolicitedData, wire.TypePushRequest, wire.TypePullRequest, wire.TypePullData:
+			return e.onAbortNotice(ci, c, h)
+		}
+	}
 	switch h.Type {
 	case wire.TypePushUnsolicitedData:
 		return e.onPushData(ci, c, h, p, false)
@@ -59,7 +65,31 @@ func (e *Endpoint) span(h *wire.Header, access Access) ([]byte, Refusal) {
 // reaching the ULP. If even that has no room, the packet is refused for
 // now and comes back.
 func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why Refusal) rt.Verdict {
-	solicited := h.Type == wire.TypePushRequest
+	kind := OpPush
+	if h.Type == wire.TypePullRequest {
+		kind = OpPull
+	}
+	if v := e.placeholder(ci, c, h, kind, h.Type == wire.TypePushRequest, why); v != rt.Accept {
+		return v
+	}
+	switch why {
+	case RefusalUnregistered:
+		e.cnt.own[cRefusedUnregistered]++
+	case RefusalAccess:
+		e.cnt.own[cRefusedAccess]++
+	default:
+		e.cnt.own[cRefusedTooSmall]++
+	}
+	return rt.ULPErrorCode(uint8(why))
+}
+
+// placeholder records a failed target context for a request that has
+// none (refused, or given up by the initiator before it arrived), so that
+// it takes its turn in the peer's RSN order (an ordered connection) and
+// SSN order (a solicited push) and is released without reaching the ULP.
+// It answers rt.NoResources when there is no room (the packet comes
+// back), else rt.Accept.
+func (e *Endpoint) placeholder(ci int32, c *conn, h *wire.Header, kind OpKind, solicited bool, why Refusal) rt.Verdict {
 	needRSN := c.peerOrdered && !seqLT(h.RSN, c.reqBase)
 	if needRSN {
 		if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
@@ -72,40 +102,30 @@ func (e *Endpoint) refuse(ci int32, c *conn, h *wire.Header, why Refusal) rt.Ver
 			needSSN = false
 		}
 	}
-	if needRSN || needSSN {
-		if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
-			return rt.NoResources
-		}
-		i, x := e.allocX(ci, roleTarget)
-		x.failed, x.why = true, why
-		x.kind, x.solicited, x.length = OpPush, solicited, h.ReqLen
-		if h.Type == wire.TypePullRequest {
-			x.kind = OpPull
-		}
-		x.rsn, x.ssn = h.RSN, h.SSN
-		if needRSN {
-			_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
-			x.rsnHeld = true
-		}
-		if needSSN {
-			_ = e.register(i, c.cid, spacePeerSSN, h.SSN)
-			x.ssnHeld = true
-			e.ro.MarkReady(c.ssnBase, c.cid, spacePeerSSN, h.SSN)
-			e.queueGrants(c)
-		}
-		if needRSN {
-			e.requestComplete(ci, c, i)
-		}
+	if !needRSN && !needSSN {
+		return rt.Accept
 	}
-	switch why {
-	case RefusalUnregistered:
-		e.cnt.own[cRefusedUnregistered]++
-	case RefusalAccess:
-		e.cnt.own[cRefusedAccess]++
-	default:
-		e.cnt.own[cRefusedTooSmall]++
+	if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
+		return rt.NoResources
 	}
-	return rt.ULPErrorCode(uint8(why))
+	i, x := e.allocX(ci, roleTarget)
+	x.failed, x.why, x.placeheld = true, why, true
+	x.kind, x.solicited, x.length = kind, solicited, h.ReqLen
+	x.rsn, x.ssn = h.RSN, h.SSN
+	if needRSN {
+		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
+		x.rsnHeld = true
+	}
+	if needSSN {
+		_ = e.register(i, c.cid, spacePeerSSN, h.SSN)
+		x.ssnHeld = true
+		e.ro.MarkReady(c.ssnBase, c.cid, spacePeerSSN, h.SSN)
+		e.queueGrants(c)
+	}
+	if needRSN {
+		e.requestComplete(ci, c, i)
+	}
+	return rt.Accept
 }
 
 // onPushData places a push segment in the region it names.
@@ -232,6 +252,7 @@ func (e *Endpoint) queueGrants(c *conn) {
 			continue
 		}
 		x.grantNext = -1
+		x.grantQ = true
 		if c.grantTail >= 0 {
 			e.xacts[c.grantTail].grantNext = i
 		} else {
@@ -282,6 +303,7 @@ func (e *Endpoint) issueGrants() int {
 			n++
 		}
 		c.grantHead = x.grantNext
+		x.grantQ = false
 		if c.grantHead < 0 {
 			c.grantTail = -1
 		}
@@ -339,6 +361,11 @@ func (e *Endpoint) requestComplete(ci int32, c *conn, i int32) {
 func (e *Endpoint) release(ci int32, c *conn, i int32) {
 	x := &e.xacts[i]
 	if x.failed {
+		if x.aborted && e.opts.OnAborted != nil {
+			e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
+			e.opts.OnAborted(&e.req)
+			e.req = Request{}
+		}
 		e.maybeFreeTarget(i)
 		return
 	}
@@ -364,7 +391,7 @@ func (e *Endpoint) release(ci int32, c *conn, i int32) {
 // has nothing in flight.
 func (e *Endpoint) maybeFreeTarget(i int32) {
 	x := &e.xacts[i]
-	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 {
+	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 || x.noticePending() || x.grantQ {
 		return
 	}
 	if x.kind == OpPull && !x.failed && x.sentPkts != x.pkts {

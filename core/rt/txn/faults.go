@@ -1,0 +1,345 @@
+package txn
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/sched"
+)
+
+// ErrNoOp is returned by Cancel for an RSN that names no operation still
+// in progress on the connection (never posted, completed, or whose
+// completion is decided and waits only for its turn).
+var ErrNoOp = errors.New("txn: no operation in progress with that RSN (completed already, or never posted)")
+
+// The abort notice is how one end tells the other that it gave up on a
+// transaction, so that the other end frees what it holds for it and lets
+// the transactions behind it through. It is a reliable packet of the
+// transaction's own type (the initiator: push unsolicited data, push
+// request or pull request; the target: pull data) with no payload and
+// Offset abortOffset, which no segment can have (a message is at most
+// MaxMessage bytes).
+const abortOffset = ^uint32(0)
+
+// noticeBit marks the cookie of an abort notice, so its resolution is not
+// taken for one of the transaction's own packets; grantBit that of a
+// grant. Context indexes stay below 2^20 (MaxOps).
+const (
+	noticeBit = 1 << 31
+	grantBit  = 1 << 30
+)
+
+// grantResolved is the transport's verdict on target context i's grant.
+// An abandoned grant may never have reached the initiator, whose push
+// would then wait for it forever: it is sent again unless the data came
+// or the request ended (a grant the initiator has already is matched to
+// nothing there and dropped).
+func (e *Endpoint) grantResolved(i int32, x *xact, st Status) {
+	x.unresolved--
+	if st == StatusAbandoned && !x.failed && x.received < x.length && !x.inSched {
+		if e.enqueue(x.conn, sched.ClassData, i) {
+			e.cnt.own[cGrantsResent]++
+		}
+	}
+	e.maybeFreeTarget(i)
+}
+
+// noticeState is where a context's abort notice stands.
+type noticeState uint8
+
+const (
+	noticeNone   noticeState = iota
+	noticeWanted             // queued in the scheduler, not yet sent
+	noticeOut                // handed to the transport, not yet resolved
+	noticeDone               // acknowledged (or refused) by the peer
+)
+
+// ConnEventKind says what a ConnEvent reports.
+type ConnEventKind uint8
+
+const (
+	// ConnEstablished: the connection carries operations now (on the
+	// target, this is how the ULP first learns of it). RDMA_CM_EVENT_ESTABLISHED.
+	ConnEstablished ConnEventKind = iota + 1
+	// ConnFailed: the connection ended without a clean close; Err says
+	// why (rt.ErrRetryExhausted, rt.ErrPeerReset, rt.ErrOpenTimeout,
+	// rt.ErrAborted after Abort, rt.ErrStopped after Stop…). Every
+	// operation of it has completed (StatusConnFailed or StatusFlushed)
+	// before the event. IBV_EVENT_QP_FATAL.
+	ConnFailed
+	// ConnClosed: the connection closed cleanly (Close, or the peer's);
+	// every operation of it completed first. RDMA_CM_EVENT_DISCONNECTED.
+	ConnClosed
+)
+
+func (k ConnEventKind) String() string {
+	switch k {
+	case ConnEstablished:
+		return "established"
+	case ConnFailed:
+		return "failed"
+	case ConnClosed:
+		return "closed"
+	}
+	return "ConnEventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ConnEvent reports a change of a connection (Options.OnConnEvent).
+type ConnEvent struct {
+	Kind ConnEventKind
+	// Conn is the connection's handle; after ConnFailed and ConnClosed it
+	// is no longer live (compare it, do not post on it).
+	Conn *Conn
+	Err  error // ConnFailed: why
+}
+
+func (e *Endpoint) emitConn(kind ConnEventKind, h *Conn, err error) {
+	if e.opts.OnConnEvent != nil {
+		e.opts.OnConnEvent(ConnEvent{Kind: kind, Conn: h, Err: err})
+	}
+}
+
+// Cancel ends the operation posted on the connection under rsn: it
+// completes with StatusCancelled (in posting order on an ordered
+// connection) once nothing of it is left in the transport — at once if
+// none of its packets is unacknowledged, else when the last of them is
+// acknowledged, refused or abandoned, or the connection fails. Its local
+// buffer is the caller's again when that completion is polled: the
+// transport no longer references a push's source, and nothing more is
+// written into a pull's destination from the moment Cancel returns. The
+// target is told to drop the transaction (Options.OnAborted there); a
+// push may have been placed there in part or whole, a pull served.
+func (h *Conn) Cancel(rsn uint32) error {
+	c := h.live()
+	if c == nil {
+		return ErrClosed
+	}
+	e := h.e
+	k, ok := e.ro.Lookup(c.cid, spaceRSN, rsn)
+	if !ok {
+		return ErrNoOp
+	}
+	i := e.byEntry[k]
+	x := &e.xacts[i]
+	if !x.live || x.role != roleInitiator || x.done || x.stop {
+		return ErrNoOp
+	}
+	e.cnt.own[cCancelled]++
+	e.stopOp(i, StatusCancelled)
+	return nil
+}
+
+// Abort ends the connection at once: the transport drops every packet of
+// it (rt.Conn.Abort), then every operation still in progress completes
+// with StatusFlushed (those whose completion was decided keep their
+// status), in posting order, the peer's requests are dropped, and
+// OnConnEvent gets ConnFailed with rt.ErrAborted. Every buffer of the
+// connection is the caller's again when Abort returns. The peer learns of
+// it only by its own failure detection (its retries or its keepalive).
+func (h *Conn) Abort() error {
+	c := h.live()
+	if c == nil {
+		return ErrClosed
+	}
+	c.aborting = true
+	// The transport may report the abort as EventFailed: the teardown it
+	// triggers flushes, since aborting is set, and then this one finds
+	// the connection gone.
+	c.rc.Abort()
+	if h.live() != nil {
+		h.e.teardown(h.idx, rt.ErrAborted)
+	}
+	return nil
+}
+
+// stopOp ends initiator operation i with st (a timeout or a cancel): it
+// takes its queued packet out of the scheduler, lets the grant order pass
+// its SSN, and completes it once nothing of it is in flight.
+func (e *Endpoint) stopOp(i int32, st Status) {
+	x := &e.xacts[i]
+	x.status = st
+	x.stop = true
+	if x.inSched {
+		e.unqueue(x.conn, i)
+	}
+	if x.solicited && !x.granted && x.ssnHeld {
+		e.skipGrant(i, x)
+	}
+	e.checkDone(i)
+}
+
+// unqueue takes transaction i's item out of connection ci's scheduler
+// queues, keeping the order of the others.
+func (e *Endpoint) unqueue(ci int32, i int32) {
+	e.sch.Drop(int(ci), func(cl sched.Class, item uint32) {
+		j := int32(item)
+		if j == i {
+			return
+		}
+		_ = e.sch.Enqueue(int(ci), cl, item, e.firstCost(&e.xacts[j])) // the slot it just left is free
+	})
+	e.xacts[i].inSched = false
+}
+
+// armTimeout starts initiator operation i's timeout, if it has one.
+func (e *Endpoint) armTimeout(i int32, x *xact, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	id, err := e.wheel.Arm(e.now.Add(d), x.cookie(i))
+	if err != nil {
+		return // the wheel holds MaxOps timers, one per context: cannot happen
+	}
+	x.timer = id
+}
+
+// fireTimeout is the timer wheel's callback: operation cookie timed out.
+func (e *Endpoint) fireTimeout(_ clock.TimerID, cookie uint64) {
+	i, x := e.byCookie(cookie)
+	if x == nil || x.role != roleInitiator {
+		return
+	}
+	x.timer = clock.NoTimer
+	if x.done || x.stop || x.completed {
+		return // its completion is decided already
+	}
+	e.cnt.own[cTimedOut]++
+	e.stopOp(i, StatusTimeout)
+}
+
+// needsNotice reports whether a stopped initiator operation must tell the
+// target: it ended for a reason of this side (abandoned, timed out,
+// cancelled) and the target may hold something for it (a context, a
+// grant, its place in the request or grant order).
+func (e *Endpoint) needsNotice(x *xact) bool {
+	switch x.status {
+	case StatusAbandoned, StatusTimeout, StatusCancelled:
+	default:
+		return false
+	}
+	return e.conns[x.conn].ordered || x.solicited || x.reqSent || x.sentPkts > 0
+}
+
+// queueNotice queues context i's abort notice in class cl.
+func (e *Endpoint) queueNotice(i int32, cl sched.Class) {
+	x := &e.xacts[i]
+	if x.notice == noticeWanted || x.notice == noticeOut {
+		return
+	}
+	x.notice = noticeWanted
+	if x.inSched {
+		return // the item queued already sends the notice when picked
+	}
+	if !e.enqueue(x.conn, cl, i) {
+		x.notice = noticeNone // 2×MaxOps items, one per context: cannot happen
+	}
+}
+
+// noticePacket describes context x's abort notice in sh.
+func (e *Endpoint) noticePacket(c *conn, x *xact, i int32, sh *rt.SendHeader) {
+	sh.RSN, sh.SSN, sh.ReqLen, sh.Offset = x.rsn, x.ssn, x.length, abortOffset
+	sh.Cookie = x.cookie(i) | noticeBit
+	sh.Flags |= wire.FlagAckRequested
+	if x.role == roleTarget {
+		sh.Type = wire.TypePullData
+		return
+	}
+	sh.Ext = wire.Ext{Present: wire.ExtRegion, Region: x.remote}
+	if c.ordered {
+		sh.Flags |= wire.FlagOrdered
+	}
+	switch {
+	case x.kind == OpPull:
+		sh.Type = wire.TypePullRequest
+	case x.solicited:
+		sh.Type = wire.TypePushRequest
+	default:
+		sh.Type = wire.TypePushUnsolicitedData
+	}
+}
+
+// noticeResolved is the transport's verdict on context i's abort notice:
+// acknowledged or refused (the peer has it, or will never take it),
+// or abandoned (sent again).
+func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
+	if x.notice != noticeOut {
+		return
+	}
+	if st == StatusAbandoned {
+		x.notice = noticeNone
+		cl := sched.ClassRequest
+		if x.role == roleTarget {
+			cl = sched.ClassData
+		}
+		e.queueNotice(i, cl)
+		return
+	}
+	x.notice = noticeDone
+	e.cnt.own[cNoticesAcked]++
+	if x.role == roleTarget {
+		e.maybeFreeTarget(i)
+		return
+	}
+	if x.completed {
+		ci := x.conn
+		e.freeXact(i)
+		e.maybeClose(ci)
+	}
+}
+
+// noticePending reports whether context x still owes or awaits its notice.
+func (x *xact) noticePending() bool { return x.notice == noticeWanted || x.notice == noticeOut }
+
+// onAbortNotice handles the peer's abort notice for one of its requests
+// (on the target) or for one of our pulls (on the initiator).
+func (e *Endpoint) onAbortNotice(ci int32, c *conn, h *wire.Header) rt.Verdict {
+	e.cnt.own[cNoticesReceived]++
+	if h.Type == wire.TypePullData {
+		// The target abandoned our pull's data.
+		k, ok := e.ro.Lookup(c.cid, spaceRSN, h.RSN)
+		if !ok {
+			e.cnt.own[cUnmatched]++
+			return rt.Accept
+		}
+		i := e.byEntry[k]
+		x := &e.xacts[i]
+		if x.kind != OpPull || x.done || x.stop {
+			e.cnt.own[cUnmatched]++
+			return rt.Accept
+		}
+		e.fail(i, StatusRemoteAbandoned)
+		return rt.Accept
+	}
+	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
+	for i := c.head; i >= 0; i = e.xacts[i].next {
+		x := &e.xacts[i]
+		if x.role != roleTarget || x.rsn != h.RSN {
+			continue
+		}
+		if x.failed {
+			return rt.Accept // refused already, or an earlier copy of the notice
+		}
+		x.failed, x.aborted = true, true
+		if x.granted && x.grantLeft > 0 {
+			e.granted -= int(x.grantLeft)
+			x.grantLeft = 0
+		}
+		if x.rsnHeld {
+			e.requestComplete(ci, c, i) // its turn passes; release tells OnAborted
+		} else {
+			e.maybeFreeTarget(i)
+		}
+		return rt.Accept
+	}
+	// Nothing of it arrived (or it was released already): hold its place
+	// in the orders it still has one in.
+	kind := OpPush
+	if h.Type == wire.TypePullRequest {
+		kind = OpPull
+	}
+	return e.placeholder(ci, c, h, kind, h.Type == wire.TypePushRequest, RefusalUnspecified)
+}
