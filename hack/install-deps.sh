@@ -22,6 +22,7 @@ packages=(
 	gcc                    # gcc: builds bench/dpdk/mempool_bench
 	tshark                 # tshark: Wireshark's dissectors cross-check pmd/pcap and core/wire/wirelayers
 	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_PROFILE)
+	git                    # git: the static-build test checks --version names the commit (cmd/peregrine)
 )
 
 is_installed() {

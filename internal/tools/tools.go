@@ -52,6 +52,7 @@ var table = []Tool{
 	{"dpkg-query", "dpkg", Base},
 	{"ethtool", "ethtool", Listed},
 	{"gcc", "gcc", Listed},
+	{"git", "git", Listed},
 	{"go", "", Toolchain},
 	{"grep", "grep", Base},
 	{"id", "coreutils", Base},
