@@ -1145,3 +1145,41 @@ func (x *fx) forge(kind int, off uint32) ([]byte, error) {
 	}
 	return buf[:n], nil
 }
+
+// digest describes a finished run: every operation's fate and time, and
+// what the transports did.
+func (x *fx) digest() string {
+	var s []string
+	for tag := range x.nextTag {
+		op := x.ops[tag]
+		s = append(s, fmt.Sprintf("%d:%v@%v", tag, op.status, op.ended))
+	}
+	return strings.Join(s, " ") + " | " + x.summary() + fmt.Sprintf(" | %+v", x.c.Switch.Stats())
+}
+
+// TestFaultsDeterministic: a scenario's seed replays the same run, so the
+// replay command a failure prints reproduces it.
+func TestFaultsDeterministic(t *testing.T) {
+	pool := newFaultPool(t)
+	for _, name := range []string{"ack-only-loss", "restart-new-seed", "forged-rnr-nack"} {
+		var sc *faultScenario
+		for i := range faultScenarios {
+			if faultScenarios[i].name == name {
+				sc = &faultScenarios[i]
+			}
+		}
+		require.NotNil(t, sc, name)
+		for _, seed := range []uint64{1, 2} {
+			var digests []string
+			for range 2 {
+				x, err := newFx(sc, seed, pool, false)
+				require.NoError(t, err)
+				require.NoError(t, x.run(), "%s seed %d", name, seed)
+				digests = append(digests, x.digest())
+				x.c.Stop()
+				require.NoError(t, x.c.Close())
+			}
+			require.Equal(t, digests[0], digests[1], "%s seed %d replays the same run", name, seed)
+		}
+	}
+}
