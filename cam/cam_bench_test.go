@@ -1,13 +1,18 @@
-package cam
+package cam_test
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/peregrine-net/peregrine/bench/perf"
+	"github.com/peregrine-net/peregrine/cam"
 )
 
 // Benchmarks compare the table with map[K]uint32 on identical key sequences
 // (pre-generated; hits in random order, so the 64 K case is not all cache
-// hits). Two map baselines: "map" has the table's key type, TransportKey,
+// hits), with bench/perf's workloads and loops: the ones `peregrine bench
+// transport-core` times. They live in an external test package so that cam
+// itself never imports bench (the SIMD switch is export_test.go's). Two map baselines: "map" has the table's key type, TransportKey,
 // three uint32s that the map hashes as 12 plain bytes; "map-padded" has the
 // same values in struct{CID uint32; Win uint8; PSN uint32}, which the map
 // must hash field by field (the table refuses that type: it has padding).
@@ -24,7 +29,7 @@ type paddedTransportKey struct {
 	PSN uint32
 }
 
-func toPadded(k TransportKey) paddedTransportKey {
+func toPadded(k cam.TransportKey) paddedTransportKey {
 	return paddedTransportKey{CID: k.CID, Win: uint8(k.Win), PSN: k.PSN}
 }
 
@@ -35,19 +40,19 @@ type variant struct {
 
 func variants() []variant {
 	v := []variant{{"cam-swar", false}}
-	if simdAvailable() {
+	if cam.SIMDAvailable() {
 		v = append(v, variant{"cam-simd", true})
 	}
 	return v
 }
 
-func newBenchTable(b *testing.B, w *workload[TransportKey], simd bool) *Table[TransportKey] {
-	t, err := New[TransportKey](Options{Capacity: w.n, Name: "bench"})
+func newBenchTable(b *testing.B, w *perf.CAMWorkload[cam.TransportKey], simd bool) *cam.Table[cam.TransportKey] {
+	t, err := cam.New[cam.TransportKey](cam.Options{Capacity: w.N, Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	t.matchSIMD = simd
-	fillTable(t, w)
+	cam.SetMatchSIMD(t, simd)
+	perf.FillTable(t, w)
 	return t
 }
 
@@ -58,31 +63,31 @@ func report(b *testing.B, ns float64) {
 
 func benchLookup(b *testing.B, miss bool) {
 	for _, n := range benchSizes {
-		w := newWorkload(n, 1<<16, 1)
-		wp := convertWorkload(w, toPadded)
-		probes, paddedProbes := w.hits, wp.hits
+		w := perf.NewCAMWorkload(n, 1<<16, 1)
+		wp := perf.ConvertCAMWorkload(w, toPadded)
+		probes, paddedProbes := w.Hits, wp.Hits
 		if miss {
-			probes, paddedProbes = w.misses, wp.misses
+			probes, paddedProbes = w.Misses, wp.Misses
 		}
 		for _, v := range variants() {
 			b.Run(fmt.Sprintf("%s/n=%d", v.name, n), func(b *testing.B) {
 				t := newBenchTable(b, w, v.simd)
 				b.ReportAllocs()
 				b.ResetTimer()
-				report(b, benchLookupTable(t, probes, b.N))
+				report(b, perf.CAMLookup(t, probes, b.N))
 			})
 		}
 		b.Run(fmt.Sprintf("map/n=%d", n), func(b *testing.B) {
-			m := fillMap(w)
+			m := perf.FillMap(w)
 			b.ReportAllocs()
 			b.ResetTimer()
-			report(b, benchLookupMap(m, probes, b.N))
+			report(b, perf.MapLookup(m, probes, b.N))
 		})
 		b.Run(fmt.Sprintf("map-padded/n=%d", n), func(b *testing.B) {
-			m := fillMap(wp)
+			m := perf.FillMap(wp)
 			b.ReportAllocs()
 			b.ResetTimer()
-			report(b, benchLookupMap(m, paddedProbes, b.N))
+			report(b, perf.MapLookup(m, paddedProbes, b.N))
 		})
 	}
 }
@@ -93,40 +98,40 @@ func BenchmarkLookupMiss(b *testing.B) { benchLookup(b, true) }
 
 func BenchmarkChurn(b *testing.B) {
 	for _, n := range benchSizes {
-		w := newWorkload(n, 1<<16, 1)
-		wp := convertWorkload(w, toPadded)
+		w := perf.NewCAMWorkload(n, 1<<16, 1)
+		wp := perf.ConvertCAMWorkload(w, toPadded)
 		for _, v := range variants() {
 			b.Run(fmt.Sprintf("%s/n=%d", v.name, n), func(b *testing.B) {
 				t := newBenchTable(b, w, v.simd)
 				b.ReportAllocs()
 				b.ResetTimer()
-				report(b, benchChurnTable(t, w, &window{}, b.N))
+				report(b, perf.CAMChurn(t, w, &perf.CAMWindow{}, b.N))
 			})
 		}
 		b.Run(fmt.Sprintf("map/n=%d", n), func(b *testing.B) {
-			m := fillMap(w)
+			m := perf.FillMap(w)
 			b.ReportAllocs()
 			b.ResetTimer()
-			report(b, benchChurnMap(m, w, &window{}, b.N))
+			report(b, perf.MapChurn(m, w, &perf.CAMWindow{}, b.N))
 		})
 		b.Run(fmt.Sprintf("map-padded/n=%d", n), func(b *testing.B) {
-			m := fillMap(wp)
+			m := perf.FillMap(wp)
 			b.ReportAllocs()
 			b.ResetTimer()
-			report(b, benchChurnMap(m, wp, &window{}, b.N))
+			report(b, perf.MapChurn(m, wp, &perf.CAMWindow{}, b.N))
 		})
 	}
 }
 
 func BenchmarkLookupBurst(b *testing.B) {
 	for _, n := range benchSizes {
-		w := newWorkload(n, 1<<16, 1)
+		w := perf.NewCAMWorkload(n, 1<<16, 1)
 		for _, burst := range burstSizes {
 			b.Run(fmt.Sprintf("cam/n=%d/burst=%d", n, burst), func(b *testing.B) {
-				t := newBenchTable(b, w, simdAvailable())
+				t := newBenchTable(b, w, cam.SIMDAvailable())
 				b.ReportAllocs()
 				b.ResetTimer()
-				report(b, benchLookupBurst(t, w.hits, burst, b.N))
+				report(b, perf.CAMLookupBurst(t, w.Hits, burst, b.N))
 			})
 		}
 	}
@@ -134,31 +139,14 @@ func BenchmarkLookupBurst(b *testing.B) {
 
 func BenchmarkChurnBurst(b *testing.B) {
 	for _, n := range benchSizes {
-		w := newWorkload(n, 1<<16, 1)
+		w := perf.NewCAMWorkload(n, 1<<16, 1)
 		for _, burst := range burstSizes {
 			b.Run(fmt.Sprintf("cam/n=%d/burst=%d", n, burst), func(b *testing.B) {
-				t := newBenchTable(b, w, simdAvailable())
+				t := newBenchTable(b, w, cam.SIMDAvailable())
 				b.ReportAllocs()
 				b.ResetTimer()
-				report(b, benchChurnBurst(t, w, &window{}, burst, b.N))
+				report(b, perf.CAMChurnBurst(t, w, &perf.CAMWindow{}, burst, b.N))
 			})
-		}
-	}
-}
-
-func TestCompareWithMapRuns(t *testing.T) {
-	for _, n := range []int{64, 1000} {
-		figures := [][4]float64{}
-		a, b, c, d := CompareWithMap(n, 1<<12)
-		figures = append(figures, [4]float64{a, b, c, d})
-		a, b, c, d = CompareBurstWithMap(n, 8, 1<<12)
-		figures = append(figures, [4]float64{a, b, c, d})
-		for _, f := range figures {
-			for _, ns := range f {
-				if !(ns > 0) {
-					t.Fatalf("n=%d: figures %v: want all > 0", n, f)
-				}
-			}
 		}
 	}
 }

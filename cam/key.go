@@ -56,3 +56,12 @@ func checkKeyBytes(key, t reflect.Type) error {
 		return fmt.Errorf("key type %v holds a %v, which cannot be a CAM key (use integers, booleans, and arrays and structs of them)", key, t.Kind())
 	}
 }
+
+// TransportKey is the retransmission engine's key: connection, window
+// (request or data) and packet sequence number. Win is 32 bits wide so the
+// key has no padding; at 12 bytes a bucket of four keys is one cache line.
+type TransportKey struct {
+	CID uint32
+	Win uint32
+	PSN uint32
+}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // Percent is a probability in percent: 1 means 1 %, 100 means always.
@@ -560,22 +562,28 @@ var rateUnits = []struct {
 	bits uint64
 }{{"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}}
 
+// parseRate reads a bit rate with internal/units, the parser of every
+// subcommand's --rate, but insists on a bit/s unit: a fabric link limits
+// bits, and a bare number would be read elsewhere as frames per second.
 func parseRate(s string) (uint64, error) {
-	lower := strings.ToLower(s)
-	for _, u := range rateUnits {
-		if num, ok := strings.CutSuffix(lower, u.name); ok {
-			v, err := strconv.ParseFloat(num, 64)
-			if err != nil || !(v > 0) {
-				return 0, fmt.Errorf("%q is not a positive rate", s)
-			}
-			bps := math.Round(v * float64(u.bits))
-			if bps < 1 || bps > MaxRate {
-				return 0, fmt.Errorf("%q is out of range (use 1bit..%s)", s, formatRate(MaxRate))
-			}
-			return uint64(bps), nil
-		}
+	r, err := units.ParseRate(s)
+	if errors.Is(err, units.ErrUnit) {
+		return 0, fmt.Errorf("%q has no unit fabric knows (bit/s units: bit, kbit, mbit, gbit, tbit)", s)
 	}
-	return 0, fmt.Errorf("%q has no unit (bit/s units: bit, kbit, mbit, gbit, tbit)", s)
+	if err != nil {
+		return 0, err
+	}
+	if r.Bits == 0 && r.PPS == 0 {
+		return 0, fmt.Errorf("%q is not a positive rate", s)
+	}
+	if r.Bits == 0 {
+		return 0, fmt.Errorf("%q has no unit (bit/s units: bit, kbit, mbit, gbit, tbit)", s)
+	}
+	bps := math.Round(r.Bits)
+	if bps < 1 || bps > MaxRate {
+		return 0, fmt.Errorf("%q is out of range (use 1bit..%s)", s, formatRate(MaxRate))
+	}
+	return uint64(bps), nil
 }
 
 func formatRate(bps uint64) string {
@@ -595,23 +603,20 @@ func parseCount(s string) (int, error) {
 	return n, nil
 }
 
-var byteUnits = []struct {
-	name  string
-	bytes int
-}{{"mib", 1 << 20}, {"kib", 1 << 10}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1}}
-
+// parseBytes reads a queue size in bytes with internal/units (B, KB, KiB,
+// MB, MiB … as every subcommand's sizes).
 func parseBytes(s string) (int, error) {
-	lower := strings.ToLower(s)
-	for _, u := range byteUnits {
-		if num, ok := strings.CutSuffix(lower, u.name); ok {
-			n, err := strconv.Atoi(num)
-			if err != nil || n <= 0 || n > MaxQueueB/u.bytes {
-				return 0, fmt.Errorf("%q is not a size in 1B..1GiB", s)
-			}
-			return n * u.bytes, nil
-		}
+	n, err := units.ParseSize(s)
+	if errors.Is(err, units.ErrUnit) {
+		return 0, fmt.Errorf("%q is neither a packet count nor a size in B, KB, KiB, MB or MiB", s)
 	}
-	return 0, fmt.Errorf("%q is neither a packet count nor a size in B, KB, KiB, MB or MiB", s)
+	if err != nil {
+		return 0, err
+	}
+	if n <= 0 || n > MaxQueueB {
+		return 0, fmt.Errorf("%q is not a size in 1B..1GiB", s)
+	}
+	return int(n), nil
 }
 
 func formatBytes(n int) string {

@@ -100,6 +100,20 @@ func TestProfileStringRoundTrips(t *testing.T) {
 	}
 }
 
+// TestParseProfileUnits: rates and sizes are read by internal/units, the
+// parser of every subcommand, so they take the same spellings.
+func TestParseProfileUnits(t *testing.T) {
+	for in, want := range map[string]Profile{
+		"rate=10Gbit,queue=1GB":     {Rate: 10e9, QueueBytes: 1e9},
+		"rate=100Mbit/s,queue=1MiB": {Rate: 100e6, QueueBytes: 1 << 20},
+	} {
+		p, err := ParseProfile(in)
+		if err != nil || p.Rate != want.Rate || p.QueueBytes != want.QueueBytes {
+			t.Errorf("ParseProfile(%q) = rate %d queue %d B, %v; want rate %d queue %d B", in, p.Rate, p.QueueBytes, err, want.Rate, want.QueueBytes)
+		}
+	}
+}
+
 func TestParseProfileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -122,6 +136,9 @@ func TestParseProfileErrors(t *testing.T) {
 		{"rate=10gbits", []string{"rate=10gbits", "no unit", "rate=N{bit,kbit,mbit,gbit,tbit}"}},
 		{"rate=0gbit", []string{"not a positive rate"}},
 		{"rate=100tbit", []string{"out of range"}},
+		{"rate=1000", []string{"rate=1000", "no unit"}},
+		{"rate=1mpps", []string{"rate=1mpps", "no unit"}},
+		{"rate=-1gbit", []string{"rate=-1gbit", "negative"}},
 		{"queue=lots", []string{"queue=lots", "neither a packet count nor a size"}},
 		{"queue=1000", []string{"without Rate"}},
 		{"rate=1gbit,queue=2GiB", []string{"queue=2GiB", "1B..1GiB"}},

@@ -5,10 +5,12 @@
 #   hack/topo.sh up2  [PREFIX]   PREFIX-a (PREFIX-a0 198.18.0.1/30) <-> PREFIX-b (PREFIX-b0 198.18.0.2/30)
 #   hack/topo.sh up3  [PREFIX]   PREFIX-gen (PREFIX-g0 198.18.0.1/30) <-> PREFIX-fwd (PREFIX-f0 .2/30, PREFIX-f1 .5/30)
 #                                <-> PREFIX-sink (PREFIX-s0 198.18.0.6/30)
-#   hack/topo.sh down [PREFIX]   delete every namespace named PREFIX-* (idempotent)
+#   hack/topo.sh down [PREFIX]   delete every namespace named PREFIX-* (idempotent); also what
+#                                peregrine demo --veth (pgdemo, or pgdemo-PID) and bench
+#                                vs-testpmd (pgvsPID) leave after a kill -9
 #
-# PREFIX defaults to "pg" (at most 10 characters, so interface names fit in
-# 15). Environment: QUEUES (default 1), MTU (default 1500). GRO is turned on
+# PREFIX defaults to "pg" (for up2 and up3 at most 10 characters, so
+# interface names fit in 15; down takes any namespace name prefix). Environment: QUEUES (default 1), MTU (default 1500). GRO is turned on
 # at every end (veth delivers to AF_PACKET and generic XDP only with GRO on)
 # and IPv6 is disabled before the links come up, so the kernel injects no
 # frames of its own. Addresses are only ever taken from 198.18.0.0/15.
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 usage() {
-	sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -26,7 +28,12 @@ prefix=${2:-pg}
 queues=${QUEUES:-1}
 mtu=${MTU:-1500}
 
-[[ $prefix =~ ^[A-Za-z0-9_.-]{1,10}$ ]] || { echo "topo.sh: PREFIX '$prefix' must be 1..10 letters, digits, '-', '_' or '.'" >&2; exit 2; }
+if [[ $cmd == down ]]; then
+	# Any prefix of a namespace name: demo --veth's are pgdemo-PID-gen …
+	[[ $prefix =~ ^[A-Za-z0-9_.-]{1,200}$ ]] || { echo "topo.sh: PREFIX '$prefix' must be letters, digits, '-', '_' or '.'" >&2; exit 2; }
+else
+	[[ $prefix =~ ^[A-Za-z0-9_.-]{1,10}$ ]] || { echo "topo.sh: PREFIX '$prefix' must be 1..10 letters, digits, '-', '_' or '.' (interface names are PREFIX-g0 …, at most 15 characters)" >&2; exit 2; }
+fi
 [[ $queues =~ ^[0-9]+$ && $queues -ge 1 && $queues -le 4096 ]] || { echo "topo.sh: QUEUES=$queues is out of range (use 1..4096)" >&2; exit 2; }
 [[ $mtu =~ ^[0-9]+$ && $mtu -ge 68 && $mtu -le 65535 ]] || { echo "topo.sh: MTU=$mtu is out of range (use 68..65535)" >&2; exit 2; }
 if [[ $(id -u) -ne 0 ]]; then

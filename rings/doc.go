@@ -32,6 +32,7 @@
 // tail so it touches the other core's line only when the copy says the ring
 // is full (empty). On amd64 a tail is published with a plain store (x86
 // stores are release stores) rather than sync/atomic's fencing XCHG; see
-// publish_amd64_unsafe.go. TwoCoreBulk measures a producer/consumer pair the
-// way DPDK's ring_perf_autotest does.
+// internal/release (release.Store64, in release_amd64_unsafe.go).
+// bench/perf's RingTwoCoreBulk measures a producer/consumer pair the way
+// DPDK's ring_perf_autotest does.
 package rings

@@ -30,31 +30,3 @@ func BenchmarkSingleBulk(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkTwoGoroutines runs a producer and a consumer concurrently through
-// TwoCoreBulk, unpinned and (where the machine allows) pinned to cpus 0 and
-// 1. ns/elem is the sum of both sides' per-element time, the way ring_perf's
-// two-core figures are added up; one op is one bulk.
-func BenchmarkTwoGoroutines(b *testing.B) {
-	for _, kind := range []string{"spsc", "mpmc"} {
-		for _, pinned := range []bool{false, true} {
-			var cpus []int
-			placement := "unpinned"
-			if pinned {
-				cpus, placement = []int{0, 1}, "cpus=0,1"
-			}
-			for _, burst := range benchBursts {
-				b.Run(fmt.Sprintf("%s/%s/burst=%d", kind, placement, burst), func(b *testing.B) {
-					b.ReportAllocs()
-					enq, deq, err := TwoCoreBulk(kind, burst, b.N*burst, cpus)
-					if err != nil {
-						b.Skip(err)
-					}
-					b.ReportMetric(enq, "enq-ns/elem")
-					b.ReportMetric(deq, "deq-ns/elem")
-					b.ReportMetric(enq+deq, "ns/elem")
-				})
-			}
-		}
-	}
-}

@@ -459,33 +459,3 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
-
-func TestTwoCoreBulkRuns(t *testing.T) {
-	for _, kind := range []string{"spsc", "mpmc"} {
-		t.Run(kind, func(t *testing.T) {
-			enq, deq, err := TwoCoreBulk(kind, 8, 20_000, nil)
-			require.NoError(t, err)
-			require.Positive(t, enq)
-			require.Positive(t, deq)
-		})
-	}
-}
-
-func TestTwoCoreBulkRejectsBadArguments(t *testing.T) {
-	cases := []struct {
-		kind   string
-		burst  int
-		elems  int
-		cpus   []int
-		errHas string
-	}{
-		{"fifo", 8, 100, nil, `kind "fifo"`},
-		{"spsc", 0, 100, nil, "burst 0"},
-		{"spsc", 8, 0, nil, "elems 0"},
-		{"spsc", 8, 100, []int{0}, "cpus [0]"},
-	}
-	for _, c := range cases {
-		_, _, err := TwoCoreBulk(c.kind, c.burst, c.elems, c.cpus)
-		require.ErrorContains(t, err, c.errHas)
-	}
-}

@@ -87,6 +87,6 @@
 // still sits in the endpoints' receive rings); Close also closes the
 // ports and, when the simulation made its pool, checks it for leaks.
 //
-// SimPacketsPerSecond measures how many transport packets the simulation
-// runs per second of wall time on one core.
+// bench/perf's SimPacketsPerSecond measures how many transport packets the
+// simulation runs per second of wall time on one core.
 package sim

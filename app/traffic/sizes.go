@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // Sizes is a repeating pattern of frame lengths (bytes, without the 4-byte
@@ -21,7 +23,8 @@ type Sizes struct {
 var imixMix = [...]struct{ size, weight int }{{64, 7}, {594, 4}, {1518, 1}}
 
 // ParseSizes reads a size spec: "N" (fixed), "A-B" (uniform over [A, B],
-// drawn from a fixed seed so runs repeat), or "imix". Every size must lie in
+// drawn from a fixed seed so runs repeat), or "imix". N, A and B are sizes
+// as internal/units reads them (1500, 1KiB, 9kB). Every size must lie in
 // [MinFrame, max].
 func ParseSizes(spec string, max int) (Sizes, error) {
 	s := Sizes{spec: spec}
@@ -32,7 +35,7 @@ func ParseSizes(spec string, max int) (Sizes, error) {
 		return nil
 	}
 	switch {
-	case spec == "imix":
+	case strings.EqualFold(spec, "imix"):
 		for _, m := range imixMix {
 			n := min(m.size-4, max)
 			for range m.weight {
@@ -45,8 +48,8 @@ func ParseSizes(spec string, max int) (Sizes, error) {
 		})
 	case strings.Contains(spec, "-"):
 		lo, hi, _ := strings.Cut(spec, "-")
-		a, err1 := strconv.Atoi(lo)
-		b, err2 := strconv.Atoi(hi)
+		a, err1 := frameSize(lo)
+		b, err2 := frameSize(hi)
 		if err1 != nil || err2 != nil || a > b {
 			return Sizes{}, fmt.Errorf("frame size range %q: want MIN-MAX with MIN <= MAX, e.g. 64-1518", spec)
 		}
@@ -62,9 +65,9 @@ func ParseSizes(spec string, max int) (Sizes, error) {
 			s.pattern[i] = uint16(a + r.IntN(b-a+1))
 		}
 	default:
-		n, err := strconv.Atoi(spec)
+		n, err := frameSize(spec)
 		if err != nil {
-			return Sizes{}, fmt.Errorf("frame size %q: want a number (60..%d), a range like 64-1518, or imix", spec, max)
+			return Sizes{}, fmt.Errorf("frame size %q: want a number or size (60..%d, e.g. 1500 or 1KiB), a range like 64-1518, or imix", spec, max)
 		}
 		if err := check(n); err != nil {
 			return Sizes{}, err
@@ -72,6 +75,16 @@ func ParseSizes(spec string, max int) (Sizes, error) {
 		s.pattern = []uint16{uint16(n)}
 	}
 	return s, nil
+}
+
+// frameSize reads one size of a spec; anything beyond an int's range is
+// reported by the range check of the caller as too large.
+func frameSize(s string) (int, error) {
+	n, err := units.ParseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	return int(min(n, 1<<31-1)), nil
 }
 
 // FixedSize returns Sizes of one length; it panics on an out-of-range size

@@ -25,6 +25,10 @@ func TestParseSizes(t *testing.T) {
 		{spec: "64-20000", wantErr: "outside"},
 		{spec: "100-64", wantErr: "MIN <= MAX"},
 		{spec: "big", wantErr: "want a number"},
+		{spec: "1KiB", max: 1024, mean: 1024},
+		{spec: "1kB-1kb", max: 1000, mean: 1000},
+		{spec: "IMIX", max: 1514, mean: (7*60 + 4*590 + 1514) / 12.0},
+		{spec: "1GiB", wantErr: `"1GiB" is outside`},
 	} {
 		s, err := ParseSizes(tc.spec, MaxFrame)
 		if tc.wantErr != "" {

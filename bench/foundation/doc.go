@@ -13,4 +13,7 @@
 //     (rx allocates, tx frees) exactly as testpmd with two net_null vdevs;
 //     and the same forwarding stage between two in-memory port pairs with
 //     frames circulating (no allocation, no copy).
+//
+// Peregrine's ring and pool loops are bench/perf's RingTwoCoreBulk and
+// PoolCachedGetPutBulk; the forwarding runs are in this package.
 package foundation

@@ -13,6 +13,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/bench/anchor"
 	"github.com/peregrine-net/peregrine/bench/internal/tsc"
+	"github.com/peregrine-net/peregrine/bench/perf"
 	"github.com/peregrine-net/peregrine/bench/report"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
@@ -21,7 +22,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 	"github.com/peregrine-net/peregrine/pmd/null"
-	"github.com/peregrine-net/peregrine/rings"
 )
 
 // Options configures a run.
@@ -91,7 +91,7 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 		// Median of three runs, as anchor.RingPerf takes of DPDK's.
 		var sums, enqs, deqs [3]float64
 		for i := range sums {
-			enq, deq, err := rings.TwoCoreBulk(kind.ring, 32, opts.RingElems, opts.CPUs)
+			enq, deq, err := perf.RingTwoCoreBulk(kind.ring, 32, opts.RingElems, opts.CPUs)
 			if err != nil {
 				return 0, 0, err
 			}
@@ -140,14 +140,14 @@ func measurePool() (nsPerObj, allocsPerObj float64, err error) {
 	defer pool.Close()
 	const elems = 1 << 24
 	// Warm up, then measure with the allocation counter around the timed run.
-	if _, err := mbuf.CachedGetPutBulk(pool, 32, 32, 1<<20); err != nil {
+	if _, err := perf.PoolCachedGetPutBulk(pool, 32, 32, 1<<20); err != nil {
 		return 0, 0, err
 	}
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	var runs [3]float64 // median of three, like the DPDK figures it meets
 	for i := range runs {
-		if runs[i], err = mbuf.CachedGetPutBulk(pool, 32, 32, elems); err != nil {
+		if runs[i], err = perf.PoolCachedGetPutBulk(pool, 32, 32, elems); err != nil {
 			return 0, 0, err
 		}
 	}

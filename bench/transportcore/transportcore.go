@@ -5,7 +5,7 @@
 //
 // The CAM figures are single-key Lookup, and Delete plus Insert, against
 // map[cam.TransportKey]uint32 with the same keys in the same order
-// (cam.CompareWithMap). The receive cost (rt.MeasureRxCost) is the
+// (perf.CAMVsMap). The receive cost (perf.RxCost) is the
 // endpoint's whole Poll over bursts of in-order data packets with UDP
 // checksums, the transport's default; the ratio uses that figure, and the
 // figure without UDP checksums (IPv4 allows it, rt.Options.NoUDPChecksum)
@@ -22,10 +22,8 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/bench/foundation"
+	"github.com/peregrine-net/peregrine/bench/perf"
 	"github.com/peregrine-net/peregrine/bench/report"
-	"github.com/peregrine-net/peregrine/cam"
-	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/sim"
 )
 
 // Options configures a run.
@@ -69,14 +67,14 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 		if ctx.Err() != nil {
 			return 0, 0, ctx.Err()
 		}
-		camL, mapL, camC, mapC := cam.CompareWithMap(n, opts.Ops)
+		camL, mapL, camC, mapC := perf.CAMVsMap(n, opts.Ops)
 		rep.Add(report.Ratio{Name: fmt.Sprintf("cam_lookup_%d_speedup_vs_map", n), Value: mapL / camL, Op: report.AtLeast, Target: 2,
 			Detail: fmt.Sprintf("lookup hit, (CID, window, PSN) keys, random order: cam %.2f ns, map[key]uint32 %.2f ns", camL, mapL)})
 		rep.Add(report.Ratio{Name: fmt.Sprintf("cam_churn_%d_speedup_vs_map", n), Value: mapC / camC, Op: report.AtLeast, Target: 2,
 			Detail: fmt.Sprintf("one delete + one insert: cam %.2f ns, map %.2f ns", camC, mapC)})
 	}
 
-	pps, err := sim.SimPacketsPerSecond(1, opts.SimPackets)
+	pps, err := perf.SimPacketsPerSecond(1, opts.SimPackets)
 	if err != nil {
 		return 0, 0, fmt.Errorf("transportcore: simulation: %w", err)
 	}
@@ -86,15 +84,15 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	// The ratio is taken with UDP checksums, the transport's default (and
 	// the only integrity check a frame has); the figure without them is
 	// printed beside it for reference.
-	rxNs, err := rt.MeasureRxCost(rt.RxCostOptions{Packets: opts.RxPackets})
+	rxNs, err := perf.RxCost(perf.RxCostOptions{Packets: opts.RxPackets})
 	if err != nil {
 		return 0, 0, fmt.Errorf("transportcore: receive cost: %w", err)
 	}
-	rxNoCsumNs, err := rt.MeasureRxCost(rt.RxCostOptions{Packets: opts.RxPackets, NoUDPChecksum: true})
+	rxNoCsumNs, err := perf.RxCost(perf.RxCostOptions{Packets: opts.RxPackets, NoUDPChecksum: true})
 	if err != nil {
 		return 0, 0, fmt.Errorf("transportcore: receive cost without UDP checksums: %w", err)
 	}
-	floorNs, err := rt.MeasureRxCost(rt.RxCostOptions{Packets: opts.RxPackets, HeadersOnly: true})
+	floorNs, err := perf.RxCost(perf.RxCostOptions{Packets: opts.RxPackets, HeadersOnly: true})
 	if err != nil {
 		return 0, 0, fmt.Errorf("transportcore: header-reading floor: %w", err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/peregrine-net/peregrine/bench/foundation"
 	"github.com/peregrine-net/peregrine/bench/transportcore"
 	"github.com/peregrine-net/peregrine/bench/vstestpmd"
-	"github.com/peregrine-net/peregrine/core/lcore"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -35,6 +34,20 @@ It exits 0 when the scenario ran, whatever the verdicts (read the summary);
 non-zero when it could not run.`,
 	}
 	cmd.AddCommand(newBenchFoundationCommand(), newBenchTransportCoreCommand(), newBenchVsTestpmdCommand())
+	// Without this a missing or misspelt scenario printed the help and
+	// exited 0, as if a benchmark had run.
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		if len(args) == 0 {
+			return usage(fmt.Errorf("bench needs a scenario: %s, e.g. peregrine bench foundation", strings.Join(names, ", ")))
+		}
+		return usage(fmt.Errorf("bench: unknown scenario %q: use %s", args[0], strings.Join(names, ", ")))
+	}
 	return cmd
 }
 
@@ -42,7 +55,7 @@ func newBenchVsTestpmdCommand() *cobra.Command {
 	var (
 		rounds   int
 		duration time.Duration
-		sizes    []int
+		sizes    string
 		only     []string
 		prefix   string
 	)
@@ -70,10 +83,20 @@ Needs root and Debian's DPDK (hack/install-deps.sh).`,
   sudo peregrine bench vs-testpmd --only afxdp_io,afpacket_io`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			frameSizes, err := parseByteSizes(sizes, 60, 1518)
+			if err != nil {
+				return usage(fmt.Errorf("--sizes: %w", err))
+			}
+			if err := usage(
+				checkInt("rounds", rounds, 1, 1000),
+				checkPositiveDuration("duration", duration, 10*time.Millisecond),
+			); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			_, _, err := vstestpmd.Run(ctx, vstestpmd.Options{
-				Out: cmd.OutOrStdout(), Rounds: rounds, Duration: duration, Sizes: sizes,
+			_, _, err = vstestpmd.Run(ctx, vstestpmd.Options{
+				Out: cmd.OutOrStdout(), Rounds: rounds, Duration: duration, Sizes: frameSizes,
 				Comparisons: only, Prefix: prefix,
 			})
 			return err
@@ -82,7 +105,7 @@ Needs root and Debian's DPDK (hack/install-deps.sh).`,
 	f := cmd.Flags()
 	f.IntVar(&rounds, "rounds", vstestpmd.DefaultRounds, "measurements per side and comparison, alternating peregrine/testpmd")
 	f.DurationVar(&duration, "duration", vstestpmd.DefaultDuration, "forwarding time of each measurement")
-	f.IntSliceVar(&sizes, "sizes", vstestpmd.DefaultSizes, "frame sizes in bytes without FCS (60..1518)")
+	f.StringVar(&sizes, "sizes", formatInts(vstestpmd.DefaultSizes), "frame sizes without FCS, comma-separated (60..1518 bytes, e.g. 64,1518 or 1KiB)")
 	f.StringSliceVar(&only, "only", nil, "run only these comparisons: "+strings.Join(vstestpmd.Comparisons(), ", "))
 	f.StringVar(&prefix, "netns-prefix", "", "name the namespaces PREFIX-gen, PREFIX-fwd, PREFIX-sink (default pgvs<pid>)")
 	return cmd
@@ -111,15 +134,18 @@ missing. Takes about two minutes.`,
   peregrine bench foundation --cpus 0,1 --fwd-duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
-			cpuList, err := lcore.ParseCPUList(cpus)
+			cpuList, err := parseCPUs("cpus", cpus)
 			if err != nil {
-				return fmt.Errorf("--cpus: %w", err)
+				return usage(err)
 			}
 			if len(cpuList) != 2 {
-				return fmt.Errorf("--cpus %s: name exactly two CPUs, e.g. 0,1", cpus)
+				return usage(fmt.Errorf("--cpus %s: name exactly two CPUs, e.g. 0,1", cpus))
 			}
+			if err := usage(checkPositiveDuration("fwd-duration", fwdDur, 10*time.Millisecond)); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			if install {
 				ensureDPDK(ctx, cmd.ErrOrStderr())
 			}
@@ -169,7 +195,10 @@ Takes about a minute.`,
 		Example: `  peregrine bench transport-core`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			if err := usage(checkCPU("cpu", cpu)); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := transportcore.Run(ctx, transportcore.Options{Out: cmd.OutOrStdout(), CPU: cpu})
 			return err

@@ -59,3 +59,63 @@ func TestDecodePrintsTransportAndRoCEFrames(t *testing.T) {
 
 	require.ErrorContains(t, decodeFile(filepath.Join(t.TempDir(), "missing.pcap"), wire.DefaultPort, 0, &out), "no such file")
 }
+
+// TestDecodeReadsPcapngAndStdin: Wireshark's default format and a capture
+// piped in with "-" decode like a pcap file.
+func TestDecodeReadsPcapngAndStdin(t *testing.T) {
+	addrs := &wire.Addrs{
+		SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
+		SrcIP: netip.MustParseAddr("198.18.0.1"), DstIP: netip.MustParseAddr("198.18.0.2"),
+	}
+	buf := make([]byte, 2048)
+	h := wire.Header{Version: 1, DestCID: 0x1234, Type: wire.TypePushUnsolicitedData, PSN: 77, RSN: 5}
+	n, err := wire.EncodeFrame(buf, addrs, &h, []byte("hello"))
+	require.NoError(t, err)
+
+	var ng bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	require.NoError(t, err)
+	for range 2 {
+		require.NoError(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: n, Length: n, InterfaceIndex: 0}, buf[:n]))
+	}
+	require.NoError(t, w.Flush())
+	path := filepath.Join(t.TempDir(), "cap.pcapng")
+	require.NoError(t, os.WriteFile(path, ng.Bytes(), 0o644))
+
+	run := func(stdin []byte, args ...string) (string, int) {
+		var out, errOut bytes.Buffer
+		root := newRootCommand()
+		root.SetOut(&out)
+		root.SetIn(bytes.NewReader(stdin))
+		code := execute(root, args, &errOut)
+		return out.String() + errOut.String(), code
+	}
+	for name, c := range map[string]struct {
+		stdin []byte
+		args  []string
+	}{
+		"pcapng file":  {nil, []string{"decode", path}},
+		"pcapng stdin": {ng.Bytes(), []string{"decode", "-"}},
+	} {
+		out, code := run(c.stdin, c.args...)
+		require.Equal(t, 0, code, "%s: %s", name, out)
+		require.Equal(t, 2, strings.Count(out, "psn=77"), "%s: %s", name, out)
+	}
+	out, code := run([]byte("this is not a capture"), "decode", "-")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "standard input: neither a pcap nor a pcapng capture")
+	out, code = run(nil, "decode")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "- for standard input")
+}
+
+// TestDecodeHelpSaysOnlyWhatExists: the help names no capture source the
+// binary cannot make.
+func TestDecodeHelpSaysOnlyWhatExists(t *testing.T) {
+	var out bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	require.Equal(t, 0, execute(root, []string{"decode", "--help"}, &out))
+	require.NotContains(t, out.String(), "mirror")
+	require.Contains(t, out.String(), "pcapng")
+}

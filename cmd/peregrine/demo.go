@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,8 @@ sink), lcore B the fabric and the target (or the forwarder); frames cross
 between them through mem port pairs (handles only, no copies).
 
 With --veth (root) the same runs across three network namespaces the demo
-creates (198.18.0.0/15 only) and removes again, joined by veth pairs and opened
+creates (198.18.0.0/15 only) and removes again (also on SIGINT, SIGTERM or an
+error; hack/topo.sh down pgdemo removes what a kill -9 leaves), joined by veth pairs and opened
 with --driver (afxdp or afpacket): the initiator (or generator) in one, the
 fabric (or forwarder) in a second, the target (or sink) in a third. The forward
 workload sends at --rate there (default 50kpps, safe on a busy two-core machine).`,
@@ -78,7 +80,12 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
   sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			if err := cfg.validate(); err != nil {
+				return err
+			}
+			// SIGTERM as well as SIGINT: either ends the run through the
+			// same path, which removes --veth's namespaces.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ok, err := runDemo(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
@@ -91,12 +98,12 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends)")
+	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "", "CPUs for the poll loops, e.g. 0,1 (one CPU runs every stage on one loop; default: the first two CPUs this process may use)")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
-	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool: at least 1024 per lcore, 512 more for the transport workload, 8192 more with --veth --driver afxdp")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-second stats")
 	f.BoolVar(&cfg.veth, "veth", false, "run across three network namespaces over veth pairs (needs root)")
 	f.StringVar(&cfg.driver, "driver", "afxdp", "with --veth: the port driver, afxdp or afpacket")

@@ -52,6 +52,9 @@ The same --seed with the same input replays the same impairments.`,
   peregrine fabric --port-a afxdp:veth1 --port-b afxdp:veth2 --profile paths=4,spread=20us,reorder=1%/100us`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runFabric(ctx, cfg, cmd.OutOrStdout())
@@ -68,8 +71,8 @@ The same --seed with the same input replays the same impairments.`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters")
-	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it)")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it; at least 1024)")
 	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	return cmd
 }

@@ -59,6 +59,9 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
   peregrine fwd --port null: --port null: --mode io --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runFwd(ctx, cfg, cmd.OutOrStdout())
@@ -71,12 +74,12 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "destination MAC written in mac mode")
 	f.StringVar(&cfg.size, "size", "64", "txonly: frame size without FCS: N, MIN-MAX or imix")
 	f.StringVar(&cfg.rate, "rate", "max", "txonly: rate per port and queue: 1mpps, 500kpps, 10gbit, max")
 	f.IntVar(&cfg.flows, "flows", 1, "txonly: number of flows (UDP source ports)")
-	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	return cmd
 }
 
@@ -147,6 +150,9 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	}
 	if !txonly {
 		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", dropped)
+	}
+	if txonly {
+		warnRateOfStages(out, rate, cfg.rate, stages, elapsed)
 	}
 	return stopErr
 }

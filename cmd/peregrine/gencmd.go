@@ -62,6 +62,9 @@ as possible or at the capture's own timing (--timing recorded).`,
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if cfg.rx {
@@ -85,13 +88,13 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
 	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")
 	f.IntVar(&cfg.loop, "loop", 1, "replay the capture this many times (0: forever)")
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
-	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	return cmd
 }
 
@@ -133,6 +136,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	out0 := s.ports[0]
 	var stages []lcore.Stage
 	var done func() bool
+	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
 	if cfg.replay != "" {
 		if cfg.timing != "fast" && cfg.timing != "recorded" {
 			return joinStop(fmt.Errorf("--timing %q: use fast or recorded", cfg.timing), s)
@@ -163,6 +167,13 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 			s.drives(cache, nil, 0, out0, q)
 			gens = append(gens, g)
 			stages = append(stages, g)
+		}
+		rateCheck = func(elapsed time.Duration) {
+			var sent uint64
+			for _, g := range gens {
+				sent += g.Stats().Sent
+			}
+			warnRate(out, rate, cfg.rate, sent, len(gens), elapsed)
 		}
 		if cfg.count > 0 {
 			done = func() bool {
@@ -196,6 +207,9 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	stopErr := s.stop()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed)
+	if rateCheck != nil {
+		rateCheck(elapsed)
+	}
 	return stopErr
 }
 
@@ -278,6 +292,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		lost = int64(cfg.expect) - int64(total.Received)
 	}
 	fmt.Fprintf(out, "  lost %d, reordered (late) %d, in order %d\n", max(lost, 0), total.Late, total.InOrder)
+	hintForeign(out, total.Foreign, cfg.flows)
 	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
 	ok := cfg.expect == 0 || total.Received == cfg.expect

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 
@@ -17,16 +18,44 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// Exit statuses, as peregrine --help documents them.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the run failed: a port, a peer, a check
+	exitUsage  = 2 // the command line is wrong; nothing was started
+)
+
 func main() {
-	root := newRootCommand()
-	if err := root.Execute(); err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "peregrine:", err)
-		os.Exit(2)
+	os.Exit(execute(newRootCommand(), os.Args[1:], os.Stderr))
+}
+
+// execute runs root with args and returns the exit status: exitUsage for
+// an error cobra found before a command ran (unknown flag or subcommand,
+// a flag value of the wrong type, wrong arguments) or one a command marked
+// as usageError (its flag validation); exitFailed for any other error.
+func execute(root *cobra.Command, args []string, stderr io.Writer) int {
+	started := false
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		started = true // flags parsed and arguments accepted
+		return pre(cmd, args)
 	}
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "peregrine:", err)
+	var ue usageError
+	if errors.As(err, &ue) || !started {
+		fmt.Fprintln(stderr, "(see peregrine --help, or peregrine COMMAND --help)")
+		return exitUsage
+	}
+	return exitFailed
 }
 
 func newRootCommand() *cobra.Command {
@@ -37,7 +66,22 @@ func newRootCommand() *cobra.Command {
 with zero heap allocations per packet, and runs a reliable datacenter transport on them.
 
 Ports are named like DPDK vdevs: mem:PAIR/END, null:, pcap:FILE, pcap-out:FILE,
-afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.`,
+afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.
+
+Flag values, the same in every subcommand:
+  sizes      a byte count: 1500, 4KiB, 1MiB, 1GiB (powers of 1024), 64kB, 1MB,
+             1GB (powers of 1000); units are case-insensitive
+  rates      frames per second (1000, 500kpps, 1mpps) or bits per second
+             (100mbit, 10gbit, 10Gbit/s); "max" for as fast as possible
+  durations  Go durations (500ms, 10s, 2m); never negative; --duration 0
+             means "until stopped" where the subcommand says so
+  counts     a range, given in the error when a value is outside it
+
+Exit status: 0 when the run succeeded; 1 when it failed (a port could not be
+opened, a check failed, a peer went away); 2 for a usage error (an unknown
+subcommand or flag, a bad flag value, a missing argument), before anything
+was started.`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -64,6 +108,10 @@ afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.`,
 			stopProfile()
 		}
 	}
+	root.SetVersionTemplate("peregrine {{.Version}}\n")
+	// A flag cobra cannot parse is a usage error (exit 2) like one the
+	// command's own validation refuses.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand())
 	return root
 }

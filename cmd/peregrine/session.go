@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/lcore"
@@ -253,39 +251,4 @@ func (m *portMeter) summary(w io.Writer, elapsed time.Duration) {
 			p.Info().Name, st.RxPackets, float64(st.RxPackets)/secs/1e6, st.TxPackets, float64(st.TxPackets)/secs/1e6,
 			st.RxDropped, st.RxNoBuf, st.TxDropped, st.Errors)
 	}
-}
-
-// parseRate reads a rate: a bare number or "Npps"/"Nkpps"/"Nmpps" is
-// frames per second; "Nbit"/"Nkbit"/"Nmbit"/"Ngbit" is L2 bits per second,
-// turned into frames per second with the mean frame size. "" or "0" means
-// as fast as possible.
-func parseRate(s string, meanFrame float64) (float64, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "" || s == "0" || s == "max" {
-		return 0, nil
-	}
-	units := []struct {
-		suffix string
-		mult   float64
-		bits   bool
-	}{
-		{"gbit", 1e9, true}, {"mbit", 1e6, true}, {"kbit", 1e3, true}, {"bit", 1, true},
-		{"mpps", 1e6, false}, {"kpps", 1e3, false}, {"pps", 1, false}, {"", 1, false},
-	}
-	for _, u := range units {
-		num, ok := strings.CutSuffix(s, u.suffix)
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(num, 64)
-		if err != nil || v < 0 {
-			break
-		}
-		v *= u.mult
-		if u.bits {
-			v /= meanFrame * 8
-		}
-		return v, nil
-	}
-	return 0, fmt.Errorf("rate %q: use frames per second (1000000, 1mpps, 500kpps) or bits per second (10gbit, 100mbit), or max", s)
 }

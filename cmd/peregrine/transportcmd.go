@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -76,10 +74,13 @@ It exits 0 only if every operation completed without error.`,
   sudo peregrine transport initiator --port afxdp:veth0?netns=a --ip 198.18.0.1 \
       --peer-mac 02:70:67:00:01:06 --peer-ip 198.18.0.6 --region-key 0x10001 --duration 5s
   peregrine transport initiator ... --sizes 4KiB --window 1 --pull-every 0   # latency`,
-		Args:      cobra.ExactArgs(1),
+		Args:      transportRoleArgs,
 		ValidArgs: []string{"initiator", "target"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.role = args[0]
+			if err := cfg.validate(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
@@ -107,7 +108,7 @@ It exits 0 only if every operation completed without error.`,
 	f.Uint64Var(&cfg.count, "count", 0, "initiator: stop after this many operations (0: --duration)")
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
 	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
-	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool")
+	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
 	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
@@ -117,28 +118,8 @@ It exits 0 only if every operation completed without error.`,
 	return cmd
 }
 
-func parseByteSizes(spec string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(spec, ",") {
-		f = strings.TrimSpace(f)
-		mult := 1
-		for _, u := range []struct {
-			suf string
-			m   int
-		}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"K", 1000}, {"B", 1}} {
-			if strings.HasSuffix(f, u.suf) {
-				f, mult = strings.TrimSuffix(f, u.suf), u.m
-				break
-			}
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n*mult < 16 || n*mult > txn.MaxMessage {
-			return nil, fmt.Errorf("size %q: use a byte count 16..%d, e.g. 512, 4KiB, 1MiB", f, txn.MaxMessage)
-		}
-		out = append(out, n*mult)
-	}
-	return out, nil
-}
+// messageSizes reads --sizes: message sizes as internal/units reads them.
+func messageSizes(spec string) ([]int, error) { return parseByteSizes(spec, 16, txn.MaxMessage) }
 
 func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool, error) {
 	if cfg.role != "initiator" && cfg.role != "target" {
@@ -151,7 +132,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
 	}
-	sizes, err := parseByteSizes(cfg.sizes)
+	sizes, err := messageSizes(cfg.sizes)
 	if err != nil {
 		return false, fmt.Errorf("--sizes: %w", err)
 	}

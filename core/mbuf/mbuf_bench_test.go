@@ -112,24 +112,3 @@ func BenchmarkParallel(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkCachedGetPutBulk runs the DPDK mempool_perf-style loop of perf.go.
-func BenchmarkCachedGetPutBulk(b *testing.B) {
-	for _, keep := range []int{32, 128} {
-		for _, bulk := range []int{1, 4, 32} {
-			b.Run(fmt.Sprintf("keep=%d/bulk=%d", keep, bulk), func(b *testing.B) {
-				p := newBenchPool(b)
-				b.ReportAllocs()
-				var total float64
-				for b.Loop() {
-					ns, err := CachedGetPutBulk(p, bulk, keep, 1<<16)
-					if err != nil {
-						b.Fatal(err)
-					}
-					total += ns
-				}
-				b.ReportMetric(total/float64(b.N), "ns/elem")
-			})
-		}
-	}
-}

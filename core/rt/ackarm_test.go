@@ -13,7 +13,7 @@ import (
 // the receive burst is done (armAckTimers), only when no ACK goes out in
 // the same Poll, and it then fires AckDelay later as before.
 func TestDelayedAckTimerArmedAfterBurst(t *testing.T) {
-	rb, err := newRxBench(DefaultBurst, 64, false)
+	rb, err := newRxFeed(DefaultBurst, 64, false)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, rb.close()) }()
 	e := rb.e

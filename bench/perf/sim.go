@@ -1,4 +1,4 @@
-package sim
+package perf
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/sim"
 )
 
 // SimPacketsPerSecond runs one simulation on the calling goroutine and
@@ -17,11 +18,11 @@ import (
 // `peregrine bench transport-core` command.
 func SimPacketsPerSecond(seed uint64, packets int) (pps float64, err error) {
 	if packets < 2 {
-		return 0, fmt.Errorf("sim: SimPacketsPerSecond: packets %d is too few (use 2 or more)", packets)
+		return 0, fmt.Errorf("perf: SimPacketsPerSecond: packets %d is too few (use 2 or more)", packets)
 	}
 	profile := fabric.Profile{Delay: 5 * time.Microsecond, Loss: 0.1}
 	ep := rt.Options{MaxConns: 4, AckEvery: 8, Burst: 64}
-	s, err := New(Config{Seed: seed, AtoB: profile, BtoA: profile, A: ep, B: ep, Frames: 8192, Start: 1_000_000})
+	s, err := sim.New(sim.Config{Seed: seed, AtoB: profile, BtoA: profile, A: ep, B: ep, Frames: 8192, Start: 1_000_000})
 	if err != nil {
 		return 0, err
 	}
@@ -30,7 +31,7 @@ func SimPacketsPerSecond(seed uint64, packets int) (pps float64, err error) {
 			err = cerr
 		}
 	}()
-	w := NewWorkload(s, WorkloadConfig{Conns: 1, Packets: packets / 2, MaxPayload: 64, PerPoll: 64, Seed: seed})
+	w := sim.NewWorkload(s, sim.WorkloadConfig{Conns: 1, Packets: packets / 2, MaxPayload: 64, PerPoll: 64, Seed: seed})
 	start := time.Now()
 	if err := w.Open(); err != nil {
 		return 0, err

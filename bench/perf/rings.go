@@ -1,8 +1,6 @@
-package rings
+package perf
 
 import (
-	"github.com/peregrine-net/peregrine/internal/release"
-
 	"errors"
 	"fmt"
 	"math/bits"
@@ -12,13 +10,16 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/internal/release"
+	"github.com/peregrine-net/peregrine/rings"
 )
 
 // perfRingSize matches DPDK's ring_perf_autotest, so the ring is never the
 // bottleneck by being too small for the burst and figures compare directly.
 const perfRingSize = 4096
 
-// TwoCoreBulk runs a producer goroutine enqueueing bulks of burst elements
+// RingTwoCoreBulk runs a producer goroutine enqueueing bulks of burst elements
 // and a consumer goroutine dequeuing bulks of burst, concurrently, until
 // elems elements (rounded up to whole bulks) have passed. kind is "spsc"
 // (SPSC ring) or "mpmc" (MPMC ring, driven through its multi-producer and
@@ -31,17 +32,17 @@ const perfRingSize = 4096
 // the consumer, like DPDK's per-core cycles/elem (add them for the total).
 //
 // A full (empty) ring is retried at once, as ring_perf does, so the waiting
-// is part of the figure. This is a measurement tool for benchmarks and the
-// bench command, not something to call on a packet path.
-func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, deqNsPerElem float64, err error) {
-	if burst < 1 || burst > MaxCapacity/2 {
-		return 0, 0, fmt.Errorf("rings: burst %d is out of range (use 1 to %d)", burst, MaxCapacity/2)
+// is part of the figure. For the `peregrine bench foundation` command and
+// the rings benchmarks.
+func RingTwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, deqNsPerElem float64, err error) {
+	if burst < 1 || burst > rings.MaxCapacity/2 {
+		return 0, 0, fmt.Errorf("perf: RingTwoCoreBulk: burst %d is out of range (use 1 to %d)", burst, rings.MaxCapacity/2)
 	}
 	if elems < 1 {
-		return 0, 0, fmt.Errorf("rings: elems %d is too small (use 1 or more)", elems)
+		return 0, 0, fmt.Errorf("perf: RingTwoCoreBulk: elems %d is too small (use 1 or more)", elems)
 	}
 	if len(cpus) != 0 && len(cpus) != 2 {
-		return 0, 0, fmt.Errorf("rings: cpus %v must list exactly two cpus, or none to leave threads unpinned", cpus)
+		return 0, 0, fmt.Errorf("perf: RingTwoCoreBulk: cpus %v must list exactly two cpus, or none to leave threads unpinned", cpus)
 	}
 	size := perfRingSize
 	if 2*burst > size {
@@ -52,7 +53,7 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 	var produce, consume func(buf []uint32)
 	switch kind {
 	case "spsc":
-		r, err := NewSPSC[uint32](size)
+		r, err := rings.NewSPSC[uint32](size)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -71,7 +72,7 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 			}
 		}
 	case "mpmc":
-		r, err := NewMPMC[uint32](size)
+		r, err := rings.NewMPMC[uint32](size)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -90,7 +91,7 @@ func TwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerElem, d
 			}
 		}
 	default:
-		return 0, 0, fmt.Errorf("rings: kind %q is unknown (use \"spsc\" or \"mpmc\")", kind)
+		return 0, 0, fmt.Errorf("perf: RingTwoCoreBulk: kind %q is unknown (use \"spsc\" or \"mpmc\")", kind)
 	}
 
 	var (
@@ -144,7 +145,7 @@ func pinThread(cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("rings: pin thread to cpu %d: %w", cpu, err)
+		return fmt.Errorf("perf: pin thread to cpu %d: %w", cpu, err)
 	}
 	return nil
 }

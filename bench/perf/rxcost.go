@@ -1,4 +1,4 @@
-package rt
+package perf
 
 import (
 	"errors"
@@ -10,29 +10,16 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// RxCostNsPerPacket measures the receive path of one endpoint in
-// nanoseconds per packet: taking a burst from the port, decoding and
-// checksumming each frame, finding its connection by CID, applying the
-// receiver rules to the window, calling the deliver function, and building
-// and transmitting the coalesced ACKs (one per DefaultAckEvery packets, at
-// most one per connection and burst). The frames are in-order
-// 64-byte-payload IPv4 data packets of one established connection with UDP
-// checksums, prepared outside the timed region, 4096 at a time, so they are
-// no longer in the first-level caches when the endpoint reads them. For the
-// `peregrine bench transport-core` command.
-func RxCostNsPerPacket(packets int) (ns float64, err error) {
-	return MeasureRxCost(RxCostOptions{Packets: packets})
-}
-
-// RxCostOptions configures MeasureRxCost.
+// RxCostOptions configures RxCost.
 type RxCostOptions struct {
 	// Packets is how many packets to time (required, positive).
 	Packets int
 	// NoUDPChecksum sends the packets, and the endpoint's ACKs, without a
-	// UDP checksum (IPv4 allows it; Options.NoUDPChecksum): the receive
+	// UDP checksum (IPv4 allows it; rt.Options.NoUDPChecksum): the receive
 	// path then reads only the headers, not the payload.
 	NoUDPChecksum bool
 	// HeadersOnly times no endpoint: the same frames are taken from the
@@ -43,13 +30,22 @@ type RxCostOptions struct {
 	HeadersOnly bool
 }
 
-// MeasureRxCost is RxCostNsPerPacket with options.
-func MeasureRxCost(o RxCostOptions) (ns float64, err error) {
+// RxCost measures the receive path of one rt.Endpoint in nanoseconds per
+// packet: taking a burst from the port, decoding and checksumming each
+// frame, finding its connection by CID, applying the receiver rules to the
+// window, calling the deliver function, and building and transmitting the
+// coalesced ACKs (one per rt.DefaultAckEvery packets, at most one per
+// connection and burst). The frames are in-order 64-byte-payload IPv4 data
+// packets of one established connection with UDP checksums, prepared
+// outside the timed region, 4096 at a time, so they are no longer in the
+// first-level caches when the endpoint reads them. For the
+// `peregrine bench transport-core` command.
+func RxCost(o RxCostOptions) (ns float64, err error) {
 	packets := o.Packets
 	if packets <= 0 {
-		return 0, fmt.Errorf("rt: MeasureRxCost: RxCostOptions.Packets %d must be positive", packets)
+		return 0, fmt.Errorf("perf: RxCost: RxCostOptions.Packets %d must be positive", packets)
 	}
-	b, err := newRxBench(DefaultBurst, 64, o.NoUDPChecksum)
+	b, err := newRxBench(rt.DefaultBurst, 64, o.NoUDPChecksum)
 	if err != nil {
 		return 0, err
 	}
@@ -73,19 +69,24 @@ func MeasureRxCost(o RxCostOptions) (ns float64, err error) {
 		return float64(total.Nanoseconds()) / float64(packets), nil
 	}
 	if b.delivered != uint64(packets) {
-		return 0, fmt.Errorf("rt: MeasureRxCost: %d of %d packets delivered (stats %+v)", b.delivered, packets, b.e.Stats())
+		return 0, fmt.Errorf("perf: RxCost: %d of %d packets delivered (stats %+v)", b.delivered, packets, b.e.Stats())
 	}
 	return float64(total.Nanoseconds()) / float64(packets), nil
 }
 
 const rxBenchBatch = 4096
 
+// headerLines is how many cache lines of each frame drainHeaders reads: as
+// many as the endpoint's first pass over a burst (rt's touchLines), since
+// three hold every header and, for a 64-byte payload, the whole frame.
+const headerLines = 3
+
 // rxBench is an endpoint on a feeder port: RxBurst hands out frames the
 // bench prepared, TxBurst frees what the endpoint sends (its ACKs).
 type rxBench struct {
 	pool      *mbuf.Pool
 	port      *feedPort
-	e         *Endpoint
+	e         *rt.Endpoint
 	clk       *clock.Virtual
 	addrs     wire.Addrs
 	hdr       wire.Header
@@ -104,12 +105,12 @@ func newRxBench(burst, payload int, noUDPChecksum bool) (*rxBench, error) {
 	b := &rxBench{pool: pool, clk: clock.NewVirtual(1_000_000), payload: make([]byte, payload), hs: make([]mbuf.Handle, rxBenchBatch)}
 	b.port = &feedPort{pool: pool, mac: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
 	local, peer := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
-	b.e, err = NewEndpoint(Options{Name: "rxbench", Port: b.port, Pool: pool, Clock: b.clk, LocalIP: local, MaxConns: 4, Burst: burst, Seed: 1,
+	b.e, err = rt.NewEndpoint(rt.Options{Name: "rxbench", Port: b.port, Pool: pool, Clock: b.clk, LocalIP: local, MaxConns: 4, Burst: burst, Seed: 1,
 		NoUDPChecksum: noUDPChecksum})
 	if err != nil {
 		return nil, errors.Join(err, pool.Close())
 	}
-	b.e.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { b.delivered++; return Accept })
+	b.e.SetDeliver(func(*rt.Conn, *wire.Header, []byte) rt.Verdict { b.delivered++; return rt.Accept })
 	b.addrs = wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 2}, DstMAC: [6]byte(b.port.mac), SrcIP: peer, DstIP: local, NoUDPChecksum: noUDPChecksum}
 
 	// Open a connection the way a peer would: ConnOpen in, ConnAccept out.
@@ -124,7 +125,7 @@ func newRxBench(burst, payload int, noUDPChecksum bool) (*rxBench, error) {
 	b.port.record = false
 	acc := b.port.last
 	if acc.Type != wire.TypeConnAccept {
-		return nil, errors.Join(fmt.Errorf("rt: rx bench: endpoint answered %v, not ConnAccept", acc.Type), b.close())
+		return nil, errors.Join(fmt.Errorf("perf: rx bench: endpoint answered %v, not ConnAccept", acc.Type), b.close())
 	}
 	b.hdr = wire.Header{Version: wire.Version, DestCID: acc.Ext.SourceCID, Type: wire.TypePushUnsolicitedData,
 		ReqEBSN: peerReq, DataEBSN: peerData, TxTime: 5}
@@ -134,7 +135,7 @@ func newRxBench(burst, payload int, noUDPChecksum bool) (*rxBench, error) {
 
 func (b *rxBench) inject(h *wire.Header, payload []byte) error {
 	if b.pool.AllocBulk(b.hs[:1]) != 1 {
-		return errors.New("rt: rx bench: pool empty")
+		return errors.New("perf: rx bench: pool empty")
 	}
 	f := b.hs[0]
 	n, err := wire.EncodeFrame(b.pool.Frame(f)[b.pool.Headroom():], &b.addrs, h, payload)
@@ -175,7 +176,7 @@ func (b *rxBench) drain() {
 // drainHeaders takes every prepared frame from the port in bursts, reads
 // the cache lines that hold its headers and frees it.
 func (b *rxBench) drainHeaders() {
-	burst := b.hs[:DefaultBurst]
+	burst := b.hs[:rt.DefaultBurst]
 	for {
 		n := b.port.RxBurst(0, burst)
 		if n == 0 {
@@ -184,7 +185,7 @@ func (b *rxBench) drainHeaders() {
 		var x byte
 		for _, h := range burst[:n] {
 			d := b.pool.Data(h)
-			for i := 0; i < min(len(d), touchLines*64); i += 64 {
+			for i := 0; i < min(len(d), headerLines*64); i += 64 {
 				x ^= d[i]
 			}
 		}

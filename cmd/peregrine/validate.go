@@ -1,0 +1,234 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/fabric"
+)
+
+// Each subcommand's validate checks every flag before anything is opened,
+// with the shared rules of flags.go, and returns a usageError naming the
+// first bad flag. The run functions keep their own checks for callers that
+// build a config directly (tests).
+
+const maxBurst = 256
+
+// maxRegion bounds the memory a transport target registers (its region is
+// 2 × --window × the largest of --sizes unless --region-size says more).
+const maxRegion = 4 << 30
+
+func (c *genConfig) validate() error {
+	if c.port == "" {
+		return usage(errors.New("--port is required, e.g. --port afxdp:veth0"))
+	}
+	cpus, err := parseCPUs("lcores", c.lcores)
+	if err != nil {
+		return usage(err)
+	}
+	zero := "run until --count, --idle-exit or a signal"
+	if c.rx {
+		zero = "run until --expect, --idle-exit or a signal"
+	}
+	var timing error
+	if c.timing != "fast" && c.timing != "recorded" {
+		timing = fmt.Errorf("--timing %q: use fast or recorded", c.timing)
+	}
+	return usage(
+		checkSizesAndRate(c.size, c.rate),
+		checkInt("flows", c.flows, 1, maxFlows),
+		checkInt("burst", c.burst, 1, maxBurst),
+		checkIdle(c.idle),
+		checkPeriod(c.period),
+		checkDuration("duration", c.duration, zero),
+		checkDuration("idle-exit", c.idleExit, "never stop for idleness"),
+		checkInt("loop", c.loop, 0, 1<<30),
+		timing,
+		checkFrames(c.frames, len(cpus), 0, 0),
+	)
+}
+
+func (c *fwdConfig) validate() error {
+	if n := len(c.ports); n < 1 || n > 2 {
+		return usage(fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n))
+	}
+	cpus, err := parseCPUs("lcores", c.lcores)
+	if err != nil {
+		return usage(err)
+	}
+	var mode, peer, traffic error
+	if c.mode == "txonly" {
+		traffic = checkSizesAndRate(c.size, c.rate)
+	} else if _, err := fwd.ParseMode(c.mode); err != nil {
+		mode = fmt.Errorf("--mode: %w (or txonly)", err)
+	}
+	if c.peerMAC != "" {
+		if _, err := net.ParseMAC(c.peerMAC); err != nil {
+			peer = fmt.Errorf("--peer-mac %q: %w", c.peerMAC, err)
+		}
+	}
+	return usage(
+		mode, peer, traffic,
+		checkInt("flows", c.flows, 1, maxFlows),
+		checkInt("burst", c.burst, 1, maxBurst),
+		checkIdle(c.idle),
+		checkPeriod(c.period),
+		checkDuration("duration", c.duration, "run until a signal"),
+		checkFrames(c.frames, len(cpus), 0, 0),
+	)
+}
+
+func (c *fabricConfig) validate() error {
+	if c.portA == "" || c.portB == "" {
+		return usage(errors.New("--port-a and --port-b are both required, e.g. --port-a afxdp:veth1 --port-b afxdp:veth2"))
+	}
+	// Each profile is checked under the flag that gave it: --profile is
+	// blamed for its own mistakes, not the direction it would fill in.
+	for _, p := range []struct{ flag, value string }{{"profile", c.both}, {"a-to-b", c.aToB}, {"b-to-a", c.bToA}} {
+		if p.value == "" {
+			continue
+		}
+		if _, err := fabric.ParseProfile(p.value); err != nil {
+			return usage(fmt.Errorf("--%s: %w", p.flag, err))
+		}
+	}
+	if _, err := parseCPUs("lcores", c.lcores); err != nil {
+		return usage(err)
+	}
+	return usage(
+		checkInt("udp-port", int(c.udpPort), 1, 65535),
+		checkIdle(c.idle),
+		checkPeriod(c.period),
+		checkDuration("duration", c.duration, "run until a signal"),
+		checkFrameSize(c.frameSize),
+		checkFrames(c.frames, 1, 0, c.frameSize),
+	)
+}
+
+// transportRoleArgs is the transport command's argument rule, with an
+// answer that says what is missing.
+func transportRoleArgs(_ *cobra.Command, args []string) error {
+	const example = "e.g. peregrine transport target --port afxdp:veth1 --ip 198.18.0.6"
+	switch {
+	case len(args) == 0:
+		return usage(fmt.Errorf("transport needs a role: initiator or target, %s", example))
+	case len(args) > 1:
+		return usage(fmt.Errorf("transport takes one role, initiator or target (got %q), %s", args, example))
+	case args[0] != "initiator" && args[0] != "target":
+		return usage(fmt.Errorf("transport role %q: use initiator or target, %s", args[0], example))
+	}
+	return nil
+}
+
+func (c *transportConfig) validate() error {
+	if c.port == "" {
+		return usage(errors.New("--port is required, e.g. --port afxdp:veth0?netns=a"))
+	}
+	if _, err := netip.ParseAddr(c.ip); err != nil {
+		return usage(fmt.Errorf("--ip %q: give this endpoint's IP address, e.g. 198.18.0.1", c.ip))
+	}
+	if c.role == "initiator" {
+		if mac, err := net.ParseMAC(c.peerMAC); err != nil || len(mac) != 6 {
+			return usage(fmt.Errorf("--peer-mac %q: give the target's Ethernet MAC, e.g. 02:70:67:00:01:06", c.peerMAC))
+		}
+		if _, err := netip.ParseAddr(c.peerIP); err != nil {
+			return usage(fmt.Errorf("--peer-ip %q: give the target's IP address, e.g. 198.18.0.6", c.peerIP))
+		}
+	}
+	sizes, err := parseByteSizes(c.sizes, 16, txn.MaxMessage)
+	if err != nil {
+		return usage(fmt.Errorf("--sizes: %w", err))
+	}
+	if err := usage(checkInt("window", c.window, 1, 4096)); err != nil {
+		return err
+	}
+	if need := txnload.TargetMemoryLen(c.window, sizes); need > maxRegion {
+		return usage(fmt.Errorf("--sizes %s with --window %d needs a %d B target region (2 × window × largest size): at most %d B; lower --window or the largest size", c.sizes, c.window, need, maxRegion))
+	}
+	var psn error
+	if c.rtWindow < rt.MinWindowSize || c.rtWindow > rt.MaxWindowSize || c.rtWindow%64 != 0 {
+		psn = fmt.Errorf("--psn-window %d is out of range: use %d..%d, a multiple of 64", c.rtWindow, rt.MinWindowSize, rt.MaxWindowSize)
+	}
+	zero := "serve until a signal"
+	if c.role == "initiator" {
+		zero = "post until --count or a signal"
+	}
+	return usage(
+		checkInt("region-size", c.regionLen, 0, maxRegion),
+		checkInt("conns", c.conns, 1, 1024),
+		checkInt("pull-every", c.pullEvery, 0, 1<<30),
+		checkDuration("duration", c.duration, zero),
+		checkCPU("lcore", c.lcore),
+		checkIdle(c.idle),
+		checkFrameSize(c.frameSize),
+		checkFrames(c.frames, 1, 0, c.frameSize),
+		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
+		psn,
+	)
+}
+
+// demoTransportFrames is what the transport workload holds on top of the
+// loops' caches: granted and unsolicited data in flight, the reorder
+// engines' held packets and the fabric's delayed frames. Grants bound it,
+// not --window (measured: one loop and 1024 frames stalls at any window,
+// 1536 completes at windows 32 to 4096).
+const demoTransportFrames = 512
+
+// afxdpFillFrames is what an AF_XDP port keeps in its fill ring: demo
+// --veth opens four of them.
+const afxdpFillFrames = 2048
+
+func (c *demoConfig) validate() error {
+	if err := usage(checkDuration("duration", c.duration, "")); err != nil {
+		return err
+	}
+	loops := len(defaultLcores())
+	if c.lcores != "" {
+		cpus, err := parseCPUs("lcores", c.lcores)
+		if err != nil {
+			return usage(err)
+		}
+		if len(cpus) > 2 {
+			return usage(fmt.Errorf("--lcores %s: the demo uses one or two lcores", c.lcores))
+		}
+		loops = len(cpus)
+	}
+	var workload, driver, prof error
+	extra := 0
+	switch c.workload {
+	case "", "transport":
+		extra = demoTransportFrames
+		if _, err := fabric.ParseProfile(c.profile); err != nil {
+			prof = fmt.Errorf("--profile: %w", err)
+		}
+	case "forward":
+	default:
+		workload = fmt.Errorf("--workload %q: use transport or forward", c.workload)
+	}
+	if c.veth {
+		_, driver = driverCheck(c.driver)
+		if c.driver == "afxdp" {
+			extra += 4 * afxdpFillFrames
+		}
+	}
+	return usage(
+		workload, driver, prof,
+		checkSizesAndRate(c.size, c.rate),
+		checkInt("burst", c.burst, 1, maxBurst),
+		checkIdle(c.idle),
+		checkInt("window", c.window, 1, 4096),
+		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
+		checkFrames(c.frames, loops, extra, 0),
+	)
+}
