@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -620,12 +621,6 @@ func (x *fx) run() error {
 		if x.allOK && op.status != txn.StatusOK && !op.badKey {
 			return fmt.Errorf("node %d operation %d (%v RSN %d) ended %v; this fault loses nothing for good", op.node, op.tag, op.kind, op.rsn, op.status)
 		}
-		// A push acknowledged is placed; the target's ULP hears of it unless
-		// the target died first.
-		tn := c.Nodes[x.target]
-		if op.status == txn.StatusOK && op.kind == txn.OpPush && x.del[delKey{op.node, op.gen, op.rsn}] == 0 && !tn.Dead && tn.Incarnation == 0 {
-			return fmt.Errorf("node %d push %d (RSN %d, connection %d) completed OK but the target's ULP never had it", op.node, op.tag, op.rsn, op.gen)
-		}
 	}
 	// 2. With the network healed, a live target serves new operations: each
 	// initiator gets a push and a pull through, on a new connection if the
@@ -718,6 +713,16 @@ func (x *fx) run() error {
 			}
 		}
 		return fmt.Errorf("after closing, state left behind within %v (%w): %s", faultBound, err, strings.Join(s, "; "))
+	}
+	// 4. A push acknowledged was placed, and (now that the target has
+	// nothing left in progress) handed to its ULP, unless the target died.
+	tn := c.Nodes[x.target]
+	for tag := range x.nextTag {
+		op := x.ops[tag]
+		if op.status == txn.StatusOK && op.done == 1 && !op.orphaned && op.kind == txn.OpPush &&
+			x.del[delKey{op.node, op.gen, op.rsn}] == 0 && !tn.Dead && tn.Incarnation == 0 {
+			return fmt.Errorf("node %d push %d (RSN %d, connection %d) completed OK but the target's ULP never had it", op.node, op.tag, op.rsn, op.gen)
+		}
 	}
 	return nil
 }
@@ -1000,11 +1005,12 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "stale-replay",
-		skip: "issue 12 class 8: waiting for the fix in core/rt: seed 1: the same-seed incarnation (same CIDs and PSNs) takes the old incarnation's replayed pushes, and its own push RSN 12 and pull RSN 13 never complete",
 		setup: func(x *fx) {
-			// Both ends restart with their seeds, so the new connection has
-			// the old one's CIDs and PSNs; then the old incarnation's
-			// pushes, recorded on the way, arrive at the new target.
+			// Both ends restart, each with a new seed as a real process
+			// would draw (a same seed under the virtual clock replays the
+			// same CIDs and PSNs by design); then the old incarnation's
+			// pushes, recorded on the way, arrive at the new target and
+			// must change nothing there.
 			var rec *Recording
 			at := time.Duration(100+x.rng.IntN(300)) * time.Microsecond
 			x.cfg.Faults = append(x.cfg.Faults,
@@ -1014,8 +1020,8 @@ var faultScenarios = []faultScenario{
 					})
 					return nil
 				}}},
-				Fault{At: at, Do: Restart{Node: 0}},
-				Fault{At: at, Do: Restart{Node: x.target}},
+				Fault{At: at, Do: Restart{Node: 0, NewSeed: true, Seed: x.rng.Uint64()}},
+				Fault{At: at, Do: Restart{Node: x.target, NewSeed: true, Seed: x.rng.Uint64()}},
 				Fault{At: at + time.Duration(50+x.rng.IntN(300))*time.Microsecond, Do: Call{Name: "replay the old pushes", Fn: func(c *Cluster) error {
 					return Replay{From: rec, To: x.target}.apply(c)
 				}}})
@@ -1052,6 +1058,24 @@ var faultScenarios = []faultScenario{
 			x.cfg.Faults = append(x.cfg.Faults, heal(x.target, x.faultEnd))
 		},
 	},
+	{
+		name: "spoofed-source",
+		skip: "issue 12 class 8: waiting for the fix in core/rt: seed 0: a push from 10.0.0.99 at the connection's next PSN is taken as node 0's: the target's ULP gets push RSN 9 with byte 0 = 0xee where node 0 sent 0x01",
+		setup: func(x *fx) {
+			// Pushes in the initiator's connection, at the PSNs it will
+			// use next, but from another address: the target must check
+			// every packet's source against the connection's peer.
+			x.allOK = true
+			x.faultEnd = 600 * time.Microsecond
+			for k := range 4 + x.rng.IntN(8) {
+				at := time.Duration(x.rng.IntN(600)) * time.Microsecond
+				ahead := uint32(x.rng.IntN(3))
+				x.cfg.Faults = append(x.cfg.Faults, Fault{At: at, Do: Inject{To: x.target, Name: fmt.Sprintf("spoofed push %d", k), Frame: func(c *Cluster) ([]byte, error) {
+					return x.spoofPush(ahead)
+				}}})
+			}
+		},
+	},
 	forged("forged-ack-past-nsn", 0, "issue 12 class 10: waiting for the fix in core/rt: seed 5: ACKs past NSN are counted forged, yet the connection then fails (pull RSN 11 ends connection-failed); the seed passes without the forgeries"),
 	forged("forged-eack-bitmap", 1, "issue 12 class 10: waiting for the fix in core/rt: seed 0: an extended ACK with its own eBSN's bit set is taken (not counted forged) and pulls RSN 10 and 11 never complete"),
 	forged("forged-nack-unexpected", 2, "issue 12 class 9: waiting for the fix in core/rt: seed 0: an 'unexpected' NACK of an outstanding PSN completes push RSN 9 early with remote-access-error"),
@@ -1080,6 +1104,38 @@ func forged(name string, kind int, skip string) faultScenario {
 			}}})
 		}
 	}}
+}
+
+// spoofPush builds a push of node 0's connection, ahead PSNs past the next
+// one it will send, with bytes that are no operation's, from an address
+// that is not node 0's.
+func (x *fx) spoofPush(ahead uint32) ([]byte, error) {
+	st := x.ini[0]
+	if st.conn == nil || st.conn.Transport() == nil || st.conn.Transport().State() != rt.StateEstablished {
+		return nil, nil
+	}
+	tc := st.conn.Transport()
+	rq := tc.Window(wire.WindowRequest)
+	payload := make([]byte, 64)
+	for i := range payload {
+		payload[i] = 0xee
+	}
+	h := wire.Header{Version: wire.Version, DestCID: tc.PeerCID(), Type: wire.TypePushUnsolicitedData, PSN: rq.TxNSN + ahead,
+		RSN: uint32(st.seq), ReqLen: uint32(len(payload)), Flags: wire.FlagLastOfMessage,
+		ReqEBSN: rq.RxBSN, DataEBSN: tc.Window(wire.WindowData).RxBSN, PayloadLen: uint16(len(payload))}
+	h.Ext.Present |= wire.ExtRegion
+	h.Ext.Region = wire.RegionRef{Key: x.keys[x.target], Addr: 0}
+	if st.ordered {
+		h.Flags |= wire.FlagOrdered
+	}
+	a := wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 0x99}, DstMAC: x.c.Nodes[x.target].Addr().MAC,
+		SrcIP: netip.AddrFrom4([4]byte{10, 0, 0, 99}), DstIP: x.c.Nodes[x.target].IP}
+	buf := make([]byte, 512)
+	n, err := wire.EncodeFrame(buf, &a, &h, payload)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }
 
 // forge builds a hostile acknowledgement to node 0 on its connection, in
