@@ -915,17 +915,22 @@ var faultScenarios = []faultScenario{
 		name: "nack-loss",
 		skip: "issue 12 class 6: waiting for the fix in core/rt: seed 0: PushUnsolicitedData PSN 3590843924 sent 7 times, past RetryLimit 5 + 1 (12 early retransmissions while every NACK is lost)",
 		setup: func(x *fx) {
-			// Every NACK is lost for the whole run, and a third of the
+			// Every NACK is lost for 1-3 ms, and a third of the
 			// operations name an unregistered region, so the target
 			// refuses them (ULP-error NACKs that never arrive). A small
 			// MaxOps at the target adds resource NACKs.
 			x.badKeys = 0.3
 			x.txOpts[x.target].MaxOps = 4
-			x.faultEnd = time.Millisecond
-			x.cfg.Faults = append(x.cfg.Faults, Fault{At: 0, Do: Call{Name: "lose every NACK", Fn: func(c *Cluster) error {
-				c.Switch.Drop = func(_, _ int, raw []byte) bool { return frameType(raw) == wire.TypeNack }
-				return nil
-			}}})
+			x.faultEnd = time.Duration(1+x.rng.IntN(3)) * time.Millisecond
+			x.cfg.Faults = append(x.cfg.Faults,
+				Fault{At: 0, Do: Call{Name: "lose every NACK", Fn: func(c *Cluster) error {
+					c.Switch.Drop = func(_, _ int, raw []byte) bool { return frameType(raw) == wire.TypeNack }
+					return nil
+				}}},
+				Fault{At: x.faultEnd, Do: Call{Name: "NACKs pass again", Fn: func(c *Cluster) error {
+					c.Switch.Drop = nil
+					return nil
+				}}})
 		},
 	},
 	{
