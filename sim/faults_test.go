@@ -120,6 +120,11 @@ type txKey struct {
 	psn       uint32
 }
 
+type cidKey struct {
+	node int
+	cid  uint32
+}
+
 type delKey struct {
 	node, gen int
 	rsn       uint32
@@ -161,7 +166,7 @@ type fx struct {
 	cq       []txn.Completion
 	tx       map[txKey]int
 	del      map[delKey]int
-	tconn    map[*txn.Conn]int // target-side connection → the initiator generation it carries
+	cidGen   map[cidKey]int // an initiator's connection CID → its generation
 	lastRSN  map[*txn.Conn]uint32
 	hasRSN   map[*txn.Conn]bool
 	badKeys  float64 // fraction of operations naming an unregistered region
@@ -206,7 +211,7 @@ func defaultTransport() rt.Options {
 func newFx(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (*fx, error) {
 	x := &fx{sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xfa17)), pool: pool,
 		ops: make(map[uint64]*opRec), tx: make(map[txKey]int), del: make(map[delKey]int),
-		tconn: make(map[*txn.Conn]int), lastRSN: make(map[*txn.Conn]uint32), hasRSN: make(map[*txn.Conn]bool),
+		cidGen: make(map[cidKey]int), lastRSN: make(map[*txn.Conn]uint32), hasRSN: make(map[*txn.Conn]bool),
 		cq: make([]txn.Completion, 64)}
 	x.k = max(sc.initiators, 1)
 	x.target = x.k
@@ -300,10 +305,12 @@ func (x *fx) onRequest(r *txn.Request) {
 		x.violate("request from %v, not an initiator", tc.Peer())
 		return
 	}
-	gen, known := x.tconn[r.Conn]
+	// The connection generation the request belongs to: the one whose
+	// initiator-side CID the target's connection names (an old
+	// incarnation's packets may still arrive on the old connection).
+	gen, known := x.cidGen[cidKey{node, tc.PeerCID()}]
 	if !known {
 		gen = x.ini[node].gen
-		x.tconn[r.Conn] = gen
 	}
 	key := delKey{node, gen, r.RSN}
 	x.del[key]++
@@ -394,6 +401,9 @@ func (x *fx) Poll(now clock.Time) int {
 					continue
 				}
 				st.conn, st.seq, st.lastDone = c, 0, 0
+				if tc := c.Transport(); tc != nil {
+					x.cidGen[cidKey{i, tc.LocalCID()}] = st.gen
+				}
 				st.free = st.free[:0]
 				for s := range faultSlots {
 					st.free = append(st.free, s)
@@ -715,12 +725,17 @@ func (x *fx) run() error {
 		return fmt.Errorf("after closing, state left behind within %v (%w): %s", faultBound, err, strings.Join(s, "; "))
 	}
 	// 4. A push acknowledged was placed, and (now that the target has
-	// nothing left in progress) handed to its ULP, unless the target died.
+	// nothing left in progress) handed to its ULP, unless the target died
+	// or its side of a connection failed (its peers' requests are then
+	// dropped, placed or not).
 	tn := c.Nodes[x.target]
+	if tn.Dead || tn.Incarnation > 0 || tn.Transport().Stats().ConnFailed > 0 {
+		return nil
+	}
 	for tag := range x.nextTag {
 		op := x.ops[tag]
 		if op.status == txn.StatusOK && op.done == 1 && !op.orphaned && op.kind == txn.OpPush &&
-			x.del[delKey{op.node, op.gen, op.rsn}] == 0 && !tn.Dead && tn.Incarnation == 0 {
+			x.del[delKey{op.node, op.gen, op.rsn}] == 0 {
 			return fmt.Errorf("node %d push %d (RSN %d, connection %d) completed OK but the target's ULP never had it", op.node, op.tag, op.rsn, op.gen)
 		}
 	}
