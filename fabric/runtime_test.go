@@ -168,3 +168,39 @@ func TestRunTimeChangesDoNotAllocatePerFrame(t *testing.T) {
 	require.Positive(t, st.LinkDown+st.LinkCut)
 	requireBalanced(t, st)
 }
+
+// TestScheduleDeterministic: a run with scheduled changes of profile
+// (paths, rate, limit included) and link state replays exactly.
+func TestScheduleDeterministic(t *testing.T) {
+	p1, err := ParseProfile("loss=2%,dup=1%,reorder=5%/100us,delay=20us,jitter=10us,order=free")
+	require.NoError(t, err)
+	p2, err := ParseProfile("loss=1%,burst=1%/30%,delay=40us,rate=1gbit,queue=50,paths=3,spread=10us,limit=500")
+	require.NoError(t, err)
+	run := func() ([]arrival, []arrival, Stats) {
+		pool := newPool(t, 4096)
+		s := newSim(t, pool, Options{Seed: 9, AtoB: p1, BtoA: p1})
+		require.NoError(t, s.f.Schedule(
+			Change{At: 500 * us, Dir: AtoB, Profile: &p2},
+			Change{At: 800 * us, Dir: Both, Down: true},
+			Change{At: 900 * us, Dir: Both, Up: true},
+			Change{At: 1200 * us, Dir: Both, Profile: &p1},
+		))
+		for i := range 3000 {
+			at := clock.Time(i) * 500
+			s.send(s.a, at, uint32(i), uint16(i%5), 64+(i*31)%1000)
+			s.send(s.b, at, uint32(i), 9, 64)
+		}
+		s.finish()
+		return s.atB, s.atA, s.f.Stats()
+	}
+	b1, a1, st1 := run()
+	b2, a2, st2 := run()
+	require.Equal(t, b1, b2)
+	require.Equal(t, a1, a2)
+	require.Equal(t, st1, st2)
+	require.Positive(t, st1.AtoB.LinkDown)
+	require.Positive(t, st1.AtoB.QueueFull, "the rate-limited profile was in force")
+	require.Len(t, st1.AtoB.Paths, 3)
+	requireBalanced(t, st1.AtoB)
+	requireBalanced(t, st1.BtoA)
+}
