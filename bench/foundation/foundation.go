@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/bench/anchor"
 	"github.com/peregrine-net/peregrine/bench/internal/tsc"
 	"github.com/peregrine-net/peregrine/bench/perf"
@@ -165,17 +166,27 @@ func medianIndex(v []float64) int {
 	return idx[len(idx)/2]
 }
 
-// forwardFor runs the stages on one pinned loop for d and returns the
-// packets transmitted per second by the forwarders, and heap allocations
-// per packet over the whole run.
-func forwardFor(cpu int, d time.Duration, fwds []*fwd.Forwarder) (mpps, allocsPerPkt float64, err error) {
-	stages := make([]lcore.Stage, len(fwds))
-	for i, f := range fwds {
-		stages[i] = f
-	}
-	loop, err := lcore.New(lcore.Options{Name: "bench-fwd", CPU: cpu, Clock: clock.NewReal(), Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages})
-	if err != nil {
-		return 0, 0, err
+// fwdPipeline is one pipeline of the io-forwarding measurements: a pool of
+// 8192 frames and one busy-polling loop pinned to cpu, as testpmd's
+// forwarding lcore. The forwarders keep caches of their own and the mem and
+// null ports have none to wire, so no queue half is declared.
+func fwdPipeline(name string, cpu int) (*app.Pipeline, error) {
+	return app.New(app.Options{
+		Pool:   mbuf.Options{Name: name, Frames: 8192},
+		Lcores: []app.Lcore{{Name: "bench-fwd", CPU: cpu}},
+		Idle:   lcore.IdlePolicy{Mode: lcore.IdleBusy},
+		Clock:  clock.NewReal(),
+	})
+}
+
+// forwardFor runs the forwarders on p's loop for d and returns the packets
+// transmitted per second by the forwarders, and heap allocations per
+// packet over the whole run. The caller stops p.
+func forwardFor(p *app.Pipeline, d time.Duration, fwds []*fwd.Forwarder) (mpps, allocsPerPkt float64, err error) {
+	for _, f := range fwds {
+		if err := p.Add(app.Stage{Stage: f}); err != nil {
+			return 0, 0, err
+		}
 	}
 	tx := func() (n uint64) {
 		for _, f := range fwds {
@@ -183,7 +194,7 @@ func forwardFor(cpu int, d time.Duration, fwds []*fwd.Forwarder) (mpps, allocsPe
 		}
 		return n
 	}
-	if err := loop.Start(); err != nil {
+	if err := p.Start(); err != nil {
 		return 0, 0, err
 	}
 	// Let the loop reach steady state before the measured window.
@@ -196,8 +207,7 @@ func forwardFor(cpu int, d time.Duration, fwds []*fwd.Forwarder) (mpps, allocsPe
 	<-window.C
 	t1, n1 := time.Now(), tx()
 	runtime.ReadMemStats(&ms1)
-	loop.Stop()
-	if err := loop.Wait(); err != nil {
+	if err := p.StopLoops(); err != nil {
 		return 0, 0, err
 	}
 	pkts := float64(n1 - n0)
@@ -210,25 +220,25 @@ func forwardFor(cpu int, d time.Duration, fwds []*fwd.Forwarder) (mpps, allocsPe
 // ioForwardNull forwards null0 → null1 on one loop: rx allocates 64-byte
 // frames, tx frees them, as testpmd does with two net_null vdevs.
 func ioForwardNull(cpu int, d time.Duration) (mpps, allocs float64, err error) {
-	pool, err := mbuf.New(mbuf.Options{Name: "bench-null", Frames: 8192})
+	p, err := fwdPipeline("bench-null", cpu)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer pool.Close()
+	defer func() { err = errors.Join(err, p.Stop()) }()
 	var ports [2]port.Port
 	for i, name := range []string{"null-a", "null-b"} {
-		p, err := null.New(pool, null.Options{Name: name, Size: 64})
+		pt, err := null.New(p.Pool(), null.Options{Name: name, Size: 64})
 		if err != nil {
 			return 0, 0, err
 		}
-		defer p.Close()
-		ports[i] = p
+		p.AddPort(pt)
+		ports[i] = pt
 	}
-	f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: ports[0], Out: ports[1], Pool: pool})
+	f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: ports[0], Out: ports[1], Pool: p.Pool()})
 	if err != nil {
 		return 0, 0, err
 	}
-	return forwardFor(cpu, d, []*fwd.Forwarder{f})
+	return forwardFor(p, d, []*fwd.Forwarder{f})
 }
 
 // MemIOForward circulates frames around two mem port pairs with two io
@@ -237,23 +247,24 @@ func ioForwardNull(cpu int, d time.Duration) (mpps, allocs float64, err error) {
 // only. It returns forwarded Mpps and heap allocations per packet over d.
 // bench transport-core compares the transport's per-packet cost with it.
 func MemIOForward(cpu int, d time.Duration) (mpps, allocs float64, err error) {
-	pool, err := mbuf.New(mbuf.Options{Name: "bench-mem", Frames: 8192})
+	p, err := fwdPipeline("bench-mem", cpu)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer pool.Close()
+	defer func() { err = errors.Join(err, p.Stop()) }()
+	pool := p.Pool()
 	a0, a1, err := mem.NewPair(pool, mem.PairOptions{Name: "bench-a", Size: 1024})
 	if err != nil {
 		return 0, 0, err
 	}
-	defer a0.Close()
-	defer a1.Close()
+	p.AddPort(a0)
+	p.AddPort(a1)
 	b0, b1, err := mem.NewPair(pool, mem.PairOptions{Name: "bench-b", Size: 1024})
 	if err != nil {
 		return 0, 0, err
 	}
-	defer b0.Close()
-	defer b1.Close()
+	p.AddPort(b0)
+	p.AddPort(b1)
 	// Prime the loop with 512 frames of 64 bytes: enough to keep both
 	// forwarders busy, few enough that no ring ever fills.
 	prime := make([]mbuf.Handle, 512)
@@ -275,5 +286,5 @@ func MemIOForward(cpu int, d time.Duration) (mpps, allocs float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return forwardFor(cpu, d, []*fwd.Forwarder{f1, f2})
+	return forwardFor(p, d, []*fwd.Forwarder{f1, f2})
 }

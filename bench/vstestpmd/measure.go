@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/bench/anchor"
 	"github.com/peregrine-net/peregrine/bench/kgen"
@@ -16,7 +17,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
-	"github.com/peregrine-net/peregrine/pmd"
 	_ "github.com/peregrine-net/peregrine/pmd/afpacket" // registers afpacket:
 	"github.com/peregrine-net/peregrine/pmd/afxdp"      // registers afxdp:
 	"github.com/peregrine-net/peregrine/pmd/netns"
@@ -119,79 +119,66 @@ func genSent(gen *kgen.Gen) uint64 {
 // needsGen reports whether mode's traffic comes from the generator.
 func needsGen(mode string) bool { return mode != "txonly" }
 
-// cacheUser is implemented by ports that can take frames from, and free
-// frames to, a cache the caller's loop owns: afxdp stocks its fill ring
-// from it and frees completed frames to it, afpacket allocates received
-// mbufs from it and frees transmitted ones to it.
-type cacheUser interface {
-	UseCaches(queue int, rx, tx *mbuf.Cache) error
-}
-
 // peregrine measures one side: ports opened through the pmd registry in the
 // fwd namespace, core/fwd forwarders (or app/traffic's generator for
-// txonly) on one busy-polling lcore.Loop pinned to dutCPU.
+// txonly) on one busy-polling loop pinned to dutCPU, assembled by app.
 func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res result, err error) {
-	pool, err := mbuf.New(mbuf.Options{Name: "vs-testpmd", Frames: poolFrames[c.mode]})
+	var ifnames []string
+	switch c.mode {
+	case "rxonly":
+		ifnames = []string{b.topo.FwdGenIf}
+	case "txonly":
+		ifnames = []string{b.topo.FwdSinkIf}
+	case "io":
+		ifnames = []string{b.topo.FwdGenIf, b.topo.FwdSinkIf}
+	default:
+		return result{}, fmt.Errorf("vstestpmd: unknown mode %q", c.mode)
+	}
+	var specs []string
+	for _, ifname := range ifnames {
+		specs = append(specs, fmt.Sprintf("%s:%s?netns=%s", c.driver, ifname, b.topo.Fwd.Name)+b.driverParams(c.driver))
+	}
+	// The loop's cache: an afxdp port stocks its fill ring from it and
+	// frees completed frames to it, so frames cycle through one LIFO
+	// cache on the forwarding CPU, as through a DPDK lcore's mempool cache
+	// (app wires it into the queue halves each stage declares, unless
+	// ownCaches).
+	p, err := app.New(app.Options{
+		Pool:          mbuf.Options{Name: "vs-testpmd", Frames: poolFrames[c.mode]},
+		Ports:         specs,
+		Lcores:        []app.Lcore{{Name: "vs-testpmd", CPU: dutCPU}},
+		Idle:          lcore.IdlePolicy{Mode: lcore.IdleBusy},
+		Isolate:       !b.shareCPU,
+		PortOwnCaches: b.ownCaches,
+	})
 	if err != nil {
 		return result{}, err
 	}
-	env := &pmd.Env{Pool: pool}
-	var ports []port.Port
-	// The loop's cache: an afxdp port stocks its fill ring from it and
-	// frees completed frames to it, so frames cycle through one LIFO
-	// cache on the forwarding CPU, as through a DPDK lcore's mempool cache.
-	loopCache := pool.NewCache()
-	var loop *lcore.Loop // set while the loop runs: stopped on early returns
-	defer func() {
-		if loop != nil {
-			loop.Stop()
-			err = errors.Join(err, loop.Wait())
-		}
-		loopCache.Close()
-		for _, p := range ports {
-			err = errors.Join(err, p.Close())
-		}
-		err = errors.Join(err, pool.CheckLeaks(), pool.Close())
-	}()
-	open := func(ifname string, rx, tx *mbuf.Cache) (port.Port, error) {
-		spec := fmt.Sprintf("%s:%s?netns=%s", c.driver, ifname, b.topo.Fwd.Name) + b.driverParams(c.driver)
-		p, err := pmd.Open(env, spec)
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, p)
-		if cu, ok := p.(cacheUser); ok && !b.ownCaches {
-			if err := cu.UseCaches(0, rx, tx); err != nil {
-				return nil, err
-			}
-		}
-		return p, nil
-	}
+	// Stops the loop on early returns, then closes the ports and checks
+	// the pool for leaks.
+	defer func() { err = errors.Join(err, p.Stop()) }()
+	pool, loopCache := p.Pool(), p.Cache(0)
+	q0 := func(pt port.Port) []app.Queue { return []app.Queue{{Port: pt, Queue: 0}} }
 
-	var stages []lcore.Stage
 	var moved func() uint64 // packets the loop handled: the allocation denominator
 	var ownCount func() string
 	switch c.mode {
 	case "rxonly":
-		in, err := open(b.topo.FwdGenIf, loopCache, nil)
-		if err != nil {
-			return result{}, err
-		}
+		in := p.Port(0)
 		f, err := fwd.New(fwd.Options{Mode: fwd.ModeRxOnly, In: in, Pool: pool, Cache: loopCache})
 		if err != nil {
 			return result{}, err
 		}
-		stages = append(stages, f)
+		if err := p.Add(app.Stage{Stage: f, Rx: q0(in)}); err != nil {
+			return result{}, err
+		}
 		moved = func() uint64 { return f.Stats().Rx }
 		ownCount = func() string {
 			st := in.Stats()
 			return fmt.Sprintf("port rx %d, kernel dropped %d (fill ring empty %d)%s", st.RxPackets, st.RxDropped, st.RxNoBuf, xskDetail(in))
 		}
 	case "txonly":
-		out, err := open(b.topo.FwdSinkIf, nil, loopCache)
-		if err != nil {
-			return result{}, err
-		}
+		out := p.Port(0)
 		g, err := traffic.NewGenerator(traffic.GeneratorOptions{
 			Port: out, Pool: pool, Sizes: traffic.FixedSize(size), Cache: loopCache,
 			SrcMAC: b.topo.FwdSinkMAC, DstMAC: b.topo.SinkMAC,
@@ -199,18 +186,13 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		if err != nil {
 			return result{}, err
 		}
-		stages = append(stages, g)
+		if err := p.Add(app.Stage{Stage: g, Tx: q0(out)}); err != nil {
+			return result{}, err
+		}
 		moved = func() uint64 { return g.Stats().Sent }
 		ownCount = func() string { return fmt.Sprintf("port tx %d", out.Stats().TxPackets) }
 	case "io":
-		in, err := open(b.topo.FwdGenIf, loopCache, nil)
-		if err != nil {
-			return result{}, err
-		}
-		out, err := open(b.topo.FwdSinkIf, nil, loopCache)
-		if err != nil {
-			return result{}, err
-		}
+		in, out := p.Port(0), p.Port(1)
 		// Both streams, as testpmd's io mode polls port 0 → 1 and 1 → 0.
 		there, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: in, Out: out, Pool: pool, Cache: loopCache})
 		if err != nil {
@@ -220,18 +202,21 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 		if err != nil {
 			return result{}, err
 		}
-		stages = append(stages, there, back)
+		if err := p.Add(app.Stage{Stage: there, Rx: q0(in), Tx: q0(out)}); err != nil {
+			return result{}, err
+		}
+		// The loop's cache serves the measured stream's halves only (gen
+		// → in, out → sink); the back stream, which carries nothing here,
+		// leaves its halves on the ports' own caches, as when the figures
+		// in bench/RESULTS.md were taken.
+		if err := p.Add(app.Stage{Stage: back}); err != nil {
+			return result{}, err
+		}
 		moved = func() uint64 { return there.Stats().Rx + back.Stats().Rx }
 		ownCount = func() string {
 			st := there.Stats()
 			return fmt.Sprintf("forwarded rx %d tx %d refused %d, kernel dropped at rx %d%s", st.Rx, st.Tx, st.Dropped, in.Stats().RxDropped, xskDetail(in))
 		}
-	default:
-		return result{}, fmt.Errorf("vstestpmd: unknown mode %q", c.mode)
-	}
-	newLoop, err := lcore.New(lcore.Options{Name: "vs-testpmd", CPU: dutCPU, Idle: lcore.IdlePolicy{Mode: lcore.IdleBusy}, Stages: stages, Isolate: !b.shareCPU})
-	if err != nil {
-		return result{}, err
 	}
 
 	var gen *kgen.Gen
@@ -257,10 +242,9 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	}
 	defer func() { err = errors.Join(err, prof.stop()) }() // on early returns
 	started := time.Now()
-	if err := newLoop.Start(); err != nil {
+	if err := p.Start(); err != nil {
 		return result{}, err
 	}
-	loop = newLoop
 	// Allocations are counted inside the forwarding window only, after a
 	// warm-up: starting and stopping the loop allocate, and so does the Go
 	// runtime while it creates the threads it needs once the loop and the
@@ -282,16 +266,15 @@ func (b *bench) peregrine(ctx context.Context, c comparison, size int) (res resu
 	runtime.ReadMemStats(&ms1)
 	res.genStolen, res.dutStolen = steal.stop()
 	res.newThreads = max(threads()-th0, 0)
-	loop.Stop()
+	p.Halt()
 	elapsed := time.Since(started)
 	if perr := prof.stop(); perr != nil {
 		return result{}, perr
 	}
 	prof = nil
 	offered := genSent(gen) - offered0
-	err = loop.Wait()
-	polls := loop.Stats()
-	loop = nil
+	err = p.StopLoops()
+	polls := p.LoopStats()
 	if err != nil {
 		return result{}, err
 	}

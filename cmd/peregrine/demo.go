@@ -13,13 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/core/port"
-	"github.com/peregrine-net/peregrine/pmd"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
@@ -117,6 +116,15 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	return cmd
 }
 
+// demoLcores names the demo's loops: lcore A, and lcore B with two CPUs.
+func demoLcores(cpus []int) []app.Lcore {
+	lcs := []app.Lcore{{Name: "lcore-a", CPU: cpus[0]}}
+	if len(cpus) == 2 {
+		lcs = append(lcs, app.Lcore{Name: "lcore-b", CPU: cpus[1]})
+	}
+	return lcs
+}
+
 func defaultLcores() []int {
 	var set []int
 	for i := range runtime.NumCPU() {
@@ -163,23 +171,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return false, fmt.Errorf("--size: %w", err)
 	}
 
-	pool, err := mbuf.New(mbuf.Options{Name: "demo", Frames: cfg.frames})
-	if err != nil {
-		return false, fmt.Errorf("--frames: %w", err)
-	}
-	env := &pmd.Env{Pool: pool}
-	var ports []port.Port
-	open := func(spec string) port.Port {
-		if err != nil {
-			return nil
-		}
-		var p port.Port
-		if p, err = pmd.Open(env, spec); err == nil {
-			ports = append(ports, p)
-		}
-		return p
-	}
-	specs := [4]string{"mem:gen-fwd/0", "mem:gen-fwd/1", "mem:fwd-sink/0", "mem:fwd-sink/1"}
+	specs := []string{"mem:gen-fwd/0", "mem:gen-fwd/1", "mem:fwd-sink/0", "mem:fwd-sink/1"}
 	if cfg.veth {
 		topo, err := demoTopology(cfg.driver)
 		if err != nil {
@@ -189,7 +181,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		spec := func(ns *netns.NS, ifname string) string {
 			return fmt.Sprintf("%s:%s?netns=%s", cfg.driver, ifname, ns.Name)
 		}
-		specs = [4]string{spec(topo.Gen, topo.GenIf), spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf), spec(topo.Sink, topo.SinkIf)}
+		specs = []string{spec(topo.Gen, topo.GenIf), spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf), spec(topo.Sink, topo.SinkIf)}
 		if cfg.rate == "" {
 			cfg.rate = "50kpps"
 		}
@@ -198,72 +190,44 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("--rate: %w", err)
 	}
-	genOut, fwdIn := open(specs[0]), open(specs[1])
-	fwdOut, sinkIn := open(specs[2]), open(specs[3])
-	defer func() {
-		for _, p := range ports {
-			p.Close()
-		}
-	}()
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "demo", Frames: cfg.frames},
+		Ports:  specs,
+		Lcores: demoLcores(cpus),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+		Clock:  clock.NewReal(),
+	})
 	if err != nil {
-		return false, err
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	defer p.Stop() // on early returns; the checks below report the normal stop
+	genOut, fwdIn := p.Port(0), p.Port(1)
+	fwdOut, sinkIn := p.Port(2), p.Port(3)
 
-	// One mbuf cache per poll loop, shared by its stages and the ports it
-	// drives (afxdp and afpacket stock their rings from it), so frames
-	// cycle through one LIFO stack per core instead of the pool's ring.
-	cacheA := pool.NewCache()
-	cacheB := cacheA
-	if len(cpus) == 2 {
-		cacheB = pool.NewCache()
+	// Loop A runs the generator and the sink, loop B (A on one CPU) the
+	// forwarder; each stage and the queue halves it drives share its
+	// loop's cache.
+	loopA, loopB := 0, p.Lcores()-1
+	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: genOut, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Rate: rate, Cache: p.Cache(loopA)})
+	if err != nil {
+		return false, err
 	}
-	caches := []*mbuf.Cache{cacheA}
-	if cacheB != cacheA {
-		caches = append(caches, cacheB)
+	forwarder, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: fwdIn, Out: fwdOut, Pool: p.Pool(), Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: p.Cache(loopB)})
+	if err != nil {
+		return false, err
 	}
-	for _, u := range []struct {
-		p      port.Port
-		rx, tx *mbuf.Cache
-	}{{genOut, nil, cacheA}, {sinkIn, cacheA, nil}, {fwdIn, cacheB, nil}, {fwdOut, nil, cacheB}} {
-		if cu, ok := u.p.(interface {
-			UseCaches(queue int, rx, tx *mbuf.Cache) error
-		}); ok {
-			if err := cu.UseCaches(0, u.rx, u.tx); err != nil {
-				return false, err
-			}
+	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: p.Pool(), Burst: cfg.burst, Latency: true, Cache: p.Cache(loopA)})
+	if err != nil {
+		return false, err
+	}
+	for _, st := range []app.Stage{
+		{Stage: gen, Loop: loopA, Tx: []app.Queue{{Port: genOut, Queue: 0}}},
+		{Stage: sink, Loop: loopA, Rx: []app.Queue{{Port: sinkIn, Queue: 0}}},
+		{Stage: forwarder, Loop: loopB, Rx: []app.Queue{{Port: fwdIn, Queue: 0}}, Tx: []app.Queue{{Port: fwdOut, Queue: 0}}},
+	} {
+		if err := p.Add(st); err != nil {
+			return false, err
 		}
-	}
-	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: genOut, Pool: pool, Burst: cfg.burst, Sizes: sizes, Rate: rate, Cache: cacheA})
-	if err != nil {
-		return false, err
-	}
-	forwarder, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: fwdIn, Out: fwdOut, Pool: pool, Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: cacheB})
-	if err != nil {
-		return false, err
-	}
-	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: pool, Burst: cfg.burst, Latency: true, Cache: cacheA})
-	if err != nil {
-		return false, err
-	}
-
-	clk := clock.NewReal()
-	policy := lcore.IdlePolicy{Mode: idle}
-	var group lcore.Group
-	stagesA := []lcore.Stage{gen, sink}
-	if len(cpus) == 1 {
-		stagesA = append(stagesA, forwarder)
-	}
-	loopA, err := lcore.New(lcore.Options{Name: "lcore-a", CPU: cpus[0], Clock: clk, Idle: policy, Stages: stagesA})
-	if err != nil {
-		return false, fmt.Errorf("--lcores: %w", err)
-	}
-	group.Add(loopA)
-	if len(cpus) == 2 {
-		loopB, err := lcore.New(lcore.Options{Name: "lcore-b", CPU: cpus[1], Clock: clk, Idle: policy, Stages: []lcore.Stage{forwarder}})
-		if err != nil {
-			return false, fmt.Errorf("--lcores: %w", err)
-		}
-		group.Add(loopB)
 	}
 
 	over := "mem ports"
@@ -272,28 +236,24 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	}
 	fmt.Fprintf(out, "peregrine demo: gen → fwd → sink over %s, %d lcore(s) %v, frames %s B, burst %d, for %v\n",
 		over, len(cpus), cpus, sizes, cfg.burst, cfg.duration)
-	if err := group.StartAll(); err != nil {
-		return false, err
+	if err := p.Start(); err != nil {
+		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
 	}
+	pool := p.Pool()
 	live := newDemoMeter(gen, forwarder, sink, pool)
-	sendTime, interrupted := waitRun(ctx, cfg.duration, time.Second, func(elapsed time.Duration) {
+	sendTime, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(elapsed time.Duration) {
 		if !cfg.quiet {
 			fmt.Fprintln(out, live.line(elapsed))
 		}
-	}, nil)
+	}})
+	if err != nil {
+		return false, err
+	}
 	gen.StopSending()
-	drained := waitDrained(gen, sink, 2*time.Second)
-	group.StopAll()
-	runErr := group.WaitAll()
-	// The loops are done with their caches; the ports return what they
-	// hold through their own.
-	for _, c := range caches {
-		c.Close()
-	}
-	for _, p := range ports {
-		p.Close()
-	}
-	ports = nil
+	drained := app.WaitFor(func() bool { return gen.Done() && sink.Frames() == gen.Stats().Sent }, 2*time.Second)
+	runErr := p.StopLoops()
+	// Close's leak check and the pool's close are reported by the checks.
+	_ = p.Close()
 
 	gs, fs, ss := gen.Stats(), forwarder.Stats(), sink.Stats()
 	lat := sink.Latency()
@@ -319,20 +279,6 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	cerr := pool.Close()
 	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
 	return report(out, checks, interrupted), nil
-}
-
-// waitDrained waits until the generator has handed everything to its port
-// and the sink has taken every frame in, or the timeout passes. This is a
-// command's wait for a pipeline of other threads, polled at a human pace.
-func waitDrained(gen *traffic.Generator, sink *traffic.Sink, timeout time.Duration) bool {
-	end := time.Now().Add(timeout)
-	for time.Now().Before(end) {
-		if gen.Done() && sink.Frames() == gen.Stats().Sent {
-			return true
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return false
 }
 
 // demoMeter turns cumulative counters into per-second rates.

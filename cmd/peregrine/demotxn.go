@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
@@ -17,7 +18,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
-	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
@@ -30,46 +30,40 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if err != nil {
 		return false, fmt.Errorf("--profile: %w", err)
 	}
-	pool, err := mbuf.New(mbuf.Options{Name: "demo", Frames: cfg.frames})
-	if err != nil {
-		return false, fmt.Errorf("--frames: %w", err)
-	}
-	defer pool.Close()
-
 	var (
-		portA, portB, midA, midB port.Port
-		fab                      *fabric.Fabric
-		ipA                      = netip.MustParseAddr("198.18.0.1")
-		ipB                      = netip.MustParseAddr("198.18.0.6")
-		ports                    []port.Port
-		over                     = "mem ports"
+		topo *netns.Topology3
+		ipA  = netip.MustParseAddr("198.18.0.1")
+		ipB  = netip.MustParseAddr("198.18.0.6")
+		over = "mem ports"
+		clk  = clock.NewReal()
+		opts = app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus), Idle: lcore.IdlePolicy{Mode: idle}, Clock: clk}
 	)
-	closePorts := func() {
-		for _, p := range ports {
-			p.Close()
-		}
-		ports = nil
-	}
-	defer closePorts()
 	if cfg.veth {
-		topo, err := demoTopology(cfg.driver)
-		if err != nil {
+		if topo, err = demoTopology(cfg.driver); err != nil {
 			return false, err
 		}
 		defer topo.Delete()
-		env := &pmd.Env{Pool: pool}
 		for _, s := range []struct {
-			dst *port.Port
 			ns  *netns.NS
 			ifn string
-		}{{&portA, topo.Gen, topo.GenIf}, {&midA, topo.Fwd, topo.FwdGenIf}, {&midB, topo.Fwd, topo.FwdSinkIf}, {&portB, topo.Sink, topo.SinkIf}} {
-			p, err := pmd.Open(env, fmt.Sprintf("%s:%s?netns=%s", cfg.driver, s.ifn, s.ns.Name))
-			if err != nil {
-				return false, err
-			}
-			ports = append(ports, p)
-			*s.dst = p
+		}{{topo.Gen, topo.GenIf}, {topo.Fwd, topo.FwdGenIf}, {topo.Fwd, topo.FwdSinkIf}, {topo.Sink, topo.SinkIf}} {
+			opts.Ports = append(opts.Ports, fmt.Sprintf("%s:%s?netns=%s", cfg.driver, s.ifn, s.ns.Name))
 		}
+	}
+	p, err := app.New(opts)
+	if err != nil {
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
+	}
+	defer p.Stop() // on early returns; the checks below report the normal stop
+	pool := p.Pool()
+
+	var (
+		portA, portB port.Port
+		fab          *fabric.Fabric
+	)
+	if cfg.veth {
+		var midA, midB port.Port
+		portA, midA, midB, portB = p.Port(0), p.Port(1), p.Port(2), p.Port(3)
 		ipA, ipB = topo.GenAddr.Addr(), topo.SinkAddr.Addr()
 		fab, err = fabric.New(fabric.Options{Name: "fabric", A: midA, B: midB, Pool: pool, AtoB: prof, BtoA: prof, Seed: cfg.seed})
 		if err != nil {
@@ -81,17 +75,14 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		if err != nil {
 			return false, err
 		}
+		p.AddPort(portA)
+		p.AddPort(portB)
 	}
-	fabClosed := false
-	closeFabric := func() {
-		if !fabClosed {
-			fabClosed = true
-			fab.Close() // Link's fabric also closes (and drains) the mem ports it made
-		}
-	}
-	defer closeFabric()
+	// Frames an endpoint sent after the fabric's last poll wait in the
+	// fabric's input rings: closing it (and Link's mem ports with it)
+	// returns them before the leak check.
+	p.Own(fab)
 
-	clk := clock.NewReal()
 	// Google's defaults assume NIC-resident transports with microsecond
 	// turnarounds. Here both ends are poll loops on a shared two-core
 	// machine that may sleep when idle: the delay target and the shortest
@@ -100,27 +91,29 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
 	var load *txnload.Load // set before the loops start; the target checks pushes with it
-	mk := func(name string, p port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
-		return txn.New(txn.Options{
+	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
+		ep, err := txn.New(txn.Options{
 			OnRequest: onRequest,
-			Transport: rt.Options{Name: name, Port: p, Pool: pool, Clock: clk, LocalIP: ip, LocalMAC: [6]byte(p.Info().MAC), Seed: seed, MaxConns: 16,
+			Transport: rt.Options{Name: name, Port: pt, Pool: pool, Clock: clk, LocalIP: ip, LocalMAC: [6]byte(pt.Info().MAC), Seed: seed, MaxConns: 16,
 				// Poll loops on a shared machine can be starved for a while
 				// (a slow peer is not a dead one): more retries before a
 				// packet is abandoned.
 				MinRTO: cfg.minRTO, RetryLimit: 20},
 			Congestion: &sp,
 		})
+		if err == nil {
+			p.Own(ep)
+		}
+		return ep, err
 	}
 	initiator, err := mk("initiator", portA, ipA, cfg.seed, nil)
 	if err != nil {
 		return false, err
 	}
-	defer initiator.Close()
 	target, err := mk("target", portB, ipB, cfg.seed+1, func(r *txn.Request) { load.CheckRequest(r) })
 	if err != nil {
 		return false, err
 	}
-	defer target.Close()
 	sizes := []int{512, 4 << 10, 64 << 10}
 	load, err = txnload.New(txnload.Options{
 		Initiator: initiator, Target: target, Conns: 4, Window: cfg.window, Sizes: sizes,
@@ -130,54 +123,36 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, err
 	}
 
-	policy := lcore.IdlePolicy{Mode: idle}
-	var group lcore.Group
-	stagesA := []lcore.Stage{load, initiator}
-	stagesB := []lcore.Stage{fab, target}
-	if len(cpus) == 1 {
-		stagesA = append(stagesA, stagesB...)
-	}
-	loopA, err := lcore.New(lcore.Options{Name: "lcore-a", CPU: cpus[0], Clock: clk, Idle: policy, Stages: stagesA})
-	if err != nil {
-		return false, fmt.Errorf("--lcores: %w", err)
-	}
-	group.Add(loopA)
-	if len(cpus) == 2 {
-		loopB, err := lcore.New(lcore.Options{Name: "lcore-b", CPU: cpus[1], Clock: clk, Idle: policy, Stages: stagesB})
-		if err != nil {
-			return false, fmt.Errorf("--lcores: %w", err)
+	// Loop A runs the load and the initiator, loop B (A on one CPU) the
+	// fabric and the target. The endpoints and the fabric keep caches of
+	// their own: no queue half is given a loop's.
+	loopA, loopB := 0, p.Lcores()-1
+	for _, st := range []app.Stage{{Stage: load, Loop: loopA}, {Stage: initiator, Loop: loopA}, {Stage: fab, Loop: loopB}, {Stage: target, Loop: loopB}} {
+		if err := p.Add(st); err != nil {
+			return false, err
 		}
-		group.Add(loopB)
 	}
 	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
-	if err := group.StartAll(); err != nil {
-		return false, err
+	if err := p.Start(); err != nil {
+		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
 	}
 	meter := &loadMeter{load: load}
-	elapsed, interrupted := waitRun(ctx, cfg.duration, time.Second, func(at time.Duration) {
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
 		if !cfg.quiet {
 			retx := initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit
 			fmt.Fprintln(out, meter.line(at, retx, pool))
 		}
-	}, nil)
-	load.Stop()
-	drained := waitFor(func() bool { return load.Idle() }, 5*time.Second)
-	group.StopAll()
-	runErr := group.WaitAll()
-	now := clk.Now()
-	initiator.Stop(now)
-	target.Stop(now)
-	fab.Stop(now)
-	drainPorts(pool, ports)
-	closePorts()
-	if !cfg.veth {
-		drainPorts(pool, []port.Port{portA, portB})
+	}})
+	if err != nil {
+		return false, err
 	}
-	// Frames an endpoint sent after the fabric's last poll wait in the
-	// fabric's input rings: closing it returns them before the leak check.
+	load.Stop()
+	drained := app.WaitFor(load.Idle, 5*time.Second)
+	runErr := p.StopLoops()
 	fs := fab.Stats()
-	closeFabric()
+	// Close's leak check is reported by the checks below.
+	_ = p.Close()
 
 	ls := load.Stats()
 	is, ts := initiator.Stats(), target.Stats()
@@ -239,7 +214,7 @@ type check struct {
 }
 
 // drainCheck is the check that the load's operations all ended within 5 s
-// of its stop (waitFor's limit in both commands).
+// of its stop (the app.WaitFor limit in both commands).
 func drainCheck(drained bool, ls txnload.Stats) check {
 	return check{drained, fmt.Sprintf("every outstanding operation completed within 5s of the load stopping (%d still outstanding)", ls.Posted-ls.Completed-ls.Failed)}
 }
@@ -289,30 +264,4 @@ func report(out io.Writer, checks []check, interrupted bool) bool {
 		fmt.Fprintln(out, "verification FAILED")
 	}
 	return ok
-}
-
-// drainPorts frees frames still waiting in ports' receive queues.
-func drainPorts(pool *mbuf.Pool, ports []port.Port) {
-	buf := make([]mbuf.Handle, 64)
-	for _, p := range ports {
-		if p == nil {
-			continue
-		}
-		for n := p.RxBurst(0, buf); n > 0; n = p.RxBurst(0, buf) {
-			pool.Free(buf[:n])
-		}
-	}
-}
-
-// waitFor polls cond at a human pace until it holds or timeout passes (a
-// command waiting on poll loops running in other threads).
-func waitFor(cond func() bool, timeout time.Duration) bool {
-	end := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
 )
@@ -107,39 +109,51 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
-	s, err := newSession(cfg.frames, cfg.frameSize)
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSize},
+		Ports:  []string{cfg.portA, cfg.portB},
+		Lcores: app.OnCPUs(cpus[0]),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
 	if err != nil {
-		return fmt.Errorf("--frames/--frame-size: %w", err)
+		return flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	if err := s.open([]string{cfg.portA, cfg.portB}); err != nil {
-		return joinStop(err, s)
-	}
+	portA, portB := p.Port(0), p.Port(1)
 	fab, err := fabric.New(fabric.Options{
-		Name: "fabric", A: s.ports[0], B: s.ports[1], Pool: s.pool,
+		Name: "fabric", A: portA, B: portB, Pool: p.Pool(),
 		AtoB: ab, BtoA: ba, Seed: cfg.seed, Classify: fabric.TransportClassifier(cfg.udpPort),
 	})
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
-	if err := s.loops(cpus[:1], idle, []lcore.Stage{fab}); err != nil {
-		return joinStop(fmt.Errorf("--lcores: %w", err), s)
+	p.Own(fab)
+	// The fabric allocates and frees through a cache of its own: no queue
+	// half is given the loop's.
+	if err := p.Add(app.Stage{Stage: fab}); err != nil {
+		return joinStop(err, p)
 	}
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",
-		s.ports[0].Info().Name, s.ports[1].Info().Name, cfg.seed, ab, ba)
+		portA.Info().Name, portB.Info().Name, cfg.seed, ab, ba)
+	if err := p.Start(); err != nil {
+		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+	}
+	if cfg.ready != nil {
+		cfg.ready()
+	}
 	var last fabric.Stats
 	tick := func(e time.Duration) {
 		st := fab.Stats()
 		fmt.Fprintf(out, "[%5.1fs] A→B %s | B→A %s\n", e.Seconds(), dirRate(st.AtoB, last.AtoB), dirRate(st.BtoA, last.BtoA))
 		last = st
 	}
-	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, tick, nil, cfg.ready)
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick})
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
 	// The ports' own drops (a receive ring the kernel found full) happen
 	// before the fabric sees a frame: read them while the ports are open.
-	pa, pb := s.ports[0].Stats(), s.ports[1].Stats()
-	stopErr := s.stop()
+	pa, pb := portA.Stats(), portB.Stats()
+	stopErr := p.Stop()
 	st := fab.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  A→B %s\n  B→A %s\n", elapsed.Seconds(), dirTotals(st.AtoB), dirTotals(st.BtoA))
 	fmt.Fprintf(out, "  port A dropped on receive %d, port B dropped on receive %d\n", pa.RxDropped, pb.RxDropped)

@@ -12,9 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 )
 
 type fwdConfig struct {
@@ -119,27 +121,32 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		}
 	}
 
-	s, err := newSession(cfg.frames, 0)
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Ports:  cfg.ports,
+		Lcores: app.OnCPUs(cpus...),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
 	if err != nil {
-		return fmt.Errorf("--frames: %w", err)
+		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	if err := s.open(cfg.ports); err != nil {
-		return joinStop(err, s)
-	}
-	stages, err := fwdStages(s, cfg, cpus, mode, sizes, rate, peer)
+	stages, err := fwdStages(p, cfg, mode, sizes, rate, peer)
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
-	if err := s.loops(cpus, idle, stages); err != nil {
-		return joinStop(fmt.Errorf("--lcores: %w", err), s)
+	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(p.Ports()), len(stages), cpus, cfg.burst)
+	if err := p.Start(); err != nil {
+		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
-	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(s.ports), len(stages), cpus, cfg.burst)
-	meter := newPortMeter(s.ports)
-	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, nil, cfg.ready)
+	if cfg.ready != nil {
+		cfg.ready()
+	}
+	meter := newPortMeter(p.Ports())
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
 	if err != nil {
-		return joinStop(err, s)
+		return joinStop(err, p)
 	}
-	stopErr := s.stop()
+	stopErr := p.Stop()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed)
 	var dropped uint64
@@ -158,43 +165,41 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 }
 
 // fwdStages builds a forwarding stage (a generator in txonly mode) for
-// every queue of every port of s, each given the cache of the loop it will
-// run on, and records the queue halves each drives.
-func fwdStages(s *session, cfg fwdConfig, cpus []int, mode fwd.Mode, sizes traffic.Sizes, rate float64, peer net.HardwareAddr) ([]lcore.Stage, error) {
+// every queue of every port of p, spread over its lcores round-robin, each
+// given the cache of the loop it runs on and declared with the queue
+// halves it drives.
+func fwdStages(p *app.Pipeline, cfg fwdConfig, mode fwd.Mode, sizes traffic.Sizes, rate float64, peer net.HardwareAddr) ([]lcore.Stage, error) {
 	txonly := cfg.mode == "txonly"
+	ports := p.Ports()
 	var stages []lcore.Stage
-	for i, in := range s.ports {
-		outPort := s.ports[(i+1)%len(s.ports)]
+	for i, in := range ports {
+		outPort := ports[(i+1)%len(ports)]
 		queues := min(in.Info().Queues, outPort.Info().Queues)
 		for q := range queues {
-			cache := s.stageCache(cpus, len(stages))
+			loop := len(stages) % p.Lcores()
+			cache := p.Cache(loop)
+			var st app.Stage
 			if txonly {
-				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Cache: cache})
+				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Cache: cache})
 				if err != nil {
 					return nil, err
 				}
-				s.drives(cache, nil, 0, in, q)
-				stages = append(stages, g)
-				continue
+				st = app.Stage{Stage: g, Loop: loop, Tx: []app.Queue{{Port: in, Queue: q}}}
+			} else {
+				f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: p.Pool(), Burst: cfg.burst, PeerMAC: peer, Cache: cache})
+				if err != nil {
+					return nil, err
+				}
+				st = app.Stage{Stage: f, Loop: loop, Rx: []app.Queue{{Port: in, Queue: q}}}
+				if mode != fwd.ModeRxOnly {
+					st.Tx = []app.Queue{{Port: outPort, Queue: q}}
+				}
 			}
-			f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: s.pool, Burst: cfg.burst, PeerMAC: peer, Cache: cache})
-			if err != nil {
+			if err := p.Add(st); err != nil {
 				return nil, err
 			}
-			if mode == fwd.ModeRxOnly {
-				s.drives(cache, in, q, nil, 0)
-			} else {
-				s.drives(cache, in, q, outPort, q)
-			}
-			stages = append(stages, f)
+			stages = append(stages, st.Stage)
 		}
 	}
 	return stages, nil
-}
-
-func joinStop(err error, s *session) error {
-	if serr := s.stop(); serr != nil {
-		return fmt.Errorf("%w (and while stopping: %v)", err, serr)
-	}
-	return err
 }

@@ -11,10 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/pmd/pcap"
 )
 
@@ -126,32 +128,34 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--rate: %w", err)
 	}
-	s, err := newSession(cfg.frames, 0)
+	specs := []string{cfg.port}
+	if cfg.replay != "" {
+		if cfg.timing != "fast" && cfg.timing != "recorded" {
+			return fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
+		}
+		specs = append(specs, fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop))
+	}
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Ports:  specs,
+		Lcores: app.OnCPUs(cpus...),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
 	if err != nil {
-		return fmt.Errorf("--frames: %w", err)
+		return flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	if err := s.open([]string{cfg.port}); err != nil {
-		return joinStop(err, s)
-	}
-	out0 := s.ports[0]
-	var stages []lcore.Stage
+	out0 := p.Port(0)
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
 	if cfg.replay != "" {
-		if cfg.timing != "fast" && cfg.timing != "recorded" {
-			return joinStop(fmt.Errorf("--timing %q: use fast or recorded", cfg.timing), s)
-		}
-		if err := s.open([]string{fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop)}); err != nil {
-			return joinStop(fmt.Errorf("--replay: %w", err), s)
-		}
-		src := s.ports[1]
-		cache := s.stageCache(cpus, 0)
-		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: s.pool, Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: cache})
+		src := p.Port(1)
+		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: p.Pool(), Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: p.Cache(0)})
 		if err != nil {
-			return joinStop(err, s)
+			return joinStop(err, p)
 		}
-		s.drives(cache, src, 0, out0, 0)
-		stages = append(stages, f)
+		if err := p.Add(app.Stage{Stage: f, Rx: []app.Queue{{Port: src, Queue: 0}}, Tx: []app.Queue{{Port: out0, Queue: 0}}}); err != nil {
+			return joinStop(err, p)
+		}
 		done = func() bool {
 			st := f.Stats()
 			return src.(*pcap.Reader).Ended() && st.Tx+st.Dropped == src.Stats().RxPackets
@@ -159,14 +163,15 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	} else {
 		var gens []*traffic.Generator
 		for q := range out0.Info().Queues {
-			cache := s.stageCache(cpus, len(stages))
-			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: s.pool, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count, Cache: cache})
+			loop := q % p.Lcores()
+			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count, Cache: p.Cache(loop)})
 			if err != nil {
-				return joinStop(err, s)
+				return joinStop(err, p)
 			}
-			s.drives(cache, nil, 0, out0, q)
+			if err := p.Add(app.Stage{Stage: g, Loop: loop, Tx: []app.Queue{{Port: out0, Queue: q}}}); err != nil {
+				return joinStop(err, p)
+			}
 			gens = append(gens, g)
-			stages = append(stages, g)
 		}
 		rateCheck = func(elapsed time.Duration) {
 			var sent uint64
@@ -195,16 +200,19 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
 		}()
 	}
-	if err := s.loops(cpus, idle, stages); err != nil {
-		return joinStop(fmt.Errorf("--lcores: %w", err), s)
-	}
 	fmt.Fprintf(out, "peregrine gen: %s, %d queue(s), frames %s B, rate %s, burst %d\n", out0.Info().Name, out0.Info().Queues, sizes, cfg.rate, cfg.burst)
-	meter := newPortMeter(s.ports[:1])
-	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, done, cfg.ready)
-	if err != nil {
-		return joinStop(err, s)
+	if err := p.Start(); err != nil {
+		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
-	stopErr := s.stop()
+	if cfg.ready != nil {
+		cfg.ready()
+	}
+	meter := newPortMeter(p.Ports()[:1])
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	if err != nil {
+		return joinStop(err, p)
+	}
+	stopErr := p.Stop()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed)
 	if rateCheck != nil {
@@ -220,28 +228,27 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s, err := newSession(cfg.frames, 0)
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Ports:  []string{cfg.port},
+		Lcores: app.OnCPUs(cpus...),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
 	if err != nil {
-		return false, fmt.Errorf("--frames: %w", err)
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	if err := s.open([]string{cfg.port}); err != nil {
-		return false, joinStop(err, s)
-	}
-	in := s.ports[0]
+	in := p.Port(0)
 	var sinks []*traffic.Sink
-	var stages []lcore.Stage
 	for q := range in.Info().Queues {
-		cache := s.stageCache(cpus, len(stages))
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: s.pool, Burst: cfg.burst, Flows: cfg.flows, Latency: true, Cache: cache})
+		loop := q % p.Lcores()
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Flows: cfg.flows, Latency: true, Cache: p.Cache(loop)})
 		if err != nil {
-			return false, joinStop(err, s)
+			return false, joinStop(err, p)
 		}
-		s.drives(cache, in, q, nil, 0)
+		if err := p.Add(app.Stage{Stage: sk, Loop: loop, Rx: []app.Queue{{Port: in, Queue: q}}}); err != nil {
+			return false, joinStop(err, p)
+		}
 		sinks = append(sinks, sk)
-		stages = append(stages, sk)
-	}
-	if err := s.loops(cpus, idle, stages); err != nil {
-		return false, joinStop(fmt.Errorf("--lcores: %w", err), s)
 	}
 	frames := func() (n uint64) {
 		for _, sk := range sinks {
@@ -263,12 +270,18 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		return cfg.idleExit > 0 && n > 0 && time.Since(lastChange) >= cfg.idleExit
 	}
 	fmt.Fprintf(out, "peregrine gen --rx: %s, %d queue(s), %d flow(s)\n", in.Info().Name, in.Info().Queues, cfg.flows)
-	meter := newPortMeter(s.ports)
-	elapsed, err := s.runFor(ctx, cfg.duration, cfg.period, func(e time.Duration) { meter.print(out, e) }, done, cfg.ready)
-	if err != nil {
-		return false, joinStop(err, s)
+	if err := p.Start(); err != nil {
+		return false, joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
-	stopErr := s.stop()
+	if cfg.ready != nil {
+		cfg.ready()
+	}
+	meter := newPortMeter(p.Ports())
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	if err != nil {
+		return false, joinStop(err, p)
+	}
+	stopErr := p.Stop()
 
 	var total traffic.SinkStats
 	var lat hist.Histogram

@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/fwd"
-	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd/mem"
@@ -25,13 +25,22 @@ func (p *cachePort) UseCaches(queue int, rx, tx *mbuf.Cache) error {
 	return nil
 }
 
-func newCachePorts(t *testing.T, s *session, queues int) (a, b *cachePort) {
-	pa, pb, err := mem.NewPair(s.pool, mem.PairOptions{Name: t.Name(), Queues: queues})
+// newCachePipeline is fwd's pipeline on unpinned loops with two cachePorts
+// of queues queues each.
+func newCachePipeline(t *testing.T, loops, queues int) (p *app.Pipeline, a, b *cachePort) {
+	lcs := make([]app.Lcore, loops)
+	for i := range lcs {
+		lcs[i].CPU = -1
+	}
+	p, err := app.New(app.Options{Pool: mbuf.Options{Name: "peregrine", Frames: 1024}, Lcores: lcs})
+	require.NoError(t, err)
+	pa, pb, err := mem.NewPair(p.Pool(), mem.PairOptions{Name: t.Name(), Queues: queues})
 	require.NoError(t, err)
 	a = &cachePort{Port: pa, rx: map[int]*mbuf.Cache{}, tx: map[int]*mbuf.Cache{}}
 	b = &cachePort{Port: pb, rx: map[int]*mbuf.Cache{}, tx: map[int]*mbuf.Cache{}}
-	s.ports = append(s.ports, a, b)
-	return a, b
+	p.AddPort(a)
+	p.AddPort(b)
+	return p, a, b
 }
 
 // TestFwdGivesEachLoopOneCache: `peregrine fwd` io with two ports on two
@@ -41,25 +50,18 @@ func newCachePorts(t *testing.T, s *session, queues int) (a, b *cachePort) {
 // A→B forwarder's loop, and the other way round — so frames return to the
 // cache of the loop that received them.
 func TestFwdGivesEachLoopOneCache(t *testing.T) {
-	s, err := newSession(1024, 0)
-	require.NoError(t, err)
-	a, b := newCachePorts(t, s, 1)
-	cpus := []int{-1, -1} // two loops, unpinned
-	stages, err := fwdStages(s, fwdConfig{mode: "io", burst: 32}, cpus, fwd.ModeIO, traffic.Sizes{}, 0, nil)
+	p, a, b := newCachePipeline(t, 2, 1)
+	stages, err := fwdStages(p, fwdConfig{mode: "io", burst: 32}, fwd.ModeIO, traffic.Sizes{}, 0, nil)
 	require.NoError(t, err)
 	require.Len(t, stages, 2)
-	require.NoError(t, s.loops(cpus, lcore.IdleSleep, stages))
-	require.Len(t, s.caches, 2)
-	loop0, loop1 := s.caches[0], s.caches[1]
-	require.NotNil(t, loop0)
-	require.NotNil(t, loop1)
+	require.NoError(t, p.Start())
+	loop0, loop1 := p.Cache(0), p.Cache(1)
 	require.NotSame(t, loop0, loop1)
 	require.Same(t, loop0, a.rx[0], "A→B receives on A")
 	require.Same(t, loop0, b.tx[0], "A→B sends on B")
 	require.Same(t, loop1, b.rx[0], "B→A receives on B")
 	require.Same(t, loop1, a.tx[0], "B→A sends on A")
-	require.NoError(t, s.group.StartAll())
-	require.NoError(t, s.stop())
+	require.NoError(t, p.Stop())
 }
 
 // TestFwdOneLcoreSharesOneCache: on one lcore every stage and every queue
@@ -68,28 +70,23 @@ func TestFwdGivesEachLoopOneCache(t *testing.T) {
 func TestFwdOneLcoreSharesOneCache(t *testing.T) {
 	for _, mode := range []string{"io", "txonly"} {
 		t.Run(mode, func(t *testing.T) {
-			s, err := newSession(1024, 0)
-			require.NoError(t, err)
-			a, b := newCachePorts(t, s, 2)
-			cpus := []int{-1}
-			stages, err := fwdStages(s, fwdConfig{mode: mode, burst: 32, flows: 1}, cpus, fwd.ModeIO, traffic.FixedSize(64), 0, nil)
+			p, a, b := newCachePipeline(t, 1, 2)
+			stages, err := fwdStages(p, fwdConfig{mode: mode, burst: 32, flows: 1}, fwd.ModeIO, traffic.FixedSize(64), 0, nil)
 			require.NoError(t, err)
 			require.Len(t, stages, 4)
-			require.NoError(t, s.loops(cpus, lcore.IdleSleep, stages))
-			require.Len(t, s.caches, 1)
-			only := s.caches[0]
-			for _, p := range []*cachePort{a, b} {
+			require.NoError(t, p.Start())
+			only := p.Cache(0)
+			for _, pt := range []*cachePort{a, b} {
 				for q := range 2 {
-					require.Same(t, only, p.tx[q], "queue %d transmit half", q)
+					require.Same(t, only, pt.tx[q], "queue %d transmit half", q)
 					if mode == "txonly" {
-						require.Nil(t, p.rx[q], "queue %d: nothing receives", q)
+						require.Nil(t, pt.rx[q], "queue %d: nothing receives", q)
 					} else {
-						require.Same(t, only, p.rx[q], "queue %d receive half", q)
+						require.Same(t, only, pt.rx[q], "queue %d receive half", q)
 					}
 				}
 			}
-			require.NoError(t, s.group.StartAll())
-			require.NoError(t, s.stop())
+			require.NoError(t, p.Stop())
 		})
 	}
 }

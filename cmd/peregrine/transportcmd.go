@@ -15,15 +15,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
-	"github.com/peregrine-net/peregrine/pmd"
 )
 
 type transportConfig struct {
@@ -155,23 +154,19 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
-	pool, err := mbuf.New(mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize})
+	clk := clock.NewReal()
+	pipe, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
+		Ports:  []string{cfg.port},
+		Lcores: []app.Lcore{{Name: cfg.role, CPU: cfg.lcore}},
+		Idle:   lcore.IdlePolicy{Mode: idle},
+		Clock:  clk,
+	})
 	if err != nil {
-		return false, fmt.Errorf("--frames/--frame-size: %w", err)
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
 	}
-	defer pool.Close()
-	p, err := pmd.Open(&pmd.Env{Pool: pool}, cfg.port)
-	if err != nil {
-		return false, fmt.Errorf("--port: %w", err)
-	}
-	closed := false
-	closePort := func() {
-		if !closed {
-			closed = true
-			p.Close()
-		}
-	}
-	defer closePort()
+	defer pipe.Stop() // on early returns
+	pool, p := pipe.Pool(), pipe.Port(0)
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano()) | 1
 	}
@@ -184,7 +179,6 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.role == "initiator" {
 		maxConns = max(2*cfg.conns, 4)
 	}
-	clk := clock.NewReal()
 	sp := swift.DefaultParams()
 	sp.BaseTarget = cfg.target
 	var pushes, badPushes atomic.Uint64
@@ -204,7 +198,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, err
 	}
-	defer ep.Close()
+	pipe.Own(ep)
 	stages := []lcore.Stage{ep}
 	var load *txnload.Load
 	regionLen := cfg.regionLen
@@ -238,14 +232,15 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 		stages = []lcore.Stage{load, ep}
 	}
-	loop, err := lcore.New(lcore.Options{Name: cfg.role, CPU: cfg.lcore, Clock: clk, Idle: lcore.IdlePolicy{Mode: idle}, Stages: stages})
-	if err != nil {
-		return false, fmt.Errorf("--lcore: %w", err)
+	// The endpoint keeps caches of its own: no queue half is given the
+	// loop's.
+	for _, st := range stages {
+		if err := pipe.Add(app.Stage{Stage: st}); err != nil {
+			return false, err
+		}
 	}
-	var group lcore.Group
-	group.Add(loop)
-	if err := group.StartAll(); err != nil {
-		return false, err
+	if err := pipe.Start(); err != nil {
+		return false, flagError(err, map[string]string{"Lcores": "--lcore"})
 	}
 	var meter *loadMeter
 	var done func() bool
@@ -256,7 +251,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			done = func() bool { s := load.Stats(); return s.Completed+s.Failed >= cfg.count }
 		}
 	}
-	elapsed, interrupted := waitRun(ctx, cfg.duration, time.Second, func(at time.Duration) {
+	elapsed, interrupted, err := pipe.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Done: done, Tick: func(at time.Duration) {
 		if cfg.quiet {
 			return
 		}
@@ -268,7 +263,10 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		st := ep.Stats()
 		fmt.Fprintf(out, "[%5.1fs] requests %d, placed %d B, served %d B | retransmits %d | pool %d/%d in use\n",
 			at.Seconds(), st.RequestsDelivered, st.BytesPlaced, st.BytesServed, retx, pool.InUse(), pool.Frames())
-	}, done)
+	}})
+	if err != nil {
+		return false, err
+	}
 	var atEnd txnload.Stats // the figures of the measured interval
 	if load != nil {
 		atEnd = load.Stats()
@@ -276,17 +274,15 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	drained := true
 	if load != nil {
 		load.Stop()
-		drained = waitFor(load.Idle, 5*time.Second)
+		drained = app.WaitFor(load.Idle, 5*time.Second)
 		// Close the connections so the target frees its side now, not when
 		// its retransmissions to a vanished peer run out.
-		waitFor(load.Closed, time.Second)
+		app.WaitFor(load.Closed, time.Second)
 	}
-	group.StopAll()
-	runErr := group.WaitAll()
-	ep.Stop(clk.Now())
-	drainPorts(pool, []port.Port{p})
+	runErr := pipe.StopLoops()
 	ps := p.Stats()
-	closePort()
+	// Close's leak check is reported below (pool back to zero in use).
+	_ = pipe.Close()
 	ts := ep.Transport().Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
 		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
