@@ -454,11 +454,11 @@ ratio() {
 # div A B: A / B with four decimals
 div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", (b > 0 ? a / b : 0)}'; }
 
-ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk[1%]}" "${quic_bulk[1%]}")" ">=" 10
-ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk[1%]}" "${peregrine_bulk[0%]}")" ">=" 0.8
-ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk[5%]}" "${peregrine_bulk[0%]}")" ">=" 0.5
+ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk["1%"]}" "${quic_bulk["1%"]}")" ">=" 10
+ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk["1%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.8
+ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk["5%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.5
 ratio bulk_goodput_noloss_largest_frame_vs_kernel_tcp "$(div "$peregrine_bulk_jumbo" "$tcp_ceiling")" ">=" 0.5
-ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99[1%]}" "${peregrine_p99[0%]}")" "<=" 3
-echo "# informational: with MTU $jumbo frames through the same fabric at 1 % loss, peregrine's goodput is $(div "$peregrine_bulk_jumbo_loss1" "${quic_bulk[1%]}")x quic-go's at 1452-byte packets (the ratio above keeps MTU 1500)"
-echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk[0%]}" "${quic_bulk[0%]}"), at 5 % loss $(div "${peregrine_bulk[5%]}" "${quic_bulk[5%]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99[1%]}" "${peregrine_p99[1%]}")"
+ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99["1%"]}" "${peregrine_p99["0%"]}")" "<=" 3
+echo "# informational: with MTU $jumbo frames through the same fabric at 1 % loss, peregrine's goodput is $(div "$peregrine_bulk_jumbo_loss1" "${quic_bulk["1%"]}")x quic-go's at 1452-byte packets (the ratio above keeps MTU 1500)"
+echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk["0%"]}" "${quic_bulk["0%"]}"), at 5 % loss $(div "${peregrine_bulk["5%"]}" "${quic_bulk["5%"]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99["1%"]}" "${peregrine_p99["1%"]}")"
 echo "BENCH-SUMMARY pass=$pass fail=$fail"

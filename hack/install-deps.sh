@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Installs the Debian packages that `peregrine bench foundation` and the DPDK
-# anchor tests need: DPDK 22.11 (dpdk-test, dpdk-testpmd, headers and
-# libdpdk.pc), its AF_XDP and AF_PACKET PMDs, pkg-config and gcc (to build
-# bench/dpdk/mempool_bench).
+# Installs every Debian package whose programs the tests, benchmarks and
+# scripts of this repository run: iproute2 and ethtool for the veth
+# topologies, DPDK 22.11 for the anchors, tshark to cross-check the
+# decoders, and so on; each line below says who runs what. A program a test
+# or script runs must come from a package listed here (or from a Debian
+# base package): internal/tools' table maps programs to packages, and its
+# test fails when a shell-out has no entry or its package is missing here.
 #
 # Idempotent: exits 0 at once when everything is already installed. Runs
 # `apt-get update` at most once, and only when something is missing.
 set -euo pipefail
 
+# One package per line, first word: internal/tools parses this list.
 packages=(
-	dpdk-dev
-	librte-net-af-xdp23
-	librte-net-af-packet23
-	pkg-config
-	gcc
+	iproute2               # ip: namespaces and veth pairs (pmd/netns, hack/topo.sh, bench/*.sh)
+	ethtool                # ethtool: GRO on veth ends (pmd/netns), offloads (bench/vs-quic.sh)
+	dpdk-dev               # dpdk-testpmd, dpdk-test, libdpdk.pc: the DPDK anchors (bench/anchor, bench/vstestpmd)
+	librte-net-af-xdp23    # DPDK's AF_XDP PMD, for dpdk-testpmd's net_af_xdp vdevs
+	librte-net-af-packet23 # DPDK's AF_PACKET PMD, for net_af_packet vdevs
+	pkg-config             # pkg-config: libdpdk's flags and version (bench/dpdk/build.sh, bench/vstestpmd)
+	gcc                    # gcc: builds bench/dpdk/mempool_bench
+	tshark                 # tshark: Wireshark's dissectors cross-check pmd/pcap and core/wire/wirelayers
+	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_PROFILE)
 )
 
 is_installed() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as README.md states it: installs what the tests need
 # (Debian packages via hack/install-deps.sh when root), then vets, runs every
-# test with the race detector, and runs every benchmark once so none rots.
+# test with the race detector, and runs every benchmark once so none rots;
+# the benchmarks run even when a test failed, and the script then fails.
 # Root-only tests (veth, AF_XDP, DPDK anchors) run when root and skip with a
 # message otherwise.
 set -euo pipefail
@@ -15,7 +16,19 @@ fi
 
 echo "== go vet"
 go vet ./...
+# The tests and the benchmarks both run whatever the other's outcome, so one
+# run shows every failure; the script fails if either did.
+failed=()
 echo "== go test -race"
-go test -race -count=1 -timeout 20m ./...
+if ! go test -race -count=1 -timeout 20m ./...; then
+	failed+=("go test -race")
+fi
 echo "== benchmarks, once each (-benchtime=1x)"
-go test -run '^$' -bench . -benchtime=1x -count=1 -timeout 10m ./...
+if ! go test -run '^$' -bench . -benchtime=1x -count=1 -timeout 10m ./...; then
+	failed+=("benchmarks")
+fi
+if [ "${#failed[@]}" -ne 0 ]; then
+	echo "test.sh: FAILED: ${failed[*]}" >&2
+	exit 1
+fi
+echo "test.sh: all passed"

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 )
 
 func readSample(t *testing.T, name string) string {
@@ -191,15 +193,12 @@ func TestFindBuildScriptFindsTheCheckout(t *testing.T) {
 	require.Equal(t, want, script)
 }
 
-// requireTools skips when a DPDK tool is missing. EAL runs unprivileged
-// here thanks to --no-huge/--no-shconf, so root is not required.
+// requireTools skips (not root) or fails (root) when a DPDK tool is
+// missing, naming its Debian package. EAL runs unprivileged here thanks to
+// --no-huge/--no-shconf, so root is not required.
 func requireTools(t *testing.T, tools ...string) {
 	t.Helper()
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (run hack/install-deps.sh as root)", tool)
-		}
-	}
+	toolstest.Require(t, tools...)
 }
 
 // The live tests run each tool once, shortened so the package stays within

@@ -5,15 +5,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 )
 
 func TestOptionsAreValidated(t *testing.T) {
@@ -54,13 +56,13 @@ func TestRunQuick(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to build namespaces and open AF_XDP/AF_PACKET ports (CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF, CAP_IPC_LOCK); run `sudo go test`")
 	}
-	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
-		t.Skip("dpdk-testpmd not installed (run hack/install-deps.sh as root)")
-	}
+	toolstest.Require(t, "dpdk-testpmd")
 	if testing.Short() {
 		t.Skip("runs dpdk-testpmd five times (~15 s); skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound for a hung run, not a budget: with a CPU hog on each core the
+	// run took 80 s and, measuring starved rounds again, over 2 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	pass, fail, err := Run(ctx, Options{Out: &out, Rounds: 1, Duration: 200 * time.Millisecond, Sizes: []int{64}, KeepDisturbed: true})
@@ -125,4 +127,19 @@ func TestStealMeterFindsPinnedThreads(t *testing.T) {
 	require.False(t, result{genStolen: 0.01, dutStolen: maxStolen}.disturbed())
 	require.True(t, result{dutStolen: maxStolen + 0.01}.disturbed())
 	require.True(t, result{genStolen: 0.5}.disturbed())
+}
+
+// TestWaitMovedWaitsForAnEvent: a window in which nothing moved is judged
+// by whether the loop moves later, within a bound — and such a round is
+// disturbed, not measured.
+func TestWaitMovedWaitsForAnEvent(t *testing.T) {
+	var n atomic.Uint64
+	go func() {
+		time.Sleep(20 * time.Millisecond) // the loop gets its CPU back later
+		n.Add(1)
+	}()
+	require.NoError(t, waitMoved(context.Background(), n.Load, 0, time.Minute))
+	require.ErrorIs(t, waitMoved(context.Background(), n.Load, 1, 10*time.Millisecond), context.DeadlineExceeded)
+	require.True(t, result{starved: true}.disturbed())
+	require.False(t, result{}.disturbed())
 }

@@ -112,7 +112,7 @@ It exits 0 only if every operation completed without error.`,
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
-	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: from the clock, so a rerun is a new peer to the target)")
+	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
 	return cmd
 }
@@ -167,9 +167,6 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	}
 	defer pipe.Stop() // on early returns
 	pool, p := pipe.Pool(), pipe.Port(0)
-	if cfg.seed == 0 {
-		cfg.seed = uint64(time.Now().UnixNano()) | 1
-	}
 	// A target serves up to 64 initiators' connections; an initiator opens
 	// --conns. The retransmission CAM holds MaxConns × 2 windows × the PSN
 	// window entries, and a table sized for 64 connections (64 Ki entries,

@@ -9,8 +9,31 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// piggyback applies the cumulative acknowledgement every packet carries.
+// validAck checks both windows' halves of an acknowledgement before
+// either is applied: one forged half makes the whole frame a lie, and it
+// then changes nothing (counted once, in AckForged).
+func (e *Endpoint) validAck(c *conn, hd *wire.Header, ext bool) bool {
+	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
+	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}
+	for k := range 2 {
+		var bm *wire.Bitmap128
+		if ext {
+			bm = maps[k]
+		}
+		if c.tx[k].check(ebsn[k], bm) == ackForged {
+			e.cnt.own[cAckForged]++
+			return false
+		}
+	}
+	return true
+}
+
+// piggyback applies the cumulative acknowledgement every packet carries
+// (validAck first: a forged one is ignored whole).
 func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
+	if !e.validAck(c, hd, false) {
+		return 0
+	}
 	total := 0
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	for k := range 2 {
@@ -18,11 +41,8 @@ func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
 			continue // acknowledges nothing new (ack would change nothing)
 		}
 		newly, res := c.tx[k].ack(ebsn[k], nil, e.acked[:0])
-		switch res {
-		case ackStale:
+		if res == ackStale {
 			e.cnt.own[cAckStale]++
-		case ackForged:
-			e.cnt.own[cAckForged]++
 		}
 		e.retire(c, k, newly)
 		total += len(newly)
@@ -31,7 +51,9 @@ func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
 }
 
 // onAck processes an ACK or extended ACK: both windows' BSNs and bitmaps,
-// an RTT sample, and early retransmission of the holes it reveals.
+// an RTT sample, and early retransmission of the holes it reveals. A
+// forged one (validAck) changes nothing: no window, no RTT sample, no
+// congestion signal, no early retransmission.
 func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 	ext := hd.Type == wire.TypeExtendedAck
 	if ext {
@@ -40,32 +62,37 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		e.cnt.own[cRxAck]++
 	}
 	c.stats.AcksReceived++
+	if !e.validAck(c, hd, ext) {
+		return
+	}
+	if hd.Flags&wire.FlagAckRequested != 0 {
+		e.ackNow(c) // a keepalive probe
+	}
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}
-	total, forged := 0, false
+	total := 0
 	for k := range 2 {
 		var bm *wire.Bitmap128
 		if ext {
 			bm = maps[k]
 		}
 		newly, res := c.tx[k].ack(ebsn[k], bm, e.acked[:0])
-		switch res {
-		case ackStale:
+		if res == ackStale {
 			e.cnt.own[cAckStale]++
-		case ackForged:
-			e.cnt.own[cAckForged]++
-			forged = true
 		}
 		e.retire(c, k, newly)
 		total += len(newly)
 	}
 	var rtt time.Duration
-	if hd.TxEcho != 0 && !forged {
+	if hd.TxEcho != 0 {
 		// Fabric RTT: our time since the echoed packet left, minus the
 		// receiver's time between getting it and sending this ACK.
 		round := e.now32 - hd.TxEcho
 		turn := hd.TxTime - hd.Ack.RxTime
-		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round {
+		// An echo from the future, a turnaround longer than the round trip,
+		// or a round trip longer than the connection has existed cannot
+		// echo a packet we sent: no sample.
+		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round && time.Duration(round) <= e.now.Sub(c.bornAt) {
 			rtt = time.Duration(round - turn)
 			c.rtt.sample(rtt, &e.opts)
 			e.cnt.own[cRTTSamples]++
@@ -83,14 +110,49 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 	}
 }
 
-// onNack processes a NACK; it returns false if the connection failed.
+// onNack processes a NACK; it returns false if the connection failed. A
+// NACK whose piggybacked BSNs are forged, or that names a PSN never sent,
+// is forged: counted (AckForged) and ignored whole. One that names a PSN
+// already acknowledged, or before its own eBSN (the receiver has it
+// since), is stale: counted (NackStale) and its code ignored.
 func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 	e.cnt.own[cRxNack]++
-	e.piggyback(c, hd)
 	n := &hd.Nack
+	if !e.validAck(c, hd, false) {
+		return true
+	}
+	namesPSN := n.Code != wire.NackBadCID && n.Code != wire.NackULPFatal
+	if namesPSN {
+		if n.Window != wire.WindowRequest && n.Window != wire.WindowData {
+			e.cnt.own[cAckForged]++
+			return true
+		}
+		if e.nackForged(c, n) {
+			e.cnt.own[cAckForged]++
+			return true
+		}
+	}
+	e.piggyback(c, hd)
+	if c.state == StateFree {
+		return false // an ACK handler dropped the connection
+	}
+	if namesPSN {
+		own := hd.ReqEBSN
+		if n.Window == wire.WindowData {
+			own = hd.DataEBSN
+		}
+		tw := &c.tx[c.window(n.Window)]
+		off := n.PSN - tw.bsn
+		if int32(n.PSN-own) < 0 || int32(off) < 0 || tw.acked.has(off) {
+			e.cnt.own[cNackStale]++
+			return true
+		}
+	}
 	switch n.Code {
 	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
-		d := max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick)
+		// Capped at MaxRTO: a peer's announced delay (up to an hour in
+		// the field) must not hold a packet longer than a timeout would.
+		d := min(max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick), e.opts.MaxRTO)
 		e.holdOff(c, n.Window, n.PSN, d)
 	case wire.NackOutOfWindow:
 		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
@@ -103,13 +165,30 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 	case wire.NackULPError:
 		e.onULPError(c, n)
 	default:
-		ev := Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n}
-		if idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN}); ok {
-			ev.Cookie, ev.HasCookie = e.ctx[idx].cookie, true
-		}
-		e.emit(ev)
+		// News for the ULP, not a resolution: the packet stays outstanding
+		// (the transport still references its buffer) and its cookie comes
+		// back once, when it resolves, so the event carries none.
+		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
 	}
-	return true
+	return c.state != StateFree
+}
+
+// nackForged reports whether a NACK names a PSN of its window that was
+// never sent: at or past NSN, or assigned but not transmitted yet.
+func (e *Endpoint) nackForged(c *conn, n *wire.NackBody) bool {
+	tw := &c.tx[c.window(n.Window)]
+	off := n.PSN - tw.bsn
+	if int32(off) < 0 {
+		return false // before the window: acknowledged already (stale)
+	}
+	if off >= tw.inFlight() {
+		return true
+	}
+	if tw.acked.has(off) {
+		return false
+	}
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
+	return !ok || e.ctx[idx].sends == 0
 }
 
 // onULPError resolves a packet the peer's ULP refused: the ULP hears of it
@@ -191,7 +270,7 @@ func (e *Endpoint) piggybacked(c *conn) {
 	if c.ackCount == 0 && !c.ackNow {
 		return
 	}
-	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 {
+	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 || c.probe {
 		return
 	}
 	e.ackSent(c)
@@ -201,6 +280,7 @@ func (e *Endpoint) piggybacked(c *conn) {
 func (e *Endpoint) ackSent(c *conn) {
 	c.ackCount = 0
 	c.ackNow = false
+	c.probe = false
 	c.oow, c.oowCount = 0, 0
 	if c.ackTimer != 0 {
 		e.wheel.Cancel(c.ackTimer)
@@ -244,6 +324,9 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		}
 		hd.Ack.OOW = c.oow
 		hd.Ack.OOWCount = c.oowCount
+		if c.probe {
+			hd.Flags |= wire.FlagAckRequested
+		}
 		if c.rx[0].holes() || c.rx[1].holes() {
 			hd.Type = wire.TypeExtendedAck
 			hd.Ack.ReqBitmap = c.rx[0].got.wireBits()

@@ -54,8 +54,10 @@ const (
 	EventEstablished EventKind = iota + 1
 	// EventClosed: both directions closed cleanly.
 	EventClosed
-	// EventFailed: the connection failed; Err says why. Its packets were
-	// dropped and every unacknowledged one is lost.
+	// EventFailed: the connection failed; Err says why (ErrAborted after
+	// Conn.Abort). Its packets were dropped and every unacknowledged one
+	// is lost; their cookies are not handed back. Emitted once per
+	// connection the ULP knew of (see the package doc, Failure semantics).
 	EventFailed
 	// EventAbandoned: the packet Window/PSN ran out of retransmissions and
 	// a resync took its place, which the peer acknowledged. The packet may
@@ -64,9 +66,12 @@ const (
 	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
 	// or an unexpected packet), which the ULP should handle. For a ULP
 	// error (the peer's deliver function answered ULPError) the packet is
-	// resolved: a resync takes its place so the windows move on, and no
-	// ACK handler call or EventAbandoned follows for it; EventResynced
-	// does, once that resync is acknowledged.
+	// resolved: the event carries its cookie, a resync takes its place so
+	// the windows move on, and no ACK handler call or EventAbandoned
+	// follows for it; EventResynced does, once that resync is
+	// acknowledged. Any other code is news only: the packet stays
+	// outstanding and the event carries no cookie (HasCookie false); it
+	// comes back once, when the packet resolves.
 	EventNack
 	// EventResynced: the resync that replaced NACKed packet Window/PSN was
 	// acknowledged, so the PSN no longer holds a place in the window. It
@@ -95,7 +100,7 @@ type Event struct {
 	PSN    uint32      // EventAbandoned, EventNack, EventResynced
 	Nack   wire.NackBody
 	// Cookie is the SendHeader.Cookie of packet Window/PSN (EventAbandoned,
-	// and EventNack while the packet was still outstanding: HasCookie).
+	// and EventNack for a ULP error: HasCookie).
 	Cookie    uint64
 	HasCookie bool
 }
@@ -133,7 +138,11 @@ type conn struct {
 	addrs    wire.Addrs
 	tmpl     wire.FrameTemplate // addrs, prebuilt: every frame to the peer is built on it
 	hdrOff   int                // offset of the transport header in frames to the peer
-	announce bool               // the ULP was told about the connection (EventEstablished, or Open)
+	// peerIP4 is the peer's IPv4 address as the fast path reads it (a
+	// big-endian word; 0 for IPv6): with addrs.DstIP and addrs.DstPort it
+	// is what every received packet's source is checked against.
+	peerIP4  uint32
+	announce bool // the ULP was told about the connection (EventEstablished, or Open)
 	handle   *Conn
 
 	tx [2]txWindow // by window-1
@@ -169,6 +178,13 @@ type conn struct {
 	peerDataEnd uint32 // the peer's data-window NSN when it closed
 	openKey     openKey
 	hasOpenKey  bool
+	accepted    bool      // we are the target (the peer opened)
+	openEBSN    [2]uint32 // the peer's ConnOpen's BSNs: a repeat carries the same
+	// Liveness (Options.KeepAlive, IdleTimeout): the latest packet from the
+	// peer, and a probe owed (an ACK asking for an ACK).
+	lastRx clock.Time
+	probe  bool
+	bornAt clock.Time // when the slot took this connection: no RTT sample is older
 
 	rtt   rttEstimator
 	fixed FixedWindow

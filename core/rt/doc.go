@@ -21,7 +21,12 @@
 // bits that changes each time the slot is reused, so a packet for a closed
 // connection finds the slot but not the generation and is dropped as stale.
 // Every received frame is steered by its first word (wire.PeekCID) to a
-// slot index, then checked, before anything else is decoded. The frame that
+// slot index, then checked, before anything else is decoded; a frame for a
+// CID that names no connection is answered by a bad-CID NACK (see Failure
+// semantics). Every packet for a live connection must come from its peer's
+// IP address and UDP port, or it is dropped and counted (RxBadSource): an
+// old incarnation's packet, or another host's, never touches the
+// connection. The frame that
 // carries nearly all traffic — IPv4, a reliable packet without extensions,
 // addressed to us, for a live connection — takes wire.DecodeFastIPv4 (fixed
 // offsets, the same checks and the same header as the general decoder)
@@ -38,7 +43,7 @@
 // ConnOpen gets the same answer (the target remembers initiators in a
 // small CAM keyed by their CID and address). Each side starts its transmit
 // windows at the BSNs the other announced, so the initial PSNs are the
-// receiver's choice (random, from Options.Seed). The initiator is
+// receiver's choice (random: see Determinism). The initiator is
 // established on ConnAccept and ACKs it at once; the target is established
 // by the initiator's first packet to its CID and resends ConnAccept on its
 // own timer until then. A refused ConnOpen gets a NACK (ulp-fatal for the
@@ -62,10 +67,19 @@
 // exactly once and counts toward the next ACK; PSN == BSN moves BSN past
 // every received bit; a PSN beyond the window is dropped and flagged in the
 // next ACK (OOW). The sender rules: an acknowledgement whose BSN precedes
-// ours is stale and ignored; one that acknowledges a PSN never sent is
-// forged and ignored whole; otherwise BSN moves to the receiver's and the
-// receiver's bitmap is ORed in, and each newly acknowledged packet is
-// retired.
+// ours is stale and ignored; one that is inconsistent with itself or with
+// what was sent — it acknowledges a PSN never sent, its bitmap's bit 0
+// says received the PSN its BSN says is awaited, its BSN stops at a PSN
+// already reported received — is forged, and so is the whole frame: both
+// windows are checked before either changes, and a forged frame changes
+// nothing (no window, RTT sample, congestion signal or early
+// retransmission; AckForged counts it). Otherwise BSN moves to the
+// receiver's and the receiver's bitmap is ORed in, and each newly
+// acknowledged packet is retired. A NACK is checked the same way: forged
+// piggybacked BSNs, or a PSN never sent (or assigned but not yet sent),
+// make it forged; a PSN already acknowledged, or before the NACK's own
+// eBSN, makes it stale (NackStale); either way its code is ignored. An RTT
+// echo older than the connection, or from the future, gives no sample.
 //
 // # ACKs
 //
@@ -91,10 +105,15 @@
 // that stopped on ErrWindowFull may send again, as after an ACK.
 //
 // The ULP tags each packet it sends with a Cookie (SendHeader.Cookie, never
-// sent) and hears it back exactly once when the packet resolves: through
-// the ACK handler (SetAckHandler) when acknowledged, in EventNack for a ULP
-// error, in EventAbandoned when its retries ran out. That is how the
-// transaction layer above completes operations without a table of PSNs.
+// sent) and hears it back exactly once when the packet resolves — only
+// then, when the transport no longer references it: through the ACK
+// handler (SetAckHandler) when acknowledged, in EventNack for a ULP error,
+// in EventAbandoned when its retries ran out. Any other NACK (unexpected,
+// say) is news, not a resolution: its EventNack carries no cookie. When
+// the connection ends (EventFailed, EventClosed, or Stop) the cookies of
+// its outstanding packets are not handed back: the connection's end
+// resolves them all. That is how the transaction layer above completes
+// operations without a table of PSNs.
 //
 // # Retransmission engine
 //
@@ -104,10 +123,15 @@
 // the retransmit timer. ACK processing retires entries through the CAM. A
 // per-packet timer on the wheel (the connection's RTO, doubled per timeout
 // of that packet, capped at MaxRTO) resends the packet with the same PSN,
-// the Retransmission flag and an incremented Retry. A hole is resent early,
-// without waiting for its timer, once a PSN EarlyRetransmitDistance past it
-// is acknowledged and the hole was last sent at least an SRTT ago. After
-// RetryLimit timeouts a resync with the same PSN takes the packet's place
+// the Retransmission flag and an incremented Retry (both saturate: a
+// resend is never flagged as a first transmission). A hole is resent
+// early, without waiting for its timer, once a PSN EarlyRetransmitDistance
+// past it is acknowledged and the hole was last sent at least an SRTT ago,
+// unless the receiver asked for a hold-off (an RNR or out-of-window NACK:
+// the hole is one it refused, not one the network lost) that has not run
+// out. Every resend — timer, hold-off, early — counts toward RetryLimit: a
+// packet is sent at most RetryLimit+1 times. Then a resync with the same
+// PSN takes the packet's place
 // (so the receiver's window can move on); if the peer acknowledges it the
 // packet is reported abandoned (EventAbandoned: it may or may not have been
 // delivered), and if the resync runs out too the connection fails
@@ -197,11 +221,89 @@
 // (rx.go) → afterPacket; the ACK it earns leaves in transmit (tx.go) →
 // sendAck (ack.go).
 //
+// # Failure semantics
+//
+// What ends a packet (an outstanding reliable packet, at its sender):
+//
+//   - Acknowledgement: the ACK handler gets its cookie; the context and the
+//     retained frame are freed first (the handler may send again).
+//   - ULP error (the peer's deliver function answered ULPError): EventNack
+//     with the cookie and the peer's code; a resync takes the packet's
+//     place (the retained frame is freed then), and EventResynced tells
+//     when that resync is acknowledged and its window place is free.
+//   - Refusal for now (NotReady, NoResources, out of window): not an end.
+//     The sender holds off the packet and the ones after it for the NACK's
+//     RNR time, at most MaxRTO (early retransmission too), then resends;
+//     each resend counts toward RetryLimit.
+//   - Abandonment: after RetryLimit+1 transmissions a resync takes its
+//     place; when the peer acknowledges the resync, EventAbandoned gives
+//     the cookie (the packet may or may not have been delivered). The
+//     receiver moves its window past the PSN (RxResync) and its deliver
+//     function never sees the packet.
+//   - The end of its connection: every outstanding packet is dropped with
+//     it, its frame freed, its cookie not handed back (the connection's
+//     EventFailed or EventClosed resolves them all).
+//
+// What ends a connection, at each end, and who is told:
+//
+//   - Close: the close handshake (see Connections); EventClosed at both
+//     ends once both ConnCloses are acknowledged, then the slot lingers
+//     CloseLinger and is freed. A connection still being set up is freed
+//     at once (EventClosed).
+//   - Setup failure: ErrOpenTimeout (no ConnAccept within RetryLimit) or
+//     ErrRefused (the peer's Accept said no): EventFailed at the
+//     initiator; a target's unconfirmed connection is freed silently (the
+//     ULP never heard of it).
+//   - Retry exhaustion: a resync that runs out of retries too fails the
+//     connection (ErrRetryExhausted): the peer is unreachable.
+//   - Peer failure: a frame to a CID the peer does not know (it restarted,
+//     or aborted or timed out its half) earns a bad-CID NACK, rate-limited
+//     by a token bucket (Options.BadCIDNackRate, BadCIDNackBurst;
+//     TxBadCIDNack, BadCIDNackSuppressed). It names the CID it answered;
+//     the sender finds its connection by that peer CID and the NACK's
+//     source address and fails it (ErrPeerReset) within a round trip. A
+//     ConnOpen from a peer's address reusing a peer CID we know with other
+//     initial BSNs means that peer restarted: the old connection fails the
+//     same way and the new one is accepted. ErrPeerFatal: the peer's ULP
+//     sent a ulp-fatal NACK.
+//   - Idle timeout (Options.IdleTimeout, off by default): nothing from the
+//     peer for that long fails the connection (ErrIdleTimeout,
+//     IdleTimeouts). Options.KeepAlive probes a silent peer (an ACK that
+//     asks for an ACK; KeepAliveSent) so that a live one is not taken for
+//     dead; a restarted one answers the probe with a bad-CID NACK. Both
+//     are off by default (the option says why); a target with a small
+//     table that must reclaim the slots of vanished initiators sets them.
+//   - Abort: the local ULP ends it (ErrAborted); the peer is not told and
+//     learns from the bad-CID NACK its next frame earns.
+//   - Stop: the endpoint drops every connection (ErrStopped) and tells
+//     nobody: no event, no NACK; peers learn as after an abort.
+//
+// Every failure (ErrOpenTimeout, ErrRefused, ErrRetryExhausted,
+// ErrPeerReset, ErrPeerFatal, ErrIdleTimeout, ErrAborted) goes the same
+// way, in this order: every outstanding packet's CAM entry, timer and
+// retained frame are released, the connection's timers are cancelled and
+// its queued ACKs, NACKs and control packets dropped, its slot is freed
+// (its CID goes stale: later frames to it earn bad-CID NACKs) and its
+// handle reads StateFailed and Conn.Err; then, if the ULP knew of the
+// connection, the event handler gets EventFailed with that error, exactly
+// once, on the polling goroutine (for Abort, before Abort returns). The
+// handler may Open again at once. ConnFailed counts every failure.
+//
+// The counters that tell these apart: ResyncSent and Abandoned (packets
+// given up on), TxRetransmit and TxEarlyRetransmit, AckForged and
+// NackStale (acknowledgements ignored), RxBadSource (packets from a
+// stranger), RxUnknownCID and RxStaleCID (frames for no connection) with
+// TxBadCIDNack and BadCIDNackSuppressed, KeepAliveSent and IdleTimeouts,
+// ConnFailed and ConnClosed.
+//
 // # Determinism
 //
 // The endpoint reads no clock of its own: time is Poll's now (the wheel's
 // start is read from Options.Clock once). Its random choices (initial
-// PSNs, CID generations, CAM hash keys) come from Options.Seed. The same
-// seed and the same input frames at the same times give the same output,
+// PSNs, CID generations, CAM hash keys) come from Options.Seed; Seed 0 (the
+// default) draws a seed from crypto/rand, so that a restarted endpoint
+// does not reuse its CIDs and initial PSNs and no one can predict them,
+// except under a clock.Virtual, where 0 is a seed like any other. With a
+// seed, the same input frames at the same times give the same output,
 // which is what the simulator (package sim) relies on.
 package rt

@@ -3,6 +3,7 @@ package rt
 import (
 	"math/rand/v2"
 	"net/netip"
+	"time"
 
 	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
@@ -19,11 +20,14 @@ type openKey struct {
 	AddrHash uint32
 }
 
-// orphanNack is a NACK to a peer that has no connection here (a refused
-// ConnOpen).
+// orphanNack is a NACK to a peer that has no connection here: a refused
+// ConnOpen (destCID: the initiator's CID), or a frame to a CID that names
+// no connection (bad-CID: destCID 0, srcCID the CID the frame named, so
+// that the peer finds its connection by its peer CID and our address).
 type orphanNack struct {
 	addrs   wire.Addrs
 	destCID uint32
+	srcCID  uint32
 	code    wire.NackCode
 	echo    uint32
 }
@@ -67,6 +71,11 @@ type Endpoint struct {
 
 	orphans  [maxOrphans]orphanNack
 	nOrphans int
+	// badCIDAt is the bad-CID NACK token bucket as a virtual schedule: the
+	// bucket holds (now-badCIDAt)/badCIDEvery tokens, at most
+	// BadCIDNackBurst (badCIDEvery 0: none are sent).
+	badCIDAt    clock.Time
+	badCIDEvery time.Duration
 
 	rxBuf   []mbuf.Handle
 	rxData  [][]byte      // the packets of rxBuf, as touch found them
@@ -100,7 +109,7 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
+	rng := rand.New(rand.NewPCG(o.seed(), 0x9e3779b97f4a7c15))
 	e := &Endpoint{
 		opts:      o,
 		port:      o.Port,
@@ -167,6 +176,10 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	e.freeBuf = make([]mbuf.Handle, 0, 2*o.Burst)
 	e.acked = make([]uint32, 0, o.WindowSize+128)
 	e.fire = e.onTimer
+	if o.BadCIDNackRate > 0 {
+		e.badCIDEvery = max(time.Second/time.Duration(o.BadCIDNackRate), 1)
+		e.badCIDAt = e.now.Add(-time.Duration(o.BadCIDNackBurst) * e.badCIDEvery) // a full bucket
+	}
 	e.cache = o.Pool.NewCache()
 	return e, nil
 }

@@ -61,6 +61,10 @@ var (
 	// ErrPeerFatal: the peer's ULP failed and cannot recover (NACK
 	// ulp-fatal).
 	ErrPeerFatal = errors.New("rt: peer ULP failed fatally")
+	// ErrIdleTimeout: nothing arrived from the peer for
+	// Options.IdleTimeout (keepalive probes included): it is dead or
+	// unreachable.
+	ErrIdleTimeout = errors.New("rt: peer silent for the idle timeout")
 	// ErrAborted: the local ULP aborted the connection (Conn.Abort).
 	ErrAborted = errors.New("rt: connection aborted")
 )

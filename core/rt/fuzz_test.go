@@ -65,7 +65,7 @@ func FuzzEndpointRX(f *testing.F) {
 			// Forged ConnOpens may hold slots half-open (a SYN flood in
 			// miniature): let them time out, then connect again.
 			// b's half of a connection that a forged packet killed at a
-			// never times out while idle (there is no keepalive yet).
+			// never times out while idle (keepalive is off by default).
 			cb.Abort()
 			h.idle(time.Second)
 			h.evB = nil

@@ -77,10 +77,16 @@ func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
 		l3 = wire.IPv6HeaderLen
 	}
 	c.hdrOff = wire.EthHeaderLen + l3 + wire.UDPHeaderLen
+	if peer.IP.Is4() {
+		b := peer.IP.As4()
+		c.peerIP4 = binary.BigEndian.Uint32(b[:])
+	}
 	for k := range 2 {
 		c.rx[k].bsn = e.initialPSN()
 	}
 	c.rtt.init(e.opts.InitialRTO)
+	c.lastRx = e.now
+	c.bornAt = e.now
 	if e.opts.Congestion != nil {
 		c.cc = e.opts.Congestion()
 	}
@@ -148,17 +154,24 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	key := openKey{PeerCID: peerCID, AddrHash: e.addrHash(peer.IP, peer.Port)}
 	if idx, ok := e.openKeys.Lookup(key); ok {
 		c := &e.conns[e.openConn[idx]]
-		if c.peerCID != peerCID || c.peer.IP != peer.IP || c.peer.Port != peer.Port {
+		if c.peerCID != peerCID || c.addrs.DstIP != peer.IP || c.addrs.DstPort != peer.Port {
 			// Two initiators whose keys collide: refuse the newcomer.
 			e.reject(f, wire.NackResourceExhausted)
 			return
 		}
-		e.cnt.own[cConnDupOpen]++
-		c.peerTx = hd.TxTime
-		// Accepting, or established while the initiator still missed
-		// every ConnAccept (it ignores the repeat once established).
-		e.wantCtrl(c, ctrlAccept)
-		return
+		if c.accepted && c.openEBSN == [2]uint32{hd.ReqEBSN, hd.DataEBSN} {
+			e.cnt.own[cConnDupOpen]++
+			c.peerTx = hd.TxTime
+			// Accepting, or established while the initiator still missed
+			// every ConnAccept (it ignores the repeat once established).
+			e.wantCtrl(c, ctrlAccept)
+			return
+		}
+		// The same CID from the same address, but not a repeat (other
+		// initial BSNs, or a CID we know as the target's of a connection
+		// we opened): the peer restarted and its old connection is a
+		// zombie. End it, and take the new one.
+		e.peerGone(c)
 	}
 	if e.opts.Accept != nil && !e.opts.Accept(peer) {
 		e.reject(f, wire.NackULPFatal)
@@ -179,6 +192,8 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	e.openConn[idx] = c.idx
 	c.openKey, c.hasOpenKey = key, true
 	e.initConn(c, peer)
+	c.accepted = true
+	c.openEBSN = [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	c.peerCID = peerCID
 	c.tx[0].reset(hd.ReqEBSN)
 	c.tx[1].reset(hd.DataEBSN)
@@ -196,17 +211,22 @@ func (e *Endpoint) reject(f *wire.Frame, code wire.NackCode) {
 		return
 	}
 	e.orphans[e.nOrphans] = orphanNack{
-		addrs: wire.Addrs{
-			SrcMAC: e.opts.LocalMAC, DstMAC: f.SrcMAC,
-			SrcIP: e.localIP, DstIP: f.SrcIP,
-			SrcPort: e.localPort, DstPort: f.SrcPort,
-			NoUDPChecksum: e.opts.NoUDPChecksum,
-		},
+		addrs:   e.orphanAddrs(f),
 		destCID: f.Header.Ext.SourceCID,
 		code:    code,
 		echo:    f.Header.TxTime,
 	}
 	e.nOrphans++
+}
+
+// orphanAddrs addresses a reply to f's sender.
+func (e *Endpoint) orphanAddrs(f *wire.Frame) wire.Addrs {
+	return wire.Addrs{
+		SrcMAC: e.opts.LocalMAC, DstMAC: f.SrcMAC,
+		SrcIP: e.localIP, DstIP: f.SrcIP,
+		SrcPort: e.localPort, DstPort: f.SrcPort,
+		NoUDPChecksum: e.opts.NoUDPChecksum,
+	}
 }
 
 // onConnAccept completes the initiator's side of the setup.
@@ -216,6 +236,13 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		return
 	}
 	c.peerCID = hd.Ext.SourceCID
+	// Registered by the peer's CID and address, as a target's connections
+	// are: a bad-CID NACK from the peer names only those.
+	key := openKey{PeerCID: c.peerCID, AddrHash: e.addrHash(c.addrs.DstIP, c.addrs.DstPort)}
+	if idx, err := e.openKeys.Insert(key); err == nil {
+		e.openConn[idx] = c.idx
+		c.openKey, c.hasOpenKey = key, true
+	}
 	c.tx[0].reset(hd.ReqEBSN)
 	c.tx[1].reset(hd.DataEBSN)
 	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
@@ -238,6 +265,9 @@ func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
 func (e *Endpoint) establish(c *conn) {
 	c.state = StateEstablished
 	e.stopCtrl(c)
+	if e.opts.KeepAlive > 0 || e.opts.IdleTimeout > 0 {
+		e.armCtrl(c, e.nextIdleCheck(c))
+	}
 	c.announce = true
 	e.cnt.own[cConnEstablished]++
 	e.emit(Event{Kind: EventEstablished, Conn: c.handle})
@@ -276,14 +306,20 @@ func (h *Conn) Close() error {
 }
 
 // Abort drops the connection at once without telling the peer: every
-// unacknowledged packet is discarded and the slot is freed (the handle
-// reads StateFailed, ErrAborted). Use it when the peer is known to be gone;
-// the peer's half stays until its own traffic times out. No event is
-// emitted. Abort is idempotent.
+// unacknowledged packet is discarded (its cookie is not handed back: the
+// connection's end covers it) and the slot is freed; the handle reads
+// StateFailed, ErrAborted. The event handler then gets EventFailed with
+// Err ErrAborted, before Abort returns and on the calling (polling)
+// goroutine, exactly once, so the layer above fails the connection's
+// operations as for any other failure. (A target's connection the ULP
+// never heard of, still StateAccepting, is dropped without an event.) Use
+// it when the peer is known to be gone; the peer learns of it from the
+// bad-CID NACK its next packet earns, or its idle timeout. Abort is
+// idempotent: a second call, or one on a connection already ended, does
+// nothing.
 func (h *Conn) Abort() {
 	if c := h.live(); c != nil {
-		h.e.freeConn(c, StateFailed, ErrAborted)
-		h.e.cnt.own[cConnFailed]++
+		h.e.failConn(c, ErrAborted)
 	}
 }
 

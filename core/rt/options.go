@@ -1,6 +1,8 @@
 package rt
 
 import (
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -16,25 +18,29 @@ import (
 
 // Defaults and limits of Options.
 const (
-	DefaultMaxConns    = 64
-	MaxMaxConns        = 1 << 20 // leaves at least 4 generation bits in a 24-bit CID
-	DefaultWindowSize  = 128     // matches the 128-bit bitmaps of an extended ACK
-	MinWindowSize      = 64
-	MaxWindowSize      = 4096
-	DefaultAckEvery    = 4
-	DefaultAckDelay    = 10 * time.Microsecond
-	DefaultMinRTO      = 100 * time.Microsecond
-	DefaultMaxRTO      = 100 * time.Millisecond
-	DefaultInitialRTO  = 1 * time.Millisecond
-	DefaultRetryLimit  = 7
-	MaxRetryLimit      = 255
-	DefaultEarlyRetx   = 3
-	DefaultBurst       = 32
-	MaxBurst           = 256
-	DefaultRNRTimeout  = 100 * time.Microsecond
-	DefaultTimerTick   = 1 * time.Microsecond
-	MaxCAMCapacity     = cam.MaxCapacity
-	defaultCAMCapLimit = 1 << 20
+	DefaultMaxConns   = 64
+	MaxMaxConns       = 1 << 20 // leaves at least 4 generation bits in a 24-bit CID
+	DefaultWindowSize = 128     // matches the 128-bit bitmaps of an extended ACK
+	MinWindowSize     = 64
+	MaxWindowSize     = 4096
+	DefaultAckEvery   = 4
+	DefaultAckDelay   = 10 * time.Microsecond
+	DefaultMinRTO     = 100 * time.Microsecond
+	DefaultMaxRTO     = 100 * time.Millisecond
+	DefaultInitialRTO = 1 * time.Millisecond
+	DefaultRetryLimit = 7
+	MaxRetryLimit     = 255
+	DefaultEarlyRetx  = 3
+	DefaultBurst      = 32
+	MaxBurst          = 256
+	DefaultRNRTimeout = 100 * time.Microsecond
+	DefaultTimerTick  = 1 * time.Microsecond
+	// DefaultBadCIDNackRate and DefaultBadCIDNackBurst: Options.BadCIDNackRate
+	// and BadCIDNackBurst.
+	DefaultBadCIDNackRate  = 1000
+	DefaultBadCIDNackBurst = 16
+	MaxCAMCapacity         = cam.MaxCapacity
+	defaultCAMCapLimit     = 1 << 20
 )
 
 // ErrInvalidOptions is wrapped by every error NewEndpoint returns for bad
@@ -136,9 +142,46 @@ type Options struct {
 	// TimerTick is the timer wheel's resolution (default 1µs).
 	TimerTick time.Duration
 
+	// BadCIDNackRate and BadCIDNackBurst bound the bad-CID NACKs that
+	// answer frames to a CID naming no connection here (a peer restarted,
+	// or the connection was aborted or timed out): a token bucket of
+	// BadCIDNackBurst tokens (default 16) refilled at BadCIDNackRate per
+	// second (default 1000; negative: never send them). The NACK makes the
+	// peer fail its half at once (ErrPeerReset) instead of retrying for
+	// RetryLimit timeouts; the bucket keeps a flood of such frames (or a
+	// spoofed one, reflected) from turning into a flood of NACKs. Those
+	// held back are counted (Stats.BadCIDNackSuppressed).
+	BadCIDNackRate  int
+	BadCIDNackBurst int
+	// KeepAlive, when positive, sends a probe (an ACK asking for an ACK)
+	// on a connection that received nothing for KeepAlive, and again every
+	// KeepAlive while it stays silent. IdleTimeout, when positive, fails a
+	// connection that received nothing (probes' answers included) for
+	// IdleTimeout, with ErrIdleTimeout; it must exceed KeepAlive when both
+	// are set. Both are off by default: a peer that dies while we have
+	// packets outstanding is already detected by RetryLimit, and one that
+	// restarted by the bad-CID NACK its first packet earns; what remains —
+	// a silent peer while nothing is outstanding — needs a timer and probe
+	// traffic on every idle connection, at an interval only the
+	// application knows (how long its operations may wait versus how much
+	// idle traffic it accepts), and would keep every endpoint with an
+	// open connection from ever being idle (NextDeadline), which
+	// simulations and tests that run until nothing is pending rely on.
+	// The transaction layer's operation timeout covers the caller's side;
+	// a target that must reclaim the slots of vanished initiators (a small
+	// MaxConns) sets both.
+	KeepAlive   time.Duration
+	IdleTimeout time.Duration
+
 	// Seed seeds the endpoint's random choices: initial PSNs, CID
 	// generations and the CAMs' hash keys. The same seed and the same
-	// inputs replay the same packets.
+	// inputs replay the same packets. 0 (the default) draws a fresh seed
+	// from crypto/rand, so that a restarted endpoint neither reuses its
+	// CIDs and initial PSNs (an old incarnation's packets still in flight
+	// would land in the new connection) nor lets an off-path host predict
+	// them — except under a clock.Virtual Clock, where 0 is a seed like any
+	// other: a simulation must replay. Set a seed only in simulations and
+	// tests.
 	Seed uint64
 	// FixedInitialPSN makes every receive window start at InitialPSN
 	// instead of a random PSN (tests of the wrap-around at 2^32).
@@ -152,6 +195,16 @@ type Options struct {
 	// selects a fixed window of MaxOutstanding. It runs on the goroutine
 	// that opens or accepts the connection.
 	Congestion func() CongestionControl
+}
+
+// seed returns the seed of the endpoint's random choices (see Seed).
+func (o *Options) seed() uint64 {
+	if _, virtual := o.Clock.(*clock.Virtual); o.Seed != 0 || virtual {
+		return o.Seed
+	}
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand panics rather than return an error)
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 func invalid(format string, args ...any) error {
@@ -274,6 +327,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CloseLinger < 0 || o.RNRTimeout < 0 || o.TimerTick < 0 {
 		return o, invalid("Options.CloseLinger %v, RNRTimeout %v and TimerTick %v must not be negative", o.CloseLinger, o.RNRTimeout, o.TimerTick)
+	}
+	if o.BadCIDNackRate == 0 {
+		o.BadCIDNackRate = DefaultBadCIDNackRate
+	}
+	if o.BadCIDNackBurst == 0 {
+		o.BadCIDNackBurst = DefaultBadCIDNackBurst
+	}
+	if o.BadCIDNackBurst < 0 {
+		return o, invalid("Options.BadCIDNackBurst %d is negative (use a positive burst, or a negative BadCIDNackRate to send none)", o.BadCIDNackBurst)
+	}
+	if o.KeepAlive < 0 || o.IdleTimeout < 0 {
+		return o, invalid("Options.KeepAlive %v and IdleTimeout %v must not be negative (0 turns them off)", o.KeepAlive, o.IdleTimeout)
+	}
+	if o.KeepAlive > 0 && o.IdleTimeout > 0 && o.IdleTimeout <= o.KeepAlive {
+		return o, invalid("Options.IdleTimeout %v does not exceed KeepAlive %v: no probe could be answered in time (use a few KeepAlive intervals, e.g. %v)", o.IdleTimeout, o.KeepAlive, 4*o.KeepAlive)
 	}
 	room := o.Pool.FrameSize() - o.Pool.Headroom()
 	if room < minFrameRoom {

@@ -21,11 +21,15 @@ type retxCtx struct {
 	psn      uint32
 	sentAt   clock.Time // latest transmission
 	timer    clock.TimerID
-	sends    uint16 // transmissions so far
+	sends    uint16 // transmissions so far, packet and resync (saturates: never wraps to "first")
+	tx       uint16 // transmissions of the current frame (the packet, then its resync)
 	timeouts uint16 // timer expiries since the packet (or its resync) was built
-	early    bool   // queued as an early retransmit
-	resync   bool   // the frame is a resync standing in for the abandoned packet
-	nacked   bool   // the resync stands in for a packet the peer's ULP refused
+	// holdUntil: the peer asked us not to resend before then (an RNR or
+	// out-of-window NACK); early retransmission waits too.
+	holdUntil clock.Time
+	early     bool // queued as an early retransmit
+	resync    bool // the frame is a resync standing in for the abandoned packet
+	nacked    bool // the resync stands in for a packet the peer's ULP refused
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.
@@ -94,12 +98,13 @@ func (e *Endpoint) armRetx(idx uint32, x *retxCtx, at clock.Time) {
 }
 
 // onRetxTimeout handles a packet's retransmit timer: queue a resend, or
-// past RetryLimit put a resync in its place, or past the resync's limit
-// fail the connection.
+// once the frame was sent RetryLimit+1 times (by its timer, after an RNR
+// back-off or early: every resend counts) put a resync in its place, or
+// past the resync's limit fail the connection.
 func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 	c := &e.conns[x.conn]
 	x.timeouts++
-	if int(x.timeouts) > e.opts.RetryLimit {
+	if e.retriesSpent(x) {
 		if c.state == StateClosing && c.peerClosed() && c.tx[0].outstanding == 1 && c.tx[1].outstanding == 0 &&
 			wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type() == wire.TypeConnClose {
 			e.closeUnacked(c)
@@ -150,6 +155,8 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 	x.payload = nil
 	x.resync = true
 	x.timeouts = 0
+	x.tx = 0
+	x.holdUntil = 0
 	x.early = false
 	e.cnt.own[cResyncSent]++
 	e.retxQ.push(int32(idx))
@@ -178,15 +185,27 @@ func (e *Endpoint) holdOff(c *conn, w wire.Window, psn uint32, d time.Duration) 
 			}
 			if x := &e.ctx[idx]; x.sends > 0 {
 				e.retxQ.remove(int32(idx))
+				x.early = false
+				x.holdUntil = at
 				e.armRetx(idx, x, at)
 			}
 		}
 	}
 }
 
+// retriesSpent reports whether the current frame of x was sent
+// RetryLimit+1 times: the next step is a resync (or failure), not a
+// resend.
+func (e *Endpoint) retriesSpent(x *retxCtx) bool { return int(x.tx) > e.opts.RetryLimit }
+
 // earlyRetransmit resends holes of window k that the peer has overtaken by
 // EarlyRetransmitDistance PSNs, if they were last sent an RTT ago or more
-// (so one hole is resent at most once per RTT).
+// (so one hole is resent at most once per RTT), unless the peer asked us
+// to hold off (an RNR or out-of-window NACK: the hole is one the receiver
+// refused, not one the network lost) or the hole used up its retries (the
+// timer then puts a resync in its place). An early resend counts toward
+// RetryLimit like any other: lost refusal NACKs cannot make a packet
+// resend forever.
 func (e *Endpoint) earlyRetransmit(c *conn, k int) {
 	dist := uint32(e.opts.EarlyRetransmitDistance)
 	tw := &c.tx[k]
@@ -212,7 +231,8 @@ func (e *Endpoint) earlyRetransmit(c *conn, k int) {
 				continue
 			}
 			x := &e.ctx[idx]
-			if x.sends == 0 || e.retxQ.contains(int32(idx)) || e.now.Sub(x.sentAt) < recency {
+			if x.sends == 0 || e.retxQ.contains(int32(idx)) || e.now.Sub(x.sentAt) < recency ||
+				e.now < x.holdUntil || e.retriesSpent(x) {
 				continue
 			}
 			x.early = true
@@ -250,7 +270,45 @@ func (e *Endpoint) onCtrlTimeout(c *conn) {
 			return
 		}
 		e.wantCtrl(c, ctrlAccept)
+	case StateEstablished, StateClosing:
+		e.onIdleTimer(c)
 	case StateClosed:
 		e.freeConn(c, StateClosed, nil)
 	}
+}
+
+// onIdleTimer is the liveness check of an established (or closing)
+// connection, on its setup timer: past IdleTimeout without a packet from
+// the peer it fails (ErrIdleTimeout); past KeepAlive it sends a probe,
+// which a live peer answers. One timer per connection, re-armed here, so
+// the packet path only records the time.
+func (e *Endpoint) onIdleTimer(c *conn) {
+	if to := e.opts.IdleTimeout; to > 0 && e.now.Sub(c.lastRx) >= to {
+		e.cnt.own[cIdleTimeouts]++
+		e.failConn(c, ErrIdleTimeout)
+		return
+	}
+	if ka := e.opts.KeepAlive; ka > 0 && e.now.Sub(c.lastRx) >= ka {
+		c.probe = true
+		e.ackNow(c)
+		e.cnt.own[cKeepAliveSent]++
+	}
+	e.armCtrl(c, e.nextIdleCheck(c))
+}
+
+// nextIdleCheck returns when onIdleTimer should look again: when the
+// connection will have been silent for KeepAlive (or another KeepAlive
+// after a probe), or for IdleTimeout, whichever is first.
+func (e *Endpoint) nextIdleCheck(c *conn) clock.Time {
+	next := clock.Time(1<<63 - 1)
+	if ka := e.opts.KeepAlive; ka > 0 {
+		next = c.lastRx.Add(ka)
+		if next <= e.now {
+			next = e.now.Add(ka)
+		}
+	}
+	if to := e.opts.IdleTimeout; to > 0 {
+		next = min(next, c.lastRx.Add(to))
+	}
+	return next
 }

@@ -1,6 +1,9 @@
 package rt
 
 import (
+	"encoding/binary"
+	"time"
+
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -40,6 +43,13 @@ func (e *Endpoint) touch(hs []mbuf.Handle) [][]byte {
 	return data
 }
 
+// Offsets of the IPv4 source address and UDP source port in a frame
+// wire.DecodeFastIPv4 accepted (untagged Ethernet, IPv4 without options).
+const (
+	fastSrcIP   = wire.EthHeaderLen + 12
+	fastSrcPort = wire.EthHeaderLen + wire.IPv4HeaderLen
+)
+
 // touchLines is how many cache lines of each received frame touch reads:
 // three hold every header and, for small packets, the whole frame.
 const touchLines = 3
@@ -61,7 +71,11 @@ func (e *Endpoint) receiveBurst(data [][]byte) {
 	for _, b := range data {
 		if payload, ok := wire.DecodeFastIPv4(b, e.localIP4, e.localPort, hd); ok {
 			e.rxTTL = wire.FastIPv4TTL(b)
-			if c := e.liveConn(hd.DestCID); c != nil {
+			// The source check compares two words with the connection's:
+			// DecodeFastIPv4's fixed layout puts the IPv4 source address
+			// and the UDP source port at fixed offsets.
+			if c := e.liveConn(hd.DestCID); c != nil &&
+				binary.BigEndian.Uint32(b[fastSrcIP:]) == c.peerIP4 && binary.BigEndian.Uint16(b[fastSrcPort:]) == c.addrs.DstPort {
 				if c.state == StateEstablished && hd.Type != wire.TypeConnClose {
 					e.onEstablishedData(c, hd, payload)
 				} else {
@@ -96,6 +110,7 @@ func (e *Endpoint) receive(b []byte) {
 	var c *conn
 	if cid != 0 {
 		if c = e.lookup(cid); c == nil {
+			e.answerBadCID(b, cid)
 			return
 		}
 	}
@@ -118,19 +133,100 @@ func (e *Endpoint) receive(b []byte) {
 		return
 	}
 	e.rxTTL = f.TTL
+	if c != nil && (f.SrcIP != c.addrs.DstIP || f.SrcPort != c.addrs.DstPort) {
+		// Not the connection's peer: an old incarnation's packet, or a
+		// forgery. It may not touch the connection.
+		e.cnt.own[cRxBadSource]++
+		return
+	}
 	if c == nil {
-		if f.Header.Type != wire.TypeConnOpen {
+		switch {
+		case f.Header.Type == wire.TypeConnOpen:
+			e.onConnOpen(f)
+		case f.Header.Type == wire.TypeNack && f.Header.Nack.Code == wire.NackBadCID && f.Header.Ext.Present&wire.ExtSourceCID != 0:
+			e.onBadCIDNack(f)
+		default:
 			e.cnt.own[cRxBadState]++
-			return
 		}
-		e.onConnOpen(f)
 		return
 	}
 	e.onPacket(c, &f.Header, f.Payload)
 }
 
+// answerBadCID answers a frame to CID cid, which names no connection
+// here (lookup counted it), with a bad-CID NACK, so that its sender fails
+// its half at once (a peer that restarted, or whose connection we
+// aborted or timed out). Only a frame that decodes, is for us and is not
+// a NACK itself is answered (a NACK never earns a NACK: two endpoints
+// that both lost a connection would bounce them forever), and only while
+// the token bucket allows.
+func (e *Endpoint) answerBadCID(b []byte, cid uint32) {
+	f := &e.frame
+	if f.Decode(b) != nil || f.DstPort != e.localPort || f.DstIP != e.localIP || f.Header.Type == wire.TypeNack {
+		return
+	}
+	if !e.badCIDToken() || e.nOrphans == maxOrphans {
+		e.cnt.own[cBadCIDNackSuppressed]++
+		return
+	}
+	e.orphans[e.nOrphans] = orphanNack{
+		addrs:  e.orphanAddrs(f),
+		srcCID: cid,
+		code:   wire.NackBadCID,
+		echo:   f.Header.TxTime,
+	}
+	e.nOrphans++
+}
+
+// badCIDToken takes a token from the bad-CID NACK bucket.
+func (e *Endpoint) badCIDToken() bool {
+	every := e.badCIDEvery
+	if every == 0 {
+		return false
+	}
+	if full := e.now.Add(-time.Duration(e.opts.BadCIDNackBurst) * every); e.badCIDAt < full {
+		e.badCIDAt = full
+	}
+	if next := e.badCIDAt.Add(every); next <= e.now {
+		e.badCIDAt = next
+		return true
+	}
+	return false
+}
+
+// onBadCIDNack handles the peer's word that it has no connection for the
+// CID we send to (f's source CID): it restarted, or dropped its half. The
+// connection is found by that peer CID and the NACK's source address,
+// which must both match, and fails with ErrPeerReset (a closed one that
+// lingers is freed: its peer is done with it).
+func (e *Endpoint) onBadCIDNack(f *wire.Frame) {
+	e.cnt.own[cRxNack]++
+	peerCID := f.Header.Ext.SourceCID
+	idx, ok := e.openKeys.Lookup(openKey{PeerCID: peerCID, AddrHash: e.addrHash(f.SrcIP, f.SrcPort)})
+	if !ok {
+		e.cnt.own[cNackStale]++
+		return
+	}
+	c := &e.conns[e.openConn[idx]]
+	if c.peerCID != peerCID || c.addrs.DstIP != f.SrcIP || c.addrs.DstPort != f.SrcPort {
+		e.cnt.own[cRxBadSource]++
+		return
+	}
+	e.peerGone(c)
+}
+
+// peerGone ends a connection whose peer no longer knows it.
+func (e *Endpoint) peerGone(c *conn) {
+	if c.state == StateClosed {
+		e.freeConn(c, StateClosed, nil)
+		return
+	}
+	e.failConn(c, ErrPeerReset)
+}
+
 // onPacket processes a decoded packet addressed to connection c.
 func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
+	c.lastRx = e.now
 	switch c.state {
 	case StateOpening:
 		switch hd.Type {
@@ -189,6 +285,7 @@ func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
 // takes onPacket). It does what onPacket does for it, without the
 // dispatch on state and type.
 func (e *Endpoint) onEstablishedData(c *conn, hd *wire.Header, payload []byte) {
+	c.lastRx = e.now
 	c.peerTx = hd.TxTime
 	e.onData(c, hd, payload)
 	e.afterPacket(c)

@@ -48,13 +48,18 @@ const (
 	cResyncSent
 	cAbandoned
 	cRTTSamples
+	cRxBadSource
+	cTxBadCIDNack
+	cBadCIDNackSuppressed
+	cKeepAliveSent
+	cIdleTimeouts
 	cInternal
 	numCounters
 )
 
 // Stats are an endpoint's counters. They only grow. Every frame received
 // is counted in RxFrames and then in exactly one of the drop reasons
-// (NotTransport … BadState), or processed.
+// (NotTransport … BadState, BadSource), or processed.
 type Stats struct {
 	RxFrames       uint64 // frames taken from the port
 	RxNotTransport uint64 // not Ethernet/IP/UDP carrying a transport header
@@ -81,7 +86,7 @@ type Stats struct {
 
 	TxFrames          uint64 // frames the port accepted
 	TxData            uint64 // first transmissions of reliable packets
-	TxRetransmit      uint64 // resends after a timeout or an RNR NACK
+	TxRetransmit      uint64 // resends after a timeout or an RNR NACK (and resyncs)
 	TxEarlyRetransmit uint64 // resends of holes before their timeout
 	TxAck             uint64 // ACKs built
 	TxExtendedAck     uint64 // extended ACKs built
@@ -101,6 +106,19 @@ type Stats struct {
 	ResyncSent      uint64 // packets abandoned after RetryLimit, a resync sent in their place
 	Abandoned       uint64 // resyncs acknowledged: the packet's fate is unknown
 	RTTSamples      uint64
+
+	// RxBadSource counts packets for a live connection that came from
+	// another IP address or UDP port than the connection's peer (dropped).
+	RxBadSource uint64
+	// TxBadCIDNack counts bad-CID NACKs sent for frames to a CID that
+	// names no connection here; BadCIDNackSuppressed the ones the rate
+	// limit (Options.BadCIDNackRate) held back.
+	TxBadCIDNack         uint64
+	BadCIDNackSuppressed uint64
+	// KeepAliveSent counts keepalive probes (Options.KeepAlive);
+	// IdleTimeouts the connections failed with ErrIdleTimeout.
+	KeepAliveSent uint64
+	IdleTimeouts  uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -139,7 +157,10 @@ func (c *counters) snapshot() Stats {
 		ConnOpened: v[cConnOpened], ConnAccepted: v[cConnAccepted], ConnRejected: v[cConnRejected],
 		ConnDupOpen: v[cConnDupOpen], ConnEstablished: v[cConnEstablished], ConnClosed: v[cConnClosed],
 		ConnFailed: v[cConnFailed], ResyncSent: v[cResyncSent], Abandoned: v[cAbandoned],
-		RTTSamples: v[cRTTSamples], Internal: v[cInternal],
+		RTTSamples:  v[cRTTSamples],
+		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
+		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
+		Internal: v[cInternal],
 	}
 }
 

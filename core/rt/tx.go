@@ -209,7 +209,14 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 		e.cnt.own[cTxRetransmit]++
 		c.stats.Retransmits++
 	}
-	x.sends++
+	// Saturating: a counter that wrapped would flag a resend as a first
+	// transmission (Karn's rule: its echo would give a false RTT sample).
+	if x.sends < ^uint16(0) {
+		x.sends++
+	}
+	if x.tx < ^uint16(0) {
+		x.tx++
+	}
 	x.early = false
 	x.sentAt = e.now
 	e.armRetx(idx, x, e.now.Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO)))
@@ -274,6 +281,10 @@ func (e *Endpoint) sendOrphan(o *orphanNack) bool {
 			Window:           wire.WindowRequest,
 			RNRTimeoutMicros: uint32(e.opts.RNRTimeout.Microseconds()),
 		},
+	}
+	if o.srcCID != 0 {
+		hd.Ext = wire.Ext{Present: wire.ExtSourceCID, SourceCID: o.srcCID}
+		e.cnt.own[cTxBadCIDNack]++
 	}
 	n, err := wire.EncodeFrame(e.room(f), &o.addrs, hd, nil)
 	if err != nil {

@@ -98,7 +98,9 @@ type SendHeader struct {
 	// Cookie is the ULP's own word for this packet. It is not sent; the
 	// transport hands it back when the packet resolves: to the ACK handler
 	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
-	// peer's ULP refuses it, in EventAbandoned when it runs out of retries.
+	// peer's ULP refuses it, in EventAbandoned when it runs out of retries;
+	// exactly once, and only when the transport no longer references the
+	// packet. A connection that ends hands back none: its end covers them.
 	Cookie uint64
 }
 

@@ -101,37 +101,53 @@ const (
 	ackForged                   // it acknowledges PSNs never sent: ignored
 )
 
-// ack applies the sender rules to an acknowledgement of this window: its
-// cumulative BSN ackBSN (every PSN before it received) and, for an extended
-// ACK, the receiver's bitmap (bit n = PSN ackBSN+n received). An ACK whose
-// BSN precedes ours is stale and ignored; one that acknowledges a PSN at or
-// past nsn cannot come from an honest receiver and is ignored whole, so a
-// forged or corrupted ACK never changes the window. Otherwise bsn moves to
-// ackBSN, the bitmap is ORed in, and bsn moves on past any acknowledged
-// prefix. Every PSN acknowledged for the first time is appended to newly,
-// which is returned; the caller retires them. newly needs room for
-// inFlight() more PSNs.
-func (w *txWindow) ack(ackBSN uint32, bitmap *wire.Bitmap128, newly []uint32) ([]uint32, ackResult) {
+// check applies the sender rules to an acknowledgement of this window
+// without changing it: its cumulative BSN ackBSN (every PSN before it
+// received) and, for an extended ACK, the receiver's bitmap (bit n = PSN
+// ackBSN+n received). A BSN that precedes ours is stale (an old ACK,
+// reordered: honest, ignored). It is forged (no honest receiver sends
+// it, and it is ignored whole) when it acknowledges a PSN at or past nsn
+// (never sent), when its bitmap's bit 0 is set (the bitmap says received
+// the very PSN the BSN says is still awaited), or when its BSN stops at a
+// PSN an earlier acknowledgement already reported received (a receiver
+// never un-receives a packet).
+func (w *txWindow) check(ackBSN uint32, bitmap *wire.Bitmap128) ackResult {
 	d := ackBSN - w.bsn
 	if int32(d) < 0 {
-		return newly, ackStale
+		return ackStale
 	}
 	flight := w.inFlight()
-	if d > flight {
-		return newly, ackForged
+	if d > flight || (d < flight && d < w.acked.size() && w.acked.has(d)) {
+		return ackForged
 	}
-	var rcv [2]uint64
 	if bitmap != nil {
-		rcv = fromWire(bitmap)
+		rcv := fromWire(bitmap)
+		if rcv[0]&1 != 0 {
+			return ackForged
+		}
 		// Bits for PSNs at or past nsn (offset flight-d from ackBSN) or past
 		// our bitmap are lies.
 		limit := min(flight-d, w.acked.size())
 		for i := range 2 {
 			if rcv[i]&^lowMask(i, limit) != 0 {
-				return newly, ackForged
+				return ackForged
 			}
 		}
 	}
+	return ackApplied
+}
+
+// ack applies an acknowledgement of this window (see check: a stale or
+// forged one changes nothing and says so). Otherwise bsn moves to ackBSN,
+// the bitmap is ORed in, and bsn moves on past any acknowledged prefix.
+// Every PSN acknowledged for the first time is appended to newly, which
+// is returned; the caller retires them. newly needs room for inFlight()
+// more PSNs.
+func (w *txWindow) ack(ackBSN uint32, bitmap *wire.Bitmap128, newly []uint32) ([]uint32, ackResult) {
+	if res := w.check(ackBSN, bitmap); res != ackApplied {
+		return newly, res
+	}
+	d := ackBSN - w.bsn
 	// Cumulative part: everything in [bsn, ackBSN) not yet acknowledged.
 	for i := range w.acked {
 		z := ^w.acked[i] & lowMask(i, d)
@@ -144,6 +160,7 @@ func (w *txWindow) ack(ackBSN uint32, bitmap *wire.Bitmap128, newly []uint32) ([
 	w.acked.shift(d)
 	w.bsn = ackBSN
 	if bitmap != nil {
+		rcv := fromWire(bitmap)
 		for i := 0; i < 2 && i < len(w.acked); i++ {
 			fresh := rcv[i] &^ w.acked[i]
 			w.acked[i] |= fresh
@@ -152,13 +169,6 @@ func (w *txWindow) ack(ackBSN uint32, bitmap *wire.Bitmap128, newly []uint32) ([
 				fresh &= fresh - 1
 				newly = append(newly, w.bsn+uint32(i)*64+b)
 			}
-		}
-		// An honest receiver's bit 0 is clear (bsn is what it still
-		// waits for); step over an acknowledged prefix anyway, so that
-		// bit 0 of ours always stands for an unacknowledged PSN.
-		if k := min(w.acked.trailingOnes(), w.inFlight()); k > 0 {
-			w.acked.shift(k)
-			w.bsn += k
 		}
 	}
 	w.outstanding = w.inFlight() - uint32(w.acked.count())

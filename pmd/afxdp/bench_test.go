@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/peregrine-net/peregrine/bench/anchor"
 	"github.com/peregrine-net/peregrine/bench/kgen"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
@@ -152,9 +152,7 @@ func BenchmarkTestpmdAnchor(b *testing.B) {
 	if os.Getenv("PEREGRINE_TESTPMD") != "1" {
 		b.Skip("set PEREGRINE_TESTPMD=1 to run dpdk-testpmd for comparison")
 	}
-	if _, err := exec.LookPath("dpdk-testpmd"); err != nil {
-		b.Skip("dpdk-testpmd not installed (hack/install-deps.sh)")
-	}
+	toolstest.Require(b, "dpdk-testpmd")
 	for _, size := range benchSizes {
 		b.Run(fmt.Sprintf("rxonly/%dB", size), func(b *testing.B) {
 			tp := topo(b, 1)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/afxdp/internal/xsk"
 	"github.com/peregrine-net/peregrine/pmd/netns"
@@ -522,10 +523,7 @@ func TestNeedsPrivilege(t *testing.T) {
 		return
 	}
 	skipUnlessRoot(t)
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) not installed")
-	}
+	setpriv := toolstest.Path(t, "setpriv")
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
 		testBinary(t), "-test.run=^TestNeedsPrivilege$", "-test.count=1")
 	cmd.Env = append(cmd.Environ(), childEnv+"=1")
@@ -598,4 +596,32 @@ func TestJumboFramesAcrossChunks(t *testing.T) {
 	require.NoError(t, tx.Close())
 	require.NoError(t, rx.Close())
 	require.Zero(t, pool.InUse(), "every frame back after Close")
+}
+
+// TestReceiveResumesAfterFillRingRanDry is a receiver starved of CPU: it
+// does not poll while three times its fill level arrives, so the kernel
+// fills every lent frame and then drops, counting an empty fill ring. Its
+// next polls must receive what the kernel kept and stock the fill ring
+// again from the frames they free, so that later frames all arrive — in
+// copy mode nothing needs waking for that, and without a CPU to run on a
+// loop can do no more than this.
+func TestReceiveResumesAfterFillRingRanDry(t *testing.T) {
+	tp := topo(t, 1)
+	pool := newPool(t, 4096, 2048)
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256})
+	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256})
+	const fill = 128 // FillLevel: RingSize/2
+	for range 3 {
+		sendFrames(t, tx, pool, 0, fill, 100)
+	}
+	k := rx.KernelStats()[0]
+	require.Positive(t, k.RxFillRingEmptyDescs, "the kernel found the fill ring empty (%+v)", k)
+	require.Equal(t, fill, receiveFrames(t, rx, pool, 0, 3*fill, 100), "what the kernel kept: one fill level")
+	require.Equal(t, uint64(fill), rx.Stats().RxPackets)
+	dropped := rx.KernelStats()[0].RxFillRingEmptyDescs
+	for range 4 {
+		sendFrames(t, tx, pool, 0, fill/2, 100)
+		require.Equal(t, fill/2, receiveFrames(t, rx, pool, 0, fill/2, 100), "reception resumed with the fill ring stocked again")
+	}
+	require.Equal(t, dropped, rx.KernelStats()[0].RxFillRingEmptyDescs, "no drop once the receiver polls")
 }

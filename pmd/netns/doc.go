@@ -4,7 +4,8 @@
 // the machine's own network.
 //
 // Everything here shells out to iproute2 (`ip`) and ethtool for control
-// operations and uses setns(2) only in Do, which switches one locked OS
+// operations (a missing one is reported with the Debian package to install,
+// see internal/tools) and uses setns(2) only in Do, which switches one locked OS
 // thread into a namespace. A socket keeps the namespace it was created in, so
 // drivers create their sockets inside Do and then use them from any thread.
 //

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/internal/tools"
 )
 
 // Dir is where iproute2 keeps the bind mounts that name namespaces.
@@ -181,6 +183,10 @@ func (ns *NS) Exec(argv ...string) ([]byte, error) {
 	if !ns.exists() {
 		return nil, fmt.Errorf("%w: %q (no %s)", ErrNotExist, ns.Name, ns.Path())
 	}
+	// ip would report only `exec of "ethtool" failed`; say what to install.
+	if _, err := tools.Find(argv[0]); errors.Is(err, tools.ErrMissing) {
+		return nil, fmt.Errorf("netns: Exec in %q: %w", ns.Name, err)
+	}
 	return run("ip", append([]string{"netns", "exec", ns.Name}, argv...)...)
 }
 
@@ -241,7 +247,7 @@ func run(name string, args ...string) ([]byte, error) {
 		msg := strings.TrimSpace(string(out))
 		cmd := name + " " + strings.Join(args, " ")
 		if errors.Is(err, exec.ErrNotFound) {
-			return out, fmt.Errorf("netns: %s: %w (install iproute2 and ethtool)", cmd, err)
+			return out, fmt.Errorf("netns: %s: %w (%s)", cmd, err, tools.Hint(name))
 		}
 		if strings.Contains(msg, "Operation not permitted") || strings.Contains(msg, "Permission denied") {
 			return out, fmt.Errorf("netns: %s: %w: %s", cmd, ErrPermission, msg)

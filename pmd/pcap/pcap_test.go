@@ -23,6 +23,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 	"github.com/peregrine-net/peregrine/pmd/pcap"
@@ -409,10 +410,7 @@ func TestConformanceWriter(t *testing.T) {
 // TestTshark checks that Wireshark's reader accepts what pcap-out and
 // Mirror write.
 func TestTshark(t *testing.T) {
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (apt-get install -y tshark)")
-	}
+	tshark := toolstest.Path(t, "tshark")
 	pool := newPool(t, 256)
 	path := filepath.Join(t.TempDir(), "out.pcap")
 	w, err := pcap.NewWriter(pool, pcap.WriterOptions{Path: path})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/core/wire/wirelayers"
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 )
 
 var allTypes = []wire.Type{
@@ -314,10 +315,7 @@ func TestPcapRoundTripAndTshark(t *testing.T) {
 		}
 	}
 
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed: pcap checked with gopacket only")
-	}
+	tshark := toolstest.Path(t, "tshark")
 	out := runTshark(t, tshark, "-r", path,
 		"-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
 		"-T", "fields", "-E", "separator=;",

@@ -11,18 +11,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/peregrine-net/peregrine/internal/tools/toolstest"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 // SkipMessage is what tests are skipped with when not run as root.
 const SkipMessage = "needs root to create network namespaces (CAP_SYS_ADMIN, CAP_NET_ADMIN); run `sudo go test`"
 
-// SkipUnlessRoot skips t unless the process runs as root.
+// SkipUnlessRoot skips t unless the process runs as root, and checks that
+// the programs topologies are built with (ip, ethtool) are installed: a
+// missing one fails t naming its Debian package (as root,
+// hack/install-deps.sh installs them).
 func SkipUnlessRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip(SkipMessage)
 	}
+	toolstest.Require(t, "ip", "ethtool")
 }
 
 // Topology is two namespaces joined by one veth pair: IfA in A, IfB in B.
