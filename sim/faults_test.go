@@ -234,6 +234,11 @@ func newFx(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (*fx, er
 	for range x.k {
 		x.ini = append(x.ini, &initiatorState{ordered: x.rng.IntN(4) != 0})
 	}
+	// The target reclaims the connections of initiators that vanished
+	// (failed their half, restarted): it probes a silent connection every
+	// millisecond and gives up after five (rt keeps both off by default).
+	x.cfg.Nodes[x.target].Transport.KeepAlive = time.Millisecond
+	x.cfg.Nodes[x.target].Transport.IdleTimeout = 5 * time.Millisecond
 	sc.setup(x)
 	if trace {
 		x.cfg.Trace = os.Stdout
@@ -865,7 +870,7 @@ func frameType(raw []byte) wire.Type {
 var faultScenarios = []faultScenario{
 	{
 		name: "heavy-loss",
-		skip: "issue 12 classes 6 and 1: waiting for the fixes in core/rt (early retransmissions count toward the retry limit) and core/rt/txn (an abandoned pull completes): seed 4: PushRequest PSN 1431253245 sent 7 times, past RetryLimit 5 + 1 (14 early retransmissions); seed 11: pull RSN 11 never completes after its data was abandoned",
+		skip: "issue 12 classes 1 and 2: waiting for the fix in core/rt/txn (core/rt's part is merged): seed 4: push RSN 9 never completes after a packet of it was abandoned (goal not reached within 503ms)",
 		setup: func(x *fx) {
 			// 10-30 % loss on every link until the fault ends.
 			x.faultEnd = time.Duration(1+x.rng.IntN(4)) * time.Millisecond
@@ -878,7 +883,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "burst-loss",
-		skip: "issue 12 class 6: waiting for the fix in core/rt: seed 4: PushSolicitedData PSN 63973782 sent 7 times, past RetryLimit 5 + 1 (15 early retransmissions)",
+		skip: "issue 12 class 1: waiting for the fix in core/rt/txn (core/rt's part is merged): seed 14: pull RSN 11 never completes after its data was abandoned",
 		setup: func(x *fx) {
 			x.faultEnd = time.Duration(1+x.rng.IntN(4)) * time.Millisecond
 			for i := range x.cfg.Nodes {
@@ -891,7 +896,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "link-flap",
-		skip: "issue 12 classes 1 and 2: waiting for the fix in core/rt/txn: seed 4: after 3 abandoned packets, the probe push RSN 12 never completes (nothing left to do at t+6.339ms)",
+		skip: "issue 12 classes 1 and 2: waiting for the fix in core/rt/txn: seed 4: after 3 abandoned packets, the probe push RSN 12 never completes (goal not reached within 500ms)",
 		setup: func(x *fx) {
 			// The initiator's link goes down and up a few times, for 50µs
 			// to 3ms each, one way or both.
@@ -928,7 +933,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "nack-loss",
-		skip: "issue 12 class 6: waiting for the fix in core/rt: seed 0: PushUnsolicitedData PSN 3590843924 sent 7 times, past RetryLimit 5 + 1 (12 early retransmissions while every NACK is lost)",
+		skip: "issue 12 classes 1-3: waiting for the fix in core/rt/txn: seed 13: after the NACKs pass again, the probe push ends abandoned (the target, MaxOps 4, still refuses it: contexts held by abandoned transactions)",
 		setup: func(x *fx) {
 			// Every NACK is lost for 1-3 ms, and a third of the
 			// operations name an unregistered region, so the target
@@ -960,7 +965,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "peer-death-pulls",
-		skip: "issue 12 class 4: waiting for the fix in core/rt|txn: seed 3: pull RSN 11 never completes: the target acknowledged the request and died, nothing is outstanding (nothing left to do at t+1.329ms)",
+		skip: "issue 12 class 4: waiting for the fix in core/rt/txn (operation timeout): seed 3: pull RSN 11 never completes: the target acknowledged the request and died, nothing is outstanding",
 		setup: func(x *fx) {
 			// Pulls only, and from a moment on the target's pull data is
 			// lost while its ACKs pass; then it dies. The initiator's pull
@@ -1008,7 +1013,6 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "initiator-restarts",
-		skip: "issue 12 class 7: waiting for the fix in core/rt: seed 0: after 3 initiator restarts the 2-slot target is full of half-open connections and refuses every new one (436 NACKs); the probes never complete",
 		setup: func(x *fx) {
 			// The initiator restarts (a new seed each time) two or three
 			// times, and its old connections stay behind at a target whose
@@ -1050,7 +1054,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "rnr-storm",
-		skip: "issue 12 class 5: waiting for the fix in core/rt: seed 0: PushRequest PSN 3590843918 sent 7 times, past RetryLimit 5 + 1 (11 early retransmissions inside the RNR back-off); seed 1: 8 operations never complete after 10 abandonments",
+		skip: "issue 12 classes 1-3: waiting for the fix in core/rt/txn (core/rt's RNR part is merged): seed 0: 7 operations never complete after 9 abandonments under RNR (goal not reached within 501ms)",
 		setup: func(x *fx) {
 			// A target with room for two transactions and a long RNR
 			// back-off refuses most requests for a while.
@@ -1061,7 +1065,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name:       "incast-abandon",
-		skip:       "issue 12 classes 6 and 1-3: waiting for the fixes in core/rt and core/rt/txn: seed 71: PushUnsolicitedData PSN 3394813713 sent 7 times, past RetryLimit 5 + 1; seed 76: a pull and a push never complete after an abandonment",
+		skip:       "issue 12 classes 1-3: waiting for the fix in core/rt/txn: seed 53: after the fault, the probe pull RSN 7 of node 0 never completes (goal not reached within 500ms)",
 		initiators: 4,
 		ops:        6,
 		setup: func(x *fx) {
@@ -1080,7 +1084,6 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "spoofed-source",
-		skip: "issue 12 class 8: waiting for the fix in core/rt: seed 0: a push from 10.0.0.99 at the connection's next PSN is taken as node 0's: the target's ULP gets push RSN 9 with byte 0 = 0xee where node 0 sent 0x01",
 		setup: func(x *fx) {
 			// Pushes in the initiator's connection, at the PSNs it will
 			// use next, but from another address: the target must check
@@ -1096,9 +1099,9 @@ var faultScenarios = []faultScenario{
 			}
 		},
 	},
-	forged("forged-ack-past-nsn", 0, "issue 12 class 10: waiting for the fix in core/rt: seed 5: ACKs past NSN are counted forged, yet the connection then fails (pull RSN 11 ends connection-failed); the seed passes without the forgeries"),
-	forged("forged-eack-bitmap", 1, "issue 12 class 10: waiting for the fix in core/rt: seed 0: an extended ACK with its own eBSN's bit set is taken (not counted forged) and pulls RSN 10 and 11 never complete"),
-	forged("forged-nack-unexpected", 2, "issue 12 class 9: waiting for the fix in core/rt: seed 0: an 'unexpected' NACK of an outstanding PSN completes push RSN 9 early with remote-access-error"),
+	forged("forged-ack-past-nsn", 0, "issue 12 class 10: waiting for a fix in core/rt (still failing after rtfaults merged): seed 5: ACKs past NSN are counted forged (10), yet the connection then fails and pull RSN 11 ends connection-failed; the seed passes without the forgeries"),
+	forged("forged-eack-bitmap", 1, ""),
+	forged("forged-nack-unexpected", 2, ""),
 	forged("forged-rnr-nack", 3, ""),
 }
 
