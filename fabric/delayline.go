@@ -44,17 +44,45 @@ type delayLine struct {
 	n, limit int
 }
 
-func newDelayLine(limit, paths int) *delayLine {
+// newDelayLine makes a line for limit frames and up to MaxPaths paths (a
+// profile changed at run time may add paths).
+func newDelayLine(limit int) *delayLine {
+	return newDelayLineCap(limit, limit)
+}
+
+// newDelayLineCap makes a line that refuses frames past limit (full) but
+// has room for capacity >= limit of them.
+func newDelayLineCap(limit, capacity int) *delayLine {
 	d := &delayLine{
-		slots: make([]heldFrame, limit),
-		next:  make([]int32, limit),
-		head:  make([]int32, paths),
-		tail:  make([]int32, paths),
-		heap:  make([]heldFrame, 0, limit),
+		slots: make([]heldFrame, capacity),
+		next:  make([]int32, capacity),
+		head:  make([]int32, MaxPaths),
+		tail:  make([]int32, MaxPaths),
+		heap:  make([]heldFrame, 0, capacity),
 		limit: limit,
 	}
 	d.reset()
 	return d
+}
+
+// resize returns a line of a new limit holding d's frames, in the same
+// (release time, admission order) order. When d holds more than limit
+// frames the new line has room for all of them and is full until enough
+// leave.
+func (d *delayLine) resize(limit int) *delayLine {
+	nd := newDelayLineCap(limit, max(limit, d.n))
+	for {
+		f, from, ok := d.peek()
+		if !ok {
+			break
+		}
+		g := *f
+		d.pop(from)
+		// Frames leave in order, so the heap takes them as a sorted run.
+		nd.n++
+		nd.heapPush(g)
+	}
+	return nd
 }
 
 // reset forgets every frame (the caller has freed them).

@@ -18,7 +18,7 @@ import (
 func TestDelayLineOrder(t *testing.T) {
 	const limit, paths = 256, 5
 	rng := rand.New(rand.NewPCG(3, 4))
-	d := newDelayLine(limit, paths)
+	d := newDelayLine(limit)
 	var model []heldFrame
 	var seq uint64
 	var now clock.Time

@@ -72,6 +72,10 @@ type direction struct {
 
 	rng [numStreams]*rand.Rand
 
+	// down: the link is down; every frame taken in (LinkDown), and every
+	// frame due to leave (LinkCut), is dropped.
+	down bool
+
 	// State.
 	inBadState bool
 	linkFree   clock.Time // when the rate limiter's link finishes its last frame
@@ -91,53 +95,14 @@ type direction struct {
 }
 
 func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
-	paths := p.paths()
 	d := &direction{
-		loss:         threshold(p.Loss),
-		dup:          threshold(p.Dup),
-		reorder:      threshold(p.Reorder),
-		corrupt:      threshold(p.Corrupt),
-		burst:        p.Burst.Enabled(),
-		burstP:       threshold(p.Burst.P),
-		burstR:       threshold(p.Burst.R),
-		burstBad:     threshold(p.Burst.BadLoss),
-		burstGood:    threshold(p.Burst.GoodLoss),
-		corruptFrom:  ethHeaderLen,
-		hops:         uint8(p.Hops),
-		reorderDelay: clock.Time(p.ReorderDelay),
-		jitter:       int64(p.Jitter),
-		normalJitter: p.Dist == DistNormal,
-		fifo:         p.Order == OrderFIFO,
-		pathDelay:    make([]clock.Time, paths),
-		paths:        paths,
-		sprayRandom:  p.Spray == SprayRandom,
-		rate:         p.Rate,
-		overhead:     p.Overhead,
-		watermark:    make([]clock.Time, paths),
-		line:         newDelayLine(p.limit(), paths),
-		rx:           make([]mbuf.Handle, burst),
-		tx:           make([]mbuf.Handle, burst),
-		pending:      make([]mbuf.Handle, 0, burst),
-		drops:        make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
-		counters:     newCounters(paths),
+		rx:       make([]mbuf.Handle, burst),
+		tx:       make([]mbuf.Handle, burst),
+		pending:  make([]mbuf.Handle, 0, burst),
+		drops:    make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
+		counters: newCounters(),
 	}
-	if p.CorruptL2 {
-		d.corruptFrom = 0
-	}
-	for i := range d.pathDelay {
-		d.pathDelay[i] = clock.Time(p.Delay + p.Spread*time.Duration(i))
-	}
-	if p.Rate > 0 {
-		switch {
-		case p.QueueBytes > 0:
-			d.maxBacklog = clock.Time(uint64(p.QueueBytes) * 8 * 1e9 / p.Rate)
-		case p.QueuePackets > 0:
-			d.queuePackets = p.QueuePackets
-		default:
-			d.queuePackets = DefaultQueue
-		}
-		d.departures = make([]clock.Time, d.queuePackets)
-	}
+	d.apply(p)
 	for s := range d.rng {
 		// Spread the seed over the 128-bit PCG state, differently for every
 		// direction and stream.
@@ -145,6 +110,85 @@ func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
 		d.rng[s] = rand.New(rand.NewPCG(mix(seed^k), mix(seed+k+flowHashSeed)))
 	}
 	return d
+}
+
+// apply compiles p into the direction. At construction it allocates the
+// delay line and the rate limiter's ring; at run time (Fabric.SetProfile)
+// it keeps every held frame at the release time it already has, keeps the
+// random streams where they are, and reallocates only what p resizes (the
+// delay line for a new Limit, the departure ring for a new queue). It is
+// called between Polls, never per frame.
+func (d *direction) apply(p Profile) {
+	paths := p.paths()
+	d.loss, d.dup, d.reorder, d.corrupt = threshold(p.Loss), threshold(p.Dup), threshold(p.Reorder), threshold(p.Corrupt)
+	d.burst = p.Burst.Enabled()
+	d.burstP, d.burstR = threshold(p.Burst.P), threshold(p.Burst.R)
+	d.burstBad, d.burstGood = threshold(p.Burst.BadLoss), threshold(p.Burst.GoodLoss)
+	if !d.burst {
+		d.inBadState = false
+	}
+	d.corruptFrom = ethHeaderLen
+	if p.CorruptL2 {
+		d.corruptFrom = 0
+	}
+	d.hops = uint8(p.Hops)
+	d.reorderDelay = clock.Time(p.ReorderDelay)
+	d.jitter = int64(p.Jitter)
+	d.normalJitter = p.Dist == DistNormal
+	d.fifo = p.Order == OrderFIFO
+	d.sprayRandom = p.Spray == SprayRandom
+	if paths != d.paths {
+		// Paths keep their FIFO watermarks; new ones start empty.
+		wm := make([]clock.Time, paths)
+		copy(wm, d.watermark)
+		d.watermark = wm
+		d.pathDelay = make([]clock.Time, paths)
+		d.paths = paths
+		d.nextPath = 0
+		d.notePaths(paths)
+	}
+	for i := range d.pathDelay {
+		d.pathDelay[i] = clock.Time(p.Delay + p.Spread*time.Duration(i))
+	}
+	if d.line == nil {
+		d.line = newDelayLine(p.limit())
+	} else if p.limit() != d.line.limit {
+		d.line = d.line.resize(p.limit())
+	}
+	d.applyRate(p)
+}
+
+// applyRate sets the rate limiter up for p. Frames already serialised keep
+// their departure times; a smaller queue keeps the earliest of them.
+func (d *direction) applyRate(p Profile) {
+	d.rate, d.overhead = p.Rate, p.Overhead
+	d.queuePackets, d.maxBacklog = 0, 0
+	if p.Rate == 0 {
+		d.departures, d.depHead, d.depLen = nil, 0, 0
+		d.linkFree, d.linkRem = 0, 0
+		return
+	}
+	switch {
+	case p.QueueBytes > 0:
+		d.maxBacklog = clock.Time(uint64(p.QueueBytes) * 8 * 1e9 / p.Rate)
+	case p.QueuePackets > 0:
+		d.queuePackets = p.QueuePackets
+	default:
+		d.queuePackets = DefaultQueue
+	}
+	if d.queuePackets == 0 {
+		d.departures, d.depHead, d.depLen = nil, 0, 0
+		return
+	}
+	if len(d.departures) == d.queuePackets {
+		return
+	}
+	deps := make([]clock.Time, d.queuePackets)
+	n := min(d.depLen, len(deps))
+	for i := range n {
+		deps[i] = d.departures[(d.depHead+i)%len(d.departures)]
+	}
+	d.departures, d.depHead, d.depLen = deps, 0, n
 }
 
 // poll receives one burst, runs it through the impairments, and releases
@@ -178,6 +222,10 @@ func (d *direction) drop(h mbuf.Handle, reason int) {
 // rest for the frame and its copy.
 func (d *direction) admit(h mbuf.Handle, now clock.Time) {
 	d.own[cReceived]++
+	if d.down {
+		d.drop(h, cLinkDown)
+		return
+	}
 	if d.loss != 0 && hit(d.rng[streamLoss], d.loss) {
 		d.drop(h, cLossRandom)
 		return
@@ -366,16 +414,26 @@ func (d *direction) release(now clock.Time) int {
 		work = n
 	}
 	k := 0
-	for k < len(d.tx) {
+	for k+len(d.drops) < len(d.tx) {
 		f, from, ok := d.line.peek()
 		if !ok || f.at > now {
 			break
 		}
 		h := d.line.pop(from)
+		if d.down {
+			// The frame was on the wire when the link went down.
+			d.drop(h, cLinkCut)
+			continue
+		}
 		// A receiver on a mem port sees when the fabric delivered the frame.
 		d.pool.Meta(h).RxTime = int64(now)
 		d.tx[k] = h
 		k++
+	}
+	if len(d.drops) > 0 {
+		work += len(d.drops)
+		d.cache.Free(d.drops)
+		d.drops = d.drops[:0]
 	}
 	if k == 0 {
 		// Full bursts the port may hold go now (port.TxFlusher).

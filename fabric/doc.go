@@ -75,6 +75,18 @@
 // delivered). Frames the output refuses are kept and offered again first on
 // the next Poll (TxRefused).
 //
+// # Changes at run time
+//
+// A fault can be scripted: SetProfile replaces a direction's profile and
+// SetLinkDown takes a direction (or both) down and up, between Polls on the
+// polling goroutine; Schedule queues such Changes for virtual (or real)
+// times, applied by the first Poll at or after each, and NextDeadline stops
+// a simulation's clock there. A new profile applies to the frames taken
+// from then on: held frames keep their release times and each random
+// stream goes on where it was. A down direction drops every frame it takes
+// (LinkDown) and every held frame due while it is down (LinkCut), both
+// fates of the conservation law. Neither allocates per frame.
+//
 // # Determinism
 //
 // Each direction, and within it each impairment, draws from its own PCG

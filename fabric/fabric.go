@@ -67,6 +67,9 @@ type Fabric struct {
 	owned  []port.Port // closed by Close (the fabric's ends of Link's pairs)
 	now    clock.Time  // the latest time given to Poll or Stop
 	closed bool
+	// plan holds the scheduled changes, in time order, from planNext on.
+	plan     []Change
+	planNext int
 }
 
 var (
@@ -150,12 +153,16 @@ func (f *Fabric) Poll(now clock.Time) int {
 	}
 	now = max(now, f.now)
 	f.now = now
+	if f.planNext < len(f.plan) {
+		f.runPlan(now)
+	}
 	return f.dirs[0].poll(now) + f.dirs[1].poll(now)
 }
 
 // NextDeadline returns the earliest time at which a frame the fabric holds is
 // due, so that a simulation can move its virtual clock straight there and
-// Poll. ok is false when the fabric holds nothing. The time may be earlier
+// Poll, or the next scheduled Change (Schedule). ok is false when the
+// fabric holds nothing and has nothing scheduled. The time may be earlier
 // than the last Poll's now: more than a burst was due, or the output port
 // refused frames; poll again at once. Frames still waiting in the input
 // ports are not known to the fabric and do not count. Call it from the
@@ -163,6 +170,11 @@ func (f *Fabric) Poll(now clock.Time) int {
 func (f *Fabric) NextDeadline() (t clock.Time, ok bool) {
 	for _, d := range f.dirs {
 		if at, has := d.nextDeadline(f.now); has && (!ok || at < t) {
+			t, ok = at, true
+		}
+	}
+	if f.planNext < len(f.plan) {
+		if at := f.plan[f.planNext].At; !ok || at < t {
 			t, ok = at, true
 		}
 	}

@@ -198,12 +198,12 @@ func (s *sim) finish() {
 func requireBalanced(t testing.TB, d DirStats) {
 	t.Helper()
 	require.Equal(t, d.Received+d.Duplicated,
-		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.Flushed+d.Held, "frames unaccounted for: %+v", d)
+		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.LinkDown+d.LinkCut+d.Flushed+d.Held, "frames unaccounted for: %+v", d)
 	var paths uint64
 	for _, n := range d.Paths {
 		paths += n
 	}
-	require.Equal(t, d.Sent+d.Held+d.Flushed, paths, "every frame past the queues took one path")
+	require.Equal(t, d.Sent+d.LinkCut+d.Held+d.Flushed, paths, "every frame past the queues took one path")
 }
 
 func ratio(n, of int) float64 { return float64(n) / float64(of) }

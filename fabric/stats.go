@@ -20,6 +20,8 @@ const (
 	cReordered
 	cDelayed
 	cTxRefused
+	cLinkDown
+	cLinkCut
 	cFlushed
 	cHeld
 	numCounters
@@ -28,9 +30,13 @@ const (
 // DirStats are one direction's counters. All but Held only grow. Every
 // frame taken from the input port or made by duplication ends up in exactly
 // one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, TTLExpired,
-// Flushed or Held:
+// LinkDown, LinkCut, Flushed or Held:
 //
-//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + Flushed + Held
+//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + LinkDown + LinkCut + Flushed + Held
+//
+// and every frame that got past the queues took one path:
+//
+//	sum(Paths) == Sent + LinkCut + Flushed + Held
 type DirStats struct {
 	Received   uint64 // frames taken from the input port
 	Sent       uint64 // frames the output port accepted
@@ -48,9 +54,15 @@ type DirStats struct {
 	// and offered again on the next Poll, so one frame may count more than
 	// once.
 	TxRefused uint64
-	Flushed   uint64 // frames freed by Stop or Close while held
-	Held      uint64 // frames held now (a gauge)
-	// Paths counts the frames sent down each path, indexed by path.
+	// LinkDown counts frames taken from the input while the direction was
+	// down (Fabric.SetLinkDown); LinkCut those already on their way (held)
+	// whose release time came while it was down.
+	LinkDown uint64
+	LinkCut  uint64
+	Flushed  uint64 // frames freed by Stop or Close while held
+	Held     uint64 // frames held now (a gauge)
+	// Paths counts the frames sent down each path, indexed by path (as
+	// many as the most paths any of the direction's profiles had).
 	Paths []uint64
 }
 
@@ -60,15 +72,26 @@ type Stats struct {
 }
 
 // counters is a direction's private tally and its published copy.
+// The path counters have room for MaxPaths, so that a profile changed at
+// run time never reallocates what Stats reads; pathsSeen says how many of
+// them to report.
 type counters struct {
-	own      [numCounters]uint64
-	ownPaths []uint64
-	pub      [numCounters]atomic.Uint64
-	pubPaths []atomic.Uint64
+	own       [numCounters]uint64
+	ownPaths  []uint64
+	pub       [numCounters]atomic.Uint64
+	pubPaths  []atomic.Uint64
+	pathsSeen atomic.Int32
 }
 
-func newCounters(paths int) counters {
-	return counters{ownPaths: make([]uint64, paths), pubPaths: make([]atomic.Uint64, paths)}
+func newCounters() counters {
+	return counters{ownPaths: make([]uint64, MaxPaths), pubPaths: make([]atomic.Uint64, MaxPaths)}
+}
+
+// notePaths records that paths are in use, for snapshot.
+func (c *counters) notePaths(paths int) {
+	if int32(paths) > c.pathsSeen.Load() {
+		c.pathsSeen.Store(int32(paths))
+	}
 }
 
 func (c *counters) publish() {
@@ -77,7 +100,7 @@ func (c *counters) publish() {
 			c.pub[i].Store(c.own[i])
 		}
 	}
-	for i := range c.ownPaths {
+	for i := range c.ownPaths[:c.pathsSeen.Load()] {
 		if c.pubPaths[i].Load() != c.ownPaths[i] {
 			c.pubPaths[i].Store(c.ownPaths[i])
 		}
@@ -101,13 +124,15 @@ func (c *counters) snapshot() DirStats {
 		Reordered:  c.pub[cReordered].Load(),
 		Delayed:    c.pub[cDelayed].Load(),
 		TxRefused:  c.pub[cTxRefused].Load(),
+		LinkDown:   c.pub[cLinkDown].Load(),
+		LinkCut:    c.pub[cLinkCut].Load(),
 		Flushed:    c.pub[cFlushed].Load(),
 		Held:       c.pub[cHeld].Load(),
-		Paths:      make([]uint64, len(c.pubPaths)),
+		Paths:      make([]uint64, c.pathsSeen.Load()),
 	}
 	s.Duplicated = c.pub[cDuplicated].Load()
 	s.Received = c.pub[cReceived].Load()
-	for i := range c.pubPaths {
+	for i := range s.Paths {
 		s.Paths[i] = c.pubPaths[i].Load()
 	}
 	return s

@@ -21,13 +21,18 @@ type tracePort struct {
 
 func (p *tracePort) log(dir string, hs []mbuf.Handle) {
 	for _, h := range hs {
-		var f wire.Frame
-		if err := f.Decode(p.pool.Data(h)); err != nil {
-			fmt.Fprintf(p.w, "%v %s %s undecodable: %v\n", p.clk.Now(), p.name, dir, err)
-			continue
-		}
-		fmt.Fprintf(p.w, "%v %s %s %v\n", p.clk.Now(), p.name, dir, f.Header.String())
+		traceFrame(p.w, p.clk.Now(), p.name, dir, p.pool.Data(h))
 	}
+}
+
+// traceFrame writes one line about a frame a node sent or received.
+func traceFrame(w io.Writer, now clock.Time, name, dir string, raw []byte) {
+	var f wire.Frame
+	if err := f.Decode(raw); err != nil {
+		fmt.Fprintf(w, "%v %s %s undecodable: %v\n", now, name, dir, err)
+		return
+	}
+	fmt.Fprintf(w, "%v %s %s %v\n", now, name, dir, f.Header.String())
 }
 
 func (p *tracePort) RxBurst(q int, hs []mbuf.Handle) int {
