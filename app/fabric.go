@@ -32,18 +32,18 @@ type FabricOptions struct {
 // own, so no queue half is given the loop's. Errors are *FieldError naming
 // a FabricOptions field where one is to blame.
 func (p *Pipeline) AddFabric(o FabricOptions) (*fabric.Fabric, error) {
-	for _, f := range []struct {
-		name string
-		i    int
-	}{{"A", o.A}, {"B", o.B}} {
-		if f.i < 0 || f.i >= len(p.ports) {
-			return nil, &FieldError{f.name, -1, portIndexError(f.i, len(p.ports))}
-		}
+	a, err := p.portAt("A", o.A)
+	if err != nil {
+		return nil, err
+	}
+	b, err := p.portAt("B", o.B)
+	if err != nil {
+		return nil, err
 	}
 	if o.Loop < 0 || o.Loop >= p.Lcores() {
 		return nil, &FieldError{"Loop", -1, fmt.Errorf("%d is not an lcore of the pipeline (use 0..%d)", o.Loop, p.Lcores()-1)}
 	}
-	fo := fabric.Options{Name: "fabric", A: p.ports[o.A], B: p.ports[o.B], Pool: p.pool, AtoB: o.AtoB, BtoA: o.BtoA, Seed: o.Seed}
+	fo := fabric.Options{Name: "fabric", A: a, B: b, Pool: p.pool, AtoB: o.AtoB, BtoA: o.BtoA, Seed: o.Seed}
 	if o.TransportPort != 0 {
 		fo.Classify = fabric.TransportClassifier(o.TransportPort)
 	}
