@@ -1,10 +1,19 @@
 package app
 
 import (
+	"errors"
+	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 // ForwardDemoPorts returns the port specs of the forward demo over mem
@@ -75,4 +84,117 @@ func (p *Pipeline) AddForwardDemo(o ForwardDemoOptions) (*ForwardDemo, error) {
 func (d *ForwardDemo) Drain(timeout time.Duration) bool {
 	d.Gen.StopSending()
 	return WaitFor(func() bool { return d.Gen.Done() && d.Sink.Frames() == d.Gen.Stats().Sent }, timeout)
+}
+
+// TransportDemoOptions configures AddTransportDemo: a txnload workload
+// from an initiator to a target endpoint through a fabric middlebox.
+type TransportDemoOptions struct {
+	// Profile is the fabric's impairment profile (both directions); Seed
+	// seeds the fabric and the endpoints (the target gets Seed+1).
+	Profile fabric.Profile
+	Seed    uint64
+	// InitiatorIP and TargetIP are the endpoints' addresses.
+	InitiatorIP, TargetIP netip.Addr
+	// Window is the operations outstanding per connection.
+	Window int
+	// CongestionTarget is Swift's base delay target (0: Swift's default)
+	// and MinRTO the shortest retransmit timeout.
+	CongestionTarget time.Duration
+	MinRTO           time.Duration
+}
+
+// TransportDemo is the transport demo's stages.
+type TransportDemo struct {
+	Initiator, Target *txn.Endpoint
+	Load              *txnload.Load
+	Fabric            *fabric.Fabric
+	// Sizes are the workload's push sizes.
+	Sizes []int
+}
+
+// AddTransportDemo adds the transport demo to p. With four ports (initiator,
+// fabric side A, fabric side B, target: veth ports across namespaces) the
+// fabric sits between ports 1 and 2; with none, fabric.Link joins the
+// endpoints over mem pairs it makes (adopted by p). Loop 0 runs the load
+// and the initiator, the last loop (loop 0 on one lcore) the fabric and
+// the target. The endpoints and the fabric keep caches of their own: no
+// queue half is given a loop's. p owns (and Stop closes) all of them; the
+// pipeline needs Options.Clock.
+func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, error) {
+	if p.opts.Clock == nil {
+		return nil, &FieldError{"Clock", -1, errors.New("AddTransportDemo needs the pipeline's Options.Clock (the endpoints and their loops read one clock)")}
+	}
+	var (
+		portA, portB port.Port
+		fab          *fabric.Fabric
+		err          error
+	)
+	switch len(p.ports) {
+	case 4:
+		portA, portB = p.ports[0], p.ports[3]
+		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		if err != nil {
+			return nil, err
+		}
+	case 0:
+		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		if err != nil {
+			return nil, err
+		}
+		p.AddPort(portA)
+		p.AddPort(portB)
+	default:
+		return nil, &FieldError{"Ports", -1, fmt.Errorf("the transport demo takes four ports (initiator, fabric A, fabric B, target) or none (mem pairs), not %d", len(p.ports))}
+	}
+	// Frames an endpoint sent after the fabric's last poll wait in the
+	// fabric's input rings: closing it (and Link's mem ports with it)
+	// returns them before the leak check.
+	p.Own(fab)
+
+	// Google's defaults assume NIC-resident transports with microsecond
+	// turnarounds. Here both ends are poll loops on a shared two-core
+	// machine that may sleep when idle: the delay target and the shortest
+	// retransmit timeout allow for the loops' wake-ups, or every scheduling
+	// hiccup reads as congestion or loss.
+	sp := swift.DefaultParams()
+	if o.CongestionTarget != 0 {
+		sp.BaseTarget = o.CongestionTarget
+	}
+	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10}}
+	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
+		ep, err := txn.New(txn.Options{
+			OnRequest: onRequest,
+			Transport: rt.Options{Name: name, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: ip, LocalMAC: [6]byte(pt.Info().MAC), Seed: seed, MaxConns: 16,
+				// Poll loops on a shared machine can be starved for a while
+				// (a slow peer is not a dead one): more retries before a
+				// packet is abandoned.
+				MinRTO: o.MinRTO, RetryLimit: 20},
+			Congestion: &sp,
+		})
+		if err == nil {
+			p.Own(ep)
+		}
+		return ep, err
+	}
+	if d.Initiator, err = mk("initiator", portA, o.InitiatorIP, o.Seed, nil); err != nil {
+		return nil, err
+	}
+	// The target checks pushes with the load, set before the loops start.
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.Load.CheckRequest(r) }); err != nil {
+		return nil, err
+	}
+	d.Load, err = txnload.New(txnload.Options{
+		Initiator: d.Initiator, Target: d.Target, Conns: 4, Window: o.Window, Sizes: d.Sizes,
+		Peer: rt.PeerAddr{MAC: [6]byte(portB.Info().MAC), IP: o.TargetIP},
+	}, txnload.TargetMemory(o.Window, d.Sizes))
+	if err != nil {
+		return nil, err
+	}
+	loopA, loopB := 0, p.Lcores()-1
+	for _, st := range []Stage{{Stage: d.Load, Loop: loopA}, {Stage: d.Initiator, Loop: loopA}, {Stage: fab, Loop: loopB}, {Stage: d.Target, Loop: loopB}} {
+		if err := p.Add(st); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
