@@ -198,3 +198,11 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	}
 	return d, nil
 }
+
+// Drain stops the workload posting and waits up to timeout for every
+// outstanding operation to complete; it reports whether they did. The
+// loops must still run.
+func (d *TransportDemo) Drain(timeout time.Duration) bool {
+	d.Load.Stop()
+	return WaitFor(d.Load.Idle, timeout)
+}

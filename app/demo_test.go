@@ -66,8 +66,7 @@ func TestTransportDemoCompletes(t *testing.T) {
 	_, _, err = p.Run(context.Background(), app.RunOptions{Duration: bound, Period: time.Millisecond,
 		Done: func() bool { return d.Load.Stats().Completed >= 500 }})
 	require.NoError(t, err)
-	d.Load.Stop()
-	require.True(t, app.WaitFor(d.Load.Idle, bound), "every outstanding operation completed")
+	require.True(t, d.Drain(bound), "every outstanding operation completed")
 	require.NoError(t, p.Stop())
 	ls := d.Load.Stats()
 	require.Zero(t, ls.Failed+ls.BadData+ls.OutOfOrder)

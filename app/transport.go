@@ -159,3 +159,18 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	}
 	return t, nil
 }
+
+// Drain ends an initiator's workload: it stops posting, waits up to 5s
+// for every outstanding operation to complete (reported), then up to 1s
+// for its connections to close, so the target frees its side now rather
+// than when its retransmissions to a vanished peer run out. The loops
+// must still run. A target has nothing to drain (true).
+func (t *Transport) Drain() bool {
+	if t.Load == nil {
+		return true
+	}
+	t.Load.Stop()
+	drained := WaitFor(t.Load.Idle, 5*time.Second)
+	WaitFor(t.Load.Closed, time.Second)
+	return drained
+}

@@ -44,8 +44,8 @@ func TestTransportInitiatorToTarget(t *testing.T) {
 	done := func() bool { s := ini.Load.Stats(); return s.Completed+s.Failed >= count }
 	_, _, err = p.Run(context.Background(), app.RunOptions{Duration: bound, Period: time.Millisecond, Done: done})
 	require.NoError(t, err)
-	ini.Load.Stop()
-	require.True(t, app.WaitFor(ini.Load.Idle, bound))
+	require.True(t, ini.Drain(), "every outstanding operation completed")
+	require.True(t, tgt.Drain(), "a target has nothing to drain")
 	require.NoError(t, p.Stop())
 	ls := ini.Load.Stats()
 	require.Equal(t, uint64(count), ls.Completed, "every operation completed")

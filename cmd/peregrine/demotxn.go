@@ -78,8 +78,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if err != nil {
 		return false, err
 	}
-	load.Stop()
-	drained := app.WaitFor(load.Idle, 5*time.Second)
+	drained := demo.Drain(5 * time.Second)
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.

@@ -212,14 +212,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if load != nil {
 		atEnd = load.Stats()
 	}
-	drained := true
-	if load != nil {
-		load.Stop()
-		drained = app.WaitFor(load.Idle, 5*time.Second)
-		// Close the connections so the target frees its side now, not when
-		// its retransmissions to a vanished peer run out.
-		app.WaitFor(load.Closed, time.Second)
-	}
+	drained := tp.Drain()
 	runErr := pipe.StopLoops()
 	ps := p.Stats()
 	// Close's leak check is reported below (pool back to zero in use).
