@@ -77,6 +77,7 @@
 //     the loops' caches and what was given to Own; the caller must not close
 //     them. The stages belong to their loops from Start until Stop returns;
 //     their counters may be read from any goroutine, as each stage allows.
+//
 // # Stage builders
 //
 // The stages every subcommand runs are built here, not in cmd, so that
