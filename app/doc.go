@@ -77,4 +77,18 @@
 //     the loops' caches and what was given to Own; the caller must not close
 //     them. The stages belong to their loops from Start until Stop returns;
 //     their counters may be read from any goroutine, as each stage allows.
+//
+// # Stage builders
+//
+// The stages every subcommand runs are built here, not in cmd, so that
+// `peregrine run -c FILE` builds the same stages through the same code:
+// AddForwarders (testpmd's modes, txonly generators, one stage per queue
+// spread over the loops), AddGenerators, AddSinks and AddReplay (gen),
+// AddFabric (the fabric middlebox), AddTransport (a txn endpoint: a target
+// with its registered region or an initiator with its txnload workload),
+// and the two demo compositions AddForwardDemo and AddTransportDemo. Each
+// takes an options struct, refuses a bad field with a *FieldError naming
+// it (a command maps the name back to its flag), adds its stages to the
+// pipeline before Start, and returns the stages or accessors a caller
+// prints live and final figures from. The pipeline owns what they build.
 package app

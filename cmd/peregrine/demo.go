@@ -171,7 +171,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return false, fmt.Errorf("--size: %w", err)
 	}
 
-	specs := []string{"mem:gen-fwd/0", "mem:gen-fwd/1", "mem:fwd-sink/0", "mem:fwd-sink/1"}
+	specs := app.ForwardDemoPorts()
 	if cfg.veth {
 		topo, err := demoTopology(cfg.driver)
 		if err != nil {
@@ -201,34 +201,11 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	defer p.Stop() // on early returns; the checks below report the normal stop
-	genOut, fwdIn := p.Port(0), p.Port(1)
-	fwdOut, sinkIn := p.Port(2), p.Port(3)
-
-	// Loop A runs the generator and the sink, loop B (A on one CPU) the
-	// forwarder; each stage and the queue halves it drives share its
-	// loop's cache.
-	loopA, loopB := 0, p.Lcores()-1
-	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: genOut, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Rate: rate, Cache: p.Cache(loopA)})
+	demo, err := p.AddForwardDemo(app.ForwardDemoOptions{Burst: cfg.burst, Sizes: sizes, Rate: rate})
 	if err != nil {
 		return false, err
 	}
-	forwarder, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: fwdIn, Out: fwdOut, Pool: p.Pool(), Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: p.Cache(loopB)})
-	if err != nil {
-		return false, err
-	}
-	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: p.Pool(), Burst: cfg.burst, Latency: true, Cache: p.Cache(loopA)})
-	if err != nil {
-		return false, err
-	}
-	for _, st := range []app.Stage{
-		{Stage: gen, Loop: loopA, Tx: []app.Queue{{Port: genOut, Queue: 0}}},
-		{Stage: sink, Loop: loopA, Rx: []app.Queue{{Port: sinkIn, Queue: 0}}},
-		{Stage: forwarder, Loop: loopB, Rx: []app.Queue{{Port: fwdIn, Queue: 0}}, Tx: []app.Queue{{Port: fwdOut, Queue: 0}}},
-	} {
-		if err := p.Add(st); err != nil {
-			return false, err
-		}
-	}
+	gen, forwarder, sink := demo.Gen, demo.Fwd, demo.Sink
 
 	over := "mem ports"
 	if cfg.veth {
@@ -249,8 +226,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	gen.StopSending()
-	drained := app.WaitFor(func() bool { return gen.Done() && sink.Frames() == gen.Stats().Sent }, 2*time.Second)
+	drained := demo.Drain(2 * time.Second)
 	runErr := p.StopLoops()
 	// Close's leak check and the pool's close are reported by the checks.
 	_ = p.Close()

@@ -13,10 +13,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/core/port"
-	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/rt/swift"
-	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
@@ -56,82 +52,17 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	defer p.Stop() // on early returns; the checks below report the normal stop
 	pool := p.Pool()
-
-	var (
-		portA, portB port.Port
-		fab          *fabric.Fabric
-	)
 	if cfg.veth {
-		var midA, midB port.Port
-		portA, midA, midB, portB = p.Port(0), p.Port(1), p.Port(2), p.Port(3)
 		ipA, ipB = topo.GenAddr.Addr(), topo.SinkAddr.Addr()
-		fab, err = fabric.New(fabric.Options{Name: "fabric", A: midA, B: midB, Pool: pool, AtoB: prof, BtoA: prof, Seed: cfg.seed})
-		if err != nil {
-			return false, err
-		}
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
-	} else {
-		portA, portB, fab, err = fabric.Link(pool, fabric.Options{Name: "fabric", AtoB: prof, BtoA: prof, Seed: cfg.seed})
-		if err != nil {
-			return false, err
-		}
-		p.AddPort(portA)
-		p.AddPort(portB)
 	}
-	// Frames an endpoint sent after the fabric's last poll wait in the
-	// fabric's input rings: closing it (and Link's mem ports with it)
-	// returns them before the leak check.
-	p.Own(fab)
+	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO})
+	if err != nil {
+		return false, err
+	}
+	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 
-	// Google's defaults assume NIC-resident transports with microsecond
-	// turnarounds. Here both ends are poll loops on a shared two-core
-	// machine that may sleep when idle: the delay target and the shortest
-	// retransmit timeout allow for the loops' wake-ups, or every scheduling
-	// hiccup reads as congestion or loss.
-	sp := swift.DefaultParams()
-	sp.BaseTarget = cfg.target
-	var load *txnload.Load // set before the loops start; the target checks pushes with it
-	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
-		ep, err := txn.New(txn.Options{
-			OnRequest: onRequest,
-			Transport: rt.Options{Name: name, Port: pt, Pool: pool, Clock: clk, LocalIP: ip, LocalMAC: [6]byte(pt.Info().MAC), Seed: seed, MaxConns: 16,
-				// Poll loops on a shared machine can be starved for a while
-				// (a slow peer is not a dead one): more retries before a
-				// packet is abandoned.
-				MinRTO: cfg.minRTO, RetryLimit: 20},
-			Congestion: &sp,
-		})
-		if err == nil {
-			p.Own(ep)
-		}
-		return ep, err
-	}
-	initiator, err := mk("initiator", portA, ipA, cfg.seed, nil)
-	if err != nil {
-		return false, err
-	}
-	target, err := mk("target", portB, ipB, cfg.seed+1, func(r *txn.Request) { load.CheckRequest(r) })
-	if err != nil {
-		return false, err
-	}
-	sizes := []int{512, 4 << 10, 64 << 10}
-	load, err = txnload.New(txnload.Options{
-		Initiator: initiator, Target: target, Conns: 4, Window: cfg.window, Sizes: sizes,
-		Peer: rt.PeerAddr{MAC: [6]byte(portB.Info().MAC), IP: ipB},
-	}, txnload.TargetMemory(cfg.window, sizes))
-	if err != nil {
-		return false, err
-	}
-
-	// Loop A runs the load and the initiator, loop B (A on one CPU) the
-	// fabric and the target. The endpoints and the fabric keep caches of
-	// their own: no queue half is given a loop's.
-	loopA, loopB := 0, p.Lcores()-1
-	for _, st := range []app.Stage{{Stage: load, Loop: loopA}, {Stage: initiator, Loop: loopA}, {Stage: fab, Loop: loopB}, {Stage: target, Loop: loopB}} {
-		if err := p.Add(st); err != nil {
-			return false, err
-		}
-	}
 	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
@@ -147,8 +78,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if err != nil {
 		return false, err
 	}
-	load.Stop()
-	drained := app.WaitFor(load.Idle, 5*time.Second)
+	drained := demo.Drain(5 * time.Second)
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.

@@ -119,17 +119,8 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 		return flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	portA, portB := p.Port(0), p.Port(1)
-	fab, err := fabric.New(fabric.Options{
-		Name: "fabric", A: portA, B: portB, Pool: p.Pool(),
-		AtoB: ab, BtoA: ba, Seed: cfg.seed, Classify: fabric.TransportClassifier(cfg.udpPort),
-	})
+	fab, err := p.AddFabric(app.FabricOptions{A: 0, B: 1, AtoB: ab, BtoA: ba, Seed: cfg.seed, TransportPort: cfg.udpPort})
 	if err != nil {
-		return joinStop(err, p)
-	}
-	p.Own(fab)
-	// The fabric allocates and frees through a cache of its own: no queue
-	// half is given the loop's.
-	if err := p.Add(app.Stage{Stage: fab}); err != nil {
 		return joinStop(err, p)
 	}
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",

@@ -14,7 +14,6 @@ import (
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
-	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 )
@@ -98,25 +97,20 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		return fmt.Errorf("--idle: %w", err)
 	}
 	txonly := cfg.mode == "txonly"
-	var mode fwd.Mode
-	if !txonly {
-		if mode, err = fwd.ParseMode(cfg.mode); err != nil {
-			return fmt.Errorf("--mode: %w (or txonly)", err)
-		}
+	fopts := app.ForwarderOptions{Mode: cfg.mode, Burst: cfg.burst, Flows: cfg.flows}
+	if err := app.ValidateForwarders(fopts); err != nil {
+		return flagError(err, map[string]string{"Mode": "--mode"})
 	}
-	var peer net.HardwareAddr
 	if cfg.peerMAC != "" {
-		if peer, err = net.ParseMAC(cfg.peerMAC); err != nil {
+		if fopts.PeerMAC, err = net.ParseMAC(cfg.peerMAC); err != nil {
 			return fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
 		}
 	}
-	var sizes traffic.Sizes
-	var rate float64
 	if txonly {
-		if sizes, err = traffic.ParseSizes(cfg.size, traffic.MaxFrame); err != nil {
+		if fopts.Sizes, err = traffic.ParseSizes(cfg.size, traffic.MaxFrame); err != nil {
 			return fmt.Errorf("--size: %w", err)
 		}
-		if rate, err = parseRate(cfg.rate, sizes.Mean()); err != nil {
+		if fopts.Rate, err = parseRate(cfg.rate, fopts.Sizes.Mean()); err != nil {
 			return fmt.Errorf("--rate: %w", err)
 		}
 	}
@@ -130,11 +124,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
-	stages, err := fwdStages(p, cfg, mode, sizes, rate, peer)
+	fw, err := p.AddForwarders(fopts)
 	if err != nil {
 		return joinStop(err, p)
 	}
-	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(p.Ports()), len(stages), cpus, cfg.burst)
+	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(p.Ports()), len(fw.Stages), cpus, cfg.burst)
 	if err := p.Start(); err != nil {
 		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
@@ -149,57 +143,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	stopErr := p.Stop()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed)
-	var dropped uint64
-	for _, st := range stages {
-		if f, ok := st.(*fwd.Forwarder); ok {
-			dropped += f.Stats().Dropped
-		}
-	}
 	if !txonly {
-		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", dropped)
+		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fw.Dropped())
 	}
 	if txonly {
-		warnRateOfStages(out, rate, cfg.rate, stages, elapsed)
+		warnRateOfStages(out, fopts.Rate, cfg.rate, fw.Stages, elapsed)
 	}
 	return stopErr
-}
-
-// fwdStages builds a forwarding stage (a generator in txonly mode) for
-// every queue of every port of p, spread over its lcores round-robin, each
-// given the cache of the loop it runs on and declared with the queue
-// halves it drives.
-func fwdStages(p *app.Pipeline, cfg fwdConfig, mode fwd.Mode, sizes traffic.Sizes, rate float64, peer net.HardwareAddr) ([]lcore.Stage, error) {
-	txonly := cfg.mode == "txonly"
-	ports := p.Ports()
-	var stages []lcore.Stage
-	for i, in := range ports {
-		outPort := ports[(i+1)%len(ports)]
-		queues := min(in.Info().Queues, outPort.Info().Queues)
-		for q := range queues {
-			loop := len(stages) % p.Lcores()
-			cache := p.Cache(loop)
-			var st app.Stage
-			if txonly {
-				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Cache: cache})
-				if err != nil {
-					return nil, err
-				}
-				st = app.Stage{Stage: g, Loop: loop, Tx: []app.Queue{{Port: in, Queue: q}}}
-			} else {
-				f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: p.Pool(), Burst: cfg.burst, PeerMAC: peer, Cache: cache})
-				if err != nil {
-					return nil, err
-				}
-				st = app.Stage{Stage: f, Loop: loop, Rx: []app.Queue{{Port: in, Queue: q}}}
-				if mode != fwd.ModeRxOnly {
-					st.Tx = []app.Queue{{Port: outPort, Queue: q}}
-				}
-			}
-			if err := p.Add(st); err != nil {
-				return nil, err
-			}
-			stages = append(stages, st.Stage)
-		}
-	}
-	return stages, nil
 }

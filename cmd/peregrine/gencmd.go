@@ -13,11 +13,8 @@ import (
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
-	"github.com/peregrine-net/peregrine/core/fwd"
-	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/pmd/pcap"
 )
 
 type genConfig struct {
@@ -148,55 +145,24 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
 	if cfg.replay != "" {
-		src := p.Port(1)
-		f, err := fwd.New(fwd.Options{Mode: fwd.ModeIO, In: src, Out: out0, Pool: p.Pool(), Burst: cfg.burst, OnFull: fwd.FullRetry, Cache: p.Cache(0)})
+		r, err := p.AddReplay(app.ReplayOptions{Source: 1, Out: 0, Burst: cfg.burst})
 		if err != nil {
 			return joinStop(err, p)
 		}
-		if err := p.Add(app.Stage{Stage: f, Rx: []app.Queue{{Port: src, Queue: 0}}, Tx: []app.Queue{{Port: out0, Queue: 0}}}); err != nil {
+		done = r.Done
+	} else {
+		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
+		if err != nil {
 			return joinStop(err, p)
 		}
-		done = func() bool {
-			st := f.Stats()
-			return src.(*pcap.Reader).Ended() && st.Tx+st.Dropped == src.Stats().RxPackets
-		}
-	} else {
-		var gens []*traffic.Generator
-		for q := range out0.Info().Queues {
-			loop := q % p.Lcores()
-			g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out0, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count, Cache: p.Cache(loop)})
-			if err != nil {
-				return joinStop(err, p)
-			}
-			if err := p.Add(app.Stage{Stage: g, Loop: loop, Tx: []app.Queue{{Port: out0, Queue: q}}}); err != nil {
-				return joinStop(err, p)
-			}
-			gens = append(gens, g)
-		}
 		rateCheck = func(elapsed time.Duration) {
-			var sent uint64
-			for _, g := range gens {
-				sent += g.Stats().Sent
-			}
-			warnRate(out, rate, cfg.rate, sent, len(gens), elapsed)
+			warnRate(out, rate, cfg.rate, gens.Stats().Sent, len(gens.Gens), elapsed)
 		}
 		if cfg.count > 0 {
-			done = func() bool {
-				for _, g := range gens {
-					if !g.Done() {
-						return false
-					}
-				}
-				return true
-			}
+			done = gens.Done
 		}
 		defer func() {
-			var total traffic.GeneratorStats
-			for _, g := range gens {
-				st := g.Stats()
-				total.Sent += st.Sent
-				total.Bytes += st.Bytes
-			}
+			total := gens.Stats()
 			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
 		}()
 	}
@@ -238,24 +204,11 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	in := p.Port(0)
-	var sinks []*traffic.Sink
-	for q := range in.Info().Queues {
-		loop := q % p.Lcores()
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.Pool(), Burst: cfg.burst, Flows: cfg.flows, Latency: true, Cache: p.Cache(loop)})
-		if err != nil {
-			return false, joinStop(err, p)
-		}
-		if err := p.Add(app.Stage{Stage: sk, Loop: loop, Rx: []app.Queue{{Port: in, Queue: q}}}); err != nil {
-			return false, joinStop(err, p)
-		}
-		sinks = append(sinks, sk)
+	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
+	if err != nil {
+		return false, joinStop(err, p)
 	}
-	frames := func() (n uint64) {
-		for _, sk := range sinks {
-			n += sk.Frames()
-		}
-		return n
-	}
+	frames := sinks.Frames
 	var lastFrames uint64
 	var lastChange time.Time
 	done := func() bool {
@@ -283,19 +236,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	stopErr := p.Stop()
 
-	var total traffic.SinkStats
-	var lat hist.Histogram
-	for _, sk := range sinks {
-		st := sk.Stats()
-		total.Received += st.Received
-		total.Bytes += st.Bytes
-		total.InOrder += st.InOrder
-		total.Gaps += st.Gaps
-		total.Late += st.Late
-		total.Foreign += st.Foreign
-		l := sk.Latency()
-		lat.Merge(&l)
-	}
+	total, lat := sinks.Stats()
 	secs := elapsed.Seconds()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", secs)
 	fmt.Fprintf(out, "  received %d stamped frames (%.3f Mpps, %.3f Gbit/s), %d other frames\n",

@@ -7,7 +7,6 @@ import (
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
-	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd/mem"
@@ -51,9 +50,9 @@ func newCachePipeline(t *testing.T, loops, queues int) (p *app.Pipeline, a, b *c
 // cache of the loop that received them.
 func TestFwdGivesEachLoopOneCache(t *testing.T) {
 	p, a, b := newCachePipeline(t, 2, 1)
-	stages, err := fwdStages(p, fwdConfig{mode: "io", burst: 32}, fwd.ModeIO, traffic.Sizes{}, 0, nil)
+	fw, err := p.AddForwarders(app.ForwarderOptions{Mode: "io", Burst: 32})
 	require.NoError(t, err)
-	require.Len(t, stages, 2)
+	require.Len(t, fw.Stages, 2)
 	require.NoError(t, p.Start())
 	loop0, loop1 := p.Cache(0), p.Cache(1)
 	require.NotSame(t, loop0, loop1)
@@ -71,9 +70,9 @@ func TestFwdOneLcoreSharesOneCache(t *testing.T) {
 	for _, mode := range []string{"io", "txonly"} {
 		t.Run(mode, func(t *testing.T) {
 			p, a, b := newCachePipeline(t, 1, 2)
-			stages, err := fwdStages(p, fwdConfig{mode: mode, burst: 32, flows: 1}, fwd.ModeIO, traffic.FixedSize(64), 0, nil)
+			fw, err := p.AddForwarders(app.ForwarderOptions{Mode: mode, Burst: 32, Flows: 1, Sizes: traffic.FixedSize(64)})
 			require.NoError(t, err)
-			require.Len(t, stages, 4)
+			require.Len(t, fw.Stages, 4)
 			require.NoError(t, p.Start())
 			only := p.Cache(0)
 			for _, pt := range []*cachePort{a, b} {

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,7 +20,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 )
 
@@ -167,73 +165,19 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	}
 	defer pipe.Stop() // on early returns
 	pool, p := pipe.Pool(), pipe.Port(0)
-	// A target serves up to 64 initiators' connections; an initiator opens
-	// --conns. The retransmission CAM holds MaxConns × 2 windows × the PSN
-	// window entries, and a table sized for 64 connections (64 Ki entries,
-	// 4 MiB) spreads an initiator's few hundred outstanding packets over
-	// more memory than the caches hold: every send and ACK missed.
-	maxConns := 64
-	if cfg.role == "initiator" {
-		maxConns = max(2*cfg.conns, 4)
-	}
-	sp := swift.DefaultParams()
-	sp.BaseTarget = cfg.target
-	var pushes, badPushes atomic.Uint64
-	ep, err := txn.New(txn.Options{
-		OnRequest: func(r *txn.Request) {
-			if r.Kind == txn.OpPush {
-				pushes.Add(1)
-				if !txnload.PushIntact(r.Data) {
-					badPushes.Add(1)
-				}
-			}
-		},
-		Transport: rt.Options{Name: cfg.role, Port: p, Pool: pool, Clock: clk, LocalIP: ip,
-			LocalMAC: [6]byte(p.Info().MAC), MaxConns: maxConns, MinRTO: cfg.minRTO, RetryLimit: 20, Seed: cfg.seed, WindowSize: cfg.rtWindow},
-		Congestion: &sp,
+	tp, err := pipe.AddTransport(app.TransportOptions{
+		Role: cfg.role, LocalIP: ip, Window: cfg.window, Sizes: sizes, RegionLen: cfg.regionLen,
+		RegionKey: cfg.regionKey, Peer: peer, Conns: cfg.conns, PullEvery: cfg.pullEvery, Count: cfg.count,
+		CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Seed: cfg.seed, RTWindow: cfg.rtWindow,
 	})
 	if err != nil {
 		return false, err
 	}
-	pipe.Own(ep)
-	stages := []lcore.Stage{ep}
-	var load *txnload.Load
-	regionLen := cfg.regionLen
-	if regionLen == 0 {
-		regionLen = txnload.TargetMemoryLen(cfg.window, sizes)
-	}
-	pullEvery := -1 // txnload: negative means no pulls
-	if cfg.pullEvery > 0 {
-		pullEvery = cfg.pullEvery
-	}
+	ep, load := tp.Endpoint, tp.Load
 	if cfg.role == "target" {
-		mem := txnload.TargetMemory(cfg.window, sizes)
-		if regionLen > len(mem) {
-			mem = append(mem, make([]byte, regionLen-len(mem))...)
-		}
-		r, err := ep.Register(mem, txn.RemoteWrite|txn.RemoteRead)
-		if err != nil {
-			return false, err
-		}
-		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", r.Key, r.Len, net.HardwareAddr(p.Info().MAC), ip)
+		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
 		if cfg.ready != nil {
-			cfg.ready(r.Key, r.Len)
-		}
-	} else {
-		load, err = txnload.New(txnload.Options{
-			Initiator: ep, TargetRegion: txn.Region{Key: cfg.regionKey, Len: regionLen}, Peer: peer,
-			Conns: cfg.conns, Window: cfg.window, Sizes: sizes, PullEvery: pullEvery, Count: cfg.count,
-		}, nil)
-		if err != nil {
-			return false, err
-		}
-		stages = []lcore.Stage{load, ep}
-	}
-	// The endpoint keeps caches of its own: no queue half is given the
-	// loop's.
-	for _, st := range stages {
-		if err := pipe.Add(app.Stage{Stage: st}); err != nil {
-			return false, err
+			cfg.ready(tp.Region.Key, tp.Region.Len)
 		}
 	}
 	if err := pipe.Start(); err != nil {
@@ -268,14 +212,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if load != nil {
 		atEnd = load.Stats()
 	}
-	drained := true
-	if load != nil {
-		load.Stop()
-		drained = app.WaitFor(load.Idle, 5*time.Second)
-		// Close the connections so the target frees its side now, not when
-		// its retransmissions to a vanished peer run out.
-		app.WaitFor(load.Closed, time.Second)
-	}
+	drained := tp.Drain()
 	runErr := pipe.StopLoops()
 	ps := p.Stats()
 	// Close's leak check is reported below (pool back to zero in use).
@@ -287,10 +224,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		p.Info().Name, ps.RxPackets, ps.RxDropped, ps.RxNoBuf, ps.TxPackets, ps.TxDropped)
 	if load == nil {
 		st := ep.Stats()
+		pushes, badPushes := tp.Pushes()
 		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d; %d pushes checked, %d with wrong bytes\n",
 			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall,
-			pushes.Load(), badPushes.Load())
-		return runErr == nil && pool.CheckLeaks() == nil && badPushes.Load() == 0, runErr
+			pushes, badPushes)
+		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0, runErr
 	}
 	ls := load.Stats()
 	lat := &load.Latency

@@ -1,0 +1,122 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/lcore"
+)
+
+// ForwarderOptions configures AddForwarders: testpmd's forwarding modes
+// over every queue of a pipeline's ports. `peregrine fwd` and (later) a
+// config file's forwarder stage build through it, so both place and
+// configure stages the same way.
+type ForwarderOptions struct {
+	// Mode is io, mac, macswap, rxonly (a fwd.Forwarder per queue) or
+	// txonly (a traffic.Generator per queue, receiving nothing).
+	Mode string
+	// Burst is the frames per burst of each stage.
+	Burst int
+	// PeerMAC is the destination MAC written in mac mode.
+	PeerMAC net.HardwareAddr
+	// Sizes, Rate (frames/s per port and queue, 0: as fast as possible)
+	// and Flows configure the txonly generators; other modes ignore them.
+	Sizes traffic.Sizes
+	Rate  float64
+	Flows int
+}
+
+// validate checks what can be checked before any port opens; each error
+// is a *FieldError naming the ForwarderOptions field.
+func (o *ForwarderOptions) validate() (fwd.Mode, error) {
+	if o.Mode == "txonly" {
+		if o.Rate < 0 {
+			return 0, &FieldError{"Rate", -1, fmt.Errorf("%g frames/s is negative (0 sends as fast as possible)", o.Rate)}
+		}
+		return 0, nil
+	}
+	m, err := fwd.ParseMode(o.Mode)
+	if err != nil {
+		return 0, &FieldError{"Mode", -1, fmt.Errorf("%w (or txonly)", err)}
+	}
+	return m, nil
+}
+
+// ValidateForwarders reports the first ForwarderOptions field refused
+// before anything is opened (a *FieldError), so a command can fail fast
+// on a bad flag.
+func ValidateForwarders(o ForwarderOptions) error {
+	_, err := o.validate()
+	return err
+}
+
+// Forwarders are the stages AddForwarders placed, in placement order.
+type Forwarders struct {
+	// Stages holds a *fwd.Forwarder or, in txonly mode, a
+	// *traffic.Generator per queue.
+	Stages []lcore.Stage
+}
+
+// Dropped sums the frames the forwarders' outputs refused.
+func (f *Forwarders) Dropped() uint64 {
+	var n uint64
+	for _, st := range f.Stages {
+		if fw, ok := st.(*fwd.Forwarder); ok {
+			n += fw.Stats().Dropped
+		}
+	}
+	return n
+}
+
+// AddForwarders adds a forwarding stage (a generator in txonly mode) for
+// every queue of every port of p: frames received on port i leave on port
+// i+1 (mod the number of ports; one port sends back out the way they came).
+// Stages are spread over p's loops round-robin, each given the cache of
+// the loop it runs on and declared with the queue halves it drives. Call
+// it before Start. Errors are *FieldError naming a ForwarderOptions field
+// where one is to blame.
+func (p *Pipeline) AddForwarders(o ForwarderOptions) (*Forwarders, error) {
+	mode, err := o.validate()
+	if err != nil {
+		return nil, err
+	}
+	ports := p.Ports()
+	if len(ports) == 0 {
+		return nil, errors.New("app: AddForwarders: the pipeline has no ports")
+	}
+	txonly := o.Mode == "txonly"
+	out := &Forwarders{}
+	for i, in := range ports {
+		outPort := ports[(i+1)%len(ports)]
+		queues := min(in.Info().Queues, outPort.Info().Queues)
+		for q := range queues {
+			loop := len(out.Stages) % p.Lcores()
+			cache := p.Cache(loop)
+			var st Stage
+			if txonly {
+				g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: in, Queue: q, Pool: p.Pool(), Burst: o.Burst, Sizes: o.Sizes, Flows: o.Flows, Rate: o.Rate, Cache: cache})
+				if err != nil {
+					return nil, err
+				}
+				st = Stage{Stage: g, Loop: loop, Tx: []Queue{{Port: in, Queue: q}}}
+			} else {
+				f, err := fwd.New(fwd.Options{Mode: mode, In: in, InQueue: q, Out: outPort, OutQueue: q, Pool: p.Pool(), Burst: o.Burst, PeerMAC: o.PeerMAC, Cache: cache})
+				if err != nil {
+					return nil, err
+				}
+				st = Stage{Stage: f, Loop: loop, Rx: []Queue{{Port: in, Queue: q}}}
+				if mode != fwd.ModeRxOnly {
+					st.Tx = []Queue{{Port: outPort, Queue: q}}
+				}
+			}
+			if err := p.Add(st); err != nil {
+				return nil, err
+			}
+			out.Stages = append(out.Stages, st.Stage)
+		}
+	}
+	return out, nil
+}

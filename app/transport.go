@@ -1,0 +1,176 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+)
+
+// TransportOptions configures AddTransport: one transaction endpoint on
+// a port, either a target serving a registered region or an initiator
+// driving a txnload workload at a target. `peregrine transport` and
+// (later) a config file's transport stage build through it.
+type TransportOptions struct {
+	// Role is "initiator" or "target"; it also names the endpoint.
+	Role string
+	// Port is the index of the port the endpoint sends and receives on.
+	Port int
+	// Loop is the index of the loop that polls the endpoint (and load).
+	Loop int
+	// LocalIP is the endpoint's IPv4 address.
+	LocalIP netip.Addr
+	// Window (operations per connection) and Sizes (message sizes) shape
+	// the workload; a target sizes its region for the same values.
+	Window int
+	Sizes  []int
+	// RegionLen is the target region's length (0: what Window and Sizes
+	// need, txnload.TargetMemoryLen).
+	RegionLen int
+	// Initiator only: RegionKey is the target's region key (from its
+	// READY line), Peer the target's addresses, Conns the connections
+	// opened, PullEvery every how many operations one is a pull (0: none),
+	// Count operations in all (0: no end).
+	RegionKey uint32
+	Peer      rt.PeerAddr
+	Conns     int
+	PullEvery int
+	Count     uint64
+	// CongestionTarget is Swift's base delay target (0: Swift's
+	// default); MinRTO, Seed and
+	// RTWindow (PSN window, 0: default) configure the reliable transport.
+	CongestionTarget time.Duration
+	MinRTO           time.Duration
+	Seed             uint64
+	RTWindow         int
+}
+
+// Transport is what AddTransport built.
+type Transport struct {
+	// Endpoint is the transaction endpoint; the pipeline owns it.
+	Endpoint *txn.Endpoint
+	// Load is the initiator's workload (nil for a target).
+	Load *txnload.Load
+	// Region is the target's registered region (zero for an initiator).
+	Region txn.Region
+
+	pushes, badPushes atomic.Uint64
+}
+
+// Pushes reports how many pushes the target received and how many of
+// them carried wrong bytes (safe while the loop runs).
+func (t *Transport) Pushes() (received, wrong uint64) {
+	return t.pushes.Load(), t.badPushes.Load()
+}
+
+// AddTransport builds a transaction endpoint on port o.Port and, for an
+// initiator, its txnload workload, and adds them (load first) to loop
+// o.Loop. A target registers its region (readable and writable by peers)
+// before returning, so its key is known before Start. The endpoint keeps
+// caches of its own: no queue half is given the loop's. The pipeline
+// needs Options.Clock: the endpoint and its loop read the same clock.
+// Errors are *FieldError naming a TransportOptions field where one is to
+// blame.
+func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
+	if o.Role != "initiator" && o.Role != "target" {
+		return nil, &FieldError{"Role", -1, fmt.Errorf("%q: use initiator or target", o.Role)}
+	}
+	pt, err := p.portAt("Port", o.Port)
+	if err != nil {
+		return nil, err
+	}
+	if o.Window < 1 || o.Window > 4096 {
+		return nil, &FieldError{"Window", -1, fmt.Errorf("%d: use 1..4096", o.Window)}
+	}
+	if len(o.Sizes) == 0 {
+		return nil, &FieldError{"Sizes", -1, errors.New("none given (give at least one message size)")}
+	}
+	if p.opts.Clock == nil {
+		return nil, &FieldError{"Clock", -1, errors.New("AddTransport needs the pipeline's Options.Clock (the endpoint and its loop read one clock)")}
+	}
+	// A target serves up to 64 initiators' connections; an initiator opens
+	// Conns. The retransmission CAM holds MaxConns × 2 windows × the PSN
+	// window entries, and a table sized for 64 connections (64 Ki entries,
+	// 4 MiB) spreads an initiator's few hundred outstanding packets over
+	// more memory than the caches hold: every send and ACK missed.
+	maxConns := 64
+	if o.Role == "initiator" {
+		maxConns = max(2*o.Conns, 4)
+	}
+	sp := swift.DefaultParams()
+	if o.CongestionTarget != 0 {
+		sp.BaseTarget = o.CongestionTarget
+	}
+	t := &Transport{}
+	ep, err := txn.New(txn.Options{
+		OnRequest: func(r *txn.Request) {
+			if r.Kind == txn.OpPush {
+				t.pushes.Add(1)
+				if !txnload.PushIntact(r.Data) {
+					t.badPushes.Add(1)
+				}
+			}
+		},
+		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
+			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow},
+		Congestion: &sp,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.Own(ep)
+	t.Endpoint = ep
+	regionLen := o.RegionLen
+	if regionLen == 0 {
+		regionLen = txnload.TargetMemoryLen(o.Window, o.Sizes)
+	}
+	pullEvery := -1 // txnload: negative means no pulls
+	if o.PullEvery > 0 {
+		pullEvery = o.PullEvery
+	}
+	if o.Role == "target" {
+		mem := txnload.TargetMemory(o.Window, o.Sizes)
+		if regionLen > len(mem) {
+			mem = append(mem, make([]byte, regionLen-len(mem))...)
+		}
+		if t.Region, err = ep.Register(mem, txn.RemoteWrite|txn.RemoteRead); err != nil {
+			return nil, err
+		}
+	} else {
+		t.Load, err = txnload.New(txnload.Options{
+			Initiator: ep, TargetRegion: txn.Region{Key: o.RegionKey, Len: regionLen}, Peer: o.Peer,
+			Conns: o.Conns, Window: o.Window, Sizes: o.Sizes, PullEvery: pullEvery, Count: o.Count,
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.Add(Stage{Stage: t.Load, Loop: o.Loop}); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.Add(Stage{Stage: ep, Loop: o.Loop}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Drain ends an initiator's workload: it stops posting, waits up to 5s
+// for every outstanding operation to complete (reported), then up to 1s
+// for its connections to close, so the target frees its side now rather
+// than when its retransmissions to a vanished peer run out. The loops
+// must still run. A target has nothing to drain (true).
+func (t *Transport) Drain() bool {
+	if t.Load == nil {
+		return true
+	}
+	t.Load.Stop()
+	drained := WaitFor(t.Load.Idle, 5*time.Second)
+	WaitFor(t.Load.Closed, time.Second)
+	return drained
+}

@@ -1,0 +1,88 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
+)
+
+// TestTransportInitiatorToTarget: a target and an initiator on the two
+// ends of a mem pair, each on its own loop, complete a counted workload of
+// pushes and pulls with the right bytes, and after Stop every frame is
+// back in the pool.
+func TestTransportInitiatorToTarget(t *testing.T) {
+	const count = 2000
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: t.Name(), Frames: 8192},
+		Ports:  []string{"mem:tt/0", "mem:tt/1"},
+		Lcores: unpinned(2),
+		Idle:   lcore.IdlePolicy{Mode: lcore.IdleSleep},
+		Clock:  clock.NewReal(),
+	})
+	require.NoError(t, err)
+	sizes := []int{64, 4096}
+	targetIP, initIP := netip.MustParseAddr("198.18.0.6"), netip.MustParseAddr("198.18.0.5")
+	tgt, err := p.AddTransport(app.TransportOptions{Role: "target", Port: 1, Loop: 1, LocalIP: targetIP, Window: 16, Sizes: sizes, Seed: 1})
+	require.NoError(t, err)
+	require.Nil(t, tgt.Load)
+	require.NotZero(t, tgt.Region.Len, "the target registered its region")
+	ini, err := p.AddTransport(app.TransportOptions{Role: "initiator", Port: 0, Loop: 0, LocalIP: initIP, Window: 16, Sizes: sizes,
+		RegionKey: tgt.Region.Key, Peer: rt.PeerAddr{MAC: [6]byte(p.Port(1).Info().MAC), IP: targetIP}, Conns: 2, PullEvery: 4, Count: count, Seed: 2})
+	require.NoError(t, err)
+	require.NotNil(t, ini.Load)
+	require.NoError(t, p.Start())
+	done := func() bool { s := ini.Load.Stats(); return s.Completed+s.Failed >= count }
+	_, _, err = p.Run(context.Background(), app.RunOptions{Duration: bound, Period: time.Millisecond, Done: done})
+	require.NoError(t, err)
+	require.True(t, ini.Drain(), "every outstanding operation completed")
+	require.True(t, tgt.Drain(), "a target has nothing to drain")
+	require.NoError(t, p.Stop())
+	ls := ini.Load.Stats()
+	require.Equal(t, uint64(count), ls.Completed, "every operation completed")
+	require.Zero(t, ls.Failed+ls.BadData)
+	pushes, wrong := tgt.Pushes()
+	require.NotZero(t, pushes, "the target checked pushes")
+	require.Zero(t, wrong)
+	require.Zero(t, p.Pool().InUse(), "every frame is back in the pool")
+}
+
+// TestAddTransportRefusesBadOptions: a bad role, window or port is refused
+// naming the option, and so is a pipeline without a clock.
+func TestAddTransportRefusesBadOptions(t *testing.T) {
+	ok := app.TransportOptions{Role: "target", Window: 4, Sizes: []int{64}, LocalIP: netip.MustParseAddr("198.18.0.6")}
+	for _, tc := range []struct {
+		field   string
+		noClock bool
+		edit    func(o *app.TransportOptions)
+	}{
+		{"Role", false, func(o *app.TransportOptions) { o.Role = "server" }},
+		{"Window", false, func(o *app.TransportOptions) { o.Window = 0 }},
+		{"Port", false, func(o *app.TransportOptions) { o.Port = 3 }},
+		{"Sizes", false, func(o *app.TransportOptions) { o.Sizes = nil }},
+		{"Clock", true, func(*app.TransportOptions) {}},
+	} {
+		opts := app.Options{Pool: mbuf.Options{Name: t.Name(), Frames: 1024}, Ports: []string{"null:"}, Lcores: unpinned(1)}
+		if !tc.noClock {
+			opts.Clock = clock.NewReal()
+		}
+		p, err := app.New(opts)
+		require.NoError(t, err)
+		o := ok
+		tc.edit(&o)
+		_, err = p.AddTransport(o)
+		var fe *app.FieldError
+		require.True(t, errors.As(err, &fe), "%s: %v", tc.field, err)
+		require.Equal(t, tc.field, fe.Field())
+		require.NoError(t, p.Stop())
+	}
+}
