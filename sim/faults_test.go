@@ -171,7 +171,10 @@ type fx struct {
 	hasRSN   map[*txn.Conn]bool
 	badKeys  float64 // fraction of operations naming an unregistered region
 	pullOnly bool    // every operation is a pull
-	faultEnd time.Duration
+	// opTimeout is each connection's txn.ConnOptions.OpTimeout: set where
+	// the target dies, the one fault only a timeout can end.
+	opTimeout time.Duration
+	faultEnd  time.Duration
 	// peerGone: the target is dead at the end, so operations may fail and
 	// there is no probe.
 	peerGone bool
@@ -398,7 +401,7 @@ func (x *fx) Poll(now clock.Time) int {
 				if st.conn != nil {
 					st.gen++
 				}
-				c, err := ep.Open(x.c.Nodes[x.target].Addr(), txn.ConnOptions{Ordered: st.ordered})
+				c, err := ep.Open(x.c.Nodes[x.target].Addr(), txn.ConnOptions{Ordered: st.ordered, OpTimeout: x.opTimeout})
 				if err != nil {
 					if !errors.Is(err, txn.ErrBusy) && !errors.Is(err, rt.ErrBusy) {
 						x.violate("node %d: Open: %v", i, err)
@@ -870,7 +873,6 @@ func frameType(raw []byte) wire.Type {
 var faultScenarios = []faultScenario{
 	{
 		name: "heavy-loss",
-		skip: "issue 12 classes 1 and 2: waiting for the fix in core/rt/txn (core/rt's part is merged): seed 4: push RSN 9 never completes after a packet of it was abandoned (goal not reached within 503ms)",
 		setup: func(x *fx) {
 			// 10-30 % loss on every link until the fault ends.
 			x.faultEnd = time.Duration(1+x.rng.IntN(4)) * time.Millisecond
@@ -883,7 +885,6 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "burst-loss",
-		skip: "issue 12 class 1: waiting for the fix in core/rt/txn (core/rt's part is merged): seed 14: pull RSN 11 never completes after its data was abandoned",
 		setup: func(x *fx) {
 			x.faultEnd = time.Duration(1+x.rng.IntN(4)) * time.Millisecond
 			for i := range x.cfg.Nodes {
@@ -896,7 +897,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "link-flap",
-		skip: "issue 12 classes 1 and 2: waiting for the fix in core/rt/txn: seed 4: after 3 abandoned packets, the probe push RSN 12 never completes (goal not reached within 500ms)",
+		skip: "issue 12, open defect (core/rt and txn fixes merged, still fails): seed 156: 5 operations never complete after the flap; the simulation goes quiet at t+9.2ms",
 		setup: func(x *fx) {
 			// The initiator's link goes down and up a few times, for 50µs
 			// to 3ms each, one way or both.
@@ -933,7 +934,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "nack-loss",
-		skip: "issue 12 classes 1-3: waiting for the fix in core/rt/txn: seed 13: after the NACKs pass again, the probe push ends abandoned (the target, MaxOps 4, still refuses it: contexts held by abandoned transactions)",
+		skip: "issue 12, open defect (core/rt and txn fixes merged, still fails): seed 13: after the NACKs pass again the probe push ends abandoned; seed 17: 4 operations never complete",
 		setup: func(x *fx) {
 			// Every NACK is lost for 1-3 ms, and a third of the
 			// operations name an unregistered region, so the target
@@ -956,6 +957,7 @@ var faultScenarios = []faultScenario{
 	{
 		name: "peer-death",
 		setup: func(x *fx) {
+			x.opTimeout = 20 * time.Millisecond
 			// While operations are in flight (they all complete within
 			// about 400µs without a fault).
 			at := time.Duration(20+x.rng.IntN(400)) * time.Microsecond
@@ -965,8 +967,8 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "peer-death-pulls",
-		skip: "issue 12 class 4: waiting for the fix in core/rt/txn (operation timeout): seed 3: pull RSN 11 never completes: the target acknowledged the request and died, nothing is outstanding",
 		setup: func(x *fx) {
+			x.opTimeout = 20 * time.Millisecond
 			// Pulls only, and from a moment on the target's pull data is
 			// lost while its ACKs pass; then it dies. The initiator's pull
 			// requests are acknowledged, so nothing is outstanding in its
@@ -986,6 +988,7 @@ var faultScenarios = []faultScenario{
 	{
 		name: "restart-same-seed",
 		setup: func(x *fx) {
+			x.opTimeout = 20 * time.Millisecond
 			at := time.Duration(20+x.rng.IntN(400)) * time.Microsecond
 			down := time.Duration(x.rng.IntN(2000)) * time.Microsecond
 			x.cfg.Faults = append(x.cfg.Faults,
@@ -1000,6 +1003,7 @@ var faultScenarios = []faultScenario{
 	{
 		name: "restart-new-seed",
 		setup: func(x *fx) {
+			x.opTimeout = 20 * time.Millisecond
 			at := time.Duration(20+x.rng.IntN(400)) * time.Microsecond
 			down := time.Duration(x.rng.IntN(2000)) * time.Microsecond
 			x.cfg.Faults = append(x.cfg.Faults,
@@ -1054,7 +1058,7 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "rnr-storm",
-		skip: "issue 12 classes 1-3: waiting for the fix in core/rt/txn (core/rt's RNR part is merged): seed 0: 7 operations never complete after 9 abandonments under RNR (goal not reached within 501ms)",
+		skip: "issue 12, open defect (core/rt and txn fixes merged, still fails): seeds 0-2: 7-8 operations never complete under an RNR storm",
 		setup: func(x *fx) {
 			// A target with room for two transactions and a long RNR
 			// back-off refuses most requests for a while.
@@ -1065,7 +1069,6 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name:       "incast-abandon",
-		skip:       "issue 12 classes 1-3: waiting for the fix in core/rt/txn: seed 53: after the fault, the probe pull RSN 7 of node 0 never completes (goal not reached within 500ms)",
 		initiators: 4,
 		ops:        6,
 		setup: func(x *fx) {
