@@ -31,6 +31,9 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		Ext:     sh.Ext,
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
+	if !c.earlyExt(hd, c.hdrOff+len(payload), e.maxFrame) {
+		return 0, ErrNotEstablished // too big for an early packet: it waits for ConnAccept
+	}
 	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
 		return 0, ErrTooLarge
 	}
@@ -244,6 +247,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.DestCID = c.peerCID
 		hd.TxEcho = c.peerTx
 	}
+	c.earlyOpen(hd)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
