@@ -120,16 +120,16 @@ func NewSwitch(pool *mbuf.Pool, opts SwitchOptions) (*Switch, error) {
 		buf: make([]mbuf.Handle, 64), one: make([]mbuf.Handle, 1), rate: opts.Rate}
 	for i, ip := range opts.IPs {
 		if !ip.IsValid() {
-			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d] is not an address", i), s.Close())
+			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d] is not an address", i), s.closeAll())
 		}
 		ip = ip.Unmap()
 		if _, dup := s.ips[ip]; dup {
-			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d]: %v is given twice", i, ip), s.Close())
+			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d]: %v is given twice", i, ip), s.closeAll())
 		}
 		s.ips[ip] = i
 		station, side, err := mem.NewPair(pool, mem.PairOptions{Name: fmt.Sprintf("%s-p%d", opts.Name, i), Size: opts.Ring})
 		if err != nil {
-			return nil, errors.Join(badOptions("SwitchOptions.Ring: %v", err), s.Close())
+			return nil, errors.Join(badOptions("SwitchOptions.Ring: %v", err), s.closeAll())
 		}
 		s.ports[i] = swPort{station: station, side: side, q: make([]swEntry, opts.QueueFrames)}
 	}
@@ -240,7 +240,7 @@ func (s *Switch) deliver(p *swPort, now clock.Time) int {
 			break
 		}
 		s.one[0] = e.h
-		if p.station == nil || p.side.TxBurst(0, s.one) == 0 {
+		if p.side.TxBurst(0, s.one) == 0 {
 			p.stats.Refused++
 			s.free(e.h)
 		} else {
@@ -303,4 +303,15 @@ func (s *Switch) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// closeAll closes both ends of every pair made so far (NewSwitch failed).
+func (s *Switch) closeAll() error {
+	err := s.Close()
+	for i := range s.ports {
+		if p := s.ports[i].station; p != nil {
+			err = errors.Join(err, p.Close())
+		}
+	}
+	return err
 }

@@ -39,6 +39,8 @@ type MCSQNetOptions struct {
 	InitiatorConns, HostConns int
 	// MaxOps is the initiator's txn MaxOps (default 4096).
 	MaxOps int
+	// MaxTargets is the engine's target table (mcsq.Options.MaxTargets).
+	MaxTargets int
 	// RegionSize is each host's registered region (default 64 KiB).
 	RegionSize int
 	// Transport adjusts every endpoint's rt options (RTOs, RetryLimit).
@@ -104,9 +106,9 @@ func NewMCSQNet(o MCSQNetOptions) (n *MCSQNet, err error) {
 		n.ownPool = true
 	}
 	if n.Clock == nil {
-		n.virt = clock.NewVirtual(1_000_000)
-		n.Clock = n.virt
+		n.Clock = clock.NewVirtual(1_000_000)
 	}
+	n.virt, _ = n.Clock.(*clock.Virtual)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Close())
@@ -133,7 +135,7 @@ func NewMCSQNet(o MCSQNetOptions) (n *MCSQNet, err error) {
 	if n.Init, err = txn.New(txn.Options{Transport: tr("init", n.initPort, ips[0], o.Seed, o.InitiatorConns), MaxOps: o.MaxOps}); err != nil {
 		return n, err
 	}
-	if n.Engine, err = mcsq.New(mcsq.Options{Endpoint: n.Init}); err != nil {
+	if n.Engine, err = mcsq.New(mcsq.Options{Endpoint: n.Init, MaxTargets: o.MaxTargets}); err != nil {
 		return n, err
 	}
 	for i := range o.Hosts {

@@ -34,9 +34,10 @@
 //     records a reference (the slot's index), never a copy of the WR.
 //  3. Each SQ with references hands them, oldest first, to its txn
 //     connection as pushes and pulls whose Tag names the slot; a DC SQ
-//     connects first (0-RTT, below) or, when its next WR goes to another
-//     target than its connection, waits for its WRs in flight and
-//     reconnects.
+//     connects first (0-RTT, below) or, when its next WR goes to a target
+//     on another peer than its connection's, waits for its WRs in flight
+//     and reconnects. (A connection joins two endpoints; the WR names the
+//     region, so targets on the same peer share it.)
 //  4. Completions of the endpoint are matched to their slots by Tag and
 //     become CQEs (below); a DC SQ with nothing left is released.
 //
@@ -62,7 +63,9 @@
 // demand when bound, to the WR's Target (Engine.AddTarget), and
 // disconnect after the last WR in flight is acknowledged — at once
 // (IdleTimeout 0) or after IdleTimeout with nothing new for the same
-// identifier — and are then reused for another identifier and target. A
+// identifier — and are then reused for another identifier and target; a
+// new identifier takes, in this order, an idle SQ already connected to
+// its target's peer (no connect at all), a free SQ, the longest idle. A
 // connection being closed finishes its close handshake in the transport
 // while the SQ already serves its next target on a new one: give the
 // endpoint's transport MaxConns for the SQs plus the connections still

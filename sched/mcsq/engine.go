@@ -245,7 +245,7 @@ func (e *Engine) place(q *Queue, i uint32, s *slot) int {
 			e.complete(q, i, s, StatusUnknownID, CauseNone, ErrUnknownQPN, 0)
 			return -1
 		}
-		if x = p.takeSQ(); x < 0 {
+		if x = p.takeSQ(&e.targets[wr.Target]); x < 0 {
 			return cHOLNoSQ
 		}
 		if !p.bindTo(x, key, wr.ID) {
@@ -297,11 +297,17 @@ func (e *Engine) pump(p *Pool, x int32) int {
 				s.conn, s.target = nil, -1
 			}
 			if s.conn != nil && s.target != t {
-				if s.inflight > 0 {
-					return work // the earlier WRs finish on the old target first
+				if e.targets[s.target] == e.targets[t] {
+					// Another target on the same peer: a connection is
+					// between endpoints, the WR names the region.
+					s.target = t
+				} else {
+					if s.inflight > 0 {
+						return work // the earlier WRs finish on the old target first
+					}
+					p.disconnect(x)
+					p.cnt.own[cDCRetarget]++
 				}
-				p.disconnect(x)
-				p.cnt.own[cDCRetarget]++
 			}
 			if s.conn == nil {
 				if err := p.connect(x, e.targets[t], t); err != nil {

@@ -325,10 +325,19 @@ func (p *Pool) blacklistAdd(key idKey, id ID, cause Cause) {
 	p.cnt.own[cBlacklistAdds]++
 }
 
-// takeSQ returns a DC SQ for a new identifier: a free one, else the
-// longest idle one (which loses its identifier but keeps its connection
-// until it is retargeted), else -1.
-func (p *Pool) takeSQ() int32 {
+// takeSQ returns a DC SQ for a new identifier whose first WR goes to
+// peer: an idle one already connected to peer (the connection serves on,
+// no connect), else a free one, else the longest idle one (which loses its
+// identifier and is reconnected), else -1. An idle SQ taken loses its
+// identifier at once.
+func (p *Pool) takeSQ(peer *rt.PeerAddr) int32 {
+	for x := p.idleH; x >= 0; x = p.sqs[x].next {
+		if s := &p.sqs[x]; s.conn != nil && s.target >= 0 && p.e.targets[s.target] == *peer {
+			p.unidle(x)
+			p.unbind(x)
+			return x
+		}
+	}
 	if n := len(p.free); n > 0 {
 		x := p.free[n-1]
 		p.free = p.free[:n-1]

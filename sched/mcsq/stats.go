@@ -57,7 +57,7 @@ type Stats struct {
 	BoundHits        uint64 // WRs whose identifier was already bound
 	DCConnects       uint64 // DC connections opened (each 0-RTT: data follows at once)
 	DCDisconnects    uint64 // DC connections closed (last WR acknowledged, idle, or retargeted)
-	DCRetarget       uint64 // a bound DC SQ reconnected to another target for its flow
+	DCRetarget       uint64 // a DC SQ reconnected because its next WR goes to another peer
 	ConnectWaits     uint64 // connects refused for now (connection table full): retried next poll
 	SQFailures       uint64 // SQs that failed (each blacklists its identifier)
 	BlacklistAdds    uint64
