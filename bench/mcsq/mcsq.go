@@ -92,14 +92,14 @@ const dcIdle = 10 * time.Millisecond
 const blacklist = 256
 
 // initiatorConns is the connection table each design provisions: the
-// naive one a connection per target; the MCSQ its SQs and half as many
+// naive one a connection per target; the MCSQ its SQs and a quarter as many
 // again for connections still closing (a connect that finds the table
 // full waits: Stats.ConnectWaits).
 func initiatorConns(o *Options, d design) int {
 	if d == designPerTarget {
 		return o.Targets
 	}
-	return o.DCSQs + o.DCSQs/2
+	return o.DCSQs + o.DCSQs/4
 }
 
 // design is one side of the comparison.
