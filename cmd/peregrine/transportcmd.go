@@ -47,6 +47,8 @@ type transportConfig struct {
 	frameSize int
 	quiet     bool
 	ready     func(key uint32, length int) // tests: the target is up
+	targets   int                          // initiator through an MCSQ (transport_mcsq.go)
+	dcSQs     int
 }
 
 func newTransportCommand() *cobra.Command {
@@ -112,6 +114,8 @@ It exits 0 only if every operation completed without error.`,
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
+	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }
 
@@ -153,6 +157,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
 	clk := clock.NewReal()
+	if cfg.role == "initiator" && cfg.targets > 0 {
+		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out)
+	}
 	pipe, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.port},
