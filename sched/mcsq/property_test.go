@@ -16,7 +16,7 @@ import (
 	"github.com/peregrine-net/peregrine/sim"
 )
 
-// propertySeeds is 1,000 by default, 100 under -short or -race;
+// propertySeeds is 1,000 by default, 100 under -short, 40 under -race;
 // PEREGRINE_MCSQ_SEEDS overrides both.
 func propertySeeds() int {
 	if s := os.Getenv("PEREGRINE_MCSQ_SEEDS"); s != "" {
@@ -24,7 +24,10 @@ func propertySeeds() int {
 			return n
 		}
 	}
-	if testing.Short() || raceEnabled {
+	if raceEnabled {
+		return 40
+	}
+	if testing.Short() {
 		return 100
 	}
 	return 1000
