@@ -23,6 +23,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,9 @@ type Options struct {
 	BigTargets int
 	// Seed picks the random targets.
 	Seed uint64
+	// Rounds is how many times each real-clock comparison runs, the two
+	// sides alternating; the ratio is of the medians (default 3).
+	Rounds int
 }
 
 func (o *Options) defaults() {
@@ -80,6 +84,9 @@ func (o *Options) defaults() {
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 3
 	}
 }
 
@@ -314,34 +321,52 @@ func (b *bed) step() {
 	}
 }
 
+// measure builds a bed, runs one throughput measurement and tears it down.
+func measure(ctx context.Context, o *Options, d design, ordered bool, g, burst int, round uint64) (float64, mcsq.Stats, int, error) {
+	b, err := newBed(o, d, ordered, clock.NewReal(), dcIdle)
+	if err != nil {
+		return 0, mcsq.Stats{}, 0, err
+	}
+	ops, err := b.throughput(ctx, g, burst, o.Duration, o.Seed+round)
+	st := b.q.Stats()
+	if cerr := b.n.Close(); err == nil {
+		err = cerr
+	}
+	return ops, st, b.peak, err
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
 // Run runs the scenario and prints its report.
 func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	o.defaults()
 	rep := report.New(o.Out)
-	rep.Note("mcsq: %d targets on %d hosts, %d DC SQs vs one RC connection per target; %v per measurement", o.Targets, o.Hosts, o.DCSQs, o.Duration)
+	rep.Note("mcsq: %d targets on %d hosts, %d DC SQs vs one RC connection per target; %v per measurement, median of %d alternating rounds", o.Targets, o.Hosts, o.DCSQs, o.Duration, o.Rounds)
 
 	var mcsqPeak int
 	for _, burst := range []int{8, 1} {
 		for _, g := range o.Goroutines {
 			var ops [2]float64
 			var hol [2]mcsq.Stats
-			for _, d := range []design{designMCSQ, designPerTarget} {
-				b, err := newBed(&o, d, false, clock.NewReal(), dcIdle)
-				if err != nil {
-					return 0, 0, err
-				}
-				ops[d], err = b.throughput(ctx, g, burst, o.Duration, o.Seed)
-				hol[d] = b.q.Stats()
-				if d == designMCSQ {
-					mcsqPeak = max(mcsqPeak, b.peak)
-				}
-				if cerr := b.n.Close(); err == nil {
-					err = cerr
-				}
-				if err != nil {
-					return 0, 0, fmt.Errorf("%v, %d goroutines: %w", d, g, err)
+			var runs [2][]float64
+			for round := range o.Rounds {
+				for _, d := range []design{designMCSQ, designPerTarget} {
+					v, st, peak, err := measure(ctx, &o, d, false, g, burst, uint64(round))
+					if err != nil {
+						return 0, 0, fmt.Errorf("%v, %d goroutines: %w", d, g, err)
+					}
+					runs[d] = append(runs[d], v)
+					hol[d] = st
+					if d == designMCSQ {
+						mcsqPeak = max(mcsqPeak, peak)
+					}
 				}
 			}
+			ops[0], ops[1] = median(runs[0]), median(runs[1])
 			r := report.Ratio{Name: fmt.Sprintf("mcsq_vs_per_target_ops_g%d_burst8", g), Value: ops[0] / ops[1], Op: report.AtLeast, Target: 1.0,
 				Detail: fmt.Sprintf("mcsq %.0f WR/s, per-target %.0f WR/s; mcsq head-of-line waits: no free SQ %d polls, SQ full %d, %.1f ms total",
 					ops[0], ops[1], hol[0].HOLNoSQ, hol[0].HOLSQFull, float64(hol[0].HOLWaitNs)/1e6)}
@@ -515,21 +540,18 @@ func dc10k(o *Options, rep *report.Report) error {
 func orderedCost(ctx context.Context, o *Options, rep *report.Report) error {
 	var nsPer [2]float64
 	var cqes [2]mcsq.Stats
-	for k, ordered := range []bool{false, true} {
-		b, err := newBed(o, designMCSQ, ordered, clock.NewReal(), dcIdle)
-		if err != nil {
-			return err
+	var runs [2][]float64
+	for round := range o.Rounds {
+		for k, ordered := range []bool{false, true} {
+			ops, st, _, err := measure(ctx, o, designMCSQ, ordered, 4, 8, uint64(round))
+			if err != nil {
+				return err
+			}
+			cqes[k] = st
+			runs[k] = append(runs[k], 1e9/ops)
 		}
-		ops, err := b.throughput(ctx, 4, 8, o.Duration, o.Seed)
-		cqes[k] = b.q.Stats()
-		if cerr := b.n.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		nsPer[k] = 1e9 / ops
 	}
+	nsPer[0], nsPer[1] = median(runs[0]), median(runs[1])
 	rep.Add(report.Ratio{Name: "ordered_cq_cost_vs_unordered", Value: nsPer[1] / nsPer[0], Op: report.AtMost, Target: 1.20,
 		Detail: fmt.Sprintf("ordered %.0f ns/WR (%.2f WRs per CQE), unordered %.0f ns/WR (1 WR per CQE)",
 			nsPer[1], float64(cqes[1].Completed+cqes[1].CompletedErr)/float64(max(cqes[1].CQEs, 1)), nsPer[0])})

@@ -17,6 +17,7 @@ func newBenchMCSQCommand() *cobra.Command {
 		goroutines []int
 		targets    int
 		sqs        int
+		rounds     int
 	)
 	cmd := &cobra.Command{
 		Use:   "mcsq",
@@ -41,6 +42,7 @@ an initiator and 16 target hosts on the fabric emulator's switch:
 				checkPositiveDuration("duration", duration, 10*time.Millisecond),
 				checkInt("targets", targets, 1, 100000),
 				checkInt("dc-sqs", sqs, 1, 4096),
+				checkInt("rounds", rounds, 1, 100),
 			); err != nil {
 				return err
 			}
@@ -52,7 +54,7 @@ an initiator and 16 target hosts on the fabric emulator's switch:
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchmcsq.Run(ctx, benchmcsq.Options{Out: cmd.OutOrStdout(), Duration: duration,
-				Goroutines: goroutines, Targets: targets, DCSQs: sqs})
+				Goroutines: goroutines, Targets: targets, DCSQs: sqs, Rounds: rounds})
 			return err
 		},
 	}
@@ -61,5 +63,6 @@ an initiator and 16 target hosts on the fabric emulator's switch:
 	f.IntSliceVar(&goroutines, "goroutines", []int{1, 4, 16, 64}, "posting goroutine counts")
 	f.IntVar(&targets, "targets", benchmcsq.DefaultTargets, "targets of the throughput runs")
 	f.IntVar(&sqs, "dc-sqs", benchmcsq.DefaultDCSQs, "DC SQs of the MCSQ")
+	f.IntVar(&rounds, "rounds", 3, "alternating rounds per real-clock comparison (the ratio is of the medians)")
 	return cmd
 }
