@@ -32,7 +32,7 @@ an initiator and 16 target hosts on the fabric emulator's switch:
   mcsq_vs_per_target_bytes_per_target  connection state per target           (goal <= 0.10)
   dc_10k_targets_complete              10,000 targets via 64 DC SQs, all WRs
                                        completed (virtual time)              (goal = 1)
-  ordered_cq_cost_vs_unordered         ns per WR, ordered CQ / unordered      (goal <= 1.20)
+  ordered_cq_cost_vs_unordered         CPU ns per WR, ordered CQ / unordered  (goal <= 1.20)
   allocs_per_wr                        heap allocations per WR, steady state (goal = 0)`,
 		Example: `  peregrine bench mcsq
   peregrine bench mcsq --duration 200ms --goroutines 1,4`,
