@@ -282,7 +282,7 @@ func (e *Endpoint) onCtrlTimeout(c *conn) {
 // the peer it fails (ErrIdleTimeout); past KeepAlive it sends a probe,
 // which a live peer answers; and while the ULP awaits the peer
 // (SetAwaiting) it probes a silent peer on the retransmission schedule
-// (see awaitProbe). One timer per connection, re-armed here, so the
+// (awaitProbes, awaitDue). One timer per connection, re-armed here, so the
 // packet path only records the time.
 func (e *Endpoint) onIdleTimer(c *conn) {
 	if to := e.opts.IdleTimeout; to > 0 && e.now.Sub(c.lastRx) >= to {
