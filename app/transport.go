@@ -42,6 +42,10 @@ type TransportOptions struct {
 	Conns     int
 	PullEvery int
 	Count     uint64
+	// OpTimeout is the initiator's per-operation timeout
+	// (txn.ConnOptions.OpTimeout, 0: none): an operation not completed
+	// this long after posting ends with txn.StatusTimeout.
+	OpTimeout time.Duration
 	// CongestionTarget is Swift's base delay target (0: Swift's
 	// default); MinRTO, Seed and
 	// RTWindow (PSN window, 0: default) configure the reliable transport.
@@ -61,6 +65,17 @@ type Transport struct {
 	Region txn.Region
 
 	pushes, badPushes atomic.Uint64
+	connErr           atomic.Pointer[error] // the first connection failure
+}
+
+// ConnErr returns why the first of the endpoint's connections that failed
+// did (rt.ErrRetryExhausted when the peer went silent, rt.ErrPeerReset
+// when it restarted…), or nil (safe while the loop runs).
+func (t *Transport) ConnErr() error {
+	if p := t.connErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Pushes reports how many pushes the target received and how many of
@@ -87,6 +102,9 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	}
 	if o.Window < 1 || o.Window > 4096 {
 		return nil, &FieldError{"Window", -1, fmt.Errorf("%d: use 1..4096", o.Window)}
+	}
+	if o.OpTimeout < 0 {
+		return nil, &FieldError{"OpTimeout", -1, fmt.Errorf("%v is negative: use a positive timeout, or 0 for none", o.OpTimeout)}
 	}
 	if len(o.Sizes) == 0 {
 		return nil, &FieldError{"Sizes", -1, errors.New("none given (give at least one message size)")}
@@ -115,6 +133,12 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 				if !txnload.PushIntact(r.Data) {
 					t.badPushes.Add(1)
 				}
+			}
+		},
+		OnConnEvent: func(ev txn.ConnEvent) {
+			if ev.Kind == txn.ConnFailed && ev.Err != nil {
+				err := ev.Err
+				t.connErr.CompareAndSwap(nil, &err)
 			}
 		},
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
@@ -146,6 +170,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		t.Load, err = txnload.New(txnload.Options{
 			Initiator: ep, TargetRegion: txn.Region{Key: o.RegionKey, Len: regionLen}, Peer: o.Peer,
 			Conns: o.Conns, Window: o.Window, Sizes: o.Sizes, PullEvery: pullEvery, Count: o.Count,
+			OpTimeout: o.OpTimeout,
 		}, nil)
 		if err != nil {
 			return nil, err

@@ -167,6 +167,7 @@ func failureCheck(ls txnload.Stats, tooSmallHint string) check {
 		{ls.RefusedOther, "refused by the target without a reason"},
 		{ls.Abandoned, "a packet ran out of retries"},
 		{ls.ConnFailed, "the connection failed or closed"},
+		{ls.TimedOut, "timed out (--op-timeout)"},
 	} {
 		if c.n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))

@@ -167,6 +167,7 @@ func (c *transportConfig) validate() error {
 		checkInt("conns", c.conns, 1, 1024),
 		checkInt("pull-every", c.pullEvery, 0, 1<<30),
 		checkDuration("duration", c.duration, zero),
+		checkDuration("op-timeout", c.opTimeout, "have no operation timeout"),
 		checkCPU("lcore", c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),

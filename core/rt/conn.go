@@ -184,7 +184,12 @@ type conn struct {
 	// peer, and a probe owed (an ACK asking for an ACK).
 	lastRx clock.Time
 	probe  bool
-	bornAt clock.Time // when the slot took this connection: no RTT sample is older
+	// The ULP awaits the peer (SetAwaiting): probes sent since the peer
+	// last spoke, and when the latest went.
+	awaiting  bool
+	probesOut uint16
+	probeAt   clock.Time
+	bornAt    clock.Time // when the slot took this connection: no RTT sample is older
 
 	rtt   rttEstimator
 	fixed FixedWindow

@@ -265,8 +265,8 @@ func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
 func (e *Endpoint) establish(c *conn) {
 	c.state = StateEstablished
 	e.stopCtrl(c)
-	if e.opts.KeepAlive > 0 || e.opts.IdleTimeout > 0 {
-		e.armCtrl(c, e.nextIdleCheck(c))
+	if next, ok := e.nextIdleCheck(c); ok {
+		e.armCtrl(c, next)
 	}
 	c.announce = true
 	e.cnt.own[cConnEstablished]++
@@ -320,6 +320,42 @@ func (h *Conn) Close() error {
 func (h *Conn) Abort() {
 	if c := h.live(); c != nil {
 		h.e.failConn(c, ErrAborted)
+	}
+}
+
+// SetAwaiting tells the transport whether the ULP awaits the peer on this
+// connection: it has work in progress there (an operation waiting for a
+// pull's data, a grant or its completion, a peer's request being served)
+// even when nothing of its own is unacknowledged. While set, and unless
+// Options.IdleTimeout is the liveness policy, a peer silent for an RTO is
+// probed (an ACK asking for an ACK, counted in KeepAliveSent), the
+// interval doubling per unanswered probe up to MaxRTO, and after
+// RetryLimit+1 unanswered probes the connection fails with
+// ErrRetryExhausted — as it would had a packet been outstanding. A peer
+// that dropped its half answers the first probe with a bad-CID NACK
+// (ErrPeerReset). Without it, a side that only waits (its requests all
+// acknowledged) has no timer running and would wait forever for a peer
+// that is gone. It sends nothing while the peer talks, and nothing at all
+// on a connection with no work in progress (so an idle endpoint stays
+// idle). The transaction layer sets it while the connection holds any
+// transaction.
+func (h *Conn) SetAwaiting(on bool) {
+	c := h.live()
+	if c == nil || c.awaiting == on {
+		return
+	}
+	c.awaiting = on
+	if !on {
+		return // the timer, if it runs, finds nothing to do
+	}
+	e := h.e
+	// Silence is measured from now: work that starts on a connection quiet
+	// for long is not a reason to probe at once.
+	c.probesOut, c.probeAt = 0, e.now
+	if c.state == StateEstablished || c.state == StateClosing {
+		if next, ok := e.nextIdleCheck(c); ok {
+			e.armCtrl(c, next)
+		}
 	}
 }
 

@@ -145,11 +145,15 @@
 //     resync exhausted, the peer reset, setup timed out, the peer's ULP
 //     failed) or Stop ran; StatusConnFailed (IBV_WC_RETRY_EXC_ERR for
 //     the operation that found the peer gone, IBV_WC_WR_FLUSH_ERR for the
-//     rest). A peer that dies while nothing of this side is
-//     unacknowledged (say, right after acknowledging a pull request) is
-//     found only by the transport's idle timeout (rt Options.KeepAlive and
-//     IdleTimeout, off by default; rt.ErrIdleTimeout): otherwise the
-//     operation's timeout is what bounds that wait.
+//     rest). A peer that dies, or drops its half, while nothing of this
+//     side is unacknowledged (say, right after acknowledging a pull
+//     request) is found all the same: while a connection holds any
+//     transaction the transport probes a silent peer (rt.Conn.SetAwaiting)
+//     and fails the connection after RetryLimit+1 unanswered probes
+//     (rt.ErrRetryExhausted), or at the bad-CID NACK of a peer that lost
+//     it (rt.ErrPeerReset) — unless rt Options.IdleTimeout is set, which
+//     then decides (rt.ErrIdleTimeout). An operation's timeout ends it
+//     sooner if shorter.
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving
@@ -170,7 +174,15 @@
 // once otherwise) Options.OnAborted is told — never after OnRequest for
 // the same request — and the request is released, letting the requests
 // behind it through; its context is freed once its own packets in flight
-// resolve. A request of which nothing arrived gets a failed placeholder
+// resolve. Contexts are admitted so that the request every other one
+// waits for can always get one: a peer's request that must wait for an
+// earlier one of its connection (a later RSN on an ordered connection, a
+// later SSN of a solicited push) may not take the last free context
+// (NoResources: the peer holds it off and resends), which stays for a
+// request at the head of its orders — else requests that arrived early
+// could hold every context while the one they wait for, or the abort
+// notice standing in for it, was refused for want of one, forever. A
+// request of which nothing arrived gets a failed placeholder
 // that holds its turn in the RSN order (ordered connections) and the
 // grant order (solicited pushes). When the target abandons its pull data
 // it sends the notice the other way and frees the context once the

@@ -184,6 +184,9 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	}
 	c.tail = i
 	c.count++
+	if c.count == 1 {
+		c.rc.SetAwaiting(true) // a silent peer is probed while work is in progress
+	}
 	return i, x
 }
 
@@ -202,6 +205,9 @@ func (e *Endpoint) freeXact(i int32) {
 		c.tail = x.prev
 	}
 	c.count--
+	if c.count == 0 {
+		c.rc.SetAwaiting(false)
+	}
 	gen := x.gen
 	*x = xact{gen: gen}
 	e.freeX = append(e.freeX, i)
