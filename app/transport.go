@@ -49,6 +49,13 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// Sends (initiator) keeps that many two-sided Sends outstanding on one
+	// more, unordered connection with a 16-bit delivery index; PostRecv
+	// (target) keeps that many receive WQEs posted on every connection and
+	// checks each Send byte for byte. Both sides must use the same Sizes.
+	// 0: none (transport_dix.go).
+	Sends    int
+	PostRecv int
 }
 
 // Transport is what AddTransport built.
@@ -59,6 +66,10 @@ type Transport struct {
 	Load *txnload.Load
 	// Region is the target's registered region (zero for an initiator).
 	Region txn.Region
+	// Sends (initiator) and Recv (target): the two-sided workload, when
+	// TransportOptions.Sends or PostRecv asked for it.
+	Sends *txnload.SendLoad
+	Recv  *txnload.RecvPoster
 
 	pushes, badPushes atomic.Uint64
 }
@@ -109,6 +120,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	}
 	t := &Transport{}
 	ep, err := txn.New(txn.Options{
+		OnConnEvent: t.onConnEvent,
 		OnRequest: func(r *txn.Request) {
 			if r.Kind == txn.OpPush {
 				t.pushes.Add(1)
@@ -154,6 +166,9 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 			return nil, err
 		}
 	}
+	if err := p.addTransportSends(t, o); err != nil {
+		return nil, err
+	}
 	if err := p.Add(Stage{Stage: ep, Loop: o.Loop}); err != nil {
 		return nil, err
 	}
@@ -170,7 +185,10 @@ func (t *Transport) Drain() bool {
 		return true
 	}
 	t.Load.Stop()
-	drained := WaitFor(t.Load.Idle, 5*time.Second)
+	if t.Sends != nil {
+		t.Sends.Stop()
+	}
+	drained := WaitFor(func() bool { return t.Load.Idle() && (t.Sends == nil || t.Sends.Idle()) }, 5*time.Second)
 	WaitFor(t.Load.Closed, time.Second)
 	return drained
 }
