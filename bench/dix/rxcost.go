@@ -21,9 +21,9 @@ type RxCostResult struct {
 	SendAllocs, PushAllocs float64 // heap allocations per packet, whole pair
 }
 
-// RxCost times the receiving endpoint's Poll per data packet for
-// single-packet Sends (16-bit free-running index, into posted WQEs)
-// against single-packet unsolicited pushes of the same size, two txn
+// RxCost times the receiving endpoint's Poll per data packet for 4 KiB
+// Sends of four packets (16-bit free-running index, into posted WQEs)
+// against unsolicited pushes of the same size and segments, two txn
 // endpoints joined by an unimpaired in-process link on a virtual clock
 // (only the receiver's Poll is timed, on the real clock).
 func RxCost(packets int) (RxCostResult, error) {
@@ -39,7 +39,7 @@ func RxCost(packets int) (RxCostResult, error) {
 }
 
 func rxCost(send bool, packets int) (nsPerPkt, allocsPerPkt float64, err error) {
-	const size, depth, inflight = 1024, 256, 64
+	const seg, size, depth, inflight = 1024, 4096, 256, 32
 	pool, err := mbuf.New(mbuf.Options{Name: "dix-rxcost", Frames: 8192, CacheSize: 128})
 	if err != nil {
 		return 0, 0, err
@@ -53,12 +53,12 @@ func rxCost(send bool, packets int) (nsPerPkt, allocsPerPkt float64, err error) 
 	clk := clock.NewVirtual(1_000_000)
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
 	var connB *txn.Conn
-	a, err := txn.New(txn.Options{Transport: rt.Options{Name: "a", Port: pa, Pool: pool, Clock: clk, LocalIP: ipA, Seed: 1}, Segment: size})
+	a, err := txn.New(txn.Options{Transport: rt.Options{Name: "a", Port: pa, Pool: pool, Clock: clk, LocalIP: ipA, Seed: 1}, Segment: seg})
 	if err != nil {
 		return 0, 0, err
 	}
 	defer a.Close()
-	b, err := txn.New(txn.Options{Transport: rt.Options{Name: "b", Port: pb, Pool: pool, Clock: clk, LocalIP: ipB, Seed: 2}, Segment: size, RecvDepth: depth,
+	b, err := txn.New(txn.Options{Transport: rt.Options{Name: "b", Port: pb, Pool: pool, Clock: clk, LocalIP: ipB, Seed: 2}, Segment: seg, RecvDepth: depth,
 		OnConnEvent: func(ev txn.ConnEvent) {
 			if ev.Kind == txn.ConnEstablished {
 				connB = ev.Conn
@@ -125,7 +125,7 @@ func rxCost(send bool, packets int) (nsPerPkt, allocsPerPkt float64, err error) 
 		if send {
 			return b.SendStats().PlacedDirect + b.SendStats().PlacedElement
 		}
-		return b.Stats().BytesPlaced / size
+		return b.Stats().BytesPlaced / seg
 	}
 	for received() < uint64(packets/10) {
 		step(false)

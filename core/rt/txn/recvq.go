@@ -417,6 +417,21 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 			e.drainHeld(ci, rq)
 			return -1, rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
 		}
+		if !inOrder && h.Offset == 0 && uint64(len(p)) == uint64(h.ReqLen) {
+			// The whole Send in one packet: placed and completed at once,
+			// with no context and no binding to find later packets by.
+			copy(w.mem, p)
+			d.cnt[dBytesPlaced] += uint64(len(p))
+			d.cnt[dBytesCopied] += uint64(len(p))
+			if v == dix.BoundElement {
+				d.cnt[dPlacedElement]++
+				d.elems--
+			} else {
+				d.cnt[dPlacedDirect]++
+			}
+			e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusOK)
+			return -1, rt.Accept
+		}
 		i, x := e.allocX(ci, roleTarget)
 		x.kind, x.rsn, x.length = OpSend, h.RSN, h.ReqLen
 		x.mem = w.mem[:h.ReqLen:h.ReqLen]
