@@ -63,7 +63,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 
-	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
+	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered; Sends by delivery index on a fifth, unordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
