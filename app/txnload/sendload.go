@@ -251,6 +251,18 @@ func (r *RecvPoster) Poll(now clock.Time) int {
 		}
 		work += n
 	}
+	// A closed connection's WQEs were all flushed: forget it and its
+	// buffers.
+	kept := r.conns[:0]
+	for _, rc := range r.conns {
+		if !rc.open && rc.done >= rc.posted {
+			_ = r.target.Deregister(rc.region)
+			continue
+		}
+		kept = append(kept, rc)
+	}
+	clear(r.conns[len(kept):])
+	r.conns = kept
 	return work
 }
 
