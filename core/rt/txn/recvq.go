@@ -74,9 +74,10 @@ type wqe struct {
 
 // recvQueue is one connection slot's receive queue.
 type recvQueue struct {
-	q    *dix.Queue
-	wqes []wqe
-	held int32 // hold-buffer chunks of this connection (baseline), linked
+	q       *dix.Queue
+	wqes    []wqe
+	held    int32 // hold-buffer chunks of this connection (baseline), linked
+	stalled bool  // the head Send's held packets wait for a free context
 }
 
 // hchunk is one packet held in the hold buffer.
@@ -354,6 +355,9 @@ func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdic
 		d.cnt[dRNRSent]++ // nothing posted on this connection yet
 		return rt.NotReady
 	}
+	if rq.stalled {
+		e.drainHeld(ci, rq)
+	}
 	var i int32 = -1
 	if desc.Omitted() {
 		k, ok := d.binds.Lookup(uint64(c.cid)<<32 | uint64(h.RSN))
@@ -408,7 +412,8 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 		}
 		if uint64(h.ReqLen) > uint64(len(w.mem)) {
 			// Longer than its WQE: the WQE completes in error, nothing is
-			// written, and every packet of the Send is refused.
+			// written, and the packet is refused (the sender's Send fails;
+			// any later packet of it finds the WQE consumed and is dropped).
 			d.cnt[dTooLong]++
 			if v == dix.BoundElement {
 				d.elems--
@@ -558,6 +563,14 @@ func (e *Endpoint) holdPacket(ci int32, rq *recvQueue, h *wire.Header, p []byte,
 		d.cnt[dHoldFull]++
 		return rt.NoResources
 	}
+	if w := &rq.wqes[k&uint32(len(rq.wqes)-1)]; uint64(h.ReqLen) > uint64(len(w.mem)) {
+		// Longer than its WQE: that WQE completes in error now (out of
+		// order), nothing is held, and the Send is refused.
+		d.cnt[dTooLong]++
+		e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusLocalLength)
+		e.dropHeld(ci, rq, k)
+		return rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
+	}
 	j := d.freeChunk[len(d.freeChunk)-1]
 	d.freeChunk = d.freeChunk[:len(d.freeChunk)-1]
 	copy(d.hold[int(j)*e.seg:], p)
@@ -571,64 +584,76 @@ func (e *Endpoint) holdPacket(ci int32, rq *recvQueue, h *wire.Header, p []byte,
 }
 
 // drainHeld places the held packets of the head Send, as long as the head
-// has some (each completion moves the head on).
+// has some (each completion moves the head on). Packets of Sends already
+// consumed are dropped (counted). When no context is free for the head
+// Send, its packets stay held and the drain is retried on the
+// connection's next packet or post.
 func (e *Endpoint) drainHeld(ci int32, rq *recvQueue) {
 	d := &e.dx
+	rq.stalled = false
 	for rq.held >= 0 {
 		head := rq.q.Head()
-		found := false
-		prev := int32(-1)
-		for j := rq.held; j >= 0; {
-			ch := d.chunks[j]
-			if ch.k != head {
-				prev, j = j, ch.next
+		j, prev := rq.held, int32(-1)
+		for j >= 0 {
+			ch := &d.chunks[j]
+			if seqLT(ch.k, head) {
+				// Its WQE was consumed (the Send failed): drop it.
+				next := ch.next
+				e.unlinkChunk(rq, j, prev)
+				d.cnt[dStale]++
+				j = next
 				continue
 			}
-			found = true
-			// Unlink first: placing may complete the Send and recurse.
-			if prev < 0 {
-				rq.held = ch.next
-			} else {
-				d.chunks[prev].next = ch.next
+			if ch.k == head {
+				break
 			}
-			d.freeChunk = append(d.freeChunk, j)
-			d.cnt[dHeldBytes] -= uint64(ch.n)
-			e.placeHeld(ci, rq, &ch, d.hold[int(j)*e.seg:int(j)*e.seg+int(ch.n)])
-			break
+			prev, j = j, ch.next
 		}
-		if !found {
+		if j < 0 {
 			return
+		}
+		ch := d.chunks[j]
+		p := d.hold[int(j)*e.seg : int(j)*e.seg+int(ch.n)]
+		h := wire.Header{Type: wire.TypeSend, RSN: ch.rsn, ReqLen: ch.reqLen, Offset: ch.off}
+		i, v := e.bindSend(ci, &e.conns[ci], rq, &h, p, 0, ch.k)
+		if i < 0 && v == rt.NoResources {
+			rq.stalled = true
+			return
+		}
+		// Unlinked before placing: placing may complete the Send.
+		e.unlinkChunk(rq, j, prev)
+		if i < 0 {
+			d.cnt[dStale]++
+			continue
+		}
+		x := &e.xacts[i]
+		if x.length != ch.reqLen || x.rsn != ch.rsn {
+			d.cnt[dForged]++
+			continue
+		}
+		copy(x.mem[ch.off:], p)
+		n := uint64(len(p))
+		x.received += uint32(len(p))
+		d.cnt[dBytesPlaced] += n
+		d.cnt[dBytesCopied] += n
+		d.cnt[dPlacedHeld]++
+		if x.received == x.length {
+			e.finishSend(ci, rq, i, StatusOK)
 		}
 	}
 }
 
-// placeHeld binds (if needed) the head Send a held chunk belongs to and
-// copies the chunk into its WQE.
-func (e *Endpoint) placeHeld(ci int32, rq *recvQueue, ch *hchunk, p []byte) {
+// unlinkChunk takes chunk j (after prev, or first) off the connection's
+// held list and frees it.
+func (e *Endpoint) unlinkChunk(rq *recvQueue, j, prev int32) {
 	d := &e.dx
-	c := &e.conns[ci]
-	h := wire.Header{Type: wire.TypeSend, RSN: ch.rsn, ReqLen: ch.reqLen, Offset: ch.off}
-	i, v := e.bindSend(ci, c, rq, &h, p, 0, ch.k)
-	if i < 0 {
-		if v != rt.Accept {
-			d.cnt[dStale]++ // no context for it now: it is lost (counted)
-		}
-		return
+	if prev < 0 {
+		rq.held = d.chunks[j].next
+	} else {
+		d.chunks[prev].next = d.chunks[j].next
 	}
-	x := &e.xacts[i]
-	if x.length != ch.reqLen || x.rsn != ch.rsn {
-		d.cnt[dForged]++
-		return
-	}
-	copy(x.mem[ch.off:], p)
-	n := uint64(len(p))
-	x.received += uint32(len(p))
-	d.cnt[dBytesPlaced] += n
-	d.cnt[dBytesCopied] += n
-	d.cnt[dPlacedHeld]++
-	if x.received == x.length {
-		e.finishSend(ci, rq, i, StatusOK)
-	}
+	d.cnt[dHeldBytes] -= uint64(d.chunks[j].n)
+	d.freeChunk = append(d.freeChunk, j)
 }
 
 // dropHeld frees the held packets of Send k (its WQE was consumed).

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/dix"
+	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
@@ -101,4 +102,49 @@ func TestSendForgedIndexesNeverWriteElsewhere(t *testing.T) {
 	require.Equal(t, st0.Beyond+1, st.Beyond)
 	require.Equal(t, st0.RNRSent+1, st.RNRSent, "not posted: refused for now")
 	require.Equal(t, before, mem, "no WQE changed")
+}
+
+// TestBaselineHoldsThenPlacesAndRefusesTooLong drives the baseline
+// receiver packet by packet: a later Send's packet is held until the head
+// Send is placed, then copied into its WQE; a Send longer than its WQE is
+// refused at once, even while it waits its turn, and its WQE completes in
+// error.
+func TestBaselineHoldsThenPlacesAndRefusesTooLong(t *testing.T) {
+	sp := newSendPair(t, 14, "", func(a, b *Options) { b.HoldBytes = 16 << 10 })
+	sp.open(dix.Config{})
+	mem := make([]byte, 3*1024)
+	rb, _ := sp.b.Register(mem, RemoteWrite)
+	for k := range 3 {
+		size := 1024
+		if k == 2 {
+			size = 100
+		}
+		_, err := sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: uint64(k * 1024), Len: size, WRID: uint64(k)})
+		require.NoError(t, err)
+	}
+	rc := sp.cb.Transport()
+	send := func(k, rsn, reqLen, off uint32, payload []byte) rt.Verdict {
+		h := wire.Header{Version: wire.Version, Type: wire.TypeSend, SSN: k, RSN: rsn, ReqLen: reqLen, Offset: off, PayloadLen: uint16(len(payload))}
+		return sp.b.deliver(rc, &h, payload)
+	}
+	one, two := pattern(1, 600), pattern(2, 600)
+	require.Equal(t, rt.Accept, send(1, 11, 600, 0, two[:300]), "Send 1 before its turn: held")
+	require.Equal(t, rt.ULPErrorCode(uint8(RefusalRecvTooSmall)), send(2, 12, 600, 0, two[:300]), "Send 2 is longer than WQE 2")
+	require.Equal(t, rt.Accept, send(0, 10, 600, 300, one[300:]))
+	sp.b.publish()
+	require.Equal(t, uint64(1), sp.b.SendStats().Held)
+	require.Equal(t, rt.Accept, send(0, 10, 600, 0, one[:300]), "Send 0 whole: placed, then Send 1's held packet")
+	require.Equal(t, rt.Accept, send(1, 11, 600, 300, two[300:]))
+	sp.b.publish()
+	st := sp.b.SendStats()
+	require.Equal(t, uint64(1), st.PlacedHeld)
+	require.Zero(t, st.HeldBytes)
+	require.Equal(t, one, mem[:600])
+	require.Equal(t, two, mem[1024:1624])
+	n := sp.b.Completions(sp.buf)
+	got := map[uint32]Status{}
+	for _, c := range sp.buf[:n] {
+		got[c.WQE] = c.Status
+	}
+	require.Equal(t, map[uint32]Status{0: StatusOK, 1: StatusOK, 2: StatusLocalLength}, got)
 }
