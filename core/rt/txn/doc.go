@@ -125,6 +125,10 @@
 //     copied from the region into a frame core/rt keeps until
 //     acknowledged, since the region may change meanwhile. Received
 //     payload is copied once, from the frame into registered memory.
+//   - A receive WQE's buffer (Conn.PostRecv) is the endpoint's from the
+//     post until the WQE's receive completion (or its connection's end):
+//     a Send's packets are copied into it as they arrive, in any order.
+//     The baseline's hold buffer (Options.HoldBytes) is the endpoint's.
 //   - Contexts, reorder entries, scheduler items and completion slots are
 //     preallocated; an operation holds one context from Push/Pull to its
 //     completion (or, if it owes the target an abort notice, until that
