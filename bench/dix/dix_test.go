@@ -55,7 +55,7 @@ func TestRunSmall(t *testing.T) {
 		t.Skip("the whole scenario, scaled down; -short skips it")
 	}
 	var out strings.Builder
-	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, RxPackets: 2000})
+	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, FullWrapSends: 2000, RxPackets: 2000})
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "BENCH-SUMMARY")
 	t.Log(out.String())
