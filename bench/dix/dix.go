@@ -341,7 +341,9 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	}
 	rep.Add(report.Ratio{Name: "dix_rx_cost_vs_push_rx", Value: ratio(rc.SendNs, rc.PushNs), Op: report.AtMost, Target: 1.20,
 		Detail: fmt.Sprintf("real clock, receiver's Poll per data packet: Send with index %.1f ns (%.2f allocs/packet), unsolicited push %.1f ns (%.2f allocs/packet)", rc.SendNs, rc.SendAllocs, rc.PushNs, rc.PushAllocs)})
-	if rc.SendAllocs > 0 {
+	// Whole-process mallocs over the timed run (the runtime's own
+	// included): a per-packet allocation shows as 1 or more.
+	if rc.SendAllocs >= 0.01 {
 		rep.Note("FAIL-NOTE: the Send receive path allocated %.2f times per packet", rc.SendAllocs)
 	}
 	pass, fail = rep.Summary()
