@@ -12,7 +12,7 @@ import (
 
 func TestWrapCheckEveryKind(t *testing.T) {
 	n := uint64(200_000)
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 20_000
 	}
 	for _, cfg := range []coredix.Config{
@@ -32,7 +32,7 @@ func TestWrapCheckEveryKind(t *testing.T) {
 
 func TestSimulateIndexBeatsBaseline(t *testing.T) {
 	sends := 300
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		sends = 60
 	}
 	d, err := Simulate(coredix.Config{Kind: coredix.FreeRunning, Width: 16}, "loss=1%,paths=4,spread=40us,delay=10us", sends, DefaultWindow, 5)
@@ -51,8 +51,8 @@ func TestSimulateIndexBeatsBaseline(t *testing.T) {
 }
 
 func TestRunSmall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the whole scenario, scaled down; -short skips it")
+	if testing.Short() || raceEnabled {
+		t.Skip("the whole scenario, scaled down; -short and -race skip it (the other tests cover its parts)")
 	}
 	var out strings.Builder
 	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, FullWrapSends: 2000, RxPackets: 2000})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -155,6 +156,9 @@ func TestSendProperty(t *testing.T) {
 		return
 	}
 	n := propertySeeds(t)
+	if sendRace && os.Getenv("PEREGRINE_SIM_SEEDS") == "" {
+		n = min(n, 100)
+	}
 	var all sendTally
 	for s := range n {
 		x := runSendSeed(t, pool, uint64(s))
