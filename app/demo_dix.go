@@ -13,7 +13,7 @@ import (
 // initiator's loop (the Load hands it its completions), the WQE poster on
 // the target's.
 func (p *Pipeline) addDemoSends(d *TransportDemo, peer rt.PeerAddr, window int) error {
-	s, err := txnload.NewSends(txnload.SendOptions{Initiator: d.Initiator, Target: d.Target, Peer: peer, Window: max(4, window/2)})
+	s, err := txnload.NewSends(txnload.SendOptions{Initiator: d.Initiator, Target: d.Target, Peer: peer, Window: max(2, window/4)})
 	if err != nil {
 		return err
 	}
