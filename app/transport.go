@@ -53,6 +53,13 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// Sends (initiator) keeps that many two-sided Sends outstanding on one
+	// more, unordered connection with a 16-bit delivery index; PostRecv
+	// (target) keeps that many receive WQEs posted on every connection and
+	// checks each Send byte for byte. Both sides must use the same Sizes.
+	// 0: none (transport_dix.go).
+	Sends    int
+	PostRecv int
 }
 
 // Transport is what AddTransport built.
@@ -63,6 +70,10 @@ type Transport struct {
 	Load *txnload.Load
 	// Region is the target's registered region (zero for an initiator).
 	Region txn.Region
+	// Sends (initiator) and Recv (target): the two-sided workload, when
+	// TransportOptions.Sends or PostRecv asked for it.
+	Sends *txnload.SendLoad
+	Recv  *txnload.RecvPoster
 
 	pushes, badPushes atomic.Uint64
 	connErr           atomic.Pointer[error] // the first connection failure
@@ -127,18 +138,13 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	}
 	t := &Transport{}
 	ep, err := txn.New(txn.Options{
+		OnConnEvent: t.onConnEvent,
 		OnRequest: func(r *txn.Request) {
 			if r.Kind == txn.OpPush {
 				t.pushes.Add(1)
 				if !txnload.PushIntact(r.Data) {
 					t.badPushes.Add(1)
 				}
-			}
-		},
-		OnConnEvent: func(ev txn.ConnEvent) {
-			if ev.Kind == txn.ConnFailed && ev.Err != nil {
-				err := ev.Err
-				t.connErr.CompareAndSwap(nil, &err)
 			}
 		},
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
@@ -179,6 +185,9 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 			return nil, err
 		}
 	}
+	if err := p.addTransportSends(t, o); err != nil {
+		return nil, err
+	}
 	if err := p.Add(Stage{Stage: ep, Loop: o.Loop}); err != nil {
 		return nil, err
 	}
@@ -195,7 +204,10 @@ func (t *Transport) Drain() bool {
 		return true
 	}
 	t.Load.Stop()
-	drained := WaitFor(t.Load.Idle, 5*time.Second)
+	if t.Sends != nil {
+		t.Sends.Stop()
+	}
+	drained := WaitFor(func() bool { return t.Load.Idle() && (t.Sends == nil || t.Sends.Idle()) }, 5*time.Second)
 	WaitFor(t.Load.Closed, time.Second)
 	return drained
 }

@@ -135,7 +135,10 @@ type Load struct {
 	down    atomic.Bool // every connection ended before the load closed it (Down)
 	checked atomic.Uint64
 	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
-	cnt     [numCounters]atomic.Uint64
+	// Sends, when set, gets the completions of Sends on the same
+	// initiator (sendload.go).
+	Sends *SendLoad
+	cnt   [numCounters]atomic.Uint64
 }
 
 // Indices of Load.cnt.
@@ -263,6 +266,10 @@ func (l *Load) Poll(now clock.Time) int {
 	for {
 		n := l.opts.Initiator.Completions(l.cq)
 		for i := range l.cq[:n] {
+			if l.cq[i].Kind == txn.OpSend && l.Sends != nil {
+				l.Sends.Complete(&l.cq[i])
+				continue
+			}
 			l.complete(&l.cq[i], now)
 		}
 		work += n

@@ -63,7 +63,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 
-	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
+	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered; Sends by delivery index on a fifth, unordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
@@ -106,6 +106,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		ir.RxBadChecksum+tr.RxBadChecksum, ir.RxDuplicate+tr.RxDuplicate, ir.RxStalePSN+tr.RxStalePSN,
 		ir.RxOutOfWindow+tr.RxOutOfWindow, ir.RxMalformed+tr.RxMalformed, ir.RxNotTransport+tr.RxNotTransport, ir.RxRefused+tr.RxRefused)
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), pool.InUse())
+	sendChecks := sendSummary(out, demo)
 
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
@@ -118,6 +119,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	checks = append(checks, sendChecks...)
 	return report(out, checks, interrupted), nil
 }
 

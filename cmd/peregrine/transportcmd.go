@@ -47,6 +47,8 @@ type transportConfig struct {
 	frameSize int
 	quiet     bool
 	opTimeout time.Duration
+	sends     int                          // initiator: two-sided Sends outstanding (0: none)
+	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
 	ready     func(key uint32, length int) // tests: the target is up
 }
 
@@ -122,6 +124,8 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.DurationVar(&cfg.opTimeout, "op-timeout", 0, "initiator: end an operation not completed this long after posting with a timeout error (0: no timeout; a dead target is then found by the transport's retries only)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
+	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	return cmd
 }
 
@@ -180,6 +184,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		RegionKey: cfg.regionKey, Peer: peer, Conns: cfg.conns, PullEvery: cfg.pullEvery, Count: cfg.count,
 		CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Seed: cfg.seed, RTWindow: cfg.rtWindow,
 		OpTimeout: cfg.opTimeout,
+		Sends:     cfg.sends, PostRecv: cfg.postRecv,
 	})
 	if err != nil {
 		return false, err
@@ -241,7 +246,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d; %d pushes checked, %d with wrong bytes\n",
 			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall,
 			pushes, badPushes)
-		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0, runErr
+		recvOK := transportRecvSummary(out, tp)
+		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0 && recvOK, runErr
 	}
 	ls := load.Stats()
 	lat := &load.Latency
@@ -259,6 +265,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	checks = append(checks, transportSendChecks(out, tp)...)
 	ok := report(out, checks, interrupted)
 	fmt.Fprintf(out, "RESULT proto=peregrine ops=%d bytes=%d seconds=%.3f goodput_gbps=%.4f p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
 		atEnd.Completed, atEnd.Bytes, secs, float64(atEnd.Bytes)*8/secs/1e9,

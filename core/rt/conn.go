@@ -63,8 +63,10 @@ const (
 	// a resync took its place, which the peer acknowledged. The packet may
 	// or may not have been delivered; the connection goes on.
 	EventAbandoned
-	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
-	// or an unexpected packet), which the ULP should handle. For a ULP
+	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error,
+	// an unexpected packet, or receiver-not-ready and resource exhaustion,
+	// which the transport also handles by holding off), which the ULP
+	// should handle. For a ULP
 	// error (the peer's deliver function answered ULPError) the packet is
 	// resolved: the event carries its cookie, a resync takes its place so
 	// the windows move on, and no ACK handler call or EventAbandoned

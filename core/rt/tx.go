@@ -28,6 +28,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		SSN:     sh.SSN,
 		ReqLen:  sh.ReqLen,
 		Offset:  sh.Offset,
+		Desc:    sh.Desc,
 		Ext:     sh.Ext,
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID

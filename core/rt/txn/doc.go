@@ -56,6 +56,28 @@
 // retries, completes its operation with that error once nothing of it is
 // left in flight (see "Failure semantics").
 //
+// # Two-sided operations
+//
+// Conn.Send (an RDMA SEND, IBV_WR_SEND) names no remote memory: its bytes
+// go into the peer's next posted receive WQE on that connection
+// (Conn.PostRecv, ibv_post_recv), in posting order — the k-th Send of a
+// connection into the k-th WQE. Each connection has its own receive queue,
+// as an RC queue pair has (a shared one could not be named by a sender).
+// The receive completion (Kind OpRecv) names the WQE and the length. A
+// Send that finds no WQE posted is refused with a receiver-not-ready
+// NACK and resent after the RNR delay (rt Options.RNRTimeout; counted),
+// and completes StatusRNRRetryExceeded past the retry limit; one longer
+// than its WQE completes in error at both ends (StatusRemoteInvalid,
+// StatusLocalLength) and writes nothing. ConnOptions.Index chooses how
+// the packets name their WQE (core/dix): a delivery index, absolute,
+// relative or free-running, 8 to 32 bits, in every packet or until the
+// first is acknowledged, in the header or the Placement extension — then
+// every packet is placed on arrival, through an element of the special
+// receive queue when its Send came out of order — or none (the baseline:
+// the receiver places strictly in order and holds early packets in
+// Options.HoldBytes). Sends need unordered connections. send.go and
+// recvq.go say the rest.
+//
 // # The reorder engine
 //
 // One core/rt/reorder CAM, keyed by (local CID, space, sequence number),
@@ -103,6 +125,10 @@
 //     copied from the region into a frame core/rt keeps until
 //     acknowledged, since the region may change meanwhile. Received
 //     payload is copied once, from the frame into registered memory.
+//   - A receive WQE's buffer (Conn.PostRecv) is the endpoint's from the
+//     post until the WQE's receive completion (or its connection's end):
+//     a Send's packets are copied into it as they arrive, in any order.
+//     The baseline's hold buffer (Options.HoldBytes) is the endpoint's.
 //   - Contexts, reorder entries, scheduler items and completion slots are
 //     preallocated; an operation holds one context from Push/Pull to its
 //     completion (or, if it owes the target an abort notice, until that

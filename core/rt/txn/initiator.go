@@ -193,6 +193,9 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 // freeXact unlinks and frees a context; its reorder entries must be gone.
 func (e *Endpoint) freeXact(i int32) {
 	x := &e.xacts[i]
+	if x.kind == OpSend {
+		e.sendFreed(x)
+	}
 	c := &e.conns[x.conn]
 	if x.prev >= 0 {
 		e.xacts[x.prev].next = x.next
@@ -246,6 +249,9 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 		return
 	}
 	x.unresolved--
+	if x.kind == OpSend {
+		st = e.sendResolved(x, st)
+	}
 	if x.role == roleTarget {
 		// Pull data.
 		if st != StatusOK && !x.failed {

@@ -46,6 +46,8 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		return e.onPullData(c, h, p)
 	case wire.TypePushGrant:
 		return e.onGrant(ci, c, h)
+	case wire.TypeSend:
+		return e.onSend(ci, c, h, p)
 	}
 	e.cnt.own[cMalformed]++
 	return rt.Accept
