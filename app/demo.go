@@ -101,6 +101,9 @@ type TransportDemoOptions struct {
 	// and MinRTO the shortest retransmit timeout.
 	CongestionTarget time.Duration
 	MinRTO           time.Duration
+	// GlobalQPNs runs the endpoints on global QP numbers (rt.QPNOptions;
+	// demo_qpx.go).
+	GlobalQPNs bool
 }
 
 // TransportDemo is the transport demo's stages.
@@ -168,7 +171,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 				// Poll loops on a shared machine can be starved for a while
 				// (a slow peer is not a dead one): more retries before a
 				// packet is abandoned.
-				MinRTO: o.MinRTO, RetryLimit: 20},
+				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN()},
 			Congestion: &sp,
 		})
 		if err == nil {

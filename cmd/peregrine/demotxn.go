@@ -57,7 +57,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
 	}
 	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
-		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO})
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, GlobalQPNs: true})
 	if err != nil {
 		return false, err
 	}
@@ -105,6 +105,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	fmt.Fprintf(out, "  transport drops: bad checksum %d, duplicate %d, stale PSN %d, out of window %d, malformed %d, not transport %d, refused %d\n",
 		ir.RxBadChecksum+tr.RxBadChecksum, ir.RxDuplicate+tr.RxDuplicate, ir.RxStalePSN+tr.RxStalePSN,
 		ir.RxOutOfWindow+tr.RxOutOfWindow, ir.RxMalformed+tr.RxMalformed, ir.RxNotTransport+tr.RxNotTransport, ir.RxRefused+tr.RxRefused)
+	fmt.Fprintf(out, "  %s\n", demo.QPNSummary())
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), pool.InUse())
 
 	checks := []check{
