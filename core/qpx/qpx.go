@@ -111,6 +111,12 @@ type Table struct {
 	cam  *cam.Table[uint32]
 	ctx  []Context
 	qpn  []uint32 // local -> its global number, 0 when free
+	// hint is a direct-mapped cache in front of the CAM (a one-way CAM,
+	// as a TLB fronts a page table): hint[qpn & mask] holds qpn<<32 |
+	// local+1 of the QP last opened there, 0 when none. A translation
+	// that finds its number there needs no hash and one load; any other
+	// goes to the CAM, which alone decides.
+	hint []uint64
 	// next is the number the next Open tries; start is where the counter
 	// began, so that a number below next (or any number, once it wrapped)
 	// counts as handed out.
@@ -146,11 +152,16 @@ func New(opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	hint := 64
+	for hint < 4*opts.Slots {
+		hint <<= 1
+	}
 	return &Table{
 		name:  name,
 		cam:   c,
 		ctx:   make([]Context, opts.Slots),
 		qpn:   make([]uint32, opts.Slots),
+		hint:  make([]uint64, hint),
 		next:  start,
 		start: start,
 	}, nil
@@ -212,6 +223,7 @@ func (t *Table) bindSlot(idx, q uint32, init *Context) {
 	t.ctx[idx].NextPSN &= MaxQPN
 	t.ctx[idx].ExpectedPSN &= MaxQPN
 	t.qpn[idx] = q
+	t.hint[q&uint32(len(t.hint)-1)] = uint64(q)<<32 | uint64(idx+1)
 	t.opened++
 }
 
@@ -250,6 +262,9 @@ func (t *Table) Close(qpn uint32) error {
 	}
 	t.ctx[idx] = Context{}
 	t.qpn[idx] = 0
+	if h := &t.hint[qpn&uint32(len(t.hint)-1)]; *h>>32 == uint64(qpn) {
+		*h = 0
+	}
 	t.closed++
 	return nil
 }
@@ -266,6 +281,10 @@ func (t *Table) CloseLocal(local int) error {
 // disassembler's (and the builder's) one CAM access per packet. A miss is
 // counted as retired or unknown; the caller drops the packet.
 func (t *Table) Translate(qpn uint32) (local int, ok bool) {
+	if h := t.hint[qpn&uint32(len(t.hint)-1)]; h>>32 == uint64(qpn) && uint32(h) != 0 {
+		t.translated++
+		return int(uint32(h)) - 1, true
+	}
 	idx, ok := t.cam.Lookup(qpn)
 	if ok {
 		t.translated++
