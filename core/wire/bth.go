@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"strconv"
 )
 
@@ -702,9 +703,12 @@ func (u *ICRCUpdater) Patch(v *RoCEView, b []byte, old uint64) bool {
 	}
 	t := &u.tabs[w]
 	var e uint32
-	// Nibble n counts from the high nibble of BTH byte 2.
-	for n := 0; n < 12; n++ {
-		e ^= t[n][(d>>(44-4*n))&0xf]
+	// Only the nibbles that changed: nibble n counts from the high nibble
+	// of BTH byte 2, which sits at bits 44..47 of d.
+	for m := d; m != 0; {
+		sh := bits.TrailingZeros64(m) &^ 3
+		e ^= t[(44-sh)/4&15][(m>>sh)&0xf]
+		m &^= 0xf << sh
 	}
 	v.writeICRC(b, getLE32(b[v.ICRCOff:])^e)
 	u.Hits++
