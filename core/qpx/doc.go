@@ -45,6 +45,17 @@
 // this package. Context returns a pointer into the table's array, valid
 // until the QP closes.
 //
+// # The CAM and its hint
+//
+// The CAM is a cam.Table keyed by the 24-bit number; its entry index is
+// the local context number, so the CAM is the translation. In front of it
+// sits a direct-mapped hint of 4×Slots words (a one-way CAM, as a TLB
+// fronts a page table): the entry of a number's low bits remembers the
+// last QP opened there. A translation that finds its own number there
+// costs one load and no hash; any other asks the CAM, which alone decides
+// (a collision only costs the CAM's lookup; a retired number is never in
+// the hint, since Close clears its entry).
+//
 // # Cost and ownership
 //
 // New allocates everything; Open, Bind, Close, Translate and the PSN
