@@ -65,3 +65,18 @@ func TestRoCEPcapToPcap(t *testing.T) {
 	}
 	require.NotContains(t, d.String(), fmt.Sprintf("qp=%#06x", 0x100), "translated to a local number")
 }
+
+func TestRoCEFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		cfg  roceConfig
+		want string
+	}{
+		{roceConfig{ports: []string{"null:"}, burst: 32, slots: 8}, "--port: give two ports"},
+		{roceConfig{ports: []string{"null:", "null:"}, burst: 0, slots: 8}, "--burst"},
+		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"qpn=1"}, lcores: "0", idle: "sleep", frames: 1024, period: time.Second}, "--qp"},
+		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"bogus"}}, "--qp \"bogus\""},
+	} {
+		err := runRoCE(context.Background(), c.cfg, &bytes.Buffer{})
+		require.ErrorContains(t, err, c.want)
+	}
+}
