@@ -1,6 +1,9 @@
 package rt
 
 import (
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -140,4 +143,108 @@ func TestQPNNeedsBothEnds(t *testing.T) {
 	require.ErrorIs(t, ca.Err(), ErrOpenTimeout)
 	require.NotZero(t, h.a.QPNStats().DropMissing)
 	require.Zero(t, h.b.QPNStats(), "b has no QPN machinery")
+}
+
+// TestQPNPropertyChurn opens and closes connections at random with data
+// in flight, and replays old data frames to live connections as if their
+// CID had wrapped around to a live one (the one case the CID generation
+// cannot catch): no replayed frame is ever delivered, each is counted
+// once, as retired (its connection is gone) or misrouted (its number is
+// another live connection's), and the counters are exactly that. QPN_SEEDS
+// sets the seeds (default 200, 40 under -short).
+func TestQPNPropertyChurn(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 40
+	}
+	if s := os.Getenv("QPN_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		require.NoError(t, err)
+		n = v
+	}
+	var retired, misrouted uint64
+	for seed := range n {
+		if !t.Run(strconv.Itoa(seed), func(t *testing.T) {
+			r, m := qpnChurn(t, uint64(seed))
+			retired += r
+			misrouted += m
+		}) {
+			t.Fatalf("seed %d failed (go test -run 'TestQPNPropertyChurn/^%d$' replays it)", seed, seed)
+		}
+	}
+	t.Logf("%d seeds: %d replayed frames for retired QPNs, %d for other live QPNs, all dropped", n, retired, misrouted)
+	require.NotZero(t, retired, "the suite must exercise retired numbers")
+	require.NotZero(t, misrouted, "the suite must exercise misrouted numbers")
+}
+
+func qpnChurn(t *testing.T, seed uint64) (retired, misrouted uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x9b9))
+	startB := uint32(0)
+	if r.IntN(2) == 0 {
+		startB = qpx.LastQPN - uint32(r.IntN(8))
+	}
+	h := newHarness(t, func(a, b *Options) {
+		a.QPN = QPNOptions{Enabled: true}
+		b.QPN = QPNOptions{Enabled: true, Start: startB}
+		a.MaxConns, b.MaxConns = 4, 4
+		a.CloseLinger, b.CloseLinger = time.Millisecond, time.Millisecond
+		a.Seed, b.Seed = seed, seed+1
+	})
+	h.check = false
+	type sent struct {
+		f   wire.Frame
+		dst uint32 // the QPN it was sent to
+	}
+	var captured []sent
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypePushUnsolicitedData {
+			cp := *f
+			cp.Payload = append([]byte(nil), f.Payload...)
+			captured = append(captured, sent{cp, f.Header.Ext.DstQPN})
+		}
+		return 1
+	}
+	type pairConn struct{ a, b *Conn }
+	var live []pairConn
+	var wantRetired, wantMisrouted uint64
+	for range 12 + r.IntN(12) {
+		switch op := r.IntN(4); {
+		case op == 0 && len(live) < 3:
+			ca, cb := h.connect()
+			live = append(live, pairConn{ca, cb})
+		case op == 1 && len(live) > 0:
+			i := r.IntN(len(live))
+			c := live[i]
+			live = append(live[:i], live[i+1:]...)
+			require.NoError(t, c.a.Close())
+			h.run(func() bool { return c.a.State() == StateClosed && c.b.State() == StateClosed }, time.Second)
+			h.idle(10 * time.Millisecond) // the slots linger, then free
+		case op == 2 && len(live) > 0:
+			c := live[r.IntN(len(live))]
+			before := len(h.gotB)
+			h.sendAll(c.a, wire.TypePushUnsolicitedData, uint64(len(captured)), 1+r.IntN(3), 64)
+			h.run(func() bool { return len(h.gotB) > before && h.quiet() }, time.Second)
+		case op == 3 && len(live) > 0 && len(captured) > 0:
+			old := captured[r.IntN(len(captured))]
+			c := live[r.IntN(len(live))]
+			if old.dst == c.b.QPN() {
+				continue // its own connection: an ordinary duplicate
+			}
+			if h.b.ConnByQPN(old.dst) != nil {
+				wantMisrouted++
+			} else {
+				wantRetired++
+			}
+			delivered := len(h.gotB)
+			h.inject(old.f, func(hd *wire.Header) { hd.DestCID = c.b.LocalCID() })
+			h.idle(time.Millisecond)
+			require.Equal(t, delivered, len(h.gotB), "seed %d: a replayed frame for QPN %#x reached QP %#x", seed, old.dst, c.b.QPN())
+		}
+	}
+	s := h.b.QPNStats()
+	require.Equal(t, wantRetired, s.DropRetired, "seed %d: %v", seed, s)
+	require.Equal(t, wantMisrouted, s.DropMisrouted, "seed %d: %v", seed, s)
+	require.Zero(t, s.DropUnknown+s.DropSource+s.DropMissing, "seed %d: %v", seed, s)
+	require.Zero(t, h.a.QPNStats().Dropped(), "seed %d", seed)
+	return wantRetired, wantMisrouted
 }
