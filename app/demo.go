@@ -113,6 +113,7 @@ type TransportDemo struct {
 	Fabric            *fabric.Fabric
 	// Sizes are the workload's push sizes.
 	Sizes []int
+	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -171,7 +172,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 				// Poll loops on a shared machine can be starved for a while
 				// (a slow peer is not a dead one): more retries before a
 				// packet is abandoned.
-				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN()},
+				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN(name)},
 			Congestion: &sp,
 		})
 		if err == nil {
@@ -183,7 +184,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.Load.CheckRequest(r) }); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{
