@@ -302,8 +302,26 @@ var ibOpExt = [32]IBExt{
 
 // BTHExtHeaders returns the extended transport headers opcode op carries
 // after the BTH and their total length; ok is false for an opcode IBA does
-// not define (a reserved one, or a manufacturer's).
+// not define (a reserved one, or a manufacturer's). One table lookup: the
+// receive path asks it for every frame.
 func BTHExtHeaders(op uint8) (ext IBExt, n int, ok bool) {
+	e := bthExtTable[op]
+	return IBExt(e), int(e >> 16 & 0xff), e>>24 != 0
+}
+
+// bthExtTable holds, per opcode, its IBExt set in bits 0..15, the length
+// in bits 16..23 and 1 in bit 24 when IBA defines the opcode.
+var bthExtTable = func() (t [256]uint32) {
+	for op := range 256 {
+		if ext, n, ok := bthExtHeadersSlow(uint8(op)); ok {
+			t[op] = uint32(ext) | uint32(n)<<16 | 1<<24
+		}
+	}
+	return t
+}()
+
+// bthExtHeadersSlow is BTHExtHeaders from the rules, filling the table.
+func bthExtHeadersSlow(op uint8) (ext IBExt, n int, ok bool) {
 	low := op & 0x1f
 	switch op >> 5 {
 	case 0: // RC
@@ -661,6 +679,7 @@ type ICRCUpdater struct {
 	lens     [icrcWays]int32
 	tabs     [icrcWays][12][16]uint32
 	next     int
+	last     int // the way the latest patch used: frames of one length come in runs
 	lastMiss int32
 	zeros    []byte
 	// Hits and Builds count patches served from a table and tables built.
@@ -687,11 +706,14 @@ func (u *ICRCUpdater) Patch(v *RoCEView, b []byte, old uint64) bool {
 		return true
 	}
 	k := int32(v.ICRCOff - v.ExtOff) // bytes after the BTH (its bytes 8..11 follow the QP too)
-	w := -1
-	for i, l := range u.lens {
-		if l == k {
-			w = i
-			break
+	w := u.last
+	if u.lens[w] != k {
+		w = -1
+		for i, l := range u.lens {
+			if l == k {
+				w = i
+				break
+			}
 		}
 	}
 	if w < 0 {
@@ -701,6 +723,7 @@ func (u *ICRCUpdater) Patch(v *RoCEView, b []byte, old uint64) bool {
 		}
 		w = u.build(k)
 	}
+	u.last = w
 	t := &u.tabs[w]
 	var e uint32
 	// Only the nibbles that changed: nibble n counts from the high nibble
