@@ -19,10 +19,10 @@ import (
 // order: every frame that comes out to the host goes to the QP incarnation
 // it was sent to (its payload names it), no frame for a closed QP comes
 // out, and the counters are exactly the model's. ROCE_SEEDS sets the
-// number of seeds (default 300, 50 under -short).
+// number of seeds (default 300, 50 under -short or -race).
 func TestPropertyStaleFramesNeverReachANewQP(t *testing.T) {
 	n := 300
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 50
 	}
 	if s := os.Getenv("ROCE_SEEDS"); s != "" {
