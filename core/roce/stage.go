@@ -301,7 +301,7 @@ func (s *Stage) process(dir int, c *counters, b []byte) bool {
 		v.SetPKey(b, ctx.PKey)
 	}
 	// Only the BTH's P_Key and destination QP changed: patch the ICRC
-	// (one table lookup per changed nibble) rather than a second pass.
+	// (one table lookup per changed byte) rather than a second pass.
 	if !s.icrc.Patch(v, b, old) {
 		v.PutICRC(b)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math/bits"
 	"strconv"
 )
 
@@ -547,14 +546,54 @@ func ParseRoCE(b []byte, port uint16, v *RoCEView) error {
 // stand in for the LRH: every ICRC continues from it. A test recomputes it.
 const lrhCRC = 0x2144df1c
 
+// icrcInPlaceFrom is the covered length from which ICRC masks the frame
+// in place and lets hash/crc32 (PCLMULQDQ on amd64) run over all of it:
+// the stall of reading just-written bytes is then small beside the pass,
+// and cheaper than the header words done in software. Below it, the
+// software words win.
+const icrcInPlaceFrom = 256
+
 // ICRC computes the RoCEv2 invariant CRC of the frame v describes, as
-// roceICRC does, but in one pass over the frame itself: starting from the
-// CRC of the eight 0xFF bytes that stand in for the LRH, it writes the
-// masks into the frame (the variant IP, UDP and BTH fields become ones),
-// runs the CRC from the IP header to the ICRC, and puts every byte back.
-// The frame must be the caller's alone for the call (a stage's received
-// frame).
+// roceICRC does, without copying it: from the CRC of the eight 0xFF bytes
+// that stand in for the LRH over the IP, UDP and BTH headers with the
+// variant fields masked to ones, and the rest up to the ICRC. A short
+// frame's headers go through the CRC eight bytes at a time as words read
+// from the frame and masked in the register, nothing written; a long
+// frame (icrcInPlaceFrom) has the masks written into it for the one
+// hash/crc32 pass and every byte put back after, so it must be the
+// caller's alone for the call (a stage's received frame, a decoded
+// capture's).
 func (v *RoCEView) ICRC(b []byte) uint32 {
+	if v.ICRCOff-v.L3Off >= icrcInPlaceFrom {
+		return v.icrcInPlace(b)
+	}
+	h := b[v.L3Off:v.ExtOff]
+	crc := ^uint32(lrhCRC)
+	var rest int // where the bytes hash/crc32 takes start, in h
+	if v.IPv6 {
+		_ = h[55]                                             // IPv6 40 + UDP 8 + the BTH's first 8
+		crc = crcWord(crc, le64(h[0:])|0xff00_0000_ffff_ff0f) // traffic class, flow label, hop limit
+		crc = crcWord(crc, le64(h[8:]))
+		crc = crcWord(crc, le64(h[16:]))
+		crc = crcWord(crc, le64(h[24:]))
+		crc = crcWord(crc, le64(h[32:]))
+		crc = crcWord(crc, le64(h[40:])|0xffff<<48) // UDP checksum
+		crc = crcWord(crc, le64(h[48:])|0xff<<32)   // BTH resv8a (FECN, BECN)
+		rest = 56
+	} else {
+		_ = h[39]                                   // IPv4 20 + UDP 8 + BTH 12
+		crc = crcWord(crc, le64(h[0:])|0xff<<8)     // TOS
+		crc = crcWord(crc, le64(h[8:])|0xffff_00ff) // TTL, header checksum
+		crc = crcWord(crc, le64(h[16:]))            // addresses, UDP ports
+		crc = crcWord(crc, le64(h[24:])|0xffff<<16) // UDP checksum
+		crc = crcWord(crc, le64(h[32:])|0xff)       // BTH resv8a
+		rest = 40
+	}
+	return crc32.Update(^crc, crc32.IEEETable, b[v.L3Off+rest:v.ICRCOff])
+}
+
+// icrcInPlace is ICRC for long frames: masks written, one pass, restored.
+func (v *RoCEView) icrcInPlace(b []byte) uint32 {
 	ip := b[v.L3Off:v.L4Off]
 	udp := b[v.L4Off : v.L4Off+UDPHeaderLen]
 	bth := b[v.BTHOff:v.ExtOff]
@@ -578,6 +617,35 @@ func (v *RoCEView) ICRC(b []byte) uint32 {
 	udp[6], udp[7], bth[4] = s[5], s[6], s[7]
 	return crc
 }
+
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// crcWord runs eight bytes (w, least significant first) through the
+// reflected CRC-32 register crc, slicing by 8.
+func crcWord(crc uint32, w uint64) uint32 {
+	t := &crcSlice8
+	x := crc ^ uint32(w)
+	y := uint32(w >> 32)
+	return t[7][x&0xff] ^ t[6][x>>8&0xff] ^ t[5][x>>16&0xff] ^ t[4][x>>24] ^
+		t[3][y&0xff] ^ t[2][y>>8&0xff] ^ t[1][y>>16&0xff] ^ t[0][y>>24]
+}
+
+// crcSlice8 are the slicing-by-8 tables of the IEEE CRC-32 (table 0 is
+// crc32.IEEETable; table k advances a byte k more positions).
+var crcSlice8 = func() (t [8][256]uint32) {
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		for k := 1; k < 8; k++ {
+			c := t[k-1][i]
+			t[k][i] = c>>8 ^ t[0][c&0xff]
+		}
+	}
+	return t
+}()
 
 // CheckICRC reports whether the frame's ICRC is right.
 func (v *RoCEView) CheckICRC(b []byte) bool {
@@ -663,21 +731,22 @@ func (v *RoCEView) setBTHWord(b []byte, off int, w uint32) {
 }
 
 // icrcWays is how many frame lengths an ICRCUpdater keeps tables for.
-const icrcWays = 8
+const icrcWays = 4
 
 // ICRCUpdater patches a RoCEv2 frame's ICRC after a stage rewrote BTH
 // bytes 2 to 7 (the P_Key and the destination QP) without a second pass
 // over the frame. A CRC is linear: the new ICRC is the old one XOR the
 // CRC contribution of the bytes that changed, which depends only on those
 // bytes and on how many bytes follow them — the frame's length. For each
-// of a few lengths it keeps one table per changed nibble (12 tables of 16
-// entries), built from 48 CRC passes over zeros the second time a length
-// is met (the first time, and for lengths beyond its buffer, it leaves
-// the caller to recompute: Patch returns false). One stage owns one; it
-// allocates only in NewICRCUpdater.
+// of four lengths it keeps one table per BTH byte that may change (5
+// tables of 256 entries: a patch is one lookup per changed byte), built
+// from 40 CRC passes over zeros the second time a length is met (the
+// first time, and for lengths beyond its buffer, it leaves the caller to
+// recompute: Patch returns false). One stage owns one; it allocates only
+// in NewICRCUpdater.
 type ICRCUpdater struct {
 	lens     [icrcWays]int32
-	tabs     [icrcWays][12][16]uint32
+	tabs     [icrcWays][6][256]uint32 // per BTH byte 2..7 (4 unused: masked) and value
 	next     int
 	last     int // the way the latest patch used: frames of one length come in runs
 	lastMiss int32
@@ -725,13 +794,23 @@ func (u *ICRCUpdater) Patch(v *RoCEView, b []byte, old uint64) bool {
 	}
 	u.last = w
 	t := &u.tabs[w]
+	// One table lookup per changed byte: BTH bytes 2, 3 (P_Key) and 5, 6,
+	// 7 (destination QP) sit at bits 40..47, 32..39, 16..23, 8..15, 0..7.
 	var e uint32
-	// Only the nibbles that changed: nibble n counts from the high nibble
-	// of BTH byte 2, which sits at bits 44..47 of d.
-	for m := d; m != 0; {
-		sh := bits.TrailingZeros64(m) &^ 3
-		e ^= t[(44-sh)/4&15][(m>>sh)&0xf]
-		m &^= 0xf << sh
+	if x := byte(d >> 40); x != 0 {
+		e ^= t[0][x]
+	}
+	if x := byte(d >> 32); x != 0 {
+		e ^= t[1][x]
+	}
+	if x := byte(d >> 16); x != 0 {
+		e ^= t[3][x]
+	}
+	if x := byte(d >> 8); x != 0 {
+		e ^= t[4][x]
+	}
+	if x := byte(d); x != 0 {
+		e ^= t[5][x]
 	}
 	v.writeICRC(b, getLE32(b[v.ICRCOff:])^e)
 	u.Hits++
@@ -745,21 +824,24 @@ func (u *ICRCUpdater) build(k int32) int {
 	buf := u.zeros[:10+int(k)] // BTH bytes 2..11, then k bytes
 	z := crc32.Update(0, crc32.IEEETable, buf)
 	t := &u.tabs[w]
-	for n := range 12 {
-		var basis [4]uint32
-		for bit := range 4 {
-			buf[n/2] = byte(1<<bit) << (4 * (1 - n%2))
-			basis[bit] = crc32.Update(0, crc32.IEEETable, buf) ^ z
-			buf[n/2] = 0
+	for j := range 6 {
+		if j == 2 {
+			continue // BTH byte 4 is masked: it never changes the ICRC
 		}
-		for v := range 16 {
+		var basis [8]uint32
+		for bit := range 8 {
+			buf[j] = 1 << bit
+			basis[bit] = crc32.Update(0, crc32.IEEETable, buf) ^ z
+			buf[j] = 0
+		}
+		for v := range 256 {
 			var e uint32
-			for bit := range 4 {
+			for bit := range 8 {
 				if v&(1<<bit) != 0 {
 					e ^= basis[bit]
 				}
 			}
-			t[n][v] = e
+			t[j][v] = e
 		}
 	}
 	u.lens[w] = k

@@ -95,7 +95,7 @@ func TestParseRoCEAndInPlaceICRC(t *testing.T) {
 			require.Equal(t, f.DataOff+len(f.Data)-wire.ICRCLen, v.ICRCOff)
 			before := append([]byte(nil), b...)
 			require.Equal(t, f.ICRC, v.ICRC(b))
-			require.Equal(t, before, b, "ICRC puts every byte back")
+			require.Equal(t, before, b, "ICRC leaves the frame as it was")
 			require.True(t, v.CheckICRC(b))
 
 			// A rewrite of the destination QP and P_Key, patched or
@@ -149,7 +149,7 @@ func TestParseRoCEErrors(t *testing.T) {
 }
 
 // FuzzParseRoCE: no panic on any frame; a frame it accepts has offsets in
-// order inside the buffer, and the in-place ICRC puts every byte back.
+// order inside the buffer, and the ICRC leaves it as it was.
 func FuzzParseRoCE(f *testing.F) {
 	r := newRand(33)
 	for _, base := range []wire.Addrs{addrs4(), addrs6()} {
