@@ -59,7 +59,7 @@
 // # Cost and ownership
 //
 // New allocates everything; Open, Bind, Close, Translate and the PSN
-// checks allocate nothing. A Table belongs to one goroutine (one lcore);
+// checks allocate nothing (only a refusal builds its error message). A Table belongs to one goroutine (one lcore);
 // its counters are plain integers that Stats reads on that goroutine —
 // a stage that wants them read elsewhere copies them (its own publish per
 // burst). The package moves no packets and owns no buffers.
