@@ -101,6 +101,9 @@ type TransportDemoOptions struct {
 	// and MinRTO the shortest retransmit timeout.
 	CongestionTarget time.Duration
 	MinRTO           time.Duration
+	// GlobalQPNs runs the endpoints on global QP numbers (rt.QPNOptions;
+	// demo_qpx.go).
+	GlobalQPNs bool
 }
 
 // TransportDemo is the transport demo's stages.
@@ -111,6 +114,7 @@ type TransportDemo struct {
 	Fabric            *fabric.Fabric
 	// Sizes are the workload's push sizes.
 	Sizes []int
+	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -169,7 +173,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 				// Poll loops on a shared machine can be starved for a while
 				// (a slow peer is not a dead one): more retries before a
 				// packet is abandoned.
-				MinRTO: o.MinRTO, RetryLimit: 20},
+				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN(name)},
 			Congestion: &sp,
 		})
 		if err == nil {
@@ -181,7 +185,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{

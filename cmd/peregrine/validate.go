@@ -213,8 +213,12 @@ func (c *demoConfig) validate() error {
 			prof = fmt.Errorf("--profile: %w", err)
 		}
 	case "forward":
+	case "roce":
+		if c.veth {
+			workload = errors.New("--workload roce runs over mem ports; it takes no --veth (peregrine roce runs the stage on any ports)")
+		}
 	default:
-		workload = fmt.Errorf("--workload %q: use transport or forward", c.workload)
+		workload = fmt.Errorf("--workload %q: use transport, forward or roce", c.workload)
 	}
 	if c.veth {
 		_, driver = driverCheck(c.driver)

@@ -198,6 +198,9 @@ type conn struct {
 	cc    CongestionControl
 	hopCC HopSetter // cc, when it takes the path's hop count; else nil
 	stats ConnStats
+
+	// localQPN and peerQPN are the global QP numbers (qpn.go), 0 when off.
+	localQPN, peerQPN uint32
 }
 
 func (c *conn) window(w wire.Window) int { return int(w) - 1 }
@@ -264,6 +267,7 @@ type Conn struct {
 	finalStats ConnStats
 	// finalPeerCID keeps the peer CID once the slot serves another connection.
 	finalPeerCID uint32
+	finalQPN     uint32 // the retired global QP number (qpn.go)
 }
 
 // live returns the slot while it still holds this connection.

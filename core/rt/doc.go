@@ -215,6 +215,9 @@
 //   - conn.go (states, events, the Conn handle), window.go and bitmap.go
 //     (the sliding windows), rtt.go and cc.go (RTO and congestion),
 //     options.go, stats.go, errors.go, invariants.go: the parts these use.
+//   - qpn.go: global QP numbers (SEEDS §S4, Options.QPN, off by default):
+//     a core/qpx CAM over the connection slots, the numbers exchanged in
+//     the setup, carried in every reliable packet and checked on receive.
 //
 // A data packet: Poll (endpoint.go) → receiveBurst → onEstablishedData →
 // onData (rx.go) → piggyback → retire (ack.go) → onReliable → deliver

@@ -24,6 +24,10 @@ func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
 	if c == nil {
 		return nil, ErrTableFull
 	}
+	if !e.openQPN(c) {
+		e.freeConns = append(e.freeConns, c.idx)
+		return nil, ErrQPNTable
+	}
 	e.initConn(c, peer)
 	c.state = StateOpening
 	c.announce = true
@@ -177,13 +181,26 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		e.reject(f, wire.NackULPFatal)
 		return
 	}
+	if e.qpn != nil && (hd.Ext.Present&wire.ExtQPN == 0 || hd.Ext.SrcQPN == 0) {
+		e.qpn.own[qMissing]++ // a peer without QPNs: it cannot talk to us
+		e.reject(f, wire.NackULPFatal)
+		return
+	}
 	c := e.allocConn()
 	if c == nil {
 		e.reject(f, wire.NackResourceExhausted)
 		return
 	}
+	if !e.openQPN(c) {
+		e.freeConns = append(e.freeConns, c.idx)
+		c.state = StateFree
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	c.peerQPN = hd.Ext.SrcQPN
 	idx, err := e.openKeys.Insert(key)
 	if err != nil {
+		e.closeQPN(c)
 		e.freeConns = append(e.freeConns, c.idx)
 		c.state = StateFree
 		e.reject(f, wire.NackResourceExhausted)
@@ -234,6 +251,9 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 	if hd.Ext.SourceCID == 0 {
 		e.cnt.own[cRxMalformed]++
 		return
+	}
+	if !e.learnQPN(c, hd) {
+		return // counted; the setup timer resends ConnOpen
 	}
 	c.peerCID = hd.Ext.SourceCID
 	// Registered by the peer's CID and address, as a target's connections
@@ -418,6 +438,7 @@ func (e *Endpoint) failConn(c *conn, err error) {
 // freeConn releases everything a connection holds and returns its slot.
 // The handle keeps the final state; the CID goes stale.
 func (e *Endpoint) freeConn(c *conn, final State, err error) {
+	e.closeQPN(c)
 	for k := range 2 {
 		w := wire.Window(k + 1)
 		tw := &c.tx[k]

@@ -96,6 +96,9 @@ type Options struct {
 	// MaxConns is the size of the connection table, 1..MaxMaxConns
 	// (default 64). A CID is a slot index plus a generation in 24 bits.
 	MaxConns int
+	// QPN turns on global QP numbers (SEEDS §S4, qpn.go): off by default,
+	// since it changes the wire.
+	QPN QPNOptions
 	// WindowSize is the PSN span of each sliding window (and its bitmap), a
 	// multiple of 64 in 64..4096 (default 128, the width of an extended
 	// ACK's bitmaps; a larger window is acknowledged 128 PSNs at a time

@@ -142,6 +142,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		PSN:     x.psn,
 		Resync:  wire.ResyncBody{Code: code, OrigType: orig},
 	}
+	e.stampQPN(c, &hd.Ext)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

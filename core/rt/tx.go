@@ -32,6 +32,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		Ext:     sh.Ext,
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
+	e.stampQPN(c, &hd.Ext)
 	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
 		return 0, ErrTooLarge
 	}
@@ -245,6 +246,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.DestCID = c.peerCID
 		hd.TxEcho = c.peerTx
 	}
+	e.stampQPN(c, &hd.Ext)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

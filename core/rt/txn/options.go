@@ -174,6 +174,9 @@ func segmentFor(o *Options) (int, error) {
 	}
 	a := wire.Addrs{SrcIP: o.Transport.LocalIP, DstIP: o.Transport.LocalIP}
 	h := wire.Header{Version: wire.Version, Type: wire.TypePushUnsolicitedData, Ext: wire.Ext{Present: wire.ExtRegion}}
+	if o.Transport.QPN.Enabled {
+		h.Ext.Present |= wire.ExtQPN // global QP numbers ride in every packet
+	}
 	over, err := wire.FrameOverhead(&a, &h)
 	if err != nil {
 		return 0, invalid("Options.Transport.LocalIP: %v", err)
