@@ -96,6 +96,16 @@ func (o *Options) defaults() {
 // on the same peer takes it without connecting.
 const dcIdle = 10 * time.Millisecond
 
+// benchTransport is both designs' transport tuning. An idle timeout (an
+// hour: never, in a run) is the liveness policy instead of probing every
+// connection whose ULP awaits its peer: with a thousand connections that
+// each have work queued, those probes (at RTO intervals) took the
+// transmit budget from the data the naive design was measured on.
+func benchTransport(ro *rt.Options) {
+	ro.CloseLinger = time.Millisecond
+	ro.IdleTimeout = time.Hour
+}
+
 // blacklist is both designs' blacklist capacity.
 const blacklist = 256
 
@@ -141,7 +151,7 @@ type bed struct {
 func newBed(o *Options, d design, ordered bool, clk clock.Clock, idle time.Duration) (*bed, error) {
 	n, err := sim.NewMCSQNet(sim.MCSQNetOptions{Seed: o.Seed, Hosts: o.Hosts, Clock: clk, PoolFrames: 65536,
 		InitiatorConns: initiatorConns(o, d), HostConns: 2 * (o.Targets/o.Hosts + 64), MaxOps: 8192, MaxTargets: o.Targets,
-		Transport: func(ro *rt.Options) { ro.CloseLinger = time.Millisecond }})
+		Transport: benchTransport})
 	if err != nil {
 		return nil, err
 	}

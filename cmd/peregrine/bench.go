@@ -33,7 +33,9 @@ each followed by a comment line with the raw figures, and last
 It exits 0 when the scenario ran, whatever the verdicts (read the summary);
 non-zero when it could not run.`,
 	}
-	cmd.AddCommand(newBenchFoundationCommand(), newBenchTransportCoreCommand(), newBenchVsTestpmdCommand(), newBenchMCSQCommand())
+	cmd.AddCommand(newBenchFoundationCommand(), newBenchTransportCoreCommand(), newBenchVsTestpmdCommand())
+	cmd.AddCommand(newBenchDixCommand(), newBenchQPXCommand())
+	cmd.AddCommand(newBenchMCSQCommand())
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

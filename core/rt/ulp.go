@@ -83,6 +83,8 @@ type SendHeader struct {
 	ReqLen uint32
 	Offset uint32
 	Phase  wire.Phase
+	// Desc is a Send's delivery-index descriptor (wire.Header.Desc).
+	Desc uint8
 	// Ext carries the placement, QPN and region extensions; the source CID
 	// is the transport's.
 	Ext wire.Ext

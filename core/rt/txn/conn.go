@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -20,6 +21,10 @@ type ConnOptions struct {
 	// OpTimeout is the timeout of every operation posted on the
 	// connection that does not set Op.Timeout (0: none). See Op.Timeout.
 	OpTimeout time.Duration
+	// Index is how this side's Sends tell the peer which receive WQE
+	// they belong in (core/dix; send.go). The zero value is dix.None: no
+	// index, the peer places in order (the baseline).
+	Index dix.Config
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
@@ -167,6 +172,7 @@ type xact struct {
 	aborted   bool          // target: the initiator gave up on it (abort notice), tell OnAborted
 	placeheld bool          // target: a placeholder that only takes the request's turn
 	grantQ    bool          // target: linked in its connection's grant queue
+	snd       sendX         // a Send's state (send.go)
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }
