@@ -49,6 +49,9 @@ type MCSQNetOptions struct {
 	Accept func(host int, peer rt.PeerAddr) bool
 	// OnRequest, if set, sees every request a host's ULP gets.
 	OnRequest func(host int, r *txn.Request)
+	// OnConnEvent, if set, hears a host's connection events (post receive
+	// WQEs on a new connection, say).
+	OnConnEvent func(host int, ev txn.ConnEvent)
 }
 
 // MCSQNet is an initiator with an mcsq.Engine and Hosts target hosts, each
@@ -147,6 +150,9 @@ func NewMCSQNet(o MCSQNetOptions) (n *MCSQNet, err error) {
 		to := txn.Options{Transport: ro, MaxOps: 1024}
 		if o.OnRequest != nil {
 			to.OnRequest = func(r *txn.Request) { o.OnRequest(i, r) }
+		}
+		if o.OnConnEvent != nil {
+			to.OnConnEvent = func(ev txn.ConnEvent) { o.OnConnEvent(i, ev) }
 		}
 		h, err := txn.New(to)
 		if err != nil {

@@ -102,7 +102,7 @@ const dcIdle = 10 * time.Millisecond
 // each have work queued, those probes (at RTO intervals) took the
 // transmit budget from the data the naive design was measured on.
 func benchTransport(ro *rt.Options) {
-	ro.CloseLinger = time.Millisecond
+	ro.CloseLinger = 200 * time.Microsecond
 	ro.IdleTimeout = time.Hour
 }
 

@@ -337,7 +337,11 @@ func (e *Engine) pump(p *Pool, x int32) int {
 		default:
 			s.pop()
 			q.outstanding--
-			e.complete(q, i, sl, StatusLocalError, CauseNone, fmt.Errorf("%w: %v", ErrLocalRegion, err), 0)
+			why := ErrLocalRegion
+			if !errors.Is(err, txn.ErrLocalRegion) {
+				why = ErrRefusedWR
+			}
+			e.complete(q, i, sl, StatusLocalError, CauseNone, fmt.Errorf("%w: %v", why, err), 0)
 		}
 	}
 	return work
@@ -354,6 +358,8 @@ func (e *Engine) issue(s *sq, q *Queue, i uint32, sl *slot) error {
 		_, err = s.conn.Push(op)
 	case OpPull:
 		_, err = s.conn.Pull(op)
+	case OpSend:
+		_, err = s.conn.Send(op)
 	default:
 		err = fmt.Errorf("%w: op %v cannot go to an SQ", ErrBadWR, wr.Op)
 	}
@@ -442,9 +448,9 @@ func (e *Engine) failSQ(p *Pool, x int32, cause Cause) {
 
 func causeOf(st txn.Status, rc *rt.Conn) Cause {
 	switch st {
-	case txn.StatusRemoteAccess, txn.StatusRemoteAbandoned:
+	case txn.StatusRemoteAccess, txn.StatusRemoteAbandoned, txn.StatusRemoteInvalid:
 		return CauseRemoteError
-	case txn.StatusAbandoned:
+	case txn.StatusAbandoned, txn.StatusRNRRetryExceeded:
 		return CauseRetryExhausted
 	case txn.StatusTimeout:
 		return CauseTimeout

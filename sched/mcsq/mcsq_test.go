@@ -2,6 +2,7 @@ package mcsq_test
 
 import (
 	"context"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -368,4 +369,64 @@ func TestTupleIdentifiers(t *testing.T) {
 	}
 	require.Len(t, last, 3)
 	require.Contains(t, tuple(1).String(), "5-tuple")
+}
+
+// TestSends: two-sided Sends through DC SQs land in the receive WQEs the
+// target posts on each new connection, in posting order per flow; a
+// target that posts none fails its SQ once the RNR retries run out.
+func TestSends(t *testing.T) {
+	var f *fixture
+	var recv [2]int
+	f = newFixture(t, sim.MCSQNetOptions{Seed: 15, Hosts: 2, OnConnEvent: func(h int, ev txn.ConnEvent) {
+		if ev.Kind != txn.ConnEstablished || h != 0 {
+			return // host 1 never posts a receive
+		}
+		for k := range 8 {
+			_, err := ev.Conn.PostRecv(txn.RecvWR{Local: f.n.Regions[0], LocalAddr: uint64(4096 + (recv[0]%64)*64), Len: 64, WRID: uint64(k)})
+			require.NoError(t, err)
+			recv[0]++
+		}
+	}})
+	ts := f.targets()
+	// An ordered pool refuses Sends, each with its own error CQE.
+	ord, err := f.n.Engine.NewPool(mcsq.PoolOptions{Kind: mcsq.DC, SQs: 1})
+	require.NoError(t, err)
+	oq, err := f.n.Engine.NewQueue(mcsq.QueueOptions{DC: ord})
+	require.NoError(t, err)
+	bad := f.push(mcsq.Flow(9), ts[0], 0, 100, 32, 100, 9)
+	bad.Op = mcsq.OpSend
+	require.NoError(t, oq.Post(&bad))
+	f.runUntilCovered(oq, 1, time.Second)
+	require.ErrorIs(t, f.cqes[0].Err, mcsq.ErrRefusedWR)
+	f.cqes = nil
+
+	dc, err := f.n.Engine.NewPool(mcsq.PoolOptions{Kind: mcsq.DC, SQs: 2, Unordered: true})
+	require.NoError(t, err)
+	q, err := f.n.Engine.NewQueue(mcsq.QueueOptions{DC: dc, Ordered: true})
+	require.NoError(t, err)
+	for k := 1; k <= 6; k++ {
+		wr := f.push(mcsq.Flow(1), ts[0], 0, k, 32, uint64(k), 1)
+		wr.Op = mcsq.OpSend
+		require.NoError(t, q.Post(&wr))
+	}
+	wr := f.push(mcsq.Flow(2), ts[1], 1, 7, 32, 7, 2)
+	wr.Op = mcsq.OpSend
+	require.NoError(t, q.Post(&wr))
+	f.runUntilCovered(q, 7, 5*time.Second)
+	checkCoverage(t, f.cqes, 7, true)
+	ok := 0
+	for _, c := range f.cqes {
+		if c.Status == mcsq.StatusOK {
+			ok += c.Count
+			continue
+		}
+		require.Equal(t, mcsq.Flow(2), c.ID, "only the flow to the host without receives fails: %+v", c)
+		require.Equal(t, mcsq.CauseRetryExhausted, c.Cause)
+		require.Equal(t, txn.StatusRNRRetryExceeded, c.TxnStatus)
+	}
+	require.Equal(t, 6, ok)
+	require.Equal(t, mcsq.OpSend, f.cqes[0].Op)
+	for k := range 6 {
+		require.Equal(t, uint64(k+1), binary.LittleEndian.Uint64(f.n.Mem[0][4096+k*64:]), "Send %d in WQE %d", k+1, k)
+	}
 }

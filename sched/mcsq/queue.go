@@ -178,7 +178,7 @@ func (q *Queue) check(wr *WR) error {
 		}
 	case wr.Op == OpDeregister:
 	default:
-		return fmt.Errorf("%w: WR.Op %d is not an operation (OpPush, OpPull, OpRegister, OpDeregister, OpCopy)", ErrBadWR, wr.Op)
+		return fmt.Errorf("%w: WR.Op %d is not an operation (OpPush, OpPull, OpSend, OpRegister, OpDeregister, OpCopy)", ErrBadWR, wr.Op)
 	}
 	return nil
 }

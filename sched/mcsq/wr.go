@@ -110,10 +110,13 @@ const (
 	// OpCopy copies Len bytes from Local at LocalAddr to Dst at DstAddr,
 	// both registered here. A local operation.
 	OpCopy
-
-	// Two-sided Send (issue 14, core/dix) is not here yet. Adding it is a
-	// constant here, a case in (*Engine).issue that calls the txn Send, and
-	// a case in Op.remote: the distributor, SQs and CQ need nothing more.
+	// OpSend sends Len bytes of Local at LocalAddr two-sided (txn
+	// Conn.Send): the target places them in the next receive WQE it posted
+	// on the SQ's connection; Remote is ignored. Sends need a pool with
+	// PoolOptions.Unordered (delivery-index placement keeps their order).
+	// A target that has no WQE posted through every retry fails the SQ
+	// (CauseRetryExhausted).
+	OpSend
 )
 
 func (o Op) String() string {
@@ -128,12 +131,14 @@ func (o Op) String() string {
 		return "deregister"
 	case OpCopy:
 		return "copy"
+	case OpSend:
+		return "send"
 	}
 	return "op?"
 }
 
 // remote reports whether the op travels over an SQ to a target.
-func (o Op) remote() bool { return o == OpPush || o == OpPull }
+func (o Op) remote() bool { return o == OpPush || o == OpPull || o == OpSend }
 
 // local reports whether the op runs on this side, in stream order.
 func (o Op) local() bool { return o == OpRegister || o == OpDeregister || o == OpCopy }
@@ -296,4 +301,5 @@ var (
 	ErrUnknownQPN    = errors.New("mcsq: no SQ of the RC pool serves this QPN (add it with Pool.AddRC)")
 	ErrFlushed       = errors.New("mcsq: engine stopped before the WR completed")
 	ErrRegisterLocal = errors.New("mcsq: register failed (region table full or empty memory)")
+	ErrRefusedWR     = errors.New("mcsq: the transport refused the WR's shape (see the wrapped error: too long, or a Send on an ordered pool — give Sends a pool with PoolOptions.Unordered)")
 )
