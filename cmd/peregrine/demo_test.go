@@ -42,6 +42,8 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 			require.Contains(t, out.String(), "verification passed")
 			require.Contains(t, out.String(), "latency post→completion")
 			require.Contains(t, out.String(), "[ok  ] every Send landed byte-exact in the WQE its order names (0 wrong")
+			require.Contains(t, out.String(), "[ok  ] mcsq: every posted WR covered by exactly one CQE")
+			require.Contains(t, out.String(), "DC connects")
 		})
 	}
 }

@@ -62,11 +62,22 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, err
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
+	// In memory, with a pool that holds its endpoints' caches too: client
+	// goroutines post through MCSQs to hosts on a switch.
+	var mq *app.MCSQDemo
+	if !cfg.veth && cfg.frames >= 8192 {
+		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed}); err != nil {
+			return false, err
+		}
+	}
 
 	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered; Sends by delivery index on a fifth, unordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
+	}
+	if mq != nil {
+		mq.Start(ctx)
 	}
 	meter := &loadMeter{load: load}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
@@ -79,6 +90,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, err
 	}
 	drained := demo.Drain(5 * time.Second)
+	mqDrained := mq == nil || mq.Drain(5*time.Second)
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.
@@ -123,6 +135,9 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
 	checks = append(checks, sendChecks...)
+	if mq != nil {
+		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
+	}
 	return report(out, checks, interrupted), nil
 }
 

@@ -50,6 +50,8 @@ type transportConfig struct {
 	sends     int                          // initiator: two-sided Sends outstanding (0: none)
 	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
 	ready     func(key uint32, length int) // tests: the target is up
+	targets   int                          // initiator through an MCSQ (transport_mcsq.go)
+	dcSQs     int
 }
 
 func newTransportCommand() *cobra.Command {
@@ -126,6 +128,8 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
 	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
+	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
+	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }
 
@@ -167,6 +171,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
 	clk := clock.NewReal()
+	if cfg.role == "initiator" && cfg.targets > 0 {
+		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out)
+	}
 	pipe, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.port},

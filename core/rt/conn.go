@@ -147,6 +147,9 @@ type conn struct {
 	announce bool // the ULP was told about the connection (EventEstablished, or Open)
 	handle   *Conn
 
+	// early is OpenEarly's state: sends before ConnAccept (dcconnect.go).
+	early dcEarly
+
 	tx [2]txWindow // by window-1
 	rx [2]rxWindow
 

@@ -219,6 +219,7 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	c.handle = &Conn{e: e, c: c, cid: c.localCID, peer: peer}
 	e.wantCtrl(c, ctrlAccept)
 	e.cnt.own[cConnAccepted]++
+	e.acceptEarly(c, hd)
 }
 
 // reject queues a NACK to an initiator we keep no connection for.
@@ -263,8 +264,10 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		e.openConn[idx] = c.idx
 		c.openKey, c.hasOpenKey = key, true
 	}
-	c.tx[0].reset(hd.ReqEBSN)
-	c.tx[1].reset(hd.DataEBSN)
+	if !c.early.on {
+		c.tx[0].reset(hd.ReqEBSN)
+		c.tx[1].reset(hd.DataEBSN)
+	}
 	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
 		// Karn: only a ConnOpen sent once gives an unambiguous sample.
 		c.rtt.sample(e.now.Sub(c.ctrlSentAt), &e.opts)
@@ -272,6 +275,9 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 	}
 	c.peerTx = hd.TxTime
 	e.establish(c)
+	if c.early.on {
+		e.earlyAccepted(c, hd)
+	}
 	e.ackNow(c) // the third leg: tells the target we have its CID
 }
 

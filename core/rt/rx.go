@@ -148,6 +148,8 @@ func (e *Endpoint) receive(b []byte) {
 			e.onConnOpen(f)
 		case f.Header.Type == wire.TypeNack && f.Header.Nack.Code == wire.NackBadCID && f.Header.Ext.Present&wire.ExtSourceCID != 0:
 			e.onBadCIDNack(f)
+		case isEarlyData(&f.Header):
+			e.onEarlyData(f)
 		default:
 			e.cnt.own[cRxBadState]++
 		}

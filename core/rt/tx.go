@@ -33,6 +33,9 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
 	e.stampQPN(c, &hd.Ext)
+	if !c.earlyExt(hd, c.hdrOff+len(payload), e.maxFrame) {
+		return 0, ErrNotEstablished // too big for an early packet: it waits for ConnAccept
+	}
 	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
 		return 0, ErrTooLarge
 	}
@@ -247,6 +250,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.TxEcho = c.peerTx
 	}
 	e.stampQPN(c, &hd.Ext)
+	c.earlyOpen(hd)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

@@ -121,7 +121,9 @@ func (h *Conn) Send(sh SendHeader, payload []byte) (psn uint32, err error) {
 	switch c.state {
 	case StateEstablished:
 	case StateOpening, StateAccepting:
-		return 0, ErrNotEstablished
+		if !c.earlySend() {
+			return 0, ErrNotEstablished
+		}
 	default:
 		return 0, ErrClosed
 	}
