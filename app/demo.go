@@ -9,6 +9,7 @@ import (
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
@@ -101,6 +102,9 @@ type TransportDemoOptions struct {
 	// and MinRTO the shortest retransmit timeout.
 	CongestionTarget time.Duration
 	MinRTO           time.Duration
+	// IOI configures IOI forwarding on both endpoints (nil: on, adaptive
+	// threshold; demo_ioi.go).
+	IOI *ioi.Config
 }
 
 // TransportDemo is the transport demo's stages.
@@ -132,12 +136,12 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	switch len(p.ports) {
 	case 4:
 		portA, portB = p.ports[0], p.ports[3]
-		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
 	case 0:
-		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +164,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	if o.CongestionTarget != 0 {
 		sp.BaseTarget = o.CongestionTarget
 	}
-	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10}}
+	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10, demoIOISize}}
 	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
 		ep, err := txn.New(txn.Options{
 			OnRequest: onRequest,
@@ -170,6 +174,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 				// packet is abandoned.
 				MinRTO: o.MinRTO, RetryLimit: 20},
 			Congestion: &sp,
+			IOI:        demoIOI(&o),
 		})
 		if err == nil {
 			p.Own(ep)

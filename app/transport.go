@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -49,6 +50,8 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// IOI configures IOI forwarding (zero: off).
+	IOI ioi.Config
 }
 
 // Transport is what AddTransport built.
@@ -120,6 +123,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
 			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow},
 		Congestion: &sp,
+		IOI:        o.IOI,
 	})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
@@ -46,6 +47,8 @@ type transportConfig struct {
 	rtWindow  int
 	frameSize int
 	quiet     bool
+	ioi       string                       // --ioi: on|off|inorder|sprayed
+	msgSize   string                       // --msg-size: one message size, instead of --sizes
 	ready     func(key uint32, length int) // tests: the target is up
 }
 
@@ -112,6 +115,8 @@ It exits 0 only if every operation completed without error.`,
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	f.StringVar(&cfg.ioi, "ioi", "off", "IOI forwarding of data packets: on (in-order head and tail, sprayed middle), off, inorder (every packet on the ordered path) or sprayed")
+	f.StringVar(&cfg.msgSize, "msg-size", "", "initiator: one message size (overrides --sizes), e.g. 16MiB")
 	return cmd
 }
 
@@ -129,9 +134,16 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
 	}
+	if cfg.msgSize != "" {
+		cfg.sizes = cfg.msgSize
+	}
 	sizes, err := messageSizes(cfg.sizes)
 	if err != nil {
-		return false, fmt.Errorf("--sizes: %w", err)
+		return false, fmt.Errorf("--sizes/--msg-size: %w", err)
+	}
+	ioiMode, err := ioi.ParseMode(cfg.ioi)
+	if err != nil {
+		return false, fmt.Errorf("--ioi: %w", err)
 	}
 	if cfg.window < 1 || cfg.window > 4096 {
 		return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
@@ -169,6 +181,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		Role: cfg.role, LocalIP: ip, Window: cfg.window, Sizes: sizes, RegionLen: cfg.regionLen,
 		RegionKey: cfg.regionKey, Peer: peer, Conns: cfg.conns, PullEvery: cfg.pullEvery, Count: cfg.count,
 		CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Seed: cfg.seed, RTWindow: cfg.rtWindow,
+		IOI: ioi.Config{Mode: ioiMode},
 	})
 	if err != nil {
 		return false, err
