@@ -187,6 +187,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var r Receiver
 		next := uint32(0)
+		buffered := map[uint32]bool{}
 		for i := 0; i+2 < len(in); i += 3 {
 			flagged := in[i]&1 != 0
 			p := wire.Phase(in[i+1] & 3)
@@ -208,12 +209,14 @@ func FuzzReceiver(f *testing.F) {
 				}
 			case Buffered:
 				require.Greater(t, ord, next)
+				require.False(t, buffered[ord], "buffered twice")
+				buffered[ord] = true
 			case Place:
 				require.False(t, flagged)
 			case OutOfSequence:
 				require.Greater(t, ord, next)
 			case Stale:
-				require.Less(t, ord, next)
+				require.True(t, ord < next || buffered[ord], "stale %d with next %d", ord, next)
 			}
 		}
 	})
