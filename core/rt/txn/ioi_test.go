@@ -455,3 +455,59 @@ func dumpLost(t *testing.T, tx, rx []sent) {
 		}
 	}
 }
+
+// TestIOIAllocatesNothing: pushes and pulls with IOI (head, sprayed middle
+// with its entropy rewrite, held tail, the receiver's in-sequence check)
+// allocate nothing per operation once warm.
+func TestIOIAllocatesNothing(t *testing.T) {
+	p := newPair(t, 12, "delay=5us,paths=4", func(a, b *Options) {
+		a.OnRequest, b.OnRequest = nil, func(*Request) {}
+		cfg := ioi.Config{Mode: ioi.ModeIOI, Threshold: 4 << 10, DSCP: 10}
+		a.IOI, b.IOI = cfg, cfg
+		a.OnInOrder = func(*Conn, uint32, uint32, []byte) {}
+		b.OnInOrder = a.OnInOrder
+		// A window smaller than a message, so the first response comes
+		// while there is a middle left to spray.
+		a.Transport.MaxOutstanding, b.Transport.MaxOutstanding = 8, 8
+	})
+	c := p.connect(ConnOptions{Ordered: true})
+	ra, _ := p.a.Register(pattern(2, 64<<10), 0)
+	rd, _ := p.a.Register(make([]byte, 64<<10), 0)
+	rb, _ := p.b.Register(make([]byte, 64<<10), RemoteWrite|RemoteRead)
+	cq := make([]Completion, 8)
+	one := func(kind OpKind, n int) {
+		op := Op{Local: ra, Len: n, Remote: wire.RegionRef{Key: rb.Key}}
+		var err error
+		if kind == OpPush {
+			_, err = c.Push(op)
+		} else {
+			op.Local = rd
+			_, err = c.Pull(op)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got == 0; {
+			now := p.clk.Now()
+			w := p.a.Poll(now) + p.fab.Poll(now) + p.b.Poll(now)
+			got = p.a.Completions(cq)
+			if w == 0 && got == 0 {
+				p.clk.Advance(time.Microsecond)
+			}
+		}
+		if cq[0].Status != StatusOK {
+			t.Fatal(cq[0].Status)
+		}
+	}
+	cycle := func() {
+		one(OpPush, 60<<10)
+		one(OpPull, 60<<10)
+	}
+	for range 10 {
+		cycle()
+	}
+	require.Zero(t, testing.AllocsPerRun(20, cycle))
+	st := p.a.IOIStats()
+	require.Positive(t, st.PktMiddle, "the pushes went IOI")
+	require.Positive(t, p.b.IOIStats().PktMiddle, "so did the pulls' data")
+}
