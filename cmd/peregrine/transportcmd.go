@@ -141,9 +141,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--sizes/--msg-size: %w", err)
 	}
-	ioiMode, err := ioi.ParseMode(cfg.ioi)
-	if err != nil {
-		return false, fmt.Errorf("--ioi: %w", err)
+	ioiMode := ioi.ModeOff
+	if cfg.ioi != "" { // configs built without the flag: off
+		if ioiMode, err = ioi.ParseMode(cfg.ioi); err != nil {
+			return false, fmt.Errorf("--ioi: %w", err)
+		}
 	}
 	if cfg.window < 1 || cfg.window > 4096 {
 		return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
