@@ -164,7 +164,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	if o.CongestionTarget != 0 {
 		sp.BaseTarget = o.CongestionTarget
 	}
-	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10, demoIOISize}}
+	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10}}
 	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
 		ep, err := txn.New(txn.Options{
 			OnRequest: onRequest,

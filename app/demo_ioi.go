@@ -19,13 +19,6 @@ import (
 // the veth test run IOI over paths with their own capacity and delays.
 const DemoProfile = "loss=0.5%,reorder=1%/50us,delay=20us,paths=4"
 
-// demoIOISize is the demo's largest message (every 4th operation, a pull,
-// has it): large enough that its middle is sprayed. 1 MiB does not drain
-// within the demo's 5 s on a loaded two-CPU machine at Swift's 200 µs
-// target (the congestion window collapses; with --target-delay 5ms it
-// passes), so the default stays at 256 KiB.
-const demoIOISize = 256 << 10
-
 // demoIOI is the IOI configuration of the demo's endpoints.
 func demoIOI(o *TransportDemoOptions) ioi.Config {
 	if o.IOI != nil {
