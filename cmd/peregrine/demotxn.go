@@ -57,13 +57,13 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
 	}
 	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
-		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO})
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, GlobalQPNs: true})
 	if err != nil {
 		return false, err
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 
-	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
+	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered; Sends by delivery index on a fifth, unordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
@@ -108,8 +108,11 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	for _, l := range demo.IOILines() {
 		fmt.Fprintf(out, "  %s\n", l)
 	}
+	fmt.Fprintf(out, "  %s\n", demo.QPNSummary())
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), pool.InUse())
+	sendChecks := sendSummary(out, demo)
 
+	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
 		drainCheck(drained, ls),
@@ -119,8 +122,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
+		{qpnOK, qpnWhat},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	checks = append(checks, sendChecks...)
 	return report(out, checks, interrupted), nil
 }
 
@@ -170,6 +175,7 @@ func failureCheck(ls txnload.Stats, tooSmallHint string) check {
 		{ls.RefusedOther, "refused by the target without a reason"},
 		{ls.Abandoned, "a packet ran out of retries"},
 		{ls.ConnFailed, "the connection failed or closed"},
+		{ls.TimedOut, "timed out (--op-timeout)"},
 	} {
 		if c.n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))

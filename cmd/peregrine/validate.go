@@ -170,6 +170,7 @@ func (c *transportConfig) validate() error {
 		checkInt("conns", c.conns, 1, 1024),
 		checkInt("pull-every", c.pullEvery, 0, 1<<30),
 		checkDuration("duration", c.duration, zero),
+		checkDuration("op-timeout", c.opTimeout, "have no operation timeout"),
 		checkCPU("lcore", c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
@@ -215,8 +216,12 @@ func (c *demoConfig) validate() error {
 			prof = fmt.Errorf("--profile: %w", err)
 		}
 	case "forward":
+	case "roce":
+		if c.veth {
+			workload = errors.New("--workload roce runs over mem ports; it takes no --veth (peregrine roce runs the stage on any ports)")
+		}
 	default:
-		workload = fmt.Errorf("--workload %q: use transport or forward", c.workload)
+		workload = fmt.Errorf("--workload %q: use transport, forward or roce", c.workload)
 	}
 	if c.veth {
 		_, driver = driverCheck(c.driver)

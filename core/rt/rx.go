@@ -139,6 +139,9 @@ func (e *Endpoint) receive(b []byte) {
 		e.cnt.own[cRxBadSource]++
 		return
 	}
+	if c != nil && !e.checkQPN(c, &f.Header) {
+		return // counted in QPNStats
+	}
 	if c == nil {
 		switch {
 		case f.Header.Type == wire.TypeConnOpen:

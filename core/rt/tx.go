@@ -28,9 +28,11 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		SSN:     sh.SSN,
 		ReqLen:  sh.ReqLen,
 		Offset:  sh.Offset,
+		Desc:    sh.Desc,
 		Ext:     sh.Ext,
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
+	e.stampQPN(c, &hd.Ext)
 	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
 		return 0, ErrTooLarge
 	}
@@ -247,6 +249,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.DestCID = c.peerCID
 		hd.TxEcho = c.peerTx
 	}
+	e.stampQPN(c, &hd.Ext)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

@@ -89,6 +89,8 @@ type SendHeader struct {
 	// retransmission keeps them.
 	SrcPort uint16
 	DSCP    uint8
+	// Desc is a Send's delivery-index descriptor (wire.Header.Desc).
+	Desc uint8
 	// Ext carries the placement, QPN and region extensions; the source CID
 	// is the transport's.
 	Ext wire.Ext

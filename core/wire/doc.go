@@ -101,9 +101,9 @@
 //   - Ver: Version (1). Any other value is ErrVersion.
 //   - Destination CID: the CID the receiver allocated for this direction.
 //     ConnOpen, sent before the peer allocated one, carries 0.
-//   - Type: see the Type constants (1–13; others are ErrType). Type.Window
+//   - Type: see the Type constants (1–14; others are ErrType). Type.Window
 //     says which sliding window the PSN counts in: PullRequest,
-//     PushRequest, PushUnsolicitedData, Resync and ConnClose in the
+//     PushRequest, PushUnsolicitedData, Send, Resync and ConnClose in the
 //     request window; PullData, PushGrant, PushSolicitedData in the data
 //     window; Ack, ExtendedAck, Nack, ConnOpen and ConnAccept in none (their
 //     PSN field is unused).
@@ -141,6 +141,12 @@
 //     payload starts in it, so a receiver can place out-of-order packets.
 //   - Payload length: bytes after the header, body and extensions; must
 //     equal what the UDP datagram holds (ErrLength).
+//   - Send (type 14, S2): a two-sided send, placed in the target's next
+//     posted receive buffer. Its SSN field is the delivery index's
+//     dedicated field, and the reserved byte 47 is its descriptor
+//     (Header.Desc, core/dix.Desc: index kind, width, whether the index
+//     is here or in the Placement extension, whether this packet omits
+//     it); other types send byte 47 as 0 and receivers ignore it.
 //   - Reserved fields are sent as 0 and ignored on receipt.
 //
 // # Type bodies
@@ -217,9 +223,10 @@
 //	+---------------------------------------------------------------+
 //	Mode: 1 absolute (a host queue slot such as the receive WQE index),
 //	2 relative (from the last acknowledged transaction), 3 free-running
-//	(a per-type counter wrapping at 2^32). Defined on the wire (encoded,
-//	decoded, fuzzed), not yet produced or consumed: delivery-index
-//	placement (S2) is not built.
+//	(a per-type counter wrapping at the width the Send's descriptor
+//	gives). Send packets carry it when their descriptor says the index
+//	is in the extension (core/dix, core/rt/txn); the reserved byte stays
+//	0 (a relative index's base tag goes in the SSN field's top byte).
 //
 //	Global QPNs (S4), type 2, 2 words:
 //	+---------------+---------------+-------------------------------+

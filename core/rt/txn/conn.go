@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
@@ -23,6 +24,10 @@ type ConnOptions struct {
 	OpTimeout time.Duration
 	// IOI, when set, overrides Options.IOI for this connection.
 	IOI *ioi.Config
+	// Index is how this side's Sends tell the peer which receive WQE
+	// they belong in (core/dix; send.go). The zero value is dix.None: no
+	// index, the peer places in order (the baseline).
+	Index dix.Config
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
@@ -173,6 +178,7 @@ type xact struct {
 	placeheld bool          // target: a placeholder that only takes the request's turn
 	grantQ    bool          // target: linked in its connection's grant queue
 	ioi       ioiXact       // IOI sender or receiver state (ioi.go)
+	snd       sendX         // a Send's state (send.go)
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -188,12 +188,18 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	}
 	c.tail = i
 	c.count++
+	if c.count == 1 {
+		c.rc.SetAwaiting(true) // a silent peer is probed while work is in progress
+	}
 	return i, x
 }
 
 // freeXact unlinks and frees a context; its reorder entries must be gone.
 func (e *Endpoint) freeXact(i int32) {
 	x := &e.xacts[i]
+	if x.kind == OpSend {
+		e.sendFreed(x)
+	}
 	c := &e.conns[x.conn]
 	if x.prev >= 0 {
 		e.xacts[x.prev].next = x.next
@@ -206,6 +212,9 @@ func (e *Endpoint) freeXact(i int32) {
 		c.tail = x.prev
 	}
 	c.count--
+	if c.count == 0 {
+		c.rc.SetAwaiting(false)
+	}
 	gen := x.gen
 	*x = xact{gen: gen}
 	e.freeX = append(e.freeX, i)
@@ -245,6 +254,9 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	}
 	x.unresolved--
 	e.ioiResolved(i, x, cookie, st)
+	if x.kind == OpSend {
+		st = e.sendResolved(x, st)
+	}
 	if x.role == roleTarget {
 		// Pull data.
 		if st != StatusOK && !x.failed {

@@ -80,8 +80,18 @@ type Options struct {
 	// after the completions of all its operations are queued. It may
 	// post on other connections and Open, Close or Abort.
 	OnConnEvent func(ev ConnEvent)
+	// RecvDepth is each connection's receive queue size in WQEs, a power
+	// of two (default 256; the peer's dix.Config.Depth for an absolute
+	// index). RecvElements bounds its special receive queue, the Sends
+	// bound out of order at once (default 64; a full table answers RNR).
+	// HoldBytes is the hold buffer of baseline Sends (dix.None) that come
+	// before their turn (0: none, such packets are refused for now).
+	RecvDepth    int
+	RecvElements int
+	HoldBytes    int
 	// InitialSeq is the first request sequence number (RSN) and solicited
-	// sequence number (SSN) of every connection, in both directions: the
+	// sequence number (SSN) of every connection (and its first Send
+	// number), in both directions: the
 	// RSNs and SSNs this side assigns and those it expects from its peers.
 	// Both endpoints of a connection must use the same value (the
 	// connection setup does not carry it). Default 0; set it near 2^32 to
@@ -131,6 +141,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.IncastCap < 0 {
 		return o, invalid("Options.IncastCap %d must be positive (bytes granted and not yet received)", o.IncastCap)
 	}
+	if o.RecvDepth == 0 {
+		o.RecvDepth = DefaultRecvDepth
+	}
+	if o.RecvDepth < 2 || o.RecvDepth&(o.RecvDepth-1) != 0 || o.RecvDepth > 1<<16 {
+		return o, invalid("Options.RecvDepth %d must be a power of two from 2 to 65536", o.RecvDepth)
+	}
+	if o.RecvElements == 0 {
+		o.RecvElements = DefaultRecvElements
+	}
+	if o.RecvElements < 0 || o.HoldBytes < 0 {
+		return o, invalid("Options.RecvElements %d and HoldBytes %d must not be negative", o.RecvElements, o.HoldBytes)
+	}
 	if o.Segment < 0 {
 		return o, invalid("Options.Segment %d must not be negative (0 selects the largest that fits)", o.Segment)
 	}
@@ -166,6 +188,9 @@ func segmentFor(o *Options) (int, error) {
 	}
 	a := wire.Addrs{SrcIP: o.Transport.LocalIP, DstIP: o.Transport.LocalIP}
 	h := wire.Header{Version: wire.Version, Type: wire.TypePushUnsolicitedData, Ext: wire.Ext{Present: wire.ExtRegion}}
+	if o.Transport.QPN.Enabled {
+		h.Ext.Present |= wire.ExtQPN // global QP numbers ride in every packet
+	}
 	over, err := wire.FrameOverhead(&a, &h)
 	if err != nil {
 		return 0, invalid("Options.Transport.LocalIP: %v", err)
