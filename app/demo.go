@@ -9,6 +9,7 @@ import (
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
@@ -101,6 +102,9 @@ type TransportDemoOptions struct {
 	// and MinRTO the shortest retransmit timeout.
 	CongestionTarget time.Duration
 	MinRTO           time.Duration
+	// IOI configures IOI forwarding on both endpoints (nil: on, adaptive
+	// threshold; demo_ioi.go).
+	IOI *ioi.Config
 	// GlobalQPNs runs the endpoints on global QP numbers (rt.QPNOptions;
 	// demo_qpx.go).
 	GlobalQPNs bool
@@ -137,12 +141,12 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	switch len(p.ports) {
 	case 4:
 		portA, portB = p.ports[0], p.ports[3]
-		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
 	case 0:
-		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
@@ -175,6 +179,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 				// packet is abandoned.
 				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN(name)},
 			Congestion: &sp,
+			IOI:        demoIOI(&o),
 		})
 		if err == nil {
 			p.Own(ep)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -53,6 +54,8 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// IOI configures IOI forwarding (zero: off).
+	IOI ioi.Config
 	// Sends (initiator) keeps that many two-sided Sends outstanding on one
 	// more, unordered connection with a 16-bit delivery index; PostRecv
 	// (target) keeps that many receive WQEs posted on every connection and
@@ -150,6 +153,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
 			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow},
 		Congestion: &sp,
+		IOI:        o.IOI,
 	})
 	if err != nil {
 		return nil, err

@@ -117,6 +117,9 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	fmt.Fprintf(out, "  transport drops: bad checksum %d, duplicate %d, stale PSN %d, out of window %d, malformed %d, not transport %d, refused %d\n",
 		ir.RxBadChecksum+tr.RxBadChecksum, ir.RxDuplicate+tr.RxDuplicate, ir.RxStalePSN+tr.RxStalePSN,
 		ir.RxOutOfWindow+tr.RxOutOfWindow, ir.RxMalformed+tr.RxMalformed, ir.RxNotTransport+tr.RxNotTransport, ir.RxRefused+tr.RxRefused)
+	for _, l := range demo.IOILines() {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
 	fmt.Fprintf(out, "  %s\n", demo.QPNSummary())
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), pool.InUse())
 	sendChecks := sendSummary(out, demo)

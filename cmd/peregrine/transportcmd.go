@@ -17,6 +17,7 @@ import (
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
@@ -46,6 +47,8 @@ type transportConfig struct {
 	rtWindow  int
 	frameSize int
 	quiet     bool
+	ioi       string // --ioi: on|off|inorder|sprayed
+	msgSize   string // --msg-size: one message size, instead of --sizes
 	opTimeout time.Duration
 	sends     int                          // initiator: two-sided Sends outstanding (0: none)
 	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
@@ -126,6 +129,8 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.DurationVar(&cfg.opTimeout, "op-timeout", 0, "initiator: end an operation not completed this long after posting with a timeout error (0: no timeout; a dead target is then found by the transport's retries only)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	f.StringVar(&cfg.ioi, "ioi", "off", "IOI forwarding of data packets: on (in-order head and tail, sprayed middle), off, inorder (every packet on the ordered path) or sprayed")
+	f.StringVar(&cfg.msgSize, "msg-size", "", "initiator: one message size (overrides --sizes), e.g. 16MiB")
 	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
@@ -147,9 +152,18 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
 	}
+	if cfg.msgSize != "" {
+		cfg.sizes = cfg.msgSize
+	}
 	sizes, err := messageSizes(cfg.sizes)
 	if err != nil {
-		return false, fmt.Errorf("--sizes: %w", err)
+		return false, fmt.Errorf("--sizes/--msg-size: %w", err)
+	}
+	ioiMode := ioi.ModeOff
+	if cfg.ioi != "" { // configs built without the flag: off
+		if ioiMode, err = ioi.ParseMode(cfg.ioi); err != nil {
+			return false, fmt.Errorf("--ioi: %w", err)
+		}
 	}
 	if cfg.window < 1 || cfg.window > 4096 {
 		return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
@@ -190,6 +204,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		Role: cfg.role, LocalIP: ip, Window: cfg.window, Sizes: sizes, RegionLen: cfg.regionLen,
 		RegionKey: cfg.regionKey, Peer: peer, Conns: cfg.conns, PullEvery: cfg.pullEvery, Count: cfg.count,
 		CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Seed: cfg.seed, RTWindow: cfg.rtWindow,
+		IOI:       ioi.Config{Mode: ioiMode},
 		OpTimeout: cfg.opTimeout,
 		Sends:     cfg.sends, PostRecv: cfg.postRecv,
 	})

@@ -91,6 +91,9 @@ func (c *fabricConfig) validate() error {
 	if c.portA == "" || c.portB == "" {
 		return usage(errors.New("--port-a and --port-b are both required, e.g. --port-a afxdp:veth1 --port-b afxdp:veth2"))
 	}
+	if err := checkInt("in-order-dscp", int(c.inOrderDSCP), 0, 63); err != nil {
+		return usage(err)
+	}
 	// Each profile is checked under the flag that gave it: --profile is
 	// blamed for its own mistakes, not the direction it would fill in.
 	for _, p := range []struct{ flag, value string }{{"profile", c.both}, {"a-to-b", c.aToB}, {"b-to-a", c.bToA}} {

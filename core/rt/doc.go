@@ -26,7 +26,8 @@
 // semantics). Every packet for a live connection must come from its peer's
 // IP address and UDP port, or it is dropped and counted (RxBadSource): an
 // old incarnation's packet, or another host's, never touches the
-// connection. The frame that
+// connection. (An IOI sprayed data packet, not flagged in order, may come
+// from any port in IOIEntropyPorts: its source port is ECMP entropy.) The frame that
 // carries nearly all traffic — IPv4, a reliable packet without extensions,
 // addressed to us, for a live connection — takes wire.DecodeFastIPv4 (fixed
 // offsets, the same checks and the same header as the general decoder)

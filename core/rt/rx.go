@@ -133,7 +133,7 @@ func (e *Endpoint) receive(b []byte) {
 		return
 	}
 	e.rxTTL = f.TTL
-	if c != nil && (f.SrcIP != c.addrs.DstIP || f.SrcPort != c.addrs.DstPort) {
+	if c != nil && (f.SrcIP != c.addrs.DstIP || f.SrcPort != c.addrs.DstPort && !sprayedFrom(f)) {
 		// Not the connection's peer: an old incarnation's packet, or a
 		// forgery. It may not touch the connection.
 		e.cnt.own[cRxBadSource]++

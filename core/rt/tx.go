@@ -70,6 +70,9 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		e.freeFrame(f)
 		return 0, fmt.Errorf("rt: building %v: %w", sh.Type, err)
 	}
+	if sh.SrcPort != 0 || sh.DSCP != 0 {
+		wire.SetClass(e.room(f)[:n], sh.SrcPort, sh.DSCP)
+	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
 	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}

@@ -83,6 +83,12 @@ type SendHeader struct {
 	ReqLen uint32
 	Offset uint32
 	Phase  wire.Phase
+	// SrcPort, when not 0, is this packet's UDP source port (IOI's
+	// per-packet entropy, so that a fabric sprays it), and DSCP, when not
+	// 0, its IP DSCP (IOI's in-order mark); wire.SetClass writes both. A
+	// retransmission keeps them.
+	SrcPort uint16
+	DSCP    uint8
 	// Desc is a Send's delivery-index descriptor (wire.Header.Desc).
 	Desc uint8
 	// Ext carries the placement, QPN and region extensions; the source CID

@@ -237,6 +237,25 @@
 // already tore down (rt.EventFailed after Abort) finds nothing and
 // changes nothing.
 //
+// # IOI forwarding
+//
+// With Options.IOI or ConnOptions.IOI (SEEDS §S1, package core/ioi) the
+// data packets of pushes and of pull data travel in order, sprayed, or as
+// IOI: a message's head goes in order (IOIInOrder flag, its in-order
+// sequence number in SSN, the connection's UDP source port and the
+// configured DSCP) until its first acknowledgement, which measures the
+// connection's threshold (2 × RTT × effective bandwidth); if more than
+// that is left the middle goes sprayed (flag clear, a UDP source port per
+// packet as entropy), the tail in order again once the packets left are
+// fewer than those outstanding, and the last packet only when every
+// sprayed one is acknowledged. Op.NonIdempotent keeps an operation wholly
+// in order. The receiver places unflagged packets as they arrive and takes
+// flagged ones in sequence: ahead of its turn a flagged packet is placed
+// but handed to Options.OnInOrder only when the gap fills (64 ahead at
+// most; beyond, refused for retransmission). Impossible phase and flag
+// combinations, and middle or tail packets of no known message, are
+// counted and dropped (IOIStats). See ioi.go.
+//
 // # Connection events
 //
 // Options.OnConnEvent is this layer's asynchronous event channel, beside

@@ -64,6 +64,7 @@ type Endpoint struct {
 	fire     func(clock.TimerID, uint64)
 	req      Request
 	cnt      counters
+	ioiCnt   ioiCounters
 	dx       dixEP // two-sided operations (send.go, recvq.go)
 }
 
@@ -167,6 +168,7 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	n += e.schedule(now)
 	n += e.rt.Poll(now)
 	e.publish()
+	e.ioiCnt.publish()
 	return n
 }
 
@@ -233,6 +235,12 @@ func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("txn: ConnOptions.OpTimeout %v must not be negative", opts.OpTimeout)
 	}
 	c.opTimeout = opts.OpTimeout
+	if opts.IOI != nil {
+		if err := opts.IOI.Validate(); err != nil {
+			return nil, fmt.Errorf("txn: ConnOptions.IOI: %w", err)
+		}
+		c.ioiOpen(opts.IOI)
+	}
 	_ = e.dx.configure(e, int(c.handle.idx), opts.Index) // validated above
 	return c.handle, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -96,6 +97,16 @@ type Options struct {
 	// connection setup does not carry it). Default 0; set it near 2^32 to
 	// exercise the wrap.
 	InitialSeq uint32
+	// IOI configures IOI forwarding (SEEDS §S1, ioi.Config) for every
+	// connection that does not set ConnOptions.IOI: the data of pushes
+	// this side posts and of pulls it serves. Zero: off.
+	IOI ioi.Config
+	// OnInOrder, when set, is handed each in-order (IOI-flagged) data
+	// packet of a message this side receives, in sequence, as it is
+	// placed: the head's bytes in order as they arrive, then the tail's.
+	// data aliases the packet and is valid during the call only. It runs on
+	// the polling goroutine and must not post.
+	OnInOrder func(c *Conn, rsn uint32, offset uint32, data []byte)
 }
 
 func invalid(format string, args ...any) error {
@@ -144,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Segment < 0 {
 		return o, invalid("Options.Segment %d must not be negative (0 selects the largest that fits)", o.Segment)
+	}
+	if err := o.IOI.Validate(); err != nil {
+		return o, invalid("Options.IOI: %v", err)
 	}
 	if o.Congestion != nil {
 		if err := o.Congestion.Validate(); err != nil {

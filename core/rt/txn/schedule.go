@@ -173,6 +173,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 	if x.sentPkts+1 == x.pkts {
 		sh.Flags |= wire.FlagLastOfMessage
 	}
+	e.ioiMark(c, x, sh)
 	return x.mem[off:end]
 }
 
@@ -195,7 +196,8 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 			e.cnt.own[cBytesServed] += uint64(min(x.length-x.sentPkts*uint32(e.seg), uint32(e.seg)))
 		}
 		x.sentPkts++
-		more = x.sentPkts < x.pkts
+		e.ioiSent(x)
+		more = x.sentPkts < x.pkts && !e.ioiHold(x, cl)
 	}
 	if more && !e.enqueue(ci, cl, i) {
 		if x.role == roleInitiator {

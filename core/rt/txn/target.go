@@ -27,6 +27,9 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cConnRefused]++
 		return rt.ULPError
 	}
+	if e.ioiForgedPhase(h) {
+		return rt.Accept
+	}
 	if h.Offset == abortOffset && len(p) == 0 {
 		switch h.Type {
 		case wire.TypePushUnsolicitedData, wire.TypePushRequest, wire.TypePullRequest, wire.TypePullData:
@@ -194,6 +197,9 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		return e.refuse(ci, c, h, why)
 	}
 	if x == nil {
+		if e.ioiUnknown(h) {
+			return rt.Accept
+		}
 		if c.peerOrdered && seqLT(h.RSN, c.reqBase) {
 			e.cnt.own[cUnmatched]++
 			return rt.Accept
@@ -206,6 +212,9 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		x.mem = span
 		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 		x.rsnHeld = true
+	}
+	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+		return v
 	}
 	copy(x.mem[h.Offset:], p)
 	x.received += uint32(len(p))

@@ -36,7 +36,7 @@ func Summary(frame []byte, port uint16) string {
 		if err != nil {
 			return fmt.Sprintf("%s peregrine: %v", flow, err)
 		}
-		return fmt.Sprintf("%s peregrine %s", flow, f.Header.String())
+		return fmt.Sprintf("%s peregrine %s%s", flow, f.Header.String(), IOISummary(d.TOS, &f.Header))
 	case d.DstPort == wire.RoCEv2Port:
 		return flow + " " + RoCESummary(frame)
 	}
@@ -89,4 +89,33 @@ func layerNames(frame []byte) string {
 		names = append(names, l.LayerType().String())
 	}
 	return strings.Join(names, "/")
+}
+
+// IOISummary describes a transport packet's IOI marks (SEEDS §S1) from its
+// IP TOS and header: " ioi=in-order seq=N" for a flagged packet (its
+// in-order sequence number travels in the SSN field), " ioi=sprayed" for
+// a middle packet, the phase when there is one, and the DSCP when set. A
+// packet without any IOI mark gives "".
+func IOISummary(tos uint8, h *wire.Header) string {
+	flagged := h.Flags.Has(wire.FlagIOIInOrder)
+	dscp := tos >> 2
+	if !flagged && h.Phase == wire.PhaseNone && dscp == 0 {
+		return ""
+	}
+	var b strings.Builder
+	switch {
+	case flagged:
+		fmt.Fprintf(&b, " ioi=in-order seq=%d", h.SSN)
+	case h.Phase == wire.PhaseMiddle:
+		b.WriteString(" ioi=sprayed")
+	default:
+		b.WriteString(" ioi=none")
+	}
+	if h.Phase != wire.PhaseNone {
+		fmt.Fprintf(&b, " ioi-phase=%v", h.Phase)
+	}
+	if dscp != 0 {
+		fmt.Fprintf(&b, " dscp=%d", dscp)
+	}
+	return b.String()
 }
