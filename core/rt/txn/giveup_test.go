@@ -188,3 +188,30 @@ func TestGivenUpPacketsNeverPlacedLate(t *testing.T) {
 		}
 	}
 }
+
+// An operation whose status is decided (the target refused a segment)
+// while another of its segments is still in flight ends by its deadline
+// with that status: the timeout gives up what is left instead of waiting
+// for the transport's retry budget.
+func TestTimeoutEndsDecidedOperationWithPacketsInFlight(t *testing.T) {
+	p, m := newFaultPair(t, 33, func(a, b *Options) { a.Transport.RetryLimit = 20 })
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{})
+	seg := uint32(p.a.Segment())
+	// The second segment never gets through; the first reaches the
+	// target, which refuses it (no region under the key).
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		return fromA && h.Type() == wire.TypePushUnsolicitedData && h.Offset() == seg
+	}
+	const timeout = 5 * time.Millisecond
+	_, err := c.Push(Op{Local: f.rSrc, Len: int(2 * seg), Remote: wire.RegionRef{Key: f.rRem.Key + 99}, Tag: 1, Timeout: timeout, Solicit: SolicitNever})
+	require.NoError(t, err)
+	p.run(func() bool { return len(p.cqA) == 1 }, 10*time.Second)
+	require.Equal(t, StatusRemoteAccess, p.cqA[0].Status, "the refusal decided it")
+	require.LessOrEqual(t, p.cqA[0].Latency(), timeout, "ended by its deadline, not after the second segment's retries")
+	require.Zero(t, p.a.Stats().TimedOut, "it did not time out: its status was decided")
+	m.drop = nil
+	p.run(func() bool { return p.settled() }, 5*time.Second)
+	p.requireSettled()
+	require.Len(t, p.cqA, 1)
+}
