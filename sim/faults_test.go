@@ -31,6 +31,8 @@ import (
 //
 //   - every posted operation completes exactly once, OK or with a named
 //     status, within faultBound of virtual time after the fault ends;
+//     where operations have a timeout (the peer dies or restarts), each
+//     ends within it (plus faultOpSlack) of its posting;
 //   - on ordered connections, completions come in posting order and the
 //     target's ULP sees requests in RSN order; no request is delivered
 //     twice; a push's bytes are those its current connection sent;
@@ -51,11 +53,14 @@ import (
 
 // Shape of every run.
 const (
-	faultSegment   = 256              // payload bytes per packet
-	faultSlots     = 8                // operations in flight per initiator
-	faultMaxLen    = 3 * faultSegment // an operation is 1..3 packets
-	faultRetry     = 5                // rt RetryLimit
-	faultBound     = 500 * time.Millisecond
+	faultSegment = 256              // payload bytes per packet
+	faultSlots   = 8                // operations in flight per initiator
+	faultMaxLen  = 3 * faultSegment // an operation is 1..3 packets
+	faultRetry   = 5                // rt RetryLimit
+	faultBound   = 500 * time.Millisecond
+	// faultOpSlack: with an operation timeout, every operation ends within
+	// it plus this (a poll's lateness), whatever the peer does.
+	faultOpSlack   = 10 * time.Microsecond
 	faultLinkDelay = 5 * time.Microsecond
 )
 
@@ -545,6 +550,9 @@ func (x *fx) complete(i int, cpl *txn.Completion) {
 		return
 	}
 	op.status, op.ended = cpl.Status, x.c.Clock.Now()
+	if x.opTimeout > 0 && cpl.Latency() > x.opTimeout+faultOpSlack {
+		x.violate("node %d: operation %d (%v RSN %d) ended %v, %v after it was posted: past its timeout %v", i, op.tag, op.kind, op.rsn, cpl.Status, cpl.Latency(), x.opTimeout)
+	}
 	if strings.HasPrefix(cpl.Status.String(), "Status(") {
 		x.violate("node %d: operation %d ended with an unnamed status %v", i, op.tag, cpl.Status)
 	}

@@ -103,6 +103,10 @@ type Stats struct {
 	RefusedUnregistered, RefusedAccess, RefusedTooSmall, RefusedOther uint64
 	Abandoned, ConnFailed                                             uint64
 	TimedOut                                                          uint64 // Options.OpTimeout passed
+	// SlowestFailed is the longest a failed operation took from posting
+	// to its completion: with OpTimeout set, within it (plus a poll's
+	// lateness) whatever the peer does.
+	SlowestFailed time.Duration
 }
 
 type slotState struct {
@@ -157,6 +161,7 @@ const (
 	cAbandoned
 	cConnFailed
 	cTimedOut
+	cSlowestFailed // ns, a maximum
 	numCounters
 )
 
@@ -239,7 +244,8 @@ func (l *Load) Stats() Stats {
 		Bytes: l.cnt[cBytes].Load(), BadData: l.cnt[cBadData].Load(), OutOfOrder: l.cnt[cOutOfOrder].Load(), Checked: l.checked.Load(),
 		RefusedUnregistered: l.cnt[cRefusedUnregistered].Load(), RefusedAccess: l.cnt[cRefusedAccess].Load(),
 		RefusedTooSmall: l.cnt[cRefusedTooSmall].Load(), RefusedOther: l.cnt[cRefusedOther].Load(),
-		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load(), TimedOut: l.cnt[cTimedOut].Load()}
+		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load(), TimedOut: l.cnt[cTimedOut].Load(),
+		SlowestFailed: time.Duration(l.cnt[cSlowestFailed].Load())}
 }
 
 // Down reports, from any goroutine, whether every connection of the load
@@ -337,6 +343,9 @@ func (l *Load) complete(c *txn.Completion, now clock.Time) {
 	if c.Status != txn.StatusOK {
 		l.cnt[cFailed].Add(1)
 		l.cnt[failureCounter(c)].Add(1)
+		if d := uint64(max(c.Latency(), 0)); d > l.cnt[cSlowestFailed].Load() {
+			l.cnt[cSlowestFailed].Store(d) // the loop goroutine is the only writer
+		}
 	} else {
 		l.cnt[cCompleted].Add(1)
 		l.cnt[cBytes].Add(uint64(st.size))

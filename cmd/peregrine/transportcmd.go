@@ -276,6 +276,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err := tp.ConnErr(); err != nil {
 		fmt.Fprintf(out, "  connection to the target failed: %v (every connection down: %v)\n", err, load.Down())
 	}
+	if ls.Failed > 0 {
+		fmt.Fprintf(out, "  slowest failed operation ended %v after it was posted (--op-timeout %v)\n", ls.SlowestFailed, cfg.opTimeout)
+	}
 	secs := elapsed.Seconds()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},

@@ -109,7 +109,10 @@
 // sent) and hears it back exactly once when the packet resolves — only
 // then, when the transport no longer references it: through the ACK
 // handler (SetAckHandler) when acknowledged, in EventNack for a ULP error,
-// in EventAbandoned when its retries ran out. Any other NACK (unexpected,
+// in EventAbandoned when its retries ran out or the ULP gave it up
+// (Conn.Abandon: the transport stops referencing its payload at once, and
+// hands the cookie back when the resync standing in for it is
+// acknowledged). Any other NACK (unexpected,
 // say) is news, not a resolution: its EventNack carries no cookie. When
 // the connection ends (EventFailed, EventClosed, or Stop) the cookies of
 // its outstanding packets are not handed back: the connection's end
@@ -167,9 +170,12 @@
 //     fully encoded; with SendHeader.PayloadStable only the headers are
 //     (their checksum over the headers alone) and the engine keeps a
 //     reference to the caller's payload instead, copied and summed into
-//     each transmission in one pass (wire.CopyChecksum). The retransmission engine owns it until the packet is
+//     each transmission in one pass (wire.CopyChecksum). The
+//     retransmission engine owns the frame until the packet is
 //     acknowledged, abandoned, or its connection fails or is dropped by
-//     Stop, and then frees it.
+//     Stop, and then frees it; when the packet is given up (its retries
+//     ran out, the peer's ULP refused it, Conn.Abandon) a resync frame
+//     takes its place and the payload reference is dropped.
 //   - Transmit: each transmission (first or resend) allocates another mbuf,
 //     copies the retained frame (and a stable payload) into it and refreshes
 //     flags, retry, eBSNs and timestamps with wire.FrameTemplate.Refresh
@@ -244,6 +250,20 @@
 //     the cookie (the packet may or may not have been delivered). The
 //     receiver moves its window past the PSN (RxResync) and its deliver
 //     function never sees the packet.
+//   - Given up by the ULP (Conn.Abandon with the packet's cookie: the
+//     transaction layer's operation timed out or was cancelled): the same
+//     at once, without waiting for the retries. A resync (ResyncTimeout,
+//     ResyncAborted) is built in the retained frame's place and sent on
+//     the next Poll — as a resend, flagged as one, if the packet was sent
+//     — with a retry budget of its own; the payload is never read again,
+//     so the ULP has its buffer back when Abandon returns, while the PSN
+//     stays outstanding until the resync is acknowledged and then
+//     resolves as an abandonment (EventAbandoned with the cookie, once).
+//     The peer sees exactly what an abandonment shows it: a copy of the
+//     packet still in the network is delivered if it arrives before the
+//     resync, and is a duplicate after it. Each PSN is sent at most
+//     2×(RetryLimit+1) times, packet and resync. GivenUp counts the
+//     packets given up.
 //   - The end of its connection: every outstanding packet is dropped with
 //     it, its frame freed, its cookie not handed back (the connection's
 //     EventFailed or EventClosed resolves them all).
@@ -265,7 +285,7 @@
 //     data, a grant). While the ULP says so (Conn.SetAwaiting: the
 //     transaction layer sets it whenever the connection holds a
 //     transaction) a peer silent for an RTO is probed (an ACK that asks
-//     for an ACK; KeepAliveSent), the interval doubling per unanswered
+//     for an ACK; AwaitProbes), the interval doubling per unanswered
 //     probe up to MaxRTO; RetryLimit+1 unanswered probes fail the
 //     connection (ErrRetryExhausted), a peer that dropped its half
 //     answers the first with a bad-CID NACK (ErrPeerReset). Nothing is
@@ -306,11 +326,13 @@
 // handler may Open again at once. ConnFailed counts every failure.
 //
 // The counters that tell these apart: ResyncSent and Abandoned (packets
-// given up on), TxRetransmit and TxEarlyRetransmit, AckForged and
-// NackStale (acknowledgements ignored), RxBadSource (packets from a
-// stranger), RxUnknownCID and RxStaleCID (frames for no connection) with
-// TxBadCIDNack and BadCIDNackSuppressed, KeepAliveSent and IdleTimeouts,
-// ConnFailed and ConnClosed.
+// given up on after their retries; Abandoned also counts the resyncs of
+// packets the ULP gave up, GivenUp), TxRetransmit and TxEarlyRetransmit,
+// AckForged and NackStale (acknowledgements ignored), RxBadSource
+// (packets from a stranger), RxUnknownCID and RxStaleCID (frames for no
+// connection) with TxBadCIDNack and BadCIDNackSuppressed, AwaitProbes
+// (SetAwaiting's probes), KeepAliveSent and IdleTimeouts, ConnFailed and
+// ConnClosed.
 //
 // # Determinism
 //

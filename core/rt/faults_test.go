@@ -549,6 +549,7 @@ func TestAwaitingProbesSilentPeer(t *testing.T) {
 	cb.Abort() // b gives up its half without a word
 	h.run(func() bool { return ca.State() == StateFailed }, time.Second)
 	require.ErrorIs(t, ca.Err(), ErrPeerReset)
-	require.Positive(t, h.a.Stats().KeepAliveSent, "a probed its silent peer")
+	require.Positive(t, h.a.Stats().AwaitProbes, "a probed its silent peer")
+	require.Zero(t, h.a.Stats().KeepAliveSent, "no keepalive configured: the probes are SetAwaiting's")
 	require.Len(t, eventsOf(h.evA, EventFailed), 1)
 }

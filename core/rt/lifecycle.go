@@ -354,7 +354,7 @@ func (h *Conn) Abort() {
 // pull's data, a grant or its completion, a peer's request being served)
 // even when nothing of its own is unacknowledged. While set, and unless
 // Options.IdleTimeout is the liveness policy, a peer silent for an RTO is
-// probed (an ACK asking for an ACK, counted in KeepAliveSent), the
+// probed (an ACK asking for an ACK, counted in AwaitProbes), the
 // interval doubling per unanswered probe up to MaxRTO, and after
 // RetryLimit+1 unanswered probes the connection fails with
 // ErrRetryExhausted — as it would had a packet been outstanding. A peer

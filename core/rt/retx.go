@@ -163,6 +163,91 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 	e.retxQ.push(int32(idx))
 }
 
+// Abandon gives up on every outstanding packet of the connection that was
+// sent with cookie (SendHeader.Cookie, not 0) and is not yet replaced by a
+// resync: a resync with the same PSN takes each one's place at once (why
+// says why, on the wire: wire.ResyncTimeout, wire.ResyncAborted), its
+// retained frame becomes the resync's and a PayloadStable payload is no
+// longer referenced. When Abandon returns the transport references none
+// of the caller's buffers for those packets, though their PSNs are still
+// outstanding: each cookie comes back once more, as for a packet that ran
+// out of retries, in EventAbandoned when the peer acknowledges the resync
+// (the packet may or may not have been delivered; once the peer has the
+// resync a late copy of the packet is a duplicate there and never
+// delivered), or never if the connection ends first. The resync is sent
+// with the next Poll and retried like any packet (RetryLimit+1 sends,
+// then the connection fails). It returns how many packets it gave up
+// (GivenUp counts them); packets acknowledged or abandoned already are
+// not touched. It is how the transaction layer ends an operation at its
+// timeout or cancel without waiting for the peer. Abandon does not
+// allocate.
+func (h *Conn) Abandon(cookie uint64, why wire.ResyncCode) int {
+	c := h.live()
+	if c == nil || cookie == 0 {
+		return 0
+	}
+	e := h.e
+	n := 0
+	for k := range c.tx {
+		tw := &c.tx[k]
+		w := wire.Window(k + 1)
+		for i := range tw.acked {
+			z := ^tw.acked[i] & lowMask(i, tw.inFlight())
+			for z != 0 {
+				b := uint32(bits.TrailingZeros64(z))
+				z &= z - 1
+				idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.bsn + uint32(i)*64 + b})
+				if !ok {
+					continue // ConnClose's retry state, or a bug counted elsewhere
+				}
+				if x := &e.ctx[idx]; x.cookie == cookie && !x.resync {
+					if !e.giveUp(idx, x, c, why) {
+						return n // the connection failed
+					}
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// giveUp turns outstanding packet x into a resync in place: the retained
+// frame is rewritten (no mbuf is needed, so this cannot fail for want of
+// one) and the payload reference dropped. A packet never sent yet goes
+// out as a resync in its turn; one sent already is resent now as a resync
+// on a fresh retry budget. It reports false if the connection failed.
+func (e *Endpoint) giveUp(idx uint32, x *retxCtx, c *conn, why wire.ResyncCode) bool {
+	orig := wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type()
+	hd := &e.txHdr
+	*hd = wire.Header{
+		Version: wire.Version,
+		DestCID: c.peerCID,
+		Type:    wire.TypeResync,
+		Flags:   wire.FlagAckRequested,
+		PSN:     x.psn,
+		Resync:  wire.ResyncBody{Code: why, OrigType: orig},
+	}
+	n, err := c.tmpl.Encode(e.room(x.frame), hd, nil)
+	if err != nil {
+		e.cnt.own[cInternal]++
+		e.failConn(c, ErrRetryExhausted)
+		return false
+	}
+	e.pool.SetLen(x.frame, n)
+	x.payload = nil
+	x.resync = true
+	x.timeouts = 0
+	x.tx = 0
+	x.holdUntil = 0
+	x.early = false
+	e.cnt.own[cGivenUp]++
+	if x.sends > 0 {
+		e.retxQ.push(int32(idx)) // at once: nothing of the peer's hold-off applies to a resync's purpose
+	}
+	return true
+}
+
 // holdOff postpones the next resend of packet psn of window w and of
 // every later unacknowledged packet of that window (an RNR or
 // out-of-window NACK: the receiver will not take those either for now).
@@ -312,7 +397,7 @@ func (e *Endpoint) onIdleTimer(c *conn) {
 			e.ackNow(c)
 			c.probesOut++
 			c.probeAt = e.now
-			e.cnt.own[cKeepAliveSent]++
+			e.cnt.own[cAwaitProbes]++
 		}
 	}
 	if next, ok := e.nextIdleCheck(c); ok {

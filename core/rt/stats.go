@@ -53,6 +53,8 @@ const (
 	cBadCIDNackSuppressed
 	cKeepAliveSent
 	cIdleTimeouts
+	cGivenUp
+	cAwaitProbes
 	cInternal
 	numCounters
 )
@@ -119,6 +121,14 @@ type Stats struct {
 	// IdleTimeouts the connections failed with ErrIdleTimeout.
 	KeepAliveSent uint64
 	IdleTimeouts  uint64
+	// AwaitProbes counts the probes of a silent peer sent while the ULP
+	// awaits it (Conn.SetAwaiting), apart from KeepAliveSent's
+	// (Options.KeepAlive): these find a dead peer of work in progress.
+	AwaitProbes uint64
+	// GivenUp counts packets the ULP gave up on (Conn.Abandon: an
+	// operation timed out or was cancelled), a resync sent in their place
+	// at once; their resyncs' acknowledgements count in Abandoned.
+	GivenUp uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -160,6 +170,7 @@ func (c *counters) snapshot() Stats {
 		RTTSamples:  v[cRTTSamples],
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
+		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp],
 		Internal: v[cInternal],
 	}
 }

@@ -96,7 +96,7 @@ type SendHeader struct {
 	Ext wire.Ext
 	// PayloadStable promises that the payload stays valid and unchanged
 	// until the packet resolves (its Cookie comes back, or the connection
-	// fails). The transport then keeps a reference to it instead of a
+	// fails) or is given up (Conn.Abandon with its Cookie returns). The transport then keeps a reference to it instead of a
 	// copy and copies it straight into each transmission, summing it for
 	// the UDP checksum as it copies: one pass over the payload per
 	// transmission instead of three. A payload changed meanwhile is sent
@@ -106,7 +106,8 @@ type SendHeader struct {
 	// Cookie is the ULP's own word for this packet. It is not sent; the
 	// transport hands it back when the packet resolves: to the ACK handler
 	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
-	// peer's ULP refuses it, in EventAbandoned when it runs out of retries;
+	// peer's ULP refuses it, in EventAbandoned when it runs out of retries
+	// or was given up (Conn.Abandon) and its resync is acknowledged;
 	// exactly once, and only when the transport no longer references the
 	// packet. A connection that ends hands back none: its end covers them.
 	Cookie uint64

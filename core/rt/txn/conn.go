@@ -179,6 +179,11 @@ type xact struct {
 	grantQ    bool          // target: linked in its connection's grant queue
 	ioi       ioiXact       // IOI sender or receiver state (ioi.go)
 	snd       sendX         // a Send's state (send.go)
+	// givenUp: initiator: stopped (timeout, cancel) with packets still
+	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
+	// it no longer references the buffer, so the operation completes; the
+	// context stays until those resyncs resolve (and then its notice).
+	givenUp bool
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -54,7 +54,8 @@
 // transport's cookies report each packet's fate once); a pull when all its
 // data is placed. A packet the target refuses, or one abandoned after its
 // retries, completes its operation with that error once nothing of it is
-// left in flight (see "Failure semantics").
+// left in flight; a timeout or cancel completes it at once, giving up what
+// is still in flight (see "Failure semantics").
 //
 // # Two-sided operations
 //
@@ -142,9 +143,9 @@
 // named error (its completion slot was reserved when it was posted), and
 // its buffer is the caller's again when that completion is polled: an
 // operation completes only once the transport no longer references it
-// (every packet of it acknowledged, refused or abandoned, or the
-// connection's packets dropped), and nothing is written into a pull's
-// span after it stopped. What ends an operation, with the nearest
+// (every packet of it acknowledged, refused or abandoned, or given up at
+// its timeout or cancel, or the connection's packets dropped), and
+// nothing is written into a pull's span after it stopped. What ends an operation, with the nearest
 // ibv_wc_status:
 //
 //   - Success: StatusOK (IBV_WC_SUCCESS). A push: every packet
@@ -163,9 +164,14 @@
 //     StatusRemoteAbandoned (IBV_WC_REM_ABORT_ERR). The local span may
 //     hold part of the data.
 //   - Timeout: Op.Timeout or ConnOptions.OpTimeout passed, on the
-//     endpoint's clock; StatusTimeout (IBV_WC_RESP_TIMEOUT_ERR).
+//     endpoint's clock; StatusTimeout (IBV_WC_RESP_TIMEOUT_ERR), at the
+//     deadline (in its turn on an ordered connection), whatever the peer
+//     does: a dead peer's operations end then, not when the transport
+//     gives up on the peer. One whose status was decided already (a
+//     packet refused or abandoned) but with packets still in flight ends
+//     by its deadline too, with that status.
 //   - Cancel: Conn.Cancel; StatusCancelled (verbs cannot cancel one work
-//     request; the nearest is IBV_WC_WR_FLUSH_ERR).
+//     request; the nearest is IBV_WC_WR_FLUSH_ERR), at once the same way.
 //   - Abort: Conn.Abort; StatusFlushed (IBV_WC_WR_FLUSH_ERR).
 //   - Peer failure: the transport failed the connection (retries and
 //     resync exhausted, the peer reset, setup timed out, the peer's ULP
@@ -183,14 +189,21 @@
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving
-// for it is dropped); its packets in flight resolve (at once after a
-// timeout or cancel if none is unacknowledged, else within the
-// transport's retry budget); if the target may hold something for it, an
-// abort notice is queued (below); the completion is queued — on an
-// ordered connection in posting order, so behind the operations posted
-// before it, and a timeout cannot overtake them; the completion slot is
-// freed when the ULP drains it; the context is freed once the notice is
-// acknowledged (a notice abandoned is sent again), or with the
+// for it is dropped); its packets in flight resolve — after a refusal or
+// abandonment within the transport's retry budget, after a timeout or
+// cancel at once: the packets still unacknowledged are given up
+// (rt.Conn.Abandon), a resync taking the place of each, so the transport
+// references no buffer of the operation any more; the completion is
+// queued — on an ordered connection in posting order, so behind the
+// operations posted before it, and a timeout cannot overtake them; if the
+// target may hold something for it, an abort notice is queued (below),
+// but only once the resyncs of the packets given up are acknowledged:
+// the target's transport then has every PSN of the operation, so no late
+// copy of a packet can reach the target after the notice made it drop
+// the request (it would be placed, and on an unordered connection start
+// a request that never completes); the completion slot is freed when the
+// ULP drains it; the context is freed once those resyncs and the notice
+// are acknowledged (a notice abandoned is sent again), or with the
 // connection.
 //
 // At the target, for a request its initiator gave up on (the notice

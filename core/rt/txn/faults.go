@@ -56,6 +56,10 @@ const (
 	noticeWanted             // queued in the scheduler, not yet sent
 	noticeOut                // handed to the transport, not yet resolved
 	noticeDone               // acknowledged (or refused) by the peer
+	// noticeHeld: owed, but queued only once the packets given up at the
+	// operation's timeout or cancel resolved, so that no late copy of one
+	// can reach the target after the notice freed what it held.
+	noticeHeld
 )
 
 // ConnEventKind says what a ConnEvent reports.
@@ -104,15 +108,16 @@ func (e *Endpoint) emitConn(kind ConnEventKind, h *Conn, err error) {
 }
 
 // Cancel ends the operation posted on the connection under rsn: it
-// completes with StatusCancelled (in posting order on an ordered
-// connection) once nothing of it is left in the transport — at once if
-// none of its packets is unacknowledged, else when the last of them is
-// acknowledged, refused or abandoned, or the connection fails. Its local
-// buffer is the caller's again when that completion is polled: the
-// transport no longer references a push's source, and nothing more is
-// written into a pull's destination from the moment Cancel returns. The
-// target is told to drop the transaction (Options.OnAborted there); a
-// push may have been placed there in part or whole, a pull served.
+// completes with StatusCancelled at once (in posting order on an ordered
+// connection: in its turn), without waiting for the peer. Its packets
+// still unacknowledged are given up (rt.Conn.Abandon: a resync takes the
+// place of each, so the transport no longer references a push's source),
+// and nothing more is written into a pull's destination from the moment
+// Cancel returns: its local buffer is the caller's again when Cancel
+// returns (and the completion is polled). Once those resyncs are
+// acknowledged the target is told to drop the transaction
+// (Options.OnAborted there); a push may have been placed there in part or
+// whole, a pull served.
 func (h *Conn) Cancel(rsn uint32) error {
 	c := h.live()
 	if c == nil {
@@ -158,7 +163,10 @@ func (h *Conn) Abort() error {
 
 // stopOp ends initiator operation i with st (a timeout or a cancel): it
 // takes its queued packet out of the scheduler, lets the grant order pass
-// its SSN, and completes it once nothing of it is in flight.
+// its SSN, gives up its packets still unresolved in the transport (resyncs
+// take their places at once, so the transport references its buffer no
+// more), and completes it — at once, or in its turn on an ordered
+// connection — without waiting for the peer.
 func (e *Endpoint) stopOp(i int32, st Status) {
 	x := &e.xacts[i]
 	x.status = st
@@ -169,7 +177,55 @@ func (e *Endpoint) stopOp(i int32, st Status) {
 	if x.solicited && !x.granted && x.ssnHeld {
 		e.skipGrant(i, x)
 	}
-	e.checkDone(i)
+	why := wire.ResyncTimeout
+	if st == StatusCancelled {
+		why = wire.ResyncAborted
+	}
+	if e.giveUp(i, x, why) {
+		e.checkDone(i)
+	}
+}
+
+// giveUp gives up initiator operation i's packets still unresolved in the
+// transport (rt.Conn.Abandon): a resync takes the place of each, so the
+// transport references the operation's buffer no more, and the
+// operation may complete without waiting for them. It reports false if
+// the transport failed the connection meanwhile (its teardown completed
+// the operation).
+func (e *Endpoint) giveUp(i int32, x *xact, why wire.ResyncCode) bool {
+	if x.unresolved == 0 || x.givenUp {
+		return true
+	}
+	gen := x.gen
+	// Packets resynced already (retries ran out, or refused) hold no
+	// buffer either, so every unresolved packet is covered.
+	e.conns[x.conn].rc.Abandon(x.cookie(i), why)
+	if !x.live || x.gen != gen {
+		return false
+	}
+	x.givenUp = true
+	return true
+}
+
+// givenUpResolved follows a packet that stopOp gave up, whose resync the
+// transport just resolved, of an operation completed (or decided)
+// already: once the last one resolved, the operation's notice goes out
+// (the target can no longer receive any of its packets, see noticeHeld),
+// or its context is freed if it owes none.
+func (e *Endpoint) givenUpResolved(i int32, x *xact) {
+	if x.unresolved > 0 {
+		return
+	}
+	if x.notice == noticeHeld {
+		x.notice = noticeNone
+		e.queueNotice(i, sched.ClassRequest)
+		return
+	}
+	if x.completed && !x.noticePending() {
+		ci := x.conn
+		e.freeXact(i)
+		e.maybeClose(ci)
+	}
 }
 
 // unqueue takes transaction i's item out of connection ci's scheduler
@@ -204,8 +260,17 @@ func (e *Endpoint) fireTimeout(_ clock.TimerID, cookie uint64) {
 		return
 	}
 	x.timer = clock.NoTimer
-	if x.done || x.stop || x.completed {
+	if x.done || x.completed {
 		return // its completion is decided already
+	}
+	if x.stop {
+		// Its status is decided (a packet refused or abandoned) but other
+		// packets of it are still in flight: they end now, so that the
+		// operation ends by its deadline with the status it has.
+		if e.giveUp(i, x, wire.ResyncTimeout) {
+			e.checkDone(i)
+		}
+		return
 	}
 	e.cnt.own[cTimedOut]++
 	e.stopOp(i, StatusTimeout)
@@ -299,7 +364,9 @@ func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
 }
 
 // noticePending reports whether context x still owes or awaits its notice.
-func (x *xact) noticePending() bool { return x.notice == noticeWanted || x.notice == noticeOut }
+func (x *xact) noticePending() bool {
+	return x.notice == noticeWanted || x.notice == noticeOut || x.notice == noticeHeld
+}
 
 // onAbortNotice handles the peer's abort notice for one of its requests
 // (on the target) or for one of our pulls (on the initiator).

@@ -25,6 +25,10 @@ type middlebox struct {
 	buf    []mbuf.Handle
 	drop   func(fromA bool, h wire.HeaderView) bool
 	killed int
+	// keep, if it says so, holds a frame back in *held instead (the
+	// test replays or frees it; Close frees what is left).
+	keep func(fromA bool, h wire.HeaderView) bool
+	held *[]mbuf.Handle
 }
 
 // hdrOff is where the transport header starts in an IPv4 frame.
@@ -41,6 +45,10 @@ func (m *middlebox) Poll(clock.Time) int {
 		for _, h := range m.buf[:n] {
 			one := []mbuf.Handle{h}
 			d := m.pool.Data(h)
+			if m.keep != nil && len(d) >= hdrOff+wire.BaseHeaderLen && m.keep(dir.fromA, wire.HeaderView(d[hdrOff:])) {
+				*m.held = append(*m.held, h)
+				continue
+			}
 			if m.drop != nil && len(d) >= hdrOff+wire.BaseHeaderLen && m.drop(dir.fromA, wire.HeaderView(d[hdrOff:])) {
 				m.killed++
 				m.pool.Free(one)
@@ -58,6 +66,10 @@ func (m *middlebox) NextDeadline() (clock.Time, bool) { return 0, false }
 func (m *middlebox) Stop(clock.Time)                  {}
 
 func (m *middlebox) Close() error {
+	if m.held != nil {
+		m.pool.Free(*m.held)
+		*m.held = nil
+	}
 	for _, pt := range []port.Port{m.a, m.b} {
 		for n := pt.RxBurst(0, m.buf); n > 0; n = pt.RxBurst(0, m.buf) {
 			m.pool.Free(m.buf[:n])

@@ -42,9 +42,10 @@ type Op struct {
 	Solicit Solicit
 	// Timeout ends the operation with StatusTimeout if it has not
 	// completed this long after posting (0: ConnOptions.OpTimeout). It is
-	// measured on the endpoint's clock; the operation completes at the
-	// deadline if none of its packets is unacknowledged, else as soon as
-	// the last of them resolves (see Cancel for the buffers).
+	// measured on the endpoint's clock, and the operation completes at the
+	// deadline (in its turn on an ordered connection), whether or not its
+	// packets are acknowledged: those still in flight are given up then
+	// (see Cancel for the buffers).
 	Timeout time.Duration
 	// NonIdempotent keeps the operation's packets wholly in order: IOI
 	// (ConnOptions.IOI) sprays only idempotent operations.
@@ -254,6 +255,10 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	}
 	x.unresolved--
 	e.ioiResolved(i, x, cookie, st)
+	if x.givenUp {
+		e.givenUpResolved(i, x)
+		return
+	}
 	if x.kind == OpSend {
 		st = e.sendResolved(x, st)
 	}
@@ -288,7 +293,8 @@ func (e *Endpoint) checkDone(i int32) {
 	}
 	switch {
 	case x.stop:
-		if x.unresolved > 0 || x.inSched { // a queued item is dropped when picked
+		// Packets given up (stopOp) reference nothing of the operation.
+		if x.unresolved > 0 && !x.givenUp || x.inSched { // a queued item is dropped when picked
 			return
 		}
 	case x.kind == OpPull:
@@ -302,7 +308,11 @@ func (e *Endpoint) checkDone(i int32) {
 	}
 	x.done = true
 	if x.stop && e.needsNotice(x) {
-		e.queueNotice(i, sched.ClassRequest)
+		if x.unresolved > 0 {
+			x.notice = noticeHeld // queued when its given-up packets resolve
+		} else {
+			e.queueNotice(i, sched.ClassRequest)
+		}
 	}
 	c := &e.conns[x.conn]
 	if c.ordered {
@@ -364,8 +374,8 @@ func (e *Endpoint) complete(i int32, st Status) {
 		panic("txn: completion queue overflow despite reservation") // a bug, never the peer's doing
 	}
 	ci := x.conn
-	if x.noticePending() && !e.tearing {
-		x.completed = true // the context stays until its notice resolves
+	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {
+		x.completed = true // the context stays until its notice (and given-up packets) resolve
 		return
 	}
 	e.freeXact(i)

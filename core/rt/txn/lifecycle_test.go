@@ -74,7 +74,8 @@ func TestCancel(t *testing.T) {
 }
 
 // Cancel of an operation whose packets are in flight to a dead peer: it
-// completes, cancelled, once the transport has given them up.
+// completes, cancelled, at once — its packets are given up (resyncs take
+// their places), so the transport no longer holds the source.
 func TestCancelInFlight(t *testing.T) {
 	p, m := newFaultPair(t, 22, nil)
 	f := newFaultMem(t, p, 64<<10)
@@ -86,9 +87,13 @@ func TestCancelInFlight(t *testing.T) {
 	require.Positive(t, c.Transport().Outstanding(wire.WindowRequest), "the push is in flight")
 	require.NoError(t, c.Cancel(rsn))
 	p.poll()
-	require.Empty(t, p.cqA, "the transport still holds the source")
-	p.run(func() bool { return len(p.cqA) == 1 }, 5*time.Second)
+	require.Len(t, p.cqA, 1, "completes at once: the transport gave its packets up")
 	require.Equal(t, StatusCancelled, p.cqA[0].Status)
+	require.Positive(t, p.a.Transport().Stats().GivenUp)
+	p.run(func() bool { return c.Transport() == nil }, 5*time.Second) // the dead peer is found
+	p.poll()
+	require.Len(t, p.cqA, 1, "completed exactly once")
+	p.requireSettled()
 }
 
 // Abort flushes every operation (StatusFlushed, posting order), emits
