@@ -56,9 +56,9 @@ func TestAbandonByCookie(t *testing.T) {
 	require.Equal(t, 1, sends[psns[0]])
 	require.Zero(t, sends[psns[2]], "the third packet was never sent")
 
-	require.Zero(t, ca.Abandon(0, wire.ResyncTimeout), "cookie 0 names nothing")
-	require.Equal(t, 3, ca.Abandon(7, wire.ResyncTimeout))
-	require.Zero(t, ca.Abandon(7, wire.ResyncTimeout), "given up already")
+	require.Zero(t, ca.Abandon(0, 0, wire.ResyncTimeout), "cookie 0 names nothing")
+	require.Equal(t, 3, ca.Abandon(7, 0, wire.ResyncTimeout))
+	require.Zero(t, ca.Abandon(7, 0, wire.ResyncTimeout), "given up already")
 	require.Equal(t, 4, ca.Outstanding(wire.WindowRequest), "their PSNs stay outstanding until the resyncs are acknowledged")
 	given = true
 	for _, b := range bufs[:3] {
@@ -98,8 +98,8 @@ func TestAbandonByCookie(t *testing.T) {
 	require.Zero(t, h.a.Stats().Internal)
 	_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, Cookie: 9, PayloadStable: true}, bufs[0])
 	require.NoError(t, err)
-	require.Zero(t, testing.AllocsPerRun(100, func() { ca.Abandon(12345, wire.ResyncTimeout) }), "Abandon does not allocate")
+	require.Zero(t, testing.AllocsPerRun(100, func() { ca.Abandon(12345, 0, wire.ResyncTimeout) }), "Abandon does not allocate")
 
 	ca.Abort()
-	require.Zero(t, ca.Abandon(8, wire.ResyncAborted), "a connection that ended gives up nothing")
+	require.Zero(t, ca.Abandon(8, 0, wire.ResyncAborted), "a connection that ended gives up nothing")
 }

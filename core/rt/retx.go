@@ -179,10 +179,14 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 // then the connection fails). It returns how many packets it gave up
 // (GivenUp counts them); packets acknowledged or abandoned already are
 // not touched. It is how the transaction layer ends an operation at its
-// timeout or cancel without waiting for the peer. Abandon does not
+// timeout or cancel without waiting for the peer. The bits of ignore are
+// left out of the comparison: marks the ULP adds to some of an
+// operation's cookies for itself (the transaction layer's IOI marks)
+// that do not say which operation the packet is. Abandon does not
 // allocate.
-func (h *Conn) Abandon(cookie uint64, why wire.ResyncCode) int {
+func (h *Conn) Abandon(cookie, ignore uint64, why wire.ResyncCode) int {
 	c := h.live()
+	cookie &^= ignore
 	if c == nil || cookie == 0 {
 		return 0
 	}
@@ -200,7 +204,7 @@ func (h *Conn) Abandon(cookie uint64, why wire.ResyncCode) int {
 				if !ok {
 					continue // ConnClose's retry state, or a bug counted elsewhere
 				}
-				if x := &e.ctx[idx]; x.cookie == cookie && !x.resync {
+				if x := &e.ctx[idx]; x.cookie&^ignore == cookie && !x.resync {
 					if !e.giveUp(idx, x, c, why) {
 						return n // the connection failed
 					}

@@ -199,7 +199,7 @@ func (e *Endpoint) giveUp(i int32, x *xact, why wire.ResyncCode) bool {
 	gen := x.gen
 	// Packets resynced already (retries ran out, or refused) hold no
 	// buffer either, so every unresolved packet is covered.
-	e.conns[x.conn].rc.Abandon(x.cookie(i), why)
+	e.conns[x.conn].rc.Abandon(x.cookie(i), ioiCookieBits, why)
 	if !x.live || x.gen != gen {
 		return false
 	}
