@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
-	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 type demoConfig struct {
@@ -157,7 +155,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
 		}
 		if cfg.veth {
-			if _, err := driverCheck(cfg.driver); err != nil {
+			if err := driverCheck(cfg.driver); err != nil {
 				return false, err
 			}
 		}
@@ -178,10 +176,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			return false, err
 		}
 		defer topo.Delete()
-		spec := func(ns *netns.NS, ifname string) string {
-			return fmt.Sprintf("%s:%s?netns=%s", cfg.driver, ifname, ns.Name)
-		}
-		specs = []string{spec(topo.Gen, topo.GenIf), spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf), spec(topo.Sink, topo.SinkIf)}
+		specs = topo.Specs()
 		if cfg.rate == "" {
 			cfg.rate = "50kpps"
 		}
@@ -297,22 +292,17 @@ func roundDur(ns uint64) time.Duration {
 	return d.Round(time.Second)
 }
 
-// demoTopology builds the three namespaces of demo --veth under a name
-// unique to this process.
-func driverCheck(driver string) (string, error) {
-	if driver != "afxdp" && driver != "afpacket" {
-		return "", fmt.Errorf("--driver %q: use afxdp or afpacket", driver)
-	}
-	return driver, nil
+// driverCheck refuses a --driver demo --veth cannot use.
+func driverCheck(driver string) error {
+	return flagError(app.CheckVethDriver(driver), map[string]string{"Driver": "--driver"})
 }
 
-func demoTopology(driver string) (*netns.Topology3, error) {
-	if _, err := driverCheck(driver); err != nil {
-		return nil, err
+// demoTopology builds the three namespaces of demo --veth under a name
+// unique to this process (app.NewVethTopology).
+func demoTopology(driver string) (*app.VethTopology, error) {
+	topo, err := app.NewVethTopology("pgdemo", driver)
+	if err != nil {
+		return nil, fmt.Errorf("--veth: %w", flagError(err, map[string]string{"Driver": "--driver"}))
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("--veth creates network namespaces and veth pairs: run as root (needs CAP_SYS_ADMIN and CAP_NET_ADMIN; the ports need CAP_NET_RAW, and afxdp also CAP_BPF and CAP_IPC_LOCK)")
-	}
-	id := os.Getpid() % 100000
-	return netns.ThreeNS(fmt.Sprintf("pgdemo-%d", id), fmt.Sprintf("pgd%d", id), netns.VethOptions{GRO: true})
+	return topo, nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/fabric"
-	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 // runDemoTransport is the demo's default workload: an initiator keeps a
@@ -27,7 +26,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, fmt.Errorf("--profile: %w", err)
 	}
 	var (
-		topo *netns.Topology3
+		topo *app.VethTopology
 		ipA  = netip.MustParseAddr("198.18.0.1")
 		ipB  = netip.MustParseAddr("198.18.0.6")
 		over = "mem ports"
@@ -39,12 +38,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 			return false, err
 		}
 		defer topo.Delete()
-		for _, s := range []struct {
-			ns  *netns.NS
-			ifn string
-		}{{topo.Gen, topo.GenIf}, {topo.Fwd, topo.FwdGenIf}, {topo.Fwd, topo.FwdSinkIf}, {topo.Sink, topo.SinkIf}} {
-			opts.Ports = append(opts.Ports, fmt.Sprintf("%s:%s?netns=%s", cfg.driver, s.ifn, s.ns.Name))
-		}
+		opts.Ports = topo.Specs()
 	}
 	p, err := app.New(opts)
 	if err != nil {
