@@ -117,3 +117,22 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitCapture: the capture parameter comes off the spec whatever its
+// place, the rest keeps its order and spelling; an empty file is refused.
+func TestSplitCapture(t *testing.T) {
+	for _, tc := range []struct{ in, rest, file string }{
+		{"mem:a/0", "mem:a/0", ""},
+		{"mem:a/0?capture=x.pcap", "mem:a/0", "x.pcap"},
+		{"afxdp:veth0?queue=1&capture=/tmp/v.pcap&netns=b", "afxdp:veth0?queue=1&netns=b", "/tmp/v.pcap"},
+		{"afpacket:eth1?capture=a%20b.pcap&netns=x", "afpacket:eth1?netns=x", "a b.pcap"},
+	} {
+		rest, file, err := pmd.SplitCapture(tc.in)
+		require.NoError(t, err, tc.in)
+		require.Equal(t, tc.rest, rest, tc.in)
+		require.Equal(t, tc.file, file, tc.in)
+	}
+	_, _, err := pmd.SplitCapture("mem:a/0?capture=")
+	require.ErrorIs(t, err, pmd.ErrBadParam)
+	require.ErrorContains(t, err, "capture= needs a file name")
+}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,7 +79,7 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 			}
 			// SIGTERM as well as SIGINT: either ends the run through the
 			// same path, which removes --veth's namespaces.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			ok, err := runDemo(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {

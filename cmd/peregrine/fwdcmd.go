@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,7 +60,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runFwd(ctx, cfg, cmd.OutOrStdout())
 		},

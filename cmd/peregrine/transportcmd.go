@@ -7,9 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -78,7 +75,7 @@ It exits 0 only if every operation completed without error.`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {

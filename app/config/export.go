@@ -1,0 +1,42 @@
+package config
+
+import (
+	"errors"
+
+	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/core/rt"
+)
+
+// exporter is a Running whose counters have Prometheus collectors of
+// their own (a mechanism's stage implements it to join /metrics).
+type exporter interface {
+	Export(name string, reg *metrics.Registry) error
+}
+
+// Export registers the collectors of every stage that has some with reg.
+// The pipeline's ports, pool and loops are exported by the caller
+// (metrics.Registry.Ports, Pool, Loops).
+func Export(a *Appliance, reg *metrics.Registry) error {
+	var errs []error
+	for _, b := range a.Stages {
+		if e, ok := b.Running.(exporter); ok {
+			errs = append(errs, e.Export(b.Name, reg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Export implements exporter.
+func (r *fabricRun) Export(name string, reg *metrics.Registry) error { return reg.Fabric(name, r.f) }
+
+// Export implements exporter.
+func (r *transportRun) Export(name string, reg *metrics.Registry) error {
+	stats := func() rt.Stats { return r.t.Endpoint.Transport().Stats() }
+	if r.t.Load == nil {
+		return reg.Transport(name, stats, nil)
+	}
+	return reg.Transport(name, stats, func() (uint64, uint64, uint64) {
+		s := r.t.Load.Stats()
+		return s.Completed, s.Failed, s.Bytes
+	})
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/app/config"
+	"github.com/peregrine-net/peregrine/app/metrics"
+)
+
+// observeFlags are the observability flags of run: JSON lines and the
+// Prometheus endpoint.
+type observeFlags struct {
+	json          bool
+	metricsAddr   string
+	metricsPublic bool
+}
+
+func (o *observeFlags) register(f *pflag.FlagSet) {
+	f.BoolVar(&o.json, "json", false, "print the per-period figures and the summary as JSON lines (one object per line, like iperf3 -J) instead of text")
+	f.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9100 (loopback only unless --metrics-public)")
+	f.BoolVar(&o.metricsPublic, "metrics-public", false, "allow --metrics on a non-loopback address")
+}
+
+func (o *observeFlags) validate() error {
+	if o.metricsPublic && o.metricsAddr == "" {
+		return fmt.Errorf("--metrics-public needs --metrics ADDR")
+	}
+	return nil
+}
+
+// observer is what a run reports through: text or JSON lines on out, the
+// log, and the metrics server.
+type observer struct {
+	flags observeFlags
+	out   io.Writer
+	log   *slog.Logger
+	reg   *metrics.Registry
+	srv   *metrics.Server
+	mu    sync.Mutex
+}
+
+// start opens the metrics endpoint, if asked, before anything else is
+// opened: an address in use fails the run with nothing started.
+func (o *observeFlags) start(out io.Writer) (*observer, error) {
+	obs := &observer{flags: *o, out: out, log: slog.Default()}
+	if o.metricsAddr == "" {
+		return obs, nil
+	}
+	obs.reg = metrics.New()
+	srv, err := metrics.Serve(o.metricsAddr, o.metricsPublic, obs.reg)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %w", err)
+	}
+	obs.srv = srv
+	obs.log.Info("serving metrics", "url", "http://"+srv.Addr()+"/metrics")
+	obs.textf("metrics on http://%s/metrics\n", srv.Addr())
+	return obs, nil
+}
+
+// watchPipeline exports p's ports, pool and loops.
+func (o *observer) watchPipeline(p *app.Pipeline) {
+	if o.reg == nil {
+		return
+	}
+	o.warn(o.reg.Ports(p.Ports))
+	o.warn(o.reg.Pool(p.Pool()))
+	o.warn(o.reg.Loops(p.Loops))
+}
+
+// watchAppliance exports an appliance's pipeline and stages.
+func (o *observer) watchAppliance(a *config.Appliance) {
+	if o.reg == nil {
+		return
+	}
+	o.watchPipeline(a.Pipeline)
+	o.warn(config.Export(a, o.reg))
+}
+
+func (o *observer) warn(err error) {
+	if err != nil {
+		o.log.Warn("metrics: a collector was refused", "err", err)
+	}
+}
+
+// textf prints unless --json.
+func (o *observer) textf(format string, args ...any) {
+	if o.flags.json {
+		return
+	}
+	fmt.Fprintf(o.out, format, args...)
+}
+
+func (o *observer) jsonLine(v any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	jsonEncode(o.out, v)
+}
+
+func (o *observer) close() {
+	if o.srv != nil {
+		o.srv.Close()
+	}
+}
+
+// newLogger builds the process's logger from --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+}
+
+// signalContexts returns ctx, which ends on the first SIGINT or SIGTERM
+// (stop posting, drain, stop), and hurry, which ends on the second (cut
+// the drain short and stop at once). stop releases the signals.
+// onSecond, when set, is called on the second signal.
+func signalContexts(parent context.Context, onSecond func(os.Signal)) (ctx, hurry context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	hurry, cancelHurry := context.WithCancel(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 0; n < 2; n++ {
+			select {
+			case sig := <-ch:
+				if n == 0 {
+					slog.Info("signal: stopping (a second signal stops at once)", "signal", sig.String())
+					cancel()
+				} else {
+					slog.Warn("second signal: cutting the drain short", "signal", sig.String())
+					cancelHurry()
+					if onSecond != nil {
+						onSecond(sig)
+					}
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, hurry, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel()
+			cancelHurry()
+		})
+	}
+}
+
+// notifyContext is signal.NotifyContext for SIGINT and SIGTERM with the
+// appliance's second-signal rule: the first signal ends ctx (the command
+// stops posting, drains and stops in order); a second one stops the
+// process at once — the signal's default action, after a line on stderr
+// saying that in-flight work is abandoned.
+func notifyContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, _, stop := signalContexts(parent, func(sig os.Signal) {
+		fmt.Fprintln(stderr, "peregrine: second signal: stopping at once, without draining (in-flight operations and frames are abandoned)")
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		if s, ok := sig.(syscall.Signal); ok {
+			syscall.Kill(os.Getpid(), s)
+		}
+	})
+	return ctx, stop
+}
