@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,4 +48,43 @@ func addReportFlag(bench *cobra.Command) {
 			return nil
 		}
 	}
+	bench.AddCommand(newBenchRenderCommand(&dir))
+}
+
+// newBenchRenderCommand is bench render: a report from a scenario's saved
+// output (RATIO lines), e.g. a run recorded in bench/RESULTS.md.
+func newBenchRenderCommand(dir *string) *cobra.Command {
+	var scenario string
+	cmd := &cobra.Command{
+		Use:   "render FILE --report DIR",
+		Short: "Write the --report of a scenario's saved output (its RATIO lines) without running it",
+		Example: `  peregrine bench transport-core | tee tc.txt
+  peregrine bench render tc.txt --scenario transport-core --report bench/reports/transport-core`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if *dir == "" {
+				return usage(fmt.Errorf("--report DIR is required: the directory to write the report to"))
+			}
+			data, err := os.ReadFile(args[0])
+			if err != nil {
+				return usage(err)
+			}
+			ratios := benchreport.Parse(bytes.NewReader(data))
+			if len(ratios) == 0 {
+				return usage(fmt.Errorf("%s holds no RATIO line (save a scenario's output: peregrine bench SCENARIO > FILE)", args[0]))
+			}
+			if scenario == "" {
+				scenario = filepath.Base(args[0])
+			}
+			st, _ := os.Stat(args[0])
+			path, err := benchreport.WriteMarkdown(*dir, scenario, ratios, st.ModTime())
+			if err != nil {
+				return fmt.Errorf("--report %s: %w", *dir, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s (%d ratios, a plot each)\n", path, len(ratios))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&scenario, "scenario", "", "the scenario's name in the report's title (default: the file's name)")
+	return cmd
 }
