@@ -55,7 +55,8 @@ func (r *Registry) Register(c prometheus.Collector) error { return r.reg.Registe
 func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 
 // Ports exports the ports' counters: peregrine_port_{rx,tx}_{packets,bytes}_total
-// per port and queue, and peregrine_port_drops_total by reason.
+// per port (labelled with its spec; "SPEC#INDEX" for a spec given twice)
+// and queue, and peregrine_port_drops_total by reason.
 func (r *Registry) Ports(ports func() []port.Port) error {
 	return r.Register(&portCollector{ports: ports})
 }
@@ -163,9 +164,16 @@ func (c *portCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *portCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.ports() {
+	seen := map[string]bool{}
+	for i, p := range c.ports() {
 		st := p.Stats()
+		// Two ports may share a spec ("null:" twice): the second and later
+		// get their index, so every series stays unique.
 		name := p.Info().Name
+		if seen[name] {
+			name += "#" + strconv.Itoa(i)
+		}
+		seen[name] = true
 		queues := st.Queues
 		if len(queues) == 0 {
 			queues = []port.QueueStats{{RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes}}

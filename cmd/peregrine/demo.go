@@ -25,6 +25,7 @@ type demoConfig struct {
 	lcores   string
 	idle     string
 	frames   int
+	obs      observeFlags
 	quiet    bool
 	veth     bool
 	driver   string
@@ -92,6 +93,7 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
@@ -182,6 +184,11 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("--rate: %w", err)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "demo", Frames: cfg.frames},
 		Ports:  specs,
@@ -192,6 +199,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	defer p.Stop() // on early returns; the checks below report the normal stop
 	demo, err := p.AddForwardDemo(app.ForwardDemoOptions{Burst: cfg.burst, Sizes: sizes, Rate: rate})
 	if err != nil {

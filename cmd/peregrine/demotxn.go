@@ -40,10 +40,16 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		defer topo.Delete()
 		opts.Ports = topo.Specs()
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(opts)
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	defer p.Stop() // on early returns; the checks below report the normal stop
 	pool := p.Pool()
 	if cfg.veth {
@@ -56,6 +62,9 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, err
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
+	obs.watchTransport("initiator", initiator, load)
+	obs.watchTransport("target", target, nil)
+	obs.watchFabric("fabric", fab)
 
 	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)

@@ -26,6 +26,7 @@ type fabricConfig struct {
 	idle         string
 	period       time.Duration
 	frames       int
+	obs          observeFlags
 	frameSize    int
 	ready        func() // called once running (tests)
 }
@@ -60,6 +61,7 @@ The same --seed with the same input replays the same impairments.`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.StringVar(&cfg.portA, "port-a", "", "first port spec (required)")
 	f.StringVar(&cfg.portB, "port-b", "", "second port spec (required)")
 	f.StringVar(&cfg.both, "profile", "", "impairment profile for both directions")
@@ -106,6 +108,11 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.portA, cfg.portB},
@@ -115,11 +122,13 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	portA, portB := p.Port(0), p.Port(1)
 	fab, err := p.AddFabric(app.FabricOptions{A: 0, B: 1, AtoB: ab, BtoA: ba, Seed: cfg.seed, TransportPort: cfg.udpPort})
 	if err != nil {
 		return joinStop(err, p)
 	}
+	obs.watchFabric("fabric", fab)
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",
 		portA.Info().Name, portB.Info().Name, cfg.seed, ab, ba)
 	if err := p.Start(); err != nil {

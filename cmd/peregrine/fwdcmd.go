@@ -28,6 +28,7 @@ type fwdConfig struct {
 	rate     string
 	flows    int
 	frames   int
+	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -66,6 +67,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
 	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
@@ -112,6 +114,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		}
 	}
 
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  cfg.ports,
@@ -121,6 +128,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	fw, err := p.AddForwarders(fopts)
 	if err != nil {
 		return joinStop(err, p)

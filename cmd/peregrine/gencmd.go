@@ -32,6 +32,7 @@ type genConfig struct {
 	expect   uint64
 	idleExit time.Duration
 	frames   int
+	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -74,6 +75,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0 (required)")
 	f.BoolVar(&cfg.rx, "rx", false, "receive and measure instead of transmitting")
 	f.StringVar(&cfg.rate, "rate", "max", "rate per queue: 1mpps, 500kpps, 10gbit, 1000 (pps) or max")
@@ -129,6 +131,11 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		}
 		specs = append(specs, fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop))
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  specs,
@@ -138,6 +145,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	out0 := p.Port(0)
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
@@ -191,6 +199,11 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  []string{cfg.port},
@@ -200,6 +213,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	in := p.Port(0)
 	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
 	if err != nil {

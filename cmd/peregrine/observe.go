@@ -16,6 +16,10 @@ import (
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/fabric"
 )
 
 // observeFlags are the observability flags of run: JSON lines and the
@@ -28,6 +32,11 @@ type observeFlags struct {
 
 func (o *observeFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.json, "json", false, "print the per-period figures and the summary as JSON lines (one object per line, like iperf3 -J) instead of text")
+	o.registerMetrics(f)
+}
+
+// registerMetrics registers --metrics and --metrics-public only.
+func (o *observeFlags) registerMetrics(f *pflag.FlagSet) {
 	f.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics on http://ADDR/metrics, e.g. 127.0.0.1:9100 (loopback only unless --metrics-public)")
 	f.BoolVar(&o.metricsPublic, "metrics-public", false, "allow --metrics on a non-loopback address")
 }
@@ -53,6 +62,9 @@ type observer struct {
 // start opens the metrics endpoint, if asked, before anything else is
 // opened: an address in use fails the run with nothing started.
 func (o *observeFlags) start(out io.Writer) (*observer, error) {
+	if err := o.validate(); err != nil {
+		return nil, usage(err)
+	}
 	obs := &observer{flags: *o, out: out, log: slog.Default()}
 	if o.metricsAddr == "" {
 		return obs, nil
@@ -76,6 +88,26 @@ func (o *observer) watchPipeline(p *app.Pipeline) {
 	o.warn(o.reg.Ports(p.Ports))
 	o.warn(o.reg.Pool(p.Pool()))
 	o.warn(o.reg.Loops(p.Loops))
+}
+
+// watchTransport exports a transport endpoint's counters (and its
+// workload's, for an initiator).
+func (o *observer) watchTransport(name string, ep *txn.Endpoint, load *txnload.Load) {
+	if o.reg == nil {
+		return
+	}
+	var ops func() (uint64, uint64, uint64)
+	if load != nil {
+		ops = func() (uint64, uint64, uint64) { s := load.Stats(); return s.Completed, s.Failed, s.Bytes }
+	}
+	o.warn(o.reg.Transport(name, func() rt.Stats { return ep.Transport().Stats() }, ops))
+}
+
+// watchFabric exports a fabric's counters.
+func (o *observer) watchFabric(name string, f *fabric.Fabric) {
+	if o.reg != nil {
+		o.warn(o.reg.Fabric(name, f))
+	}
 }
 
 // watchAppliance exports an appliance's pipeline and stages.

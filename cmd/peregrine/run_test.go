@@ -325,3 +325,46 @@ func TestVethConfigsRun(t *testing.T) {
 		})
 	}
 }
+
+// TestSubcommandsStopOnSIGTERMAndServeMetrics: demo, fwd, gen, fabric and
+// transport, each a child process with --metrics, serve /metrics with
+// their ports, pool and loops (and fabric and transport counters where
+// they have them), and on SIGTERM stop in order and exit 0.
+func TestSubcommandsStopOnSIGTERMAndServeMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		running string // a line printed once the loops run
+		metrics []string
+		after   string // in the output after the stop
+	}{
+		{"demo", []string{"demo", "--duration", "10m"}, `^\[ *1\.0s\]`,
+			[]string{`peregrine_transport_ops_completed_total{endpoint="initiator"}`, `peregrine_fabric_drops_total{direction="b_to_a",fabric="fabric",reason="loss_random"}`, `peregrine_lcore_busy_ratio{lcore="lcore-a"}`},
+			"verification passed"},
+		{"fwd", []string{"fwd", "--port", "null:", "--port", "null:", "--lcores", "0"}, `^\[ *1\.0s\]`,
+			[]string{`peregrine_port_rx_packets_total{port="null:",queue="0"}`, `peregrine_pool_frames_in_use `}, "summary after"},
+		{"gen", []string{"gen", "--port", "null:", "--rate", "1kpps"}, `^\[ *1\.0s\]`,
+			[]string{`peregrine_port_tx_packets_total{port="null:",queue="0"}`}, "generated"},
+		{"fabric", []string{"fabric", "--port-a", "null:", "--port-b", "null:"}, `^\[ *1\.0s\]`,
+			[]string{`peregrine_fabric_received_total{direction="a_to_b",fabric="fabric"}`}, "summary after"},
+		{"transport", []string{"transport", "target", "--port", "null:", "--ip", "198.18.0.2", "--duration", "0"}, `^\[ *1\.0s\]`,
+			[]string{`peregrine_transport_drops_total{endpoint="target",reason="not_transport"}`}, "pool 0 in use after stop"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startChild(t, append(tc.args, "--metrics", "127.0.0.1:0")...)
+			url := strings.TrimPrefix(c.waitLine(`^metrics on http://`), "metrics on ")
+			c.waitLine(tc.running)
+			resp, err := http.Get(url)
+			require.NoError(t, err)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			for _, m := range tc.metrics {
+				require.Contains(t, string(body), m)
+			}
+			require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, c.wait(), c.output())
+			require.Contains(t, c.output(), tc.after)
+		})
+	}
+}

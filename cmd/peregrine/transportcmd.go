@@ -37,6 +37,7 @@ type transportConfig struct {
 	lcore     int
 	idle      string
 	frames    int
+	obs       observeFlags
 	target    time.Duration
 	minRTO    time.Duration
 	seed      uint64
@@ -88,6 +89,7 @@ It exits 0 only if every operation completed without error.`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?netns=a (required)")
 	f.StringVar(&cfg.ip, "ip", "", "this endpoint's IP address (required)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "initiator: the target's MAC")
@@ -150,6 +152,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
 	clk := clock.NewReal()
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	pipe, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.port},
@@ -160,6 +167,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
 	}
+	obs.watchPipeline(pipe)
 	defer pipe.Stop() // on early returns
 	pool, p := pipe.Pool(), pipe.Port(0)
 	tp, err := pipe.AddTransport(app.TransportOptions{
@@ -171,6 +179,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		return false, err
 	}
 	ep, load := tp.Endpoint, tp.Load
+	obs.watchTransport(cfg.role, ep, load)
 	if cfg.role == "target" {
 		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
 		if cfg.ready != nil {
