@@ -12,6 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/pcap"
 )
 
@@ -101,5 +102,22 @@ func BenchmarkCapture(b *testing.B) {
 			pkts := float64(b.N) * 32
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/pkts, "ns/pkt")
 		})
+	}
+}
+
+// TestWithCapture: WithCapture adds the parameter, escaped, after any
+// others, and pmd.SplitCapture takes it back off.
+func TestWithCapture(t *testing.T) {
+	for _, tc := range []struct{ spec, file, want string }{
+		{"mem:a/0", "", "mem:a/0"},
+		{"mem:a/0", "x y&z.pcap", "mem:a/0?capture=x+y%26z.pcap"},
+		{"afxdp:v0?netns=a", "/tmp/v.pcap", "afxdp:v0?netns=a&capture=%2Ftmp%2Fv.pcap"},
+	} {
+		got := app.WithCapture(tc.spec, tc.file)
+		require.Equal(t, tc.want, got)
+		rest, file, err := pmd.SplitCapture(got)
+		require.NoError(t, err)
+		require.Equal(t, tc.spec, rest)
+		require.Equal(t, tc.file, file)
 	}
 }

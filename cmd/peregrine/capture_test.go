@@ -20,11 +20,22 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// demoCapture runs the demo config for a second with its initiator's port
-// mirrored to a capture (a capture= port-spec parameter) and returns the
-// capture's path.
+// demoCapture runs the demo for a second with --capture (the initiator's
+// port mirrored to a pcap file) and returns the capture's path.
 func demoCapture(t *testing.T) string {
 	t.Helper()
+	capture := filepath.Join(t.TempDir(), "demo.pcap")
+	out, code := runCLI(t, "demo", "--duration", "1s", "--quiet", "--capture", capture)
+	require.Equal(t, 0, code, out)
+	st, err := os.Stat(capture)
+	require.NoError(t, err)
+	require.Greater(t, st.Size(), int64(1000), "the capture holds almost nothing")
+	return capture
+}
+
+// TestRunConfigCapture: a capture= parameter on a config's port spec
+// mirrors that port (here the demo config's initiator port).
+func TestRunConfigCapture(t *testing.T) {
 	data, err := os.ReadFile("../../configs/demo.yaml")
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -35,10 +46,10 @@ func demoCapture(t *testing.T) string {
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
 	out, code := runCLI(t, "run", "-c", path, "--duration", "1s", "--quiet")
 	require.Equal(t, 0, code, out)
-	st, err := os.Stat(capture)
-	require.NoError(t, err)
-	require.Greater(t, st.Size(), int64(1000), "the capture holds almost nothing")
-	return capture
+	out, code = runCLI(t, "decode", capture)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "peregrine ConnOpen")
+	require.Contains(t, out, "peregrine PushUnsolicitedData")
 }
 
 // TestCaptureParamRefusesUnwritableFile: a capture file that cannot be

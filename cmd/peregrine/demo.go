@@ -36,6 +36,7 @@ type demoConfig struct {
 	seed     uint64
 	target   time.Duration
 	minRTO   time.Duration
+	capture  string
 }
 
 func newDemoCommand() *cobra.Command {
@@ -110,7 +111,17 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	f.Uint64Var(&cfg.seed, "seed", 1, "transport workload: seed of the fabric and the endpoints")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "transport workload: Swift's base target delay (Google's NIC default is 25us; poll loops that sleep need more)")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "transport workload: the shortest retransmit timeout")
+	f.StringVar(&cfg.capture, "capture", "", "mirror the initiator's (or the generator's) port, both directions, to this pcap file (tools/wireshark/peregrine.lua dissects it)")
 	return cmd
+}
+
+// memCapture is --capture for the in-memory transport demo, whose ports
+// AddTransportDemo makes (with --veth the port spec carries it).
+func (c demoConfig) memCapture() string {
+	if c.veth {
+		return ""
+	}
+	return c.capture
 }
 
 // demoLcores names the demo's loops: lcore A, and lcore B with two CPUs.
@@ -180,6 +191,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			cfg.rate = "50kpps"
 		}
 	}
+	specs[0] = app.WithCapture(specs[0], cfg.capture)
 	rate, err := parseRate(cfg.rate, sizes.Mean())
 	if err != nil {
 		return false, fmt.Errorf("--rate: %w", err)

@@ -39,6 +39,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		}
 		defer topo.Delete()
 		opts.Ports = topo.Specs()
+		opts.Ports[0] = app.WithCapture(opts.Ports[0], cfg.capture)
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
@@ -57,7 +58,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
 	}
 	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
-		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO})
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Capture: cfg.memCapture()})
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -366,5 +367,26 @@ func TestSubcommandsStopOnSIGTERMAndServeMetrics(t *testing.T) {
 			require.Equal(t, 0, c.wait(), c.output())
 			require.Contains(t, c.output(), tc.after)
 		})
+	}
+}
+
+// TestRunJSONLines: --json prints nothing but JSON lines: one "interval"
+// object per stats period and a last "summary" one.
+func TestRunJSONLines(t *testing.T) {
+	out, code := runCLI(t, "run", "-c", "../../configs/gen-sink.yaml", "--json")
+	require.Equal(t, 0, code, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.NotEmpty(t, lines)
+	for i, l := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "line %d is not JSON: %s", i+1, l)
+		if i < len(lines)-1 {
+			require.Equal(t, "interval", rec["type"], l)
+			require.Contains(t, rec, "ports")
+			continue
+		}
+		require.Equal(t, "summary", rec["type"], l)
+		require.Equal(t, true, rec["ok"], l)
+		require.Equal(t, float64(0), rec["pool_in_use"], l)
 	}
 }
