@@ -142,8 +142,8 @@ pipelines: [{lcore: a, stages: [{kind: sink, port: p0}]}]
 func TestExportRegisters(t *testing.T) {
 	c, err := config.Parse([]byte(`
 lcores: [{name: a}]
-ports: [{name: a, spec: "mem:f/0"}, {name: b, spec: "mem:f/1"}]
-pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}]}]
+ports: [{name: a, spec: "mem:f/0"}, {name: b, spec: "mem:f/1"}, {name: c, spec: "mem:g/0"}, {name: d, spec: "mem:g/1"}]
+pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}, {kind: forwarder, ports: [c]}, {kind: sink, port: d}]}]
 `))
 	require.NoError(t, err)
 	a, err := config.Build(c, nil)
@@ -158,4 +158,6 @@ pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}]}
 		names = append(names, mf.GetName())
 	}
 	require.Contains(t, names, "peregrine_fabric_drops_total")
+	require.Contains(t, names, "peregrine_forwarder_drops_total")
+	require.Contains(t, names, "peregrine_sink_frames_total")
 }

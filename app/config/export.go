@@ -40,3 +40,24 @@ func (r *transportRun) Export(name string, reg *metrics.Registry) error {
 		return s.Completed, s.Failed, s.Bytes
 	})
 }
+
+// Export implements exporter.
+func (r *forwarderRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("forwarder", name, func() map[string]uint64 { return map[string]uint64{"frames": r.moved()} },
+		func() map[string]uint64 { return map[string]uint64{"output_refused": r.f.Dropped()} })
+}
+
+// Export implements exporter.
+func (r *generatorRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("generator", name, func() map[string]uint64 {
+		st := r.g.Stats()
+		return map[string]uint64{"frames": st.Sent, "bytes": st.Bytes}
+	}, func() map[string]uint64 { return map[string]uint64{"no_buffer": r.g.Stats().NoBuf} })
+}
+
+// Export implements exporter. Only the sink's frame count is read: its
+// other counters are published under a lock the sink's loop takes, and a
+// scrape never contends with the datapath.
+func (r *sinkRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("sink", name, func() map[string]uint64 { return map[string]uint64{"frames": r.s.Frames()} }, nil)
+}

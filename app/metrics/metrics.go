@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,6 +139,25 @@ func (r *Registry) Transport(name string, stats func() rt.Stats, ops func() (com
 			c("peregrine_transport_ops_completed_total", "Operations completed without error.", done)
 			c("peregrine_transport_ops_failed_total", "Operations completed with an error.", failed)
 			c("peregrine_transport_goodput_bytes_total", "Payload bytes of operations completed without error.", bytes)
+		}
+	}))
+}
+
+// Stage exports a stage's counters, read at each scrape: each entry of
+// counters() becomes peregrine_KIND_ENTRY_total{stage=NAME}, and each
+// entry of drops() a peregrine_KIND_drops_total{stage=NAME,reason=ENTRY}.
+// Either may be nil.
+func (r *Registry) Stage(kind, name string, counters, drops func() map[string]uint64) error {
+	return r.Register(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		if counters != nil {
+			for k, v := range counters() {
+				ch <- counter("peregrine_"+kind+"_"+k+"_total", "The "+kind+" stage's "+strings.ReplaceAll(k, "_", " ")+".", []string{"stage"}, float64(v), name)
+			}
+		}
+		if drops != nil {
+			for reason, v := range drops() {
+				ch <- counter("peregrine_"+kind+"_drops_total", "Frames the "+kind+" stage dropped, by reason.", []string{"stage", "reason"}, float64(v), name, reason)
+			}
 		}
 	}))
 }
