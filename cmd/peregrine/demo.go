@@ -11,10 +11,15 @@ import (
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/fabric"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
@@ -95,6 +100,7 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	}
 	f := cmd.Flags()
 	cfg.obs.registerMetrics(f)
+	f.BoolVar(&cfg.obs.json, "json", false, "print the per-second figures and the summary (with every check) as JSON lines instead of text")
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
@@ -145,6 +151,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if cfg.duration <= 0 {
 		return false, fmt.Errorf("--duration %v: must be positive, e.g. 5s", cfg.duration)
 	}
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus := defaultLcores()
 	if cfg.lcores != "" {
 		var err error
@@ -169,7 +176,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 				return false, err
 			}
 		}
-		return runDemoTransport(ctx, cfg, cpus, idle, out)
+		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":
 	default:
 		return false, fmt.Errorf("--workload %q: use transport or forward", cfg.workload)
@@ -231,6 +238,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	pool := p.Pool()
 	live := newDemoMeter(gen, forwarder, sink, pool)
 	sendTime, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(elapsed time.Duration) {
+		gs := gen.Stats()
+		js.interval(elapsed.Seconds(), map[string]float64{"generated_frames": float64(gs.Sent), "generated_bytes": float64(gs.Bytes),
+			"forwarded_frames": float64(forwarder.Stats().Tx), "received_frames": float64(sink.Frames()), "pool_in_use": float64(pool.InUse())})
 		if !cfg.quiet {
 			fmt.Fprintln(out, live.line(elapsed))
 		}
@@ -266,6 +276,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	}
 	cerr := pool.Close()
 	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	js.summary(secs, map[string]any{"generated_frames": gs.Sent, "generated_bytes": gs.Bytes, "forwarded_frames": fs.Tx, "forward_dropped": fs.Dropped,
+		"received_frames": ss.Received, "in_order": ss.InOrder, "gaps": ss.Gaps, "late": ss.Late, "foreign": ss.Foreign,
+		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "pool_in_use": pool.InUse()}, checks, interrupted)
 	return report(out, checks, interrupted), nil
 }
 
@@ -322,4 +335,38 @@ func demoTopology(driver string) (*app.VethTopology, error) {
 		return nil, fmt.Errorf("--veth: %w", flagError(err, map[string]string{"Driver": "--driver"}))
 	}
 	return topo, nil
+}
+
+// demoJSONInterval is the transport demo's cumulative counters for a
+// --json interval line.
+func demoJSONInterval(load *txnload.Load, initiator, target *txn.Endpoint, pool *mbuf.Pool) map[string]float64 {
+	s := load.Stats()
+	return map[string]float64{
+		"ops_completed": float64(s.Completed), "ops_failed": float64(s.Failed), "goodput_bytes": float64(s.Bytes),
+		"retransmits": float64(initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit),
+		"pool_in_use": float64(pool.InUse()),
+	}
+}
+
+// demoJSONSummary is the transport demo's totals for the --json summary.
+func demoJSONSummary(ls txnload.Stats, ir, tr rt.Stats, fs fabric.Stats, lat *hist.Histogram, pool *mbuf.Pool) map[string]any {
+	drops := map[string]uint64{}
+	for _, d := range []fabric.DirStats{fs.AtoB, fs.BtoA} {
+		for reason, n := range map[string]uint64{"loss_random": d.LossRandom, "loss_burst": d.LossBurst, "queue_full": d.QueueFull,
+			"limit_full": d.LimitFull, "ttl_expired": d.TTLExpired} {
+			drops["fabric_"+reason] += n
+		}
+	}
+	for reason, n := range map[string]uint64{"bad_checksum": ir.RxBadChecksum + tr.RxBadChecksum, "duplicate": ir.RxDuplicate + tr.RxDuplicate,
+		"stale_psn": ir.RxStalePSN + tr.RxStalePSN, "out_of_window": ir.RxOutOfWindow + tr.RxOutOfWindow, "malformed": ir.RxMalformed + tr.RxMalformed,
+		"not_transport": ir.RxNotTransport + tr.RxNotTransport, "refused": ir.RxRefused + tr.RxRefused} {
+		drops["transport_"+reason] = n
+	}
+	return map[string]any{
+		"ops_posted": ls.Posted, "ops_completed": ls.Completed, "ops_failed": ls.Failed, "goodput_bytes": ls.Bytes,
+		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "latency_max_ns": lat.Max(),
+		"retransmits_initiator": ir.TxRetransmit, "retransmits_target": tr.TxRetransmit,
+		"early_retransmits_initiator": ir.TxEarlyRetransmit, "early_retransmits_target": tr.TxEarlyRetransmit,
+		"drops": drops, "pool_in_use": pool.InUse(),
+	}
 }

@@ -20,7 +20,7 @@ import (
 // window of pushes and pulls outstanding on ordered and unordered
 // connections to a target through the fabric emulator, and every
 // completion is checked (status, order, bytes).
-func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer) (bool, error) {
+func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer, js *jsonRun) (bool, error) {
 	prof, err := fabric.ParseProfile(cfg.profile)
 	if err != nil {
 		return false, fmt.Errorf("--profile: %w", err)
@@ -74,6 +74,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	meter := &loadMeter{load: load}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
+		js.interval(at.Seconds(), demoJSONInterval(load, initiator, target, pool))
 		if !cfg.quiet {
 			retx := initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit
 			fmt.Fprintln(out, meter.line(at, retx, pool))
@@ -122,6 +123,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	js.summary(secs, demoJSONSummary(ls, ir, tr, fs, lat, pool), checks, interrupted)
 	return report(out, checks, interrupted), nil
 }
 

@@ -216,3 +216,51 @@ func notifyContext(parent context.Context, stderr io.Writer) (context.Context, f
 	})
 	return ctx, stop
 }
+
+// jsonRun writes a run's --json lines: one "interval" object per stats
+// period with the cumulative counters and their rates over the period,
+// and one "summary" object at the end. A nil *jsonRun writes nothing, so
+// a command calls it whether --json was given or not.
+type jsonRun struct {
+	w    io.Writer
+	last map[string]float64
+	at   float64
+}
+
+// jsonOutput returns where a command's text goes (io.Discard with --json)
+// and the JSON writer (nil without --json).
+func jsonOutput(on bool, out io.Writer) (io.Writer, *jsonRun) {
+	if !on {
+		return out, nil
+	}
+	return io.Discard, &jsonRun{w: out, last: map[string]float64{}}
+}
+
+// interval writes one period's line: counters are cumulative.
+func (j *jsonRun) interval(elapsed float64, counters map[string]float64) {
+	if j == nil {
+		return
+	}
+	rates := map[string]float64{}
+	if dt := elapsed - j.at; dt > 0 {
+		for k, v := range counters {
+			rates[k+"_per_s"] = (v - j.last[k]) / dt
+		}
+	}
+	j.last, j.at = counters, elapsed
+	jsonEncode(j.w, map[string]any{"type": "interval", "elapsed_s": elapsed, "counters": counters, "rates": rates})
+}
+
+// summary writes the last line: the totals, every check and the verdict.
+func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check, interrupted bool) {
+	if j == nil {
+		return
+	}
+	ok := true
+	var cs []map[string]any
+	for _, c := range checks {
+		ok = ok && c.ok
+		cs = append(cs, map[string]any{"ok": c.ok, "what": c.what})
+	}
+	jsonEncode(j.w, map[string]any{"type": "summary", "elapsed_s": elapsed, "totals": totals, "checks": cs, "interrupted": interrupted, "ok": ok})
+}

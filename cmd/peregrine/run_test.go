@@ -48,7 +48,9 @@ func TestEveryConfigChecks(t *testing.T) {
 }
 
 // TestInMemoryConfigsRun: every config that needs no privileges runs to
-// its end and verifies (the demo shortened to 2s).
+// its end and verifies. Each runs as written (its run.duration, or until
+// its finite stages finish), so a slow machine is given the time the file
+// gives.
 func TestInMemoryConfigsRun(t *testing.T) {
 	ran := 0
 	for _, f := range configFiles(t) {
@@ -56,7 +58,7 @@ func TestInMemoryConfigsRun(t *testing.T) {
 			continue
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			out, code := runCLI(t, "run", "-c", f, "--duration", "2s", "--quiet")
+			out, code := runCLI(t, "run", "-c", f, "--quiet")
 			require.Equal(t, 0, code, out)
 			require.Contains(t, out, "verification passed")
 			require.Regexp(t, `pool: \d+ frames, 0 in use after stop`, out)
@@ -388,5 +390,27 @@ func TestRunJSONLines(t *testing.T) {
 		require.Equal(t, "summary", rec["type"], l)
 		require.Equal(t, true, rec["ok"], l)
 		require.Equal(t, float64(0), rec["pool_in_use"], l)
+	}
+}
+
+// TestDemoJSONLines: demo --json prints only JSON lines, per second and a
+// summary carrying every check, for both workloads.
+func TestDemoJSONLines(t *testing.T) {
+	for _, workload := range []string{"transport", "forward"} {
+		out, code := runCLI(t, "demo", "--workload", workload, "--duration", "1500ms", "--json")
+		require.Equal(t, 0, code, out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.GreaterOrEqual(t, len(lines), 2, out)
+		for i, l := range lines {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &rec), "line %d is not JSON: %s", i+1, l)
+			want := "interval"
+			if i == len(lines)-1 {
+				want = "summary"
+				require.Equal(t, true, rec["ok"], l)
+				require.NotEmpty(t, rec["checks"], l)
+			}
+			require.Equal(t, want, rec["type"], l)
+		}
 	}
 }
