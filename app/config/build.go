@@ -157,8 +157,10 @@ func (a *Appliance) Readies() []string {
 
 // RunOptions say how the appliance runs.
 type RunOptions struct {
-	// Duration overrides run.duration when positive.
-	Duration time.Duration
+	// Duration overrides run.duration when DurationSet (0: until every
+	// stage with an end has finished, or ctx ends).
+	Duration    time.Duration
+	DurationSet bool
 	// Tick is called every run.stats_period with the time since the start.
 	Tick func(elapsed time.Duration)
 	// Started is called once the loops run.
@@ -224,7 +226,7 @@ func (a *Appliance) Run(ctx, hurry context.Context, o RunOptions) Result {
 		o.Started()
 	}
 	duration := f.Run.Duration.D()
-	if o.Duration > 0 {
+	if o.DurationSet {
 		duration = o.Duration
 	}
 	var done func() bool

@@ -260,7 +260,7 @@ func (r *transportRun) Report() ([]string, []Check) {
 		fmt.Sprintf("latency post→completion: p50 %v p99 %v p999 %v", time.Duration(lat.Quantile(0.5)), time.Duration(lat.Quantile(0.99)), time.Duration(lat.Quantile(0.999))))
 	return lines, append(checks,
 		Check{ls.Completed > 0, "operations completed"},
-		Check{ls.Failed == 0, fmt.Sprintf("no operation failed (%d)", ls.Failed)},
+		Check{ls.Failed == 0, fmt.Sprintf("no operation failed (%d%s)", ls.Failed, failureCauses(ls))},
 		Check{ls.BadData == 0, fmt.Sprintf("pulled bytes are right (%d wrong)", ls.BadData)},
 		Check{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		Check{r.drained && ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
@@ -282,3 +282,28 @@ func (r *transportRun) Counters() map[string]float64 {
 
 // Endpoint returns the built endpoint (metrics).
 func (r *transportRun) Endpoint() *app.Transport { return r.t }
+
+// failureCauses names why operations failed: ": N refused: no region
+// under the key; ..." ("" when none did).
+func failureCauses(ls txnload.Stats) string {
+	var why []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{
+		{ls.RefusedUnregistered, "refused: no region under the key (region_key must be the target's READY key)"},
+		{ls.RefusedAccess, "refused: the region does not allow the access"},
+		{ls.RefusedTooSmall, "refused: the region is too small (give the target the initiator's window and sizes, or a larger region_size)"},
+		{ls.RefusedOther, "refused by the target without a reason"},
+		{ls.Abandoned, "a packet ran out of retries"},
+		{ls.ConnFailed, "the connection failed or closed"},
+	} {
+		if c.n > 0 {
+			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(why, "; ")
+}

@@ -17,8 +17,10 @@ type runConfig struct {
 	file     string
 	check    bool
 	duration time.Duration
-	quiet    bool
-	obs      observeFlags
+	// durationSet: --duration was given (0 then means until a signal).
+	durationSet bool
+	quiet       bool
+	obs         observeFlags
 }
 
 func newRunCommand() *cobra.Command {
@@ -48,10 +50,11 @@ transport demo in memory, no privileges).`,
   peregrine run -c configs/demo.yaml --duration 0 --metrics 127.0.0.1:9100   # until SIGINT`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.durationSet = cmd.Flags().Changed("duration")
 			if cfg.file == "" {
 				return usage(fmt.Errorf("-c FILE is required: the YAML config to run, e.g. peregrine run -c configs/demo.yaml"))
 			}
-			if err := usage(checkDuration("duration", cfg.duration, "use the file's run.duration"), cfg.obs.validate()); err != nil {
+			if err := usage(checkDuration("duration", cfg.duration, "run until every stage with an end has finished, or a signal"), cfg.obs.validate()); err != nil {
 				return err
 			}
 			c, err := config.Load(cfg.file)
@@ -78,7 +81,7 @@ transport demo in memory, no privileges).`,
 	f := cmd.Flags()
 	f.StringVarP(&cfg.file, "config", "c", "", "the YAML config file (required)")
 	f.BoolVar(&cfg.check, "check", false, "validate the file and exit (0 when it is valid, 2 with every problem listed when not)")
-	f.DurationVar(&cfg.duration, "duration", 0, "run this long instead of the file's run.duration (0: the file's)")
+	f.DurationVar(&cfg.duration, "duration", 0, "run this long instead of the file's run.duration (0: until every stage with an end has finished, or SIGINT/SIGTERM; default: the file's)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
 	cfg.obs.register(f)
 	return cmd
@@ -103,7 +106,8 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 	pool := a.Pipeline.Pool()
 	last := time.Duration(0)
 	res := a.Run(ctx, hurry, config.RunOptions{
-		Duration: cfg.duration,
+		Duration:    cfg.duration,
+		DurationSet: cfg.durationSet,
 		Started: func() {
 			obs.log.Info("running")
 			obs.textf("running (SIGINT or SIGTERM drains and stops)\n")

@@ -231,7 +231,7 @@ func TestRunDrainsOnSIGTERM(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			c := startChild(t, "run", "-c", "../../configs/demo.yaml", "--duration", "0", "--log-level", "info")
-			c.waitLine(`^\[ *1\.0s\] initiator .* ops/s`)
+			c.waitLine(`^\[ *\d+\.\ds\] initiator .* ops/s`)
 			require.NoError(t, c.cmd.Process.Signal(sig))
 			code := c.wait()
 			out := c.output()
@@ -341,16 +341,16 @@ func TestSubcommandsStopOnSIGTERMAndServeMetrics(t *testing.T) {
 		metrics []string
 		after   string // in the output after the stop
 	}{
-		{"demo", []string{"demo", "--duration", "10m"}, `^\[ *1\.0s\]`,
+		{"demo", []string{"demo", "--duration", "10m"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_transport_ops_completed_total{endpoint="initiator"}`, `peregrine_fabric_drops_total{direction="b_to_a",fabric="fabric",reason="loss_random"}`, `peregrine_lcore_busy_ratio{lcore="lcore-a"}`},
 			"verification passed"},
-		{"fwd", []string{"fwd", "--port", "null:", "--port", "null:", "--lcores", "0"}, `^\[ *1\.0s\]`,
+		{"fwd", []string{"fwd", "--port", "null:", "--port", "null:", "--lcores", "0"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_port_rx_packets_total{port="null:",queue="0"}`, `peregrine_pool_frames_in_use `}, "summary after"},
-		{"gen", []string{"gen", "--port", "null:", "--rate", "1kpps"}, `^\[ *1\.0s\]`,
+		{"gen", []string{"gen", "--port", "null:", "--rate", "1kpps"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_port_tx_packets_total{port="null:",queue="0"}`}, "generated"},
-		{"fabric", []string{"fabric", "--port-a", "null:", "--port-b", "null:"}, `^\[ *1\.0s\]`,
+		{"fabric", []string{"fabric", "--port-a", "null:", "--port-b", "null:"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_fabric_received_total{direction="a_to_b",fabric="fabric"}`}, "summary after"},
-		{"transport", []string{"transport", "target", "--port", "null:", "--ip", "198.18.0.2", "--duration", "0"}, `^\[ *1\.0s\]`,
+		{"transport", []string{"transport", "target", "--port", "null:", "--ip", "198.18.0.2", "--duration", "0"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_transport_drops_total{endpoint="target",reason="not_transport"}`}, "pool 0 in use after stop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
