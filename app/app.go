@@ -219,6 +219,11 @@ func (o *Options) validate() error {
 		if spec == "" {
 			return &FieldError{"Ports", i, errors.New(`empty spec (give DRIVER:ARGS, e.g. "afxdp:veth0" or "null:")`)}
 		}
+		for j, earlier := range o.Ports[:i] {
+			if pmd.SamePort(spec, earlier) {
+				return &FieldError{"Ports", i, fmt.Errorf("%q opens the same port as port %d (%q): open each port once", spec, j, earlier)}
+			}
+		}
 	}
 	return nil
 }

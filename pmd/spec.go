@@ -201,3 +201,20 @@ func SplitCapture(spec string) (rest, file string, err error) {
 	}
 	return head + "?" + strings.Join(keep, "&"), file, nil
 }
+
+// SamePort reports whether specs a and b open the same device: the same
+// driver and target, in the same network namespace, on the same queue.
+// Parameters that only shape the port (ring sizes, a capture file) do not
+// make another one. The null driver's ports are all distinct, having no
+// device behind them. Malformed specs are compared as strings.
+func SamePort(a, b string) bool {
+	return portKey(a) == portKey(b) && !strings.HasPrefix(a, "null:")
+}
+
+func portKey(spec string) string {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return spec
+	}
+	return s.Driver + ":" + s.Target + "?netns=" + s.Params.Get("netns") + "&queue=" + s.Params.Get("queue")
+}

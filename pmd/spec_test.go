@@ -136,3 +136,15 @@ func TestSplitCapture(t *testing.T) {
 	require.ErrorIs(t, err, pmd.ErrBadParam)
 	require.ErrorContains(t, err, "capture= needs a file name")
 }
+
+// TestSamePort: the same device is the same port whatever parameters
+// shape it; another queue, namespace or target is another; null ports
+// are all distinct.
+func TestSamePort(t *testing.T) {
+	require.True(t, pmd.SamePort("afxdp:v0", "afxdp:v0?capture=x.pcap&ring=64"))
+	require.True(t, pmd.SamePort("afpacket:eth1?netns=a", "afpacket:eth1?netns=a&block_count=8"))
+	require.False(t, pmd.SamePort("afxdp:v0?queue=0", "afxdp:v0?queue=1"))
+	require.False(t, pmd.SamePort("afxdp:v0?netns=a", "afxdp:v0?netns=b"))
+	require.False(t, pmd.SamePort("afxdp:v0", "afpacket:v0"))
+	require.False(t, pmd.SamePort("null:", "null:"))
+}

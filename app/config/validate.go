@@ -52,7 +52,6 @@ func (c *Config) validate(errs Errors) error {
 		top("ports", fmt.Errorf("none given: give at least one, e.g. ports: [{name: p0, spec: \"afxdp:veth0\"}]"))
 	}
 	seen = map[string]bool{}
-	specs := map[string]int{}
 	afxdp := 0
 	for i, p := range f.Ports {
 		path := fmt.Sprintf("ports[%d]", i)
@@ -67,11 +66,12 @@ func (c *Config) validate(errs Errors) error {
 			top(path+".spec", err)
 			continue
 		}
-		key := portKey(p.Spec)
-		if j, dup := specs[key]; dup {
-			top(path+".spec", fmt.Errorf("%q opens the same port as ports[%d] (%q): open each port once and refer to it by name from every stage that uses it", p.Spec, j, f.Ports[j].Spec))
+		for j, earlier := range f.Ports[:i] {
+			if pmd.SamePort(p.Spec, earlier.Spec) {
+				top(path+".spec", fmt.Errorf("%q opens the same port as ports[%d] (%q): open each port once and refer to it by name from every stage that uses it", p.Spec, j, earlier.Spec))
+				break
+			}
 		}
-		specs[key] = i
 		if driverOf(p.Spec) == "afxdp" {
 			afxdp++
 		}
@@ -152,17 +152,6 @@ func driverOf(spec string) string {
 		return ""
 	}
 	return s.Driver
-}
-
-// portKey is what makes two specs the same port: the driver, the target
-// and the namespace and queue parameters (a capture file or ring size
-// does not make another port).
-func portKey(spec string) string {
-	s, err := pmd.ParseSpec(spec)
-	if err != nil {
-		return spec
-	}
-	return s.Driver + ":" + s.Target + "?netns=" + s.Params.Get("netns") + "&queue=" + s.Params.Get("queue")
 }
 
 func (c *Config) portIndex(name string) int {

@@ -82,10 +82,15 @@ func TestRunRefusesBadInput(t *testing.T) {
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, `ports[0].spec: "nic:eth0": unknown port driver "nic": use one of afpacket, afxdp, mem, null, pcap, pcap-out`)
 
-	twice := write("twice.yaml", "lcores: [{name: a}]\nports: [{name: p, spec: \"null:\"}, {name: q, spec: \"null:\"}]\npipelines: [{lcore: a, stages: [{kind: sink, port: p}]}]\n")
+	twice := write("twice.yaml", "lcores: [{name: a}]\nports: [{name: p, spec: \"afpacket:eth9\"}, {name: q, spec: \"afpacket:eth9?block_count=64\"}]\npipelines: [{lcore: a, stages: [{kind: sink, port: p}]}]\n")
 	out, code = runCLI(t, "run", "-c", twice)
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, "opens the same port as ports[0]")
+
+	// The same through flags: refused before anything opens.
+	out, code = runCLI(t, "fwd", "--port", "mem:twice/0", "--port", "mem:twice/0?size=64")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "opens the same port as port 0")
 
 	out, code = runCLI(t, "run")
 	require.Equal(t, 2, code, out)
