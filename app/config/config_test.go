@@ -89,6 +89,13 @@ lcores: [{name: a}]
 ports: [{name: p0, spec: "null:"}]
 pipelines: [{lcore: a, stages: [{kind: transport, role: initiator, port: p0, ip: 1.2.3, peer: ghost, window: 0}]}]
 `, []string{`pipelines[0].stages[0].ip: "1.2.3"`, `pipelines[0].stages[0].peer: "ghost" is not a transport target stage`}},
+		{"initiator bigger than its in-process target", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, window: 64},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, window: 8}]}]
+`, []string{`pipelines[0].stages[0].window: 64 with sizes [64KiB] needs a 8388608 B region at the target, and target "tgt" registers 1048576 B`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(tc.yaml))

@@ -72,9 +72,7 @@ func (s *Transport) Check(c *Checker) {
 		s.Window = 32
 	}
 	c.Err("window", CheckRange(s.Window, 1, 4096))
-	if len(s.Sizes) == 0 {
-		s.Sizes = []string{"64KiB"}
-	}
+	s.Sizes = orDefault(s.Sizes)
 	sizes, err := ParseByteSizes(s.Sizes, 16, txn.MaxMessage)
 	if err != nil {
 		c.Err("sizes", err)
@@ -120,8 +118,26 @@ func (s *Transport) Check(c *Checker) {
 			c.Errorf("peer", "give either peer (a target stage of this file) or peer_mac, peer_ip and region_key, not both")
 		}
 		p := c.Stage(s.Peer)
-		if t, ok := stageSpec[*Transport](p); !ok || t.Role != "target" {
+		t, ok := stageSpec[*Transport](p)
+		if !ok || t.Role != "target" {
 			c.Errorf("peer", "%q is not a transport target stage of this file: name one (its name key), or give peer_mac, peer_ip and region_key", s.Peer)
+			return
+		}
+		// The target sizes its region for its own window and sizes; this
+		// initiator's must fit in it.
+		if sizes != nil {
+			need := txnload.TargetMemoryLen(s.Window, sizes)
+			tsizes, terr := ParseByteSizes(orDefault(t.Sizes), 16, txn.MaxMessage)
+			tw := t.Window
+			if tw == 0 {
+				tw = 32 // its default: it may be checked after this stage
+			}
+			if terr == nil && tw <= 4096 {
+				have := max(txnload.TargetMemoryLen(tw, tsizes), t.RegionSize)
+				if need > have {
+					c.Errorf("window", "%d with sizes %v needs a %d B region at the target, and target %q registers %d B: give the target the same window and sizes, or a region_size of %d", s.Window, s.Sizes, need, s.Peer, have, need)
+				}
+			}
 		}
 		return
 	}
@@ -306,4 +322,12 @@ func failureCauses(ls txnload.Stats) string {
 		return ""
 	}
 	return ": " + strings.Join(why, "; ")
+}
+
+// orDefault returns sizes, or the default [64KiB] when none are given.
+func orDefault(sizes []string) []string {
+	if len(sizes) == 0 {
+		return []string{"64KiB"}
+	}
+	return sizes
 }
