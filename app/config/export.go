@@ -35,10 +35,10 @@ func (r *transportRun) Export(name string, reg *metrics.Registry) error {
 	if r.t.Load == nil {
 		return reg.Transport(name, stats, nil)
 	}
-	return reg.Transport(name, stats, func() (uint64, uint64, uint64) {
+	return errors.Join(reg.Transport(name, stats, func() (uint64, uint64, uint64) {
 		s := r.t.Load.Stats()
 		return s.Completed, s.Failed, s.Bytes
-	})
+	}), reg.Conns(name, r.t.Sampler.Sample))
 }
 
 // Export implements exporter.

@@ -223,7 +223,9 @@ func (r *transportRun) Live(dt float64) string {
 		return fmt.Sprintf("requests %d, placed %d B, served %d B | retransmits %d", st.RequestsDelivered, st.BytesPlaced, st.BytesServed, retx)
 	}
 	s := r.t.Load.Stats()
-	line := fmt.Sprintf("%.0f ops/s %.3f Gbit/s goodput | retransmits %d", float64(s.Completed-r.last.Completed)/dt, float64(s.Bytes-r.last.Bytes)*8/dt/1e9, retx)
+	srtt, cwnd, _ := r.t.Sampler.Sample()
+	line := fmt.Sprintf("%.0f ops/s %.3f Gbit/s goodput | retransmits %d | srtt %v cwnd %d", float64(s.Completed-r.last.Completed)/dt, float64(s.Bytes-r.last.Bytes)*8/dt/1e9, retx,
+		srtt.Round(time.Microsecond), cwnd)
 	r.last = s
 	return line
 }
@@ -292,6 +294,8 @@ func (r *transportRun) Counters() map[string]float64 {
 	if r.t.Load != nil {
 		ls := r.t.Load.Stats()
 		out["ops_posted"], out["ops_completed"], out["ops_failed"], out["bytes"] = float64(ls.Posted), float64(ls.Completed), float64(ls.Failed), float64(ls.Bytes)
+		srtt, cwnd, _ := r.t.Sampler.Sample()
+		out["srtt_seconds"], out["cwnd_packets"] = srtt.Seconds(), float64(cwnd)
 	}
 	return out
 }

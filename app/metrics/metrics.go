@@ -162,6 +162,20 @@ func (r *Registry) Stage(kind, name string, counters, drops func() map[string]ui
 	}))
 }
 
+// Conns exports an endpoint's connections as a sampler publishes them:
+// peregrine_transport_srtt_seconds (mean smoothed RTT of the live
+// connections), peregrine_transport_cwnd_packets (their congestion windows
+// summed) and peregrine_transport_connections.
+func (r *Registry) Conns(name string, sample func() (srtt time.Duration, window, conns int)) error {
+	return r.Register(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		srtt, window, conns := sample()
+		ep := []string{"endpoint"}
+		ch <- gauge("peregrine_transport_srtt_seconds", "Mean smoothed round-trip time of the endpoint's live connections.", ep, srtt.Seconds(), name)
+		ch <- gauge("peregrine_transport_cwnd_packets", "Congestion windows of the endpoint's live connections, summed, in packets.", ep, float64(window), name)
+		ch <- gauge("peregrine_transport_connections", "Live connections the endpoint's workload holds.", ep, float64(conns), name)
+	}))
+}
+
 // portCollector reads each port's Stats snapshot.
 type portCollector struct {
 	ports func() []port.Port

@@ -231,6 +231,10 @@ func (l *Load) Stats() Stats {
 		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load()}
 }
 
+// Conns returns the load's connections, for a stage on the loop that
+// polls them (their state is read on that goroutine only).
+func (l *Load) Conns() []*txn.Conn { return l.conns }
+
 // Closed reports, from any goroutine, whether the load stopped, drained and
 // closed its connections (the peer was told; it frees its side).
 func (l *Load) Closed() bool { return l.closed.Load() }

@@ -103,6 +103,13 @@ func (o *observer) watchTransport(name string, ep *txn.Endpoint, load *txnload.L
 	o.warn(o.reg.Transport(name, func() rt.Stats { return ep.Transport().Stats() }, ops))
 }
 
+// watchConns exports a sampler's RTT and window figures (nil: none).
+func (o *observer) watchConns(name string, s *app.ConnSampler) {
+	if o.reg != nil && s != nil {
+		o.warn(o.reg.Conns(name, s.Sample))
+	}
+}
+
 // watchFabric exports a fabric's counters.
 func (o *observer) watchFabric(name string, f *fabric.Fabric) {
 	if o.reg != nil {

@@ -292,6 +292,8 @@ func TestMetricsScrape(t *testing.T) {
 		`peregrine_transport_retransmits_total{endpoint="target"}`,
 		`peregrine_transport_drops_total{endpoint="initiator",reason="duplicate"}`,
 		`peregrine_transport_goodput_bytes_total{endpoint="initiator"}`,
+		`peregrine_transport_srtt_seconds{endpoint="initiator"}`,
+		`peregrine_transport_cwnd_packets{endpoint="initiator"}`,
 	} {
 		require.Contains(t, body, want)
 	}

@@ -180,6 +180,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	}
 	ep, load := tp.Endpoint, tp.Load
 	obs.watchTransport(cfg.role, ep, load)
+	obs.watchConns(cfg.role, tp.Sampler)
 	if cfg.role == "target" {
 		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
 		if cfg.ready != nil {
