@@ -61,7 +61,7 @@ The same --seed with the same input replays the same impairments.`,
 		},
 	}
 	f := cmd.Flags()
-	cfg.obs.registerMetrics(f)
+	cfg.obs.register(f)
 	f.StringVar(&cfg.portA, "port-a", "", "first port spec (required)")
 	f.StringVar(&cfg.portB, "port-b", "", "second port spec (required)")
 	f.StringVar(&cfg.both, "profile", "", "impairment profile for both directions")
@@ -79,6 +79,7 @@ The same --seed with the same input replays the same impairments.`,
 }
 
 func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	if cfg.portA == "" || cfg.portB == "" {
 		return fmt.Errorf("--port-a and --port-b are both required, e.g. --port-a afxdp:veth1 --port-b afxdp:veth2")
 	}
@@ -140,6 +141,7 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	var last fabric.Stats
 	tick := func(e time.Duration) {
 		st := fab.Stats()
+		js.interval(e.Seconds(), fabricCounters(st))
 		fmt.Fprintf(out, "[%5.1fs] A→B %s | B→A %s\n", e.Seconds(), dirRate(st.AtoB, last.AtoB), dirRate(st.BtoA, last.BtoA))
 		last = st
 	}
@@ -154,6 +156,11 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	st := fab.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  A→B %s\n  B→A %s\n", elapsed.Seconds(), dirTotals(st.AtoB), dirTotals(st.BtoA))
 	fmt.Fprintf(out, "  port A dropped on receive %d, port B dropped on receive %d\n", pa.RxDropped, pb.RxDropped)
+	totals := map[string]any{"port_a_rx_dropped": pa.RxDropped, "port_b_rx_dropped": pb.RxDropped}
+	for k, v := range fabricCounters(st) {
+		totals[k] = v
+	}
+	js.summary(elapsed.Seconds(), totals, nil, false)
 	return stopErr
 }
 
@@ -167,4 +174,17 @@ func dirRate(now, prev fabric.DirStats) string {
 func dirTotals(d fabric.DirStats) string {
 	return fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d ttl expired %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
 		d.Received, d.Sent, d.LossRandom, d.LossBurst, d.QueueFull, d.LimitFull, d.TTLExpired, d.Duplicated, d.Corrupted, d.Reordered, d.Delayed, d.TxRefused, d.Flushed, d.Paths)
+}
+
+// fabricCounters are a fabric's counters by "DIRECTION.COUNTER", for --json.
+func fabricCounters(st fabric.Stats) map[string]float64 {
+	out := map[string]float64{}
+	for dir, d := range map[string]fabric.DirStats{"a_to_b": st.AtoB, "b_to_a": st.BtoA} {
+		for k, v := range map[string]uint64{"received": d.Received, "sent": d.Sent, "loss_random": d.LossRandom, "loss_burst": d.LossBurst,
+			"queue_full": d.QueueFull, "limit_full": d.LimitFull, "ttl_expired": d.TTLExpired, "duplicated": d.Duplicated,
+			"corrupted": d.Corrupted, "reordered": d.Reordered, "delayed": d.Delayed, "tx_refused": d.TxRefused} {
+			out[dir+"."+k] = float64(v)
+		}
+	}
+	return out
 }

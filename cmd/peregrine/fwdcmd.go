@@ -67,7 +67,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 		},
 	}
 	f := cmd.Flags()
-	cfg.obs.registerMetrics(f)
+	cfg.obs.register(f)
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
 	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
@@ -84,6 +84,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 }
 
 func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	if n := len(cfg.ports); n < 1 || n > 2 {
 		return fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
 	}
@@ -141,6 +142,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
 	if err != nil {
 		return joinStop(err, p)

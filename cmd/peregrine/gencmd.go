@@ -75,7 +75,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 		},
 	}
 	f := cmd.Flags()
-	cfg.obs.registerMetrics(f)
+	cfg.obs.register(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0 (required)")
 	f.BoolVar(&cfg.rx, "rx", false, "receive and measure instead of transmitting")
 	f.StringVar(&cfg.rate, "rate", "max", "rate per queue: 1mpps, 500kpps, 10gbit, 1000 (pps) or max")
@@ -112,6 +112,7 @@ func genLoopSetup(cfg genConfig) ([]int, lcore.IdleMode, error) {
 }
 
 func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
 		return err
@@ -179,6 +180,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports()[:1])
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
 		return joinStop(err, p)
@@ -195,6 +197,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 // runGenRx receives and measures. It reports false when --expect was given
 // and frames were lost.
 func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
 		return false, err
@@ -241,6 +244,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
@@ -261,6 +265,9 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
 	ok := cfg.expect == 0 || total.Received == cfg.expect
+	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
+		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
+		expectChecks(ok, total.Received, cfg.expect), false)
 	if cfg.expect > 0 {
 		verdict := "every expected frame arrived"
 		if !ok {

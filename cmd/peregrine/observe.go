@@ -271,3 +271,12 @@ func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check
 	}
 	jsonEncode(j.w, map[string]any{"type": "summary", "elapsed_s": elapsed, "totals": totals, "checks": cs, "interrupted": interrupted, "ok": ok})
 }
+
+// expectChecks is gen --rx's check for --json: every expected frame
+// arrived (none without --expect).
+func expectChecks(ok bool, received, expect uint64) []check {
+	if expect == 0 {
+		return nil
+	}
+	return []check{{ok, fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)}}
+}

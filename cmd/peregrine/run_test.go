@@ -421,3 +421,28 @@ func TestDemoJSONLines(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsJSONLines: fwd, gen and fabric --json print only JSON lines,
+// the last a summary.
+func TestToolsJSONLines(t *testing.T) {
+	for _, args := range [][]string{
+		{"fwd", "--port", "null:", "--port", "null:", "--duration", "1500ms", "--json"},
+		{"gen", "--port", "null:", "--rate", "10kpps", "--duration", "1500ms", "--json"},
+		{"gen", "--rx", "--port", "null:", "--duration", "1500ms", "--json"},
+		{"fabric", "--port-a", "null:", "--port-b", "null:", "--duration", "1500ms", "--json"},
+	} {
+		out, code := runCLI(t, args...)
+		require.Equal(t, 0, code, out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.GreaterOrEqual(t, len(lines), 2, "%v: %s", args, out)
+		for i, l := range lines {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &rec), "%v line %d is not JSON: %s", args, i+1, l)
+			want := "interval"
+			if i == len(lines)-1 {
+				want = "summary"
+			}
+			require.Equal(t, want, rec["type"], "%v: %s", args, l)
+		}
+	}
+}
