@@ -117,6 +117,18 @@ func TestRunRefusesBadInput(t *testing.T) {
 	require.Contains(t, out, `--log-format "xml": use text or json`)
 }
 
+// TestMain removes the binary peregrineBinary built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binDir is where peregrineBinary put the binary ("" before it ran).
+var binDir string
+
 // peregrineBinary builds the binary once for the tests that run it as a
 // child process (a real signal needs a real process).
 var peregrineBinary = sync.OnceValues(func() (string, error) {
@@ -128,6 +140,7 @@ var peregrineBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "peregrine")
 	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
