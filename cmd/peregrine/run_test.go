@@ -459,3 +459,21 @@ func TestToolsJSONLines(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondSignalStopsSubcommandAtOnce: with a 3s round trip and a 5s
+// retransmit timeout, demo's drain would wait its full 5s for the
+// operations in flight; a second SIGTERM ends the process at once, by the
+// signal, saying what it abandons.
+func TestSecondSignalStopsSubcommandAtOnce(t *testing.T) {
+	c := startChild(t, "demo", "--profile", "delay=1500ms", "--min-rto", "5s", "--duration", "10m", "--log-level", "info")
+	c.waitLine(`^peregrine demo:`)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	c.waitLine(`signal: stopping`)
+	start := time.Now()
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	code := c.wait()
+	require.NotEqual(t, 0, code, c.output())
+	require.Less(t, time.Since(start), 4*time.Second, "the drain was not cut short:\n%s", c.output())
+	require.Contains(t, c.output(), "second signal: stopping at once, without draining")
+	require.NotContains(t, c.output(), "summary after")
+}
