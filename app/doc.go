@@ -92,7 +92,9 @@
 // pipeline before Start, and returns the stages or accessors a caller
 // prints live and final figures from. The pipeline owns what they build.
 // NewVethTopology makes demo --veth's three network namespaces (and
-// removes them: Delete). Package config builds a YAML file's pipeline
+// removes them: Delete). AddTransport also puts a ConnSampler on an
+// initiator's loop: connection state (SRTT, congestion window) is read on
+// that loop only, and the sampler publishes it for metrics. Package config builds a YAML file's pipeline
 // through the same builders; package metrics exports a pipeline to
 // Prometheus.
 //
