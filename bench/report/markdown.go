@@ -21,6 +21,52 @@ import (
 // ratioLine matches Ratio.Line's output.
 var ratioLine = regexp.MustCompile(`^RATIO (\S+) (\S+) goal (<=|>=) (\S+) (PASS|FAIL)$`)
 
+// Point is one point of a figure's series: a SERIES line,
+//
+//	SERIES <figure> <series> <x> <y> [<x label> [<y label>]]
+//
+// (labels with '_' for spaces), e.g. "SERIES goodput_vs_loss quic-go 1
+// 0.31 loss_% goodput_Gbit/s". Points of one figure are plotted together,
+// one line per series: peregrine beside its baselines.
+type Point struct {
+	Figure, Series string
+	X, Y           float64
+	XLabel, YLabel string
+}
+
+// Line formats the SERIES line.
+func (p Point) Line() string {
+	return fmt.Sprintf("SERIES %s %s %g %g %s %s", p.Figure, p.Series, p.X, p.Y, p.XLabel, p.YLabel)
+}
+
+// ParseSeries reads a scenario's SERIES lines back, ignoring every other
+// line.
+func ParseSeries(r io.Reader) []Point {
+	var out []Point
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[0] != "SERIES" {
+			continue
+		}
+		x, err1 := strconv.ParseFloat(f[3], 64)
+		y, err2 := strconv.ParseFloat(f[4], 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		p := Point{Figure: f[1], Series: f[2], X: x, Y: y}
+		if len(f) > 5 {
+			p.XLabel = strings.ReplaceAll(f[5], "_", " ")
+		}
+		if len(f) > 6 {
+			p.YLabel = strings.ReplaceAll(f[6], "_", " ")
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 // Parse reads a scenario's output back into its ratios (with the detail
 // line that follows each), ignoring every other line.
 func Parse(r io.Reader) []Ratio {
@@ -47,7 +93,9 @@ func Parse(r io.Reader) []Ratio {
 // beside it, plotting peregrine's figure against its baseline measured in
 // the same run (the baseline at 1, peregrine at the ratio, the goal as a
 // line). It returns the Markdown file's path.
-func WriteMarkdown(dir, scenario string, ratios []Ratio, at time.Time) (string, error) {
+// Each figure of points (SERIES lines) follows as a line plot, one line
+// per series.
+func WriteMarkdown(dir, scenario string, ratios []Ratio, points []Point, at time.Time) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
@@ -74,6 +122,13 @@ func WriteMarkdown(dir, scenario string, ratios []Ratio, at time.Time) (string, 
 		if r.Detail != "" {
 			fmt.Fprintf(&b, "%s\n\n", r.Detail)
 		}
+	}
+	for _, fig := range Figures(points) {
+		png := sanitize(fig[0].Figure) + ".png"
+		if err := plotSeries(filepath.Join(dir, png), fig); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "## %s\n\n![%s](%s)\n\n", fig[0].Figure, fig[0].Figure, png)
 	}
 	path := filepath.Join(dir, "README.md")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -129,4 +184,53 @@ func sanitize(name string) string {
 		}
 		return '_'
 	}, name)
+}
+
+// Figures groups points by figure, in order of first appearance.
+func Figures(points []Point) [][]Point {
+	var order []string
+	by := map[string][]Point{}
+	for _, p := range points {
+		if _, ok := by[p.Figure]; !ok {
+			order = append(order, p.Figure)
+		}
+		by[p.Figure] = append(by[p.Figure], p)
+	}
+	out := make([][]Point, len(order))
+	for i, f := range order {
+		out[i] = by[f]
+	}
+	return out
+}
+
+// plotSeries draws one figure: a line with points per series.
+func plotSeries(path string, fig []Point) error {
+	p := plot.New()
+	p.Title.Text = fig[0].Figure
+	p.X.Label.Text, p.Y.Label.Text = fig[0].XLabel, fig[0].YLabel
+	var order []string
+	by := map[string]plotter.XYs{}
+	for _, pt := range fig {
+		if _, ok := by[pt.Series]; !ok {
+			order = append(order, pt.Series)
+		}
+		by[pt.Series] = append(by[pt.Series], plotter.XY{X: pt.X, Y: pt.Y})
+	}
+	palette := []color.RGBA{{R: 70, G: 110, B: 200, A: 255}, {R: 200, G: 60, B: 60, A: 255}, {R: 60, G: 160, B: 80, A: 255}, {R: 150, G: 90, B: 180, A: 255}}
+	for i, name := range order {
+		l, s, err := plotter.NewLinePoints(by[name])
+		if err != nil {
+			return fmt.Errorf("report: %s: %w", fig[0].Figure, err)
+		}
+		c := palette[i%len(palette)]
+		l.Color, s.Color = c, c
+		p.Add(l, s)
+		p.Legend.Add(name, l, s)
+	}
+	p.Legend.Top = true
+	p.Y.Min = 0
+	if err := p.Save(5*vg.Inch, 3.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("report: %s: %w", fig[0].Figure, err)
+	}
+	return nil
 }

@@ -32,13 +32,17 @@ func TestMarkdownWithPlots(t *testing.T) {
 	require.Equal(t, report.AtMost, ratios[1].Op)
 
 	dir := t.TempDir()
-	path, err := report.WriteMarkdown(dir, "example", ratios, time.Unix(0, 0))
+	points := report.ParseSeries(strings.NewReader("SERIES goodput_vs_loss peregrine 0 1.2 loss_% Gbit/s\nSERIES goodput_vs_loss peregrine 1 1.18\nSERIES goodput_vs_loss quic-go 0 0.65\nSERIES goodput_vs_loss quic-go 1 0.31\nnot a series\n"))
+	require.Len(t, points, 4)
+	require.Equal(t, "loss %", points[0].XLabel)
+	path, err := report.WriteMarkdown(dir, "example", ratios, points, time.Unix(0, 0))
 	require.NoError(t, err)
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Contains(t, string(md), "| io_fwd_vs_testpmd | 0.800 | >= 1 | FAIL | peregrine 1.2 Mpps, testpmd 1.5 Mpps |")
 	require.Contains(t, string(md), "![ring/mpmc_vs_dpdk](ring_mpmc_vs_dpdk.png)")
-	for _, name := range []string{"io_fwd_vs_testpmd", "ring_mpmc_vs_dpdk", "nothing_measured"} {
+	require.Contains(t, string(md), "![goodput_vs_loss](goodput_vs_loss.png)")
+	for _, name := range []string{"io_fwd_vs_testpmd", "ring_mpmc_vs_dpdk", "nothing_measured", "goodput_vs_loss"} {
 		f, err := os.Open(filepath.Join(dir, name+".png"))
 		require.NoError(t, err)
 		img, err := png.Decode(f)

@@ -36,15 +36,15 @@ func addReportFlag(bench *cobra.Command) {
 			if err != nil {
 				return err
 			}
-			ratios := benchreport.Parse(&buf)
-			if len(ratios) == 0 {
-				return fmt.Errorf("--report %s: the scenario printed no RATIO line to report", dir)
+			ratios, points := benchreport.Parse(bytes.NewReader(buf.Bytes())), benchreport.ParseSeries(bytes.NewReader(buf.Bytes()))
+			if len(ratios)+len(points) == 0 {
+				return fmt.Errorf("--report %s: the scenario printed no RATIO or SERIES line to report", dir)
 			}
-			path, err := benchreport.WriteMarkdown(dir, cmd.Name(), ratios, time.Now())
+			path, err := benchreport.WriteMarkdown(dir, cmd.Name(), ratios, points, time.Now())
 			if err != nil {
 				return fmt.Errorf("--report %s: %w", dir, err)
 			}
-			fmt.Fprintf(out, "report: %s (%d ratios, a plot each)\n", path, len(ratios))
+			fmt.Fprintf(out, "report: %s (%d ratios, a plot each; %d figures)\n", path, len(ratios), len(benchreport.Figures(points)))
 			return nil
 		}
 	}
@@ -69,19 +69,19 @@ func newBenchRenderCommand(dir *string) *cobra.Command {
 			if err != nil {
 				return usage(err)
 			}
-			ratios := benchreport.Parse(bytes.NewReader(data))
-			if len(ratios) == 0 {
-				return usage(fmt.Errorf("%s holds no RATIO line (save a scenario's output: peregrine bench SCENARIO > FILE)", args[0]))
+			ratios, points := benchreport.Parse(bytes.NewReader(data)), benchreport.ParseSeries(bytes.NewReader(data))
+			if len(ratios)+len(points) == 0 {
+				return usage(fmt.Errorf("%s holds no RATIO or SERIES line (save a scenario's output: peregrine bench SCENARIO > FILE)", args[0]))
 			}
 			if scenario == "" {
 				scenario = filepath.Base(args[0])
 			}
 			st, _ := os.Stat(args[0])
-			path, err := benchreport.WriteMarkdown(*dir, scenario, ratios, st.ModTime())
+			path, err := benchreport.WriteMarkdown(*dir, scenario, ratios, points, st.ModTime())
 			if err != nil {
 				return fmt.Errorf("--report %s: %w", *dir, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "report: %s (%d ratios, a plot each)\n", path, len(ratios))
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s (%d ratios, a plot each; %d figures)\n", path, len(ratios), len(benchreport.Figures(points)))
 			return nil
 		},
 	}

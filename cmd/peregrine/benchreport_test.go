@@ -32,7 +32,7 @@ func TestBenchReportFlag(t *testing.T) {
 	bench.SetArgs([]string{"fake", "--report", dir})
 	require.NoError(t, bench.Execute())
 	require.Contains(t, out.String(), "RATIO goodput_vs_quic 1.700 goal >= 1 PASS")
-	require.Contains(t, out.String(), "report: "+filepath.Join(dir, "README.md")+" (2 ratios, a plot each)")
+	require.Contains(t, out.String(), "report: "+filepath.Join(dir, "README.md")+" (2 ratios, a plot each; 0 figures)")
 	md, err := os.ReadFile(filepath.Join(dir, "README.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "![goodput_vs_quic](goodput_vs_quic.png)")
