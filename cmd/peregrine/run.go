@@ -189,12 +189,16 @@ func summaryRecord(res config.Result) map[string]any {
 		}
 		reports = append(reports, map[string]any{"name": r.Name, "kind": r.Kind, "lines": r.Lines, "checks": checks})
 	}
+	lost := res.Lost
+	if lost == nil {
+		lost = []string{} // "lost": [] for scripts, not null
+	}
 	errText := ""
 	if res.Err != nil {
 		errText = res.Err.Error()
 	}
 	return map[string]any{"type": "summary", "elapsed_s": res.Elapsed.Seconds(), "interrupted": res.Interrupted, "ok": res.OK(),
-		"lost": res.Lost, "pool_in_use": res.PoolInUse, "stages": reports, "error": errText}
+		"lost": lost, "pool_in_use": res.PoolInUse, "stages": reports, "error": errText}
 }
 
 // jsonEncode writes v as one JSON line.
