@@ -9,6 +9,7 @@ import (
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
@@ -104,15 +105,23 @@ type TransportDemoOptions struct {
 	// Capture, when set, mirrors the initiator's port to this pcap file
 	// (over mem pairs; veth ports take a capture= spec parameter).
 	Capture string
+	// IOI configures IOI forwarding on both endpoints (nil: on, adaptive
+	// threshold; demo_ioi.go).
+	IOI *ioi.Config
+	// GlobalQPNs runs the endpoints on global QP numbers (rt.QPNOptions;
+	// demo_qpx.go).
+	GlobalQPNs bool
 }
 
 // TransportDemo is the transport demo's stages.
 type TransportDemo struct {
 	Initiator, Target *txn.Endpoint
 	Load              *txnload.Load
+	Sends             *txnload.SendLoad // two-sided Sends placed by delivery index (demo_dix.go)
 	Fabric            *fabric.Fabric
 	// Sizes are the workload's push sizes.
 	Sizes []int
+	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -135,12 +144,12 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	switch len(p.ports) {
 	case 4:
 		portA, portB = p.ports[0], p.ports[3]
-		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
 	case 0:
-		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed})
+		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
 		}
@@ -167,26 +176,27 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		sp.BaseTarget = o.CongestionTarget
 	}
 	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10}}
-	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request)) (*txn.Endpoint, error) {
+	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request), onConn func(txn.ConnEvent)) (*txn.Endpoint, error) {
 		ep, err := txn.New(txn.Options{
-			OnRequest: onRequest,
+			OnRequest: onRequest, OnConnEvent: onConn,
 			Transport: rt.Options{Name: name, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: ip, LocalMAC: [6]byte(pt.Info().MAC), Seed: seed, MaxConns: 16,
 				// Poll loops on a shared machine can be starved for a while
 				// (a slow peer is not a dead one): more retries before a
 				// packet is abandoned.
-				MinRTO: o.MinRTO, RetryLimit: 20},
+				MinRTO: o.MinRTO, RetryLimit: 20, QPN: o.demoQPN(name)},
 			Congestion: &sp,
+			IOI:        demoIOI(&o),
 		})
 		if err == nil {
 			p.Own(ep)
 		}
 		return ep, err
 	}
-	if d.Initiator, err = mk("initiator", portA, o.InitiatorIP, o.Seed, nil); err != nil {
+	if d.Initiator, err = mk("initiator", portA, o.InitiatorIP, o.Seed, nil, nil); err != nil {
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.Load.CheckRequest(r) }); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{
@@ -194,6 +204,9 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		Peer: rt.PeerAddr{MAC: [6]byte(portB.Info().MAC), IP: o.TargetIP},
 	}, txnload.TargetMemory(o.Window, d.Sizes))
 	if err != nil {
+		return nil, err
+	}
+	if err := p.addDemoSends(d, rt.PeerAddr{MAC: [6]byte(portB.Info().MAC), IP: o.TargetIP}, o.Window); err != nil {
 		return nil, err
 	}
 	loopA, loopB := 0, p.Lcores()-1
@@ -210,5 +223,6 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 // loops must still run.
 func (d *TransportDemo) Drain(timeout time.Duration) bool {
 	d.Load.Stop()
-	return WaitFor(d.Load.Idle, timeout)
+	d.Sends.Stop()
+	return WaitFor(func() bool { return d.Load.Idle() && d.Sends.Idle() }, timeout)
 }

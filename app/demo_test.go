@@ -72,6 +72,9 @@ func TestTransportDemoCompletes(t *testing.T) {
 	require.Zero(t, ls.Failed+ls.BadData+ls.OutOfOrder)
 	require.Equal(t, ls.Posted, ls.Completed)
 	require.NotZero(t, ls.Checked, "the target checked pushes")
+	ss := d.Sends.Stats()
+	require.NotZero(t, ss.Completed, "Sends completed")
+	require.Zero(t, ss.Failed+ss.RecvFailed+ss.BadData, "every Send landed byte-exact in its WQE")
 	require.Zero(t, p.Pool().InUse(), "every frame is back in the pool")
 }
 

@@ -22,6 +22,9 @@ type FabricOptions struct {
 	// transport packets (per-connection ordering, see
 	// fabric.TransportClassifier); 0 uses the fabric's flow hash.
 	TransportPort uint16
+	// InOrderDSCP, 1..63, also keeps frames with that IP DSCP on their
+	// flow's path (fabric.TransportClassifierDSCP; needs TransportPort).
+	InOrderDSCP uint8
 	// Loop is the index of the loop that polls the fabric.
 	Loop int
 }
@@ -43,9 +46,12 @@ func (p *Pipeline) AddFabric(o FabricOptions) (*fabric.Fabric, error) {
 	if o.Loop < 0 || o.Loop >= p.Lcores() {
 		return nil, &FieldError{"Loop", -1, fmt.Errorf("%d is not an lcore of the pipeline (use 0..%d)", o.Loop, p.Lcores()-1)}
 	}
+	if o.InOrderDSCP > 63 {
+		return nil, &FieldError{"InOrderDSCP", -1, fmt.Errorf("%d is not a DSCP (use 1..63, or 0 for the IOI flag alone)", o.InOrderDSCP)}
+	}
 	fo := fabric.Options{Name: "fabric", A: a, B: b, Pool: p.pool, AtoB: o.AtoB, BtoA: o.BtoA, Seed: o.Seed}
 	if o.TransportPort != 0 {
-		fo.Classify = fabric.TransportClassifier(o.TransportPort)
+		fo.Classify = fabric.TransportClassifierDSCP(o.TransportPort, o.InOrderDSCP)
 	}
 	fab, err := fabric.New(fo)
 	if err != nil {

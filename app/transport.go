@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -42,6 +43,10 @@ type TransportOptions struct {
 	Conns     int
 	PullEvery int
 	Count     uint64
+	// OpTimeout is the initiator's per-operation timeout
+	// (txn.ConnOptions.OpTimeout, 0: none): an operation not completed
+	// this long after posting ends with txn.StatusTimeout.
+	OpTimeout time.Duration
 	// CongestionTarget is Swift's base delay target (0: Swift's
 	// default); MinRTO, Seed and
 	// RTWindow (PSN window, 0: default) configure the reliable transport.
@@ -49,6 +54,15 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// IOI configures IOI forwarding (zero: off).
+	IOI ioi.Config
+	// Sends (initiator) keeps that many two-sided Sends outstanding on one
+	// more, unordered connection with a 16-bit delivery index; PostRecv
+	// (target) keeps that many receive WQEs posted on every connection and
+	// checks each Send byte for byte. Both sides must use the same Sizes.
+	// 0: none (transport_dix.go).
+	Sends    int
+	PostRecv int
 }
 
 // Transport is what AddTransport built.
@@ -62,8 +76,23 @@ type Transport struct {
 	// Sampler publishes the initiator's connections' RTT and window (nil
 	// for a target).
 	Sampler *ConnSampler
+	// Sends (initiator) and Recv (target): the two-sided workload, when
+	// TransportOptions.Sends or PostRecv asked for it.
+	Sends *txnload.SendLoad
+	Recv  *txnload.RecvPoster
 
 	pushes, badPushes atomic.Uint64
+	connErr           atomic.Pointer[error] // the first connection failure
+}
+
+// ConnErr returns why the first of the endpoint's connections that failed
+// did (rt.ErrRetryExhausted when the peer went silent, rt.ErrPeerReset
+// when it restarted…), or nil (safe while the loop runs).
+func (t *Transport) ConnErr() error {
+	if p := t.connErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Pushes reports how many pushes the target received and how many of
@@ -91,6 +120,9 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	if o.Window < 1 || o.Window > 4096 {
 		return nil, &FieldError{"Window", -1, fmt.Errorf("%d: use 1..4096", o.Window)}
 	}
+	if o.OpTimeout < 0 {
+		return nil, &FieldError{"OpTimeout", -1, fmt.Errorf("%v is negative: use a positive timeout, or 0 for none", o.OpTimeout)}
+	}
 	if len(o.Sizes) == 0 {
 		return nil, &FieldError{"Sizes", -1, errors.New("none given (give at least one message size)")}
 	}
@@ -112,6 +144,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	}
 	t := &Transport{}
 	ep, err := txn.New(txn.Options{
+		OnConnEvent: t.onConnEvent,
 		OnRequest: func(r *txn.Request) {
 			if r.Kind == txn.OpPush {
 				t.pushes.Add(1)
@@ -123,6 +156,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
 			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow},
 		Congestion: &sp,
+		IOI:        o.IOI,
 	})
 	if err != nil {
 		return nil, err
@@ -149,6 +183,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		t.Load, err = txnload.New(txnload.Options{
 			Initiator: ep, TargetRegion: txn.Region{Key: o.RegionKey, Len: regionLen}, Peer: o.Peer,
 			Conns: o.Conns, Window: o.Window, Sizes: o.Sizes, PullEvery: pullEvery, Count: o.Count,
+			OpTimeout: o.OpTimeout,
 		}, nil)
 		if err != nil {
 			return nil, err
@@ -156,6 +191,9 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		if err := p.Add(Stage{Stage: t.Load, Loop: o.Loop}); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.addTransportSends(t, o); err != nil {
+		return nil, err
 	}
 	if err := p.Add(Stage{Stage: ep, Loop: o.Loop}); err != nil {
 		return nil, err
@@ -179,7 +217,10 @@ func (t *Transport) Drain() bool {
 		return true
 	}
 	t.Load.Stop()
-	drained := WaitFor(t.Load.Idle, 5*time.Second)
+	if t.Sends != nil {
+		t.Sends.Stop()
+	}
+	drained := WaitFor(func() bool { return t.Load.Idle() && (t.Sends == nil || t.Sends.Idle()) }, 5*time.Second)
 	WaitFor(t.Load.Closed, time.Second)
 	return drained
 }

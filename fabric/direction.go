@@ -64,7 +64,7 @@ type direction struct {
 	fifo                        bool
 	pathDelay                   []clock.Time
 	paths                       int
-	sprayRandom                 bool
+	spray                       Spray
 	rate                        uint64 // bit/s, 0 = unlimited
 	overhead                    int
 	queuePackets                int
@@ -88,6 +88,19 @@ type direction struct {
 	seq        uint64
 	line       *delayLine
 
+	// Each path's own link (Profile.PathRate …), when any is set.
+	pathShaped bool
+	pathLossOn bool
+	pathRate   []uint64
+	pathLoss   []uint64 // thresholds
+	pathQueue  []int
+	pathFree   []clock.Time // when the path's link finishes its last frame
+	pathRem    []uint64     // sub-nanosecond remainders, in units of 1/rate ns
+	pathDeps   [][]clock.Time
+	pathDepH   []int
+	pathDepN   []int
+	pathRng    *rand.Rand // path loss: its own stream, so the others draw as before
+
 	rx, tx, pending, drops []mbuf.Handle
 	dupBuf                 [1]mbuf.Handle
 
@@ -96,12 +109,12 @@ type direction struct {
 
 func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
 	d := &direction{
-		rx:       make([]mbuf.Handle, burst),
-		tx:       make([]mbuf.Handle, burst),
-		pending:  make([]mbuf.Handle, 0, burst),
-		drops:    make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
-		counters: newCounters(),
+		rx:      make([]mbuf.Handle, burst),
+		tx:      make([]mbuf.Handle, burst),
+		pending: make([]mbuf.Handle, 0, burst),
+		drops:   make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
 	}
+	d.counters.init()
 	d.apply(p)
 	for s := range d.rng {
 		// Spread the seed over the 128-bit PCG state, differently for every
@@ -109,6 +122,8 @@ func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
 		k := uint64(dir*numStreams+s+1) * flowHashSeed
 		d.rng[s] = rand.New(rand.NewPCG(mix(seed^k), mix(seed+k+flowHashSeed)))
 	}
+	k := uint64(dir+1) * flowHashFinal1
+	d.pathRng = rand.New(rand.NewPCG(mix(seed^k), mix(seed+k+flowHashFinal2)))
 	return d
 }
 
@@ -136,7 +151,7 @@ func (d *direction) apply(p Profile) {
 	d.jitter = int64(p.Jitter)
 	d.normalJitter = p.Dist == DistNormal
 	d.fifo = p.Order == OrderFIFO
-	d.sprayRandom = p.Spray == SprayRandom
+	d.spray = p.Spray
 	if paths != d.paths {
 		// Paths keep their FIFO watermarks; new ones start empty.
 		wm := make([]clock.Time, paths)
@@ -148,14 +163,119 @@ func (d *direction) apply(p Profile) {
 		d.notePaths(paths)
 	}
 	for i := range d.pathDelay {
-		d.pathDelay[i] = clock.Time(p.Delay + p.Spread*time.Duration(i))
+		d.pathDelay[i] = clock.Time(p.Delay + p.Spread*time.Duration(i) + pathAt(p.PathDelay, i))
 	}
+	d.applyPaths(p)
 	if d.line == nil {
 		d.line = newDelayLine(p.limit())
 	} else if p.limit() != d.line.limit {
 		d.line = d.line.resize(p.limit())
 	}
 	d.applyRate(p)
+}
+
+// applyPaths sets up each path's own link and loss. A path keeps its link
+// time and the frames it has serialised when its rate or queue changes.
+func (d *direction) applyPaths(p Profile) {
+	paths := p.paths()
+	d.pathShaped = len(p.PathRate) > 0
+	d.pathLossOn = false
+	if len(d.pathRate) < paths {
+		grow := func(n int) {
+			d.pathRate = append(d.pathRate, make([]uint64, n)...)
+			d.pathLoss = append(d.pathLoss, make([]uint64, n)...)
+			d.pathQueue = append(d.pathQueue, make([]int, n)...)
+			d.pathFree = append(d.pathFree, make([]clock.Time, n)...)
+			d.pathRem = append(d.pathRem, make([]uint64, n)...)
+			d.pathDeps = append(d.pathDeps, make([][]clock.Time, n)...)
+			d.pathDepH = append(d.pathDepH, make([]int, n)...)
+			d.pathDepN = append(d.pathDepN, make([]int, n)...)
+		}
+		grow(paths - len(d.pathRate))
+	}
+	for i := range paths {
+		d.pathLoss[i] = threshold(pathAt(p.PathLoss, i))
+		if d.pathLoss[i] != 0 {
+			d.pathLossOn = true
+		}
+		d.pathRate[i] = pathAt(p.PathRate, i)
+		q := pathAt(p.PathQueue, i)
+		if q == 0 {
+			q = DefaultQueue
+		}
+		if d.pathRate[i] == 0 {
+			q = 0
+		}
+		d.pathQueue[i] = q
+		if len(d.pathDeps[i]) != q {
+			deps := make([]clock.Time, q)
+			n := min(d.pathDepN[i], q)
+			for k := range n {
+				deps[k] = d.pathDeps[i][(d.pathDepH[i]+k)%len(d.pathDeps[i])]
+			}
+			d.pathDeps[i], d.pathDepH[i], d.pathDepN[i] = deps, 0, n
+		}
+	}
+}
+
+// pathLink runs a frame of n bytes that reaches path's own link at
+// arrival through it: it returns when the link finishes it, or false when
+// the path's queue is full.
+func (d *direction) pathLink(path, n int, arrival clock.Time) (clock.Time, bool) {
+	rate := d.pathRate[path]
+	if rate == 0 {
+		return arrival, true
+	}
+	deps := d.pathDeps[path]
+	head, count := d.pathDepH[path], d.pathDepN[path]
+	for count > 0 && deps[head] <= arrival {
+		if head++; head == len(deps) {
+			head = 0
+		}
+		count--
+	}
+	if count >= len(deps) {
+		d.pathDepH[path], d.pathDepN[path] = head, count
+		return 0, false
+	}
+	if d.pathFree[path] < arrival {
+		d.pathFree[path], d.pathRem[path] = arrival, 0
+	}
+	num := uint64(n+d.overhead)*8*1e9 + d.pathRem[path]
+	d.pathFree[path] += clock.Time(num / rate)
+	d.pathRem[path] = num % rate
+	tail := head + count
+	if tail >= len(deps) {
+		tail -= len(deps)
+	}
+	deps[tail] = d.pathFree[path]
+	count++
+	d.pathDepH[path], d.pathDepN[path] = head, count
+	if uint64(count) > d.ownPathX[pPeak][path] {
+		d.ownPathX[pPeak][path] = uint64(count)
+	}
+	return d.pathFree[path], true
+}
+
+// adaptivePath returns the path whose own link frees earliest for a frame
+// arriving at arrival, starting
+// the search at nextPath so that ties go round robin.
+func (d *direction) adaptivePath(arrival clock.Time) int {
+	best := d.nextPath
+	bestFree := max(d.pathFree[best], arrival)
+	for k := 1; k < d.paths; k++ {
+		i := d.nextPath + k
+		if i >= d.paths {
+			i -= d.paths
+		}
+		if f := max(d.pathFree[i], arrival); f < bestFree {
+			best, bestFree = i, f
+		}
+	}
+	if d.nextPath++; d.nextPath == d.paths {
+		d.nextPath = 0
+	}
+	return best
 }
 
 // applyRate sets the rate limiter up for p. Frames already serialised keep
@@ -336,8 +456,14 @@ func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.
 		switch {
 		case inOrder:
 			path = int(uint64(uint32(mix(uint64(flow)))) * uint64(d.paths) >> 32)
-		case d.sprayRandom:
+		case d.spray == SprayRandom:
 			path = d.rng[streamSpray].IntN(d.paths)
+		case d.spray == SprayEntropy:
+			// The frame's own headers, as a switch hashes them: its
+			// per-packet entropy (UDP source port) picks the path.
+			path = int(uint64(uint32(mix(uint64(FlowHash(d.pool.Data(h)))))) * uint64(d.paths) >> 32)
+		case d.spray == SprayAdaptive && d.pathShaped:
+			path = d.adaptivePath(release)
 		default:
 			path = d.nextPath
 			if d.nextPath++; d.nextPath == d.paths {
@@ -345,7 +471,21 @@ func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.
 			}
 		}
 	}
+	if d.pathLossOn && d.pathLoss[path] != 0 && hit(d.pathRng, d.pathLoss[path]) {
+		d.ownPathX[pDrops][path]++
+		d.drop(h, cPathLoss)
+		return
+	}
+	if d.pathShaped {
+		var ok bool
+		if release, ok = d.pathLink(path, int(d.pool.Meta(h).DataLen), release); !ok {
+			d.ownPathX[pDrops][path]++
+			d.drop(h, cPathQueueFull)
+			return
+		}
+	}
 	d.ownPaths[path]++
+	d.ownPathX[pBytes][path] += uint64(d.pool.Meta(h).DataLen)
 	release += d.pathDelay[path]
 	if d.jitter > 0 {
 		release += d.drawJitter()
@@ -486,6 +626,9 @@ func (d *direction) flush() {
 	// The flushed frames no longer occupy the link or order their paths.
 	d.depLen = 0
 	d.linkFree, d.linkRem = 0, 0
+	clear(d.pathFree)
+	clear(d.pathRem)
+	clear(d.pathDepN)
 	clear(d.watermark)
 	d.own[cFlushed] += uint64(flushed)
 	d.own[cHeld] = 0

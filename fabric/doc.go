@@ -49,13 +49,26 @@
 //     14-byte Ethernet header (so MACs and EtherType survive and the frame
 //     still reaches the transport, which must catch the damage), or
 //     anywhere with CorruptL2.
-//  6. Path choice (Profile.Paths): path i adds i*Spread to the delay. A frame
-//     classified in-order takes the path its flow hash picks, so a flow
-//     stays on one path; other frames are sprayed round-robin or at random.
-//     Options.Classify says which frames are in order and gives their flow
-//     hash; without it every frame is in order and hashed by Meta.FlowHash
-//     or FlowHash (the IPv4/IPv6 5-tuple).
-//  7. Release time = when the rate limiter finished it (or arrival) + its
+//  6. Path choice (Profile.Paths): path i adds i*Spread (or PathDelay[i])
+//     to the delay. A frame classified in-order takes the path its flow
+//     hash picks, so a flow stays on one path; other frames are sprayed
+//     (Profile.Spray): round-robin (the default: deals evenly, so a
+//     benchmark's paths carry equal shares), at random, by entropy (the
+//     frame's own 5-tuple hash, as an ECMP switch: a sender that varies
+//     the UDP source port per packet, as IOI's sprayed packets do, is
+//     spread, and one that does not stays on one path), or adaptively
+//     (the path whose own link frees earliest, as adaptive routing picks
+//     the least backlog; it evens out the load in-order frames put on
+//     their one path). Options.Classify says which frames are in order and
+//     gives their flow hash (TransportClassifier: the IOIInOrder flag or a
+//     DSCP value); without it every frame is in order and hashed by
+//     Meta.FlowHash or FlowHash (the IPv4/IPv6 5-tuple). Each path may have its own capacity (Profile.PathRate, PathQueue,
+//     PathLoss): the frame is lost on its path with PathLoss, then meets
+//     the path's own serialising link (after the direction's shared one,
+//     Rate, which stands for the sender's access link) and its queue of
+//     PathQueue frames, tail-dropped beyond (PathQueueFull). Path i's
+//     frames, bytes, queue peak and drops are counted (DirStats.PathDetail).
+//  7. Release time = when the rate limiters finished it (or arrival) + its
 //     path's delay + jitter in [0, Jitter] (uniform, or normal with mean
 //     Jitter/2 and deviation Jitter/4, redrawn until inside). With
 //     OrderFIFO (the default) a path is a FIFO: a release earlier than the
@@ -120,6 +133,10 @@
 //
 //	loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,
 //	delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us
+//
+// or, for paths with their own capacity (one value for all, or one each),
+//
+//	paths=4,path-rate=1gbit,path-delay=0/2us/5us/10us,path-queue=200,spray=adaptive
 //
 // and Profile.String writes it back (see ProfileSyntax for every key).
 package fabric

@@ -198,12 +198,18 @@ func (s *sim) finish() {
 func requireBalanced(t testing.TB, d DirStats) {
 	t.Helper()
 	require.Equal(t, d.Received+d.Duplicated,
-		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.LinkDown+d.LinkCut+d.Flushed+d.Held, "frames unaccounted for: %+v", d)
+		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.LinkDown+d.LinkCut+d.Flushed+d.PathQueueFull+d.PathLossDrops+d.Held, "frames unaccounted for: %+v", d)
 	var paths uint64
 	for _, n := range d.Paths {
 		paths += n
 	}
 	require.Equal(t, d.Sent+d.LinkCut+d.Held+d.Flushed, paths, "every frame past the queues took one path")
+	var pathDrops uint64
+	for i, ps := range d.PathDetail {
+		require.Equal(t, d.Paths[i], ps.Frames)
+		pathDrops += ps.Drops
+	}
+	require.Equal(t, d.PathQueueFull+d.PathLossDrops, pathDrops, "every path drop is one path's")
 }
 
 func ratio(n, of int) float64 { return float64(n) / float64(of) }

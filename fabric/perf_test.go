@@ -81,6 +81,8 @@ func TestPollDoesNotAllocate(t *testing.T) {
 		"loss=1%,burst=1%/30%,dup=2%,reorder=5%/200us,corrupt=1%,delay=50us,jitter=10us,dist=normal,order=free," +
 			"rate=1gbit,queue=64KiB,paths=4,spread=20us,spray=random",
 		"dup=5%,rate=10gbit,overhead=24,queue=100,paths=8,spread=1us",
+		"rate=4gbit,paths=4,path-rate=1gbit,path-queue=64,path-loss=1%,path-delay=0/2us/5us/10us,spray=adaptive",
+		"paths=4,path-rate=1gbit/2gbit/1gbit/500mbit,spray=entropy",
 	}
 	for _, s := range profiles {
 		t.Run(s, func(t *testing.T) {

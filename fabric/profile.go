@@ -50,6 +50,15 @@ const (
 	SprayRoundRobin Spray = iota
 	// SprayRandom picks a path uniformly at random for each.
 	SprayRandom
+	// SprayEntropy hashes each frame's own 5-tuple, as an ECMP switch
+	// does: a sender that varies a per-packet entropy field (the UDP
+	// source port of IOI's sprayed packets) spreads its frames over the
+	// paths, and one that does not stays on one path.
+	SprayEntropy
+	// SprayAdaptive sends each frame down the path whose own link frees
+	// earliest (adaptive routing: the least backlog), ties going round
+	// robin. It needs PathRate; without it, it deals round-robin.
+	SprayAdaptive
 )
 
 // GilbertElliott is a two-state (good, bad) Markov loss model. Before each
@@ -114,6 +123,18 @@ type Profile struct {
 	Paths  int
 	Spread time.Duration
 	Spray  Spray
+	// Each path may have its own capacity (paths=4,path-rate=1gbit): a
+	// serialising link of PathRate bit/s with a queue of PathQueue frames
+	// (default DefaultQueue, counting the frame on the wire; beyond it
+	// frames are tail-dropped, PathQueueFull), its own loss PathLoss
+	// (PathLossDrops), and PathDelay added to Delay in place of i*Spread
+	// (path-delay=0/2us/5us/10us). A frame meets its path's link after the
+	// direction's shared link (Rate: the sender's access link). Each list
+	// holds one value, for every path, or one per path.
+	PathRate  []uint64
+	PathQueue []int
+	PathLoss  []Percent
+	PathDelay []time.Duration
 	// Hops is how many routers the direction stands for (hops=3): each IP
 	// frame leaves with its IPv4 TTL (header checksum updated) or IPv6 hop
 	// limit that much lower, and one that arrives with no more than Hops
@@ -154,10 +175,13 @@ const ProfileSyntax = `comma-separated KEY=VALUE items, all optional:
   corrupt=P%[/any]             flip one bit past the Ethernet header (or anywhere)
   delay=DURATION jitter=DURATION dist=uniform|normal order=fifo|free
   rate=N{bit,kbit,mbit,gbit,tbit} overhead=BYTES queue=PACKETS|N{B,KB,KiB,MB,MiB}
-  paths=N spread=DURATION spray=rr|random
+  paths=N spread=DURATION spray=rr|random|entropy|adaptive
+  path-rate=RATE[/RATE...] path-queue=PACKETS[/...] path-loss=P%[/...] path-delay=DURATION[/...]
+                               each path's own link, queue, loss and extra delay (one value, or one per path)
   hops=N                       lower the IP TTL / hop limit by N (a path of N routers)
   limit=PACKETS
-e.g. loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us,hops=3`
+e.g. loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us,hops=3
+     paths=4,path-rate=1gbit,path-delay=0/2us/5us/10us,spray=adaptive`
 
 // ErrBadProfile is wrapped by every error about a profile: a string that
 // does not parse or a Profile value out of range.
@@ -165,27 +189,31 @@ var ErrBadProfile = errors.New("fabric: bad profile")
 
 // profileKeys lists the keys in the order String writes them.
 var profileKeys = [...]string{"loss", "burst", "dup", "reorder", "corrupt", "delay", "jitter", "dist", "order",
-	"rate", "overhead", "queue", "paths", "spread", "spray", "hops", "limit"}
+	"rate", "overhead", "queue", "paths", "spread", "spray", "path-rate", "path-queue", "path-loss", "path-delay", "hops", "limit"}
 
 // keySyntax is each key's own syntax, for its error messages.
 var keySyntax = map[string]string{
-	"loss":     "loss=P% (e.g. loss=1%)",
-	"burst":    "burst=P%/R%[/BAD%[/GOOD%]] (e.g. burst=0.5%/30%/50%)",
-	"dup":      "dup=P% (e.g. dup=0.1%)",
-	"reorder":  "reorder=P%/DURATION (e.g. reorder=5%/200us)",
-	"corrupt":  "corrupt=P%[/any] (e.g. corrupt=0.01%)",
-	"delay":    "delay=DURATION (e.g. delay=50us)",
-	"jitter":   "jitter=DURATION (e.g. jitter=10us)",
-	"dist":     "dist=uniform|normal",
-	"order":    "order=fifo|free",
-	"rate":     "rate=N{bit,kbit,mbit,gbit,tbit} (e.g. rate=10gbit)",
-	"overhead": "overhead=BYTES (e.g. overhead=24)",
-	"queue":    "queue=PACKETS or queue=N{B,KB,KiB,MB,MiB} (e.g. queue=1000 or queue=256KiB)",
-	"paths":    "paths=N (e.g. paths=4)",
-	"spread":   "spread=DURATION (e.g. spread=20us)",
-	"spray":    "spray=rr|random",
-	"hops":     "hops=N (e.g. hops=3)",
-	"limit":    "limit=PACKETS (e.g. limit=8192)",
+	"loss":       "loss=P% (e.g. loss=1%)",
+	"burst":      "burst=P%/R%[/BAD%[/GOOD%]] (e.g. burst=0.5%/30%/50%)",
+	"dup":        "dup=P% (e.g. dup=0.1%)",
+	"reorder":    "reorder=P%/DURATION (e.g. reorder=5%/200us)",
+	"corrupt":    "corrupt=P%[/any] (e.g. corrupt=0.01%)",
+	"delay":      "delay=DURATION (e.g. delay=50us)",
+	"jitter":     "jitter=DURATION (e.g. jitter=10us)",
+	"dist":       "dist=uniform|normal",
+	"order":      "order=fifo|free",
+	"rate":       "rate=N{bit,kbit,mbit,gbit,tbit} (e.g. rate=10gbit)",
+	"overhead":   "overhead=BYTES (e.g. overhead=24)",
+	"queue":      "queue=PACKETS or queue=N{B,KB,KiB,MB,MiB} (e.g. queue=1000 or queue=256KiB)",
+	"paths":      "paths=N (e.g. paths=4)",
+	"spread":     "spread=DURATION (e.g. spread=20us)",
+	"spray":      "spray=rr|random|entropy|adaptive",
+	"path-rate":  "path-rate=RATE or RATE/RATE/... one per path (e.g. path-rate=1gbit)",
+	"path-queue": "path-queue=PACKETS or one per path (e.g. path-queue=100)",
+	"path-loss":  "path-loss=P% or one per path (e.g. path-loss=1% or path-loss=0%/0%/5%/0%)",
+	"path-delay": "path-delay=DURATION or one per path (e.g. path-delay=0/2us/5us/10us)",
+	"hops":       "hops=N (e.g. hops=3)",
+	"limit":      "limit=PACKETS (e.g. limit=8192)",
 }
 
 // ParseProfile parses a profile string such as
@@ -303,9 +331,21 @@ func (p *Profile) set(key, value string) error {
 			p.Spray = SprayRoundRobin
 		case "random":
 			p.Spray = SprayRandom
+		case "entropy":
+			p.Spray = SprayEntropy
+		case "adaptive":
+			p.Spray = SprayAdaptive
 		default:
 			return fmt.Errorf("unknown spray mode %q", value)
 		}
+	case "path-rate":
+		p.PathRate, err = parseList(value, parseRate)
+	case "path-queue":
+		p.PathQueue, err = parseList(value, parseCount)
+	case "path-loss":
+		p.PathLoss, err = parseList(value, parsePercent)
+	case "path-delay":
+		p.PathDelay, err = parseList(value, parseDuration)
 	case "hops":
 		p.Hops, err = parseCount(value)
 	case "limit":
@@ -403,10 +443,32 @@ func (p Profile) String() string {
 				add(key, formatDuration(p.Spread))
 			}
 		case "spray":
-			if p.Spray == SprayRandom {
+			switch p.Spray {
+			case SprayRoundRobin:
+			case SprayRandom:
 				add(key, "random")
-			} else if p.Spray != SprayRoundRobin {
+			case SprayEntropy:
+				add(key, "entropy")
+			case SprayAdaptive:
+				add(key, "adaptive")
+			default:
 				add(key, fmt.Sprintf("Spray(%d)", p.Spray))
+			}
+		case "path-rate":
+			if len(p.PathRate) > 0 {
+				add(key, formatList(p.PathRate, formatRate))
+			}
+		case "path-queue":
+			if len(p.PathQueue) > 0 {
+				add(key, formatList(p.PathQueue, strconv.Itoa))
+			}
+		case "path-loss":
+			if len(p.PathLoss) > 0 {
+				add(key, formatList(p.PathLoss, formatPercent))
+			}
+		case "path-delay":
+			if len(p.PathDelay) > 0 {
+				add(key, formatList(p.PathDelay, formatDuration))
 			}
 		case "hops":
 			if p.Hops != 0 {
@@ -464,8 +526,8 @@ func (p Profile) Validate() error {
 	if p.Order > OrderFree {
 		return bad("Order %d is unknown (use OrderFIFO or OrderFree)", p.Order)
 	}
-	if p.Spray > SprayRandom {
-		return bad("Spray %d is unknown (use SprayRoundRobin or SprayRandom)", p.Spray)
+	if p.Spray > SprayAdaptive {
+		return bad("Spray %d is unknown (use SprayRoundRobin, SprayRandom, SprayEntropy or SprayAdaptive)", p.Spray)
 	}
 	if p.Rate > MaxRate {
 		return bad("Rate %d bit/s is out of range (use up to %s, or 0 for no limit)", p.Rate, formatRate(MaxRate))
@@ -494,16 +556,101 @@ func (p Profile) Validate() error {
 	if p.Spread > 0 && p.Paths <= 1 {
 		return bad("Spread %v needs more than one path (set paths, e.g. paths=4)", p.Spread)
 	}
+	if err := p.validatePaths(); err != nil {
+		return bad("%v", err)
+	}
 	if p.Limit < 0 || p.Limit > MaxLimit {
 		return bad("Limit %d is out of range (use 1..%d, or 0 for %d)", p.Limit, MaxLimit, DefaultLimit)
 	}
-	if time.Duration(p.paths()-1)*p.Spread+p.Delay+p.Jitter+p.ReorderDelay > 2*MaxDuration {
+	if time.Duration(p.paths()-1)*p.Spread+p.maxPathDelay()+p.Delay+p.Jitter+p.ReorderDelay > 2*MaxDuration {
 		return bad("the largest delay (delay + jitter + reorder delay + spread*(paths-1)) exceeds %v", 2*MaxDuration)
 	}
 	return nil
 }
 
 func (p Profile) paths() int { return max(p.Paths, 1) }
+
+// validatePaths checks the per-path lists: each holds one value or one per
+// path, in range.
+func (p Profile) validatePaths() error {
+	for _, l := range []struct {
+		name, key string
+		n         int
+	}{{"PathRate", "path-rate", len(p.PathRate)}, {"PathQueue", "path-queue", len(p.PathQueue)},
+		{"PathLoss", "path-loss", len(p.PathLoss)}, {"PathDelay", "path-delay", len(p.PathDelay)}} {
+		if l.n > 1 && l.n != p.paths() {
+			return fmt.Errorf("%s has %d values for %d paths (give one value for every path or exactly %d, e.g. %s=1gbit)", l.name, l.n, p.paths(), p.paths(), l.key)
+		}
+	}
+	for i, r := range p.PathRate {
+		if r > MaxRate {
+			return fmt.Errorf("PathRate[%d] %d bit/s is out of range (use up to %s, or 0 for no limit)", i, r, formatRate(MaxRate))
+		}
+	}
+	for i, q := range p.PathQueue {
+		if q < 0 || q > MaxQueue {
+			return fmt.Errorf("PathQueue[%d] %d is out of range (use 1..%d, or 0 for %d)", i, q, MaxQueue, DefaultQueue)
+		}
+	}
+	if len(p.PathQueue) > 0 && len(p.PathRate) == 0 {
+		return errors.New("PathQueue is set without PathRate: only a path's own link queues (set path-rate, e.g. path-rate=1gbit)")
+	}
+	for i, l := range p.PathLoss {
+		if !(l >= 0 && l <= 100) {
+			return fmt.Errorf("PathLoss[%d] %v%% is out of range (use 0..100, in percent)", i, float64(l))
+		}
+	}
+	for i, d := range p.PathDelay {
+		if d < 0 || d > MaxDuration {
+			return fmt.Errorf("PathDelay[%d] %v is out of range (use 0..%v)", i, d, MaxDuration)
+		}
+	}
+	if len(p.PathDelay) > 0 && p.Spread > 0 {
+		return fmt.Errorf("PathDelay and Spread are both set (give each path's delay with path-delay, or a constant step with spread, not both)")
+	}
+	return nil
+}
+
+// pathAt returns path i's value of a per-path list (zero when empty).
+func pathAt[T any](l []T, i int) T {
+	var zero T
+	switch len(l) {
+	case 0:
+		return zero
+	case 1:
+		return l[0]
+	}
+	return l[i]
+}
+
+func (p Profile) maxPathDelay() time.Duration {
+	var m time.Duration
+	for _, d := range p.PathDelay {
+		m = max(m, d)
+	}
+	return m
+}
+
+// parseList reads one value or several separated by '/'.
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for part := range strings.SplitSeq(s, "/") {
+		v, err := parse(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func formatList[T any](l []T, format func(T) string) string {
+	parts := make([]string, len(l))
+	for i, v := range l {
+		parts[i] = format(v)
+	}
+	return strings.Join(parts, "/")
+}
 
 func (p Profile) limit() int {
 	if p.Limit == 0 {

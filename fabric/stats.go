@@ -23,6 +23,8 @@ const (
 	cLinkDown
 	cLinkCut
 	cFlushed
+	cPathQueueFull
+	cPathLoss
 	cHeld
 	numCounters
 )
@@ -30,11 +32,12 @@ const (
 // DirStats are one direction's counters. All but Held only grow. Every
 // frame taken from the input port or made by duplication ends up in exactly
 // one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, TTLExpired,
-// LinkDown, LinkCut, Flushed or Held:
+// LinkDown, LinkCut, Flushed, PathQueueFull, PathLossDrops or Held:
 //
-//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + LinkDown + LinkCut + Flushed + Held
+//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + LinkDown + LinkCut + Flushed + PathQueueFull + PathLossDrops + Held
 //
-// and every frame that got past the queues took one path:
+// and every frame that got past the queues, its path's included, took one
+// path:
 //
 //	sum(Paths) == Sent + LinkCut + Flushed + Held
 type DirStats struct {
@@ -60,10 +63,25 @@ type DirStats struct {
 	LinkDown uint64
 	LinkCut  uint64
 	Flushed  uint64 // frames freed by Stop or Close while held
-	Held     uint64 // frames held now (a gauge)
+	// PathQueueFull counts frames tail-dropped by their path's full queue
+	// (Profile.PathQueue), PathLossDrops those lost on their path
+	// (Profile.PathLoss).
+	PathQueueFull uint64
+	PathLossDrops uint64
+	Held          uint64 // frames held now (a gauge)
 	// Paths counts the frames sent down each path, indexed by path (as
 	// many as the most paths any of the direction's profiles had).
 	Paths []uint64
+	// PathDetail has each path's own counters, indexed like Paths.
+	PathDetail []PathStats
+}
+
+// PathStats are one path's counters.
+type PathStats struct {
+	Frames    uint64 // frames sent down the path (Paths[i])
+	Bytes     uint64 // their bytes
+	QueuePeak uint64 // most frames ever in the path's own queue (Profile.PathRate), the one on the wire included
+	Drops     uint64 // frames the path dropped: its queue full or its loss
 }
 
 // Stats are a fabric's counters, per direction.
@@ -81,10 +99,26 @@ type counters struct {
 	pub       [numCounters]atomic.Uint64
 	pubPaths  []atomic.Uint64
 	pathsSeen atomic.Int32
+	// Per path: bytes, queue peak, drops (own and published), MaxPaths
+	// each.
+	ownPathX [pathCounters][]uint64
+	pubPathX [pathCounters][]atomic.Uint64
 }
 
-func newCounters() counters {
-	return counters{ownPaths: make([]uint64, MaxPaths), pubPaths: make([]atomic.Uint64, MaxPaths)}
+// Per-path counters beside the frame count.
+const (
+	pBytes = iota
+	pPeak
+	pDrops
+	pathCounters
+)
+
+func (c *counters) init() {
+	c.ownPaths, c.pubPaths = make([]uint64, MaxPaths), make([]atomic.Uint64, MaxPaths)
+	for i := range c.ownPathX {
+		c.ownPathX[i] = make([]uint64, MaxPaths)
+		c.pubPathX[i] = make([]atomic.Uint64, MaxPaths)
+	}
 }
 
 // notePaths records that paths are in use, for snapshot.
@@ -103,6 +137,11 @@ func (c *counters) publish() {
 	for i := range c.ownPaths[:c.pathsSeen.Load()] {
 		if c.pubPaths[i].Load() != c.ownPaths[i] {
 			c.pubPaths[i].Store(c.ownPaths[i])
+		}
+		for k := range c.ownPathX {
+			if c.pubPathX[k][i].Load() != c.ownPathX[k][i] {
+				c.pubPathX[k][i].Store(c.ownPathX[k][i])
+			}
 		}
 	}
 }
@@ -129,11 +168,16 @@ func (c *counters) snapshot() DirStats {
 		Flushed:    c.pub[cFlushed].Load(),
 		Held:       c.pub[cHeld].Load(),
 		Paths:      make([]uint64, c.pathsSeen.Load()),
+		PathDetail: make([]PathStats, c.pathsSeen.Load()),
 	}
+	s.PathQueueFull = c.pub[cPathQueueFull].Load()
+	s.PathLossDrops = c.pub[cPathLoss].Load()
 	s.Duplicated = c.pub[cDuplicated].Load()
 	s.Received = c.pub[cReceived].Load()
 	for i := range s.Paths {
 		s.Paths[i] = c.pubPaths[i].Load()
+		s.PathDetail[i] = PathStats{Frames: s.Paths[i], Bytes: c.pubPathX[pBytes][i].Load(),
+			QueuePeak: c.pubPathX[pPeak][i].Load(), Drops: c.pubPathX[pDrops][i].Load()}
 	}
 	return s
 }

@@ -23,6 +23,7 @@ packages=(
 	tshark                 # tshark: Wireshark's dissectors cross-check pmd/pcap and core/wire/wirelayers
 	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_PROFILE)
 	git                    # git: the static-build test checks --version names the commit (cmd/peregrine)
+	python3-scapy          # python3 with scapy's RoCE layer: the RoCEv2 oracle (core/roce)
 )
 
 is_installed() {

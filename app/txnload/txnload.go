@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/hist"
@@ -53,6 +54,10 @@ type Options struct {
 	PullEvery int
 	// Count stops posting after this many operations (0: until Stop).
 	Count uint64
+	// OpTimeout is every connection's txn.ConnOptions.OpTimeout (0: none):
+	// an operation not completed this long after posting ends with
+	// StatusTimeout (Stats.TimedOut).
+	OpTimeout time.Duration
 }
 
 // TargetMemory returns the memory a target should register for a load of
@@ -97,6 +102,7 @@ type Stats struct {
 	// ran out of retries, or the connection failed.
 	RefusedUnregistered, RefusedAccess, RefusedTooSmall, RefusedOther uint64
 	Abandoned, ConnFailed                                             uint64
+	TimedOut                                                          uint64 // Options.OpTimeout passed
 }
 
 type slotState struct {
@@ -126,9 +132,13 @@ type Load struct {
 	stopped atomic.Bool
 	closing bool        // the connections were asked to close (loop goroutine)
 	closed  atomic.Bool // every connection is closed
+	down    atomic.Bool // every connection ended before the load closed it (Down)
 	checked atomic.Uint64
 	Latency hist.Histogram // ns from posting to completion (read after the loop stops)
-	cnt     [numCounters]atomic.Uint64
+	// Sends, when set, gets the completions of Sends on the same
+	// initiator (sendload.go).
+	Sends *SendLoad
+	cnt   [numCounters]atomic.Uint64
 }
 
 // Indices of Load.cnt.
@@ -146,6 +156,7 @@ const (
 	cRefusedOther
 	cAbandoned
 	cConnFailed
+	cTimedOut
 	numCounters
 )
 
@@ -200,7 +211,7 @@ func New(opts Options, targetMem []byte) (*Load, error) {
 	l.posted = make([]uint64, opts.Conns)
 	l.doneSeq = make([]uint64, opts.Conns)
 	for i := range opts.Conns {
-		c, err := opts.Initiator.Open(opts.Peer, txn.ConnOptions{Ordered: i%2 == 0})
+		c, err := opts.Initiator.Open(opts.Peer, txn.ConnOptions{Ordered: i%2 == 0, OpTimeout: opts.OpTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -228,12 +239,18 @@ func (l *Load) Stats() Stats {
 		Bytes: l.cnt[cBytes].Load(), BadData: l.cnt[cBadData].Load(), OutOfOrder: l.cnt[cOutOfOrder].Load(), Checked: l.checked.Load(),
 		RefusedUnregistered: l.cnt[cRefusedUnregistered].Load(), RefusedAccess: l.cnt[cRefusedAccess].Load(),
 		RefusedTooSmall: l.cnt[cRefusedTooSmall].Load(), RefusedOther: l.cnt[cRefusedOther].Load(),
-		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load()}
+		Abandoned: l.cnt[cAbandoned].Load(), ConnFailed: l.cnt[cConnFailed].Load(), TimedOut: l.cnt[cTimedOut].Load()}
 }
 
 // Conns returns the load's connections, for a stage on the loop that
 // polls them (their state is read on that goroutine only).
 func (l *Load) Conns() []*txn.Conn { return l.conns }
+
+// Down reports, from any goroutine, whether every connection of the load
+// ended (failed: the target died or restarted, or refused it) before the
+// load closed them: nothing more can be posted, and once every operation
+// completed (Idle after Stop) the run is over.
+func (l *Load) Down() bool { return l.down.Load() }
 
 // Closed reports, from any goroutine, whether the load stopped, drained and
 // closed its connections (the peer was told; it frees its side).
@@ -247,9 +264,16 @@ func (l *Load) Poll(now clock.Time) int {
 		return l.closeConns()
 	}
 	work := 0
+	if !l.closing && !l.down.Load() && l.allDown() {
+		l.down.Store(true)
+	}
 	for {
 		n := l.opts.Initiator.Completions(l.cq)
 		for i := range l.cq[:n] {
+			if l.cq[i].Kind == txn.OpSend && l.Sends != nil {
+				l.Sends.Complete(&l.cq[i])
+				continue
+			}
 			l.complete(&l.cq[i], now)
 		}
 		work += n
@@ -409,6 +433,16 @@ func (l *Load) closeConns() int {
 	return 1
 }
 
+// allDown reports whether no connection of the load is live.
+func (l *Load) allDown() bool {
+	for _, c := range l.conns {
+		if c.Live() {
+			return false
+		}
+	}
+	return true
+}
+
 // failureCounter is the counter of a failed completion's cause.
 func failureCounter(c *txn.Completion) int {
 	switch c.Status {
@@ -424,6 +458,8 @@ func failureCounter(c *txn.Completion) int {
 		return cRefusedOther
 	case txn.StatusAbandoned:
 		return cAbandoned
+	case txn.StatusTimeout:
+		return cTimedOut
 	}
 	return cConnFailed
 }

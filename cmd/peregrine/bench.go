@@ -34,6 +34,9 @@ It exits 0 when the scenario ran, whatever the verdicts (read the summary);
 non-zero when it could not run.`,
 	}
 	cmd.AddCommand(newBenchFoundationCommand(), newBenchTransportCoreCommand(), newBenchVsTestpmdCommand())
+	cmd.AddCommand(newBenchIOICommand())
+	cmd.AddCommand(newBenchDixCommand(), newBenchQPXCommand())
+	cmd.AddCommand(newBenchMCSQCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.

@@ -29,7 +29,9 @@ func newDecodeCommand() *cobra.Command {
 for example one written by a pcap-out: port), from FILE or, with -, from
 standard input, and prints one line per frame: peregrine transport frames
 (UDP port --udp-port) with their header fields, RoCEv2 frames (UDP 4791)
-with their BTH, other frames by their protocol layers. Frames that fail a
+with their BTH fields, extended headers (RETH, AETH, DETH) and ICRC status
+(ok, or BAD with the value it should have), other frames by their
+protocol layers. Frames that fail a
 check (checksum, length, version) say which.`,
 		Example: `  peregrine decode capture.pcap
   peregrine decode capture.pcapng

@@ -51,6 +51,7 @@ func TestDecodePrintsTransportAndRoCEFrames(t *testing.T) {
 	require.Contains(t, lines[0], "PushUnsolicitedData")
 	require.Contains(t, lines[0], "psn=77")
 	require.Contains(t, strings.ToLower(lines[1]), "qp")
+	require.Regexp(t, `qp=0x000042 psn=9 .* icrc=0x[0-9a-f]{8} ok$`, lines[1], "BTH fields and ICRC status")
 	require.NotContains(t, lines[2], "psn=77", "a truncated frame is not decoded as if whole")
 
 	out.Reset()

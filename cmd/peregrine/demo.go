@@ -62,6 +62,10 @@ verification passes.
 
 --workload forward runs the datapath foundation instead: a generator →
 forwarder → sink pipeline over in-memory port pairs, verified in order.
+--workload roce runs the RoCEv2 QP-translation stage (S4) between requesters
+and a host on one lcore, closing and reopening QPs as it runs: frames still
+in flight for a closed QP must be dropped as retired, none may reach the
+QP now in its context (demoroce.go).
 
 Layout with two lcores: lcore A runs the initiator (or the generator and the
 sink), lcore B the fabric and the target (or the forwarder); frames cross
@@ -111,8 +115,8 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	f.BoolVar(&cfg.veth, "veth", false, "run across three network namespaces over veth pairs (needs root)")
 	f.StringVar(&cfg.driver, "driver", "afxdp", "with --veth: the port driver, afxdp or afpacket")
 	f.StringVar(&cfg.rate, "rate", "", "forward workload: generator rate (e.g. 200kpps, 1gbit; default: as fast as possible, or 50kpps with --veth)")
-	f.StringVar(&cfg.workload, "workload", "transport", "transport (pushes and pulls through the fabric, verified) or forward (gen → fwd → sink)")
-	f.StringVar(&cfg.profile, "profile", "loss=0.5%,reorder=1%/50us,delay=20us", "transport workload: the fabric's impairment profile, each direction (see peregrine fabric --help)")
+	f.StringVar(&cfg.workload, "workload", "transport", "transport (pushes and pulls through the fabric, verified), forward (gen → fwd → sink) or roce (RoCEv2 QP translation with QP churn)")
+	f.StringVar(&cfg.profile, "profile", app.DemoProfile, "transport workload: the fabric's impairment profile, each direction (see peregrine fabric --help)")
 	f.IntVar(&cfg.window, "window", 32, "transport workload: operations outstanding at once")
 	f.Uint64Var(&cfg.seed, "seed", 1, "transport workload: seed of the fabric and the endpoints")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "transport workload: Swift's base target delay (Google's NIC default is 25us; poll loops that sleep need more)")
@@ -178,8 +182,10 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		}
 		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":
+	case "roce":
+		return runDemoRoCE(ctx, cfg, cpus, idle, out) // demoroce.go
 	default:
-		return false, fmt.Errorf("--workload %q: use transport or forward", cfg.workload)
+		return false, fmt.Errorf("--workload %q: use transport, forward or roce", cfg.workload)
 	}
 	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
 	if err != nil {

@@ -41,6 +41,9 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 			require.Contains(t, out.String(), "every completed operation's bytes are where they belong (0 wrong; the target checked")
 			require.Contains(t, out.String(), "verification passed")
 			require.Contains(t, out.String(), "latency post→completion")
+			require.Contains(t, out.String(), "[ok  ] every Send landed byte-exact in the WQE its order names (0 wrong")
+			require.Contains(t, out.String(), "[ok  ] mcsq: every posted WR covered by exactly one CQE")
+			require.Contains(t, out.String(), "DC connects")
 		})
 	}
 }

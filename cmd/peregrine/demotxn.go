@@ -58,7 +58,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
 	}
 	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
-		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Capture: cfg.memCapture()})
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, GlobalQPNs: true, Capture: cfg.memCapture()})
 	if err != nil {
 		return false, err
 	}
@@ -66,11 +66,22 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	obs.watchTransport("initiator", initiator, load)
 	obs.watchTransport("target", target, nil)
 	obs.watchFabric("fabric", fab)
+	// In memory, with a pool that holds its endpoints' caches too: client
+	// goroutines post through MCSQs to hosts on a switch.
+	var mq *app.MCSQDemo
+	if !cfg.veth && cfg.frames >= 8192 {
+		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed}); err != nil {
+			return false, err
+		}
+	}
 
-	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
+	fmt.Fprintf(out, "peregrine demo: transport workload (pushes %v B, every 4th a pull; window %d; 4 connections, 2 ordered; Sends by delivery index on a fifth, unordered) over %s, fabric %q, %d lcore(s) %v, for %v\n",
 		sizes, cfg.window, over, cfg.profile, len(cpus), cpus, cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
+	}
+	if mq != nil {
+		mq.Start(ctx)
 	}
 	meter := &loadMeter{load: load}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
@@ -84,6 +95,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, err
 	}
 	drained := demo.Drain(5 * time.Second)
+	mqDrained := mq == nil || mq.Drain(5*time.Second)
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.
@@ -110,8 +122,14 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	fmt.Fprintf(out, "  transport drops: bad checksum %d, duplicate %d, stale PSN %d, out of window %d, malformed %d, not transport %d, refused %d\n",
 		ir.RxBadChecksum+tr.RxBadChecksum, ir.RxDuplicate+tr.RxDuplicate, ir.RxStalePSN+tr.RxStalePSN,
 		ir.RxOutOfWindow+tr.RxOutOfWindow, ir.RxMalformed+tr.RxMalformed, ir.RxNotTransport+tr.RxNotTransport, ir.RxRefused+tr.RxRefused)
+	for _, l := range demo.IOILines() {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	fmt.Fprintf(out, "  %s\n", demo.QPNSummary())
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), pool.InUse())
+	sendChecks := sendSummary(out, demo)
 
+	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
 		drainCheck(drained, ls),
@@ -121,7 +139,12 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
+		{qpnOK, qpnWhat},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+	}
+	checks = append(checks, sendChecks...)
+	if mq != nil {
+		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
 	}
 	js.summary(secs, demoJSONSummary(ls, ir, tr, fs, lat, pool), checks, interrupted)
 	return report(out, checks, interrupted), nil
@@ -173,6 +196,7 @@ func failureCheck(ls txnload.Stats, tooSmallHint string) check {
 		{ls.RefusedOther, "refused by the target without a reason"},
 		{ls.Abandoned, "a packet ran out of retries"},
 		{ls.ConnFailed, "the connection failed or closed"},
+		{ls.TimedOut, "timed out (--op-timeout)"},
 	} {
 		if c.n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))

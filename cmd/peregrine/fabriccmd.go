@@ -21,6 +21,7 @@ type fabricConfig struct {
 	both         string
 	seed         uint64
 	udpPort      uint16
+	inOrderDSCP  uint8 // --in-order-dscp: frames with this DSCP keep their flow's path too
 	duration     time.Duration
 	lcores       string
 	idle         string
@@ -40,8 +41,10 @@ func newFabricCommand() *cobra.Command {
 seeded impairment profile per direction: loss (random and Gilbert-Elliott
 bursts), duplication, reordering, corruption, delay and jitter, a rate limit
 with a bounded queue, and several paths with different delays. Peregrine
-transport packets flagged in-order (IOI head and tail) keep their flow's path;
-other transport packets are sprayed; non-transport frames stay in order.
+transport packets flagged in-order (IOI head and tail), or carrying
+--in-order-dscp, keep their flow's path; other transport packets are sprayed
+(profile key spray=); non-transport frames stay in order. Paths may have their
+own capacity: paths=4,path-rate=200mbit,path-delay=0/2us/5us/10us.
 
 Profile syntax (comma-separated, any subset):
   ` + fabric.ProfileSyntax + `
@@ -69,6 +72,7 @@ The same --seed with the same input replays the same impairments.`,
 	f.StringVar(&cfg.bToA, "b-to-a", "", "profile from B to A (overrides --profile)")
 	f.Uint64Var(&cfg.seed, "seed", 1, "seed of every random choice")
 	f.Uint16Var(&cfg.udpPort, "udp-port", wire.DefaultPort, "UDP port of the peregrine transport (for the in-order flag)")
+	f.Uint8Var(&cfg.inOrderDSCP, "in-order-dscp", 0, "frames with this IP DSCP (1..63) keep their flow's path like IOI-flagged ones (0: the flag alone)")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
@@ -125,9 +129,9 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	}
 	obs.watchPipeline(p)
 	portA, portB := p.Port(0), p.Port(1)
-	fab, err := p.AddFabric(app.FabricOptions{A: 0, B: 1, AtoB: ab, BtoA: ba, Seed: cfg.seed, TransportPort: cfg.udpPort})
+	fab, err := p.AddFabric(app.FabricOptions{A: 0, B: 1, AtoB: ab, BtoA: ba, Seed: cfg.seed, TransportPort: cfg.udpPort, InOrderDSCP: cfg.inOrderDSCP})
 	if err != nil {
-		return joinStop(err, p)
+		return joinStop(flagError(err, map[string]string{"InOrderDSCP": "--in-order-dscp"}), p)
 	}
 	obs.watchFabric("fabric", fab)
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",
@@ -172,8 +176,15 @@ func dirRate(now, prev fabric.DirStats) string {
 }
 
 func dirTotals(d fabric.DirStats) string {
-	return fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d ttl expired %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
+	s := fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d ttl expired %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
 		d.Received, d.Sent, d.LossRandom, d.LossBurst, d.QueueFull, d.LimitFull, d.TTLExpired, d.Duplicated, d.Corrupted, d.Reordered, d.Delayed, d.TxRefused, d.Flushed, d.Paths)
+	if d.PathQueueFull+d.PathLossDrops > 0 || len(d.PathDetail) > 1 {
+		s += fmt.Sprintf(" | path queue full %d path lost %d", d.PathQueueFull, d.PathLossDrops)
+		for i, p := range d.PathDetail {
+			s += fmt.Sprintf(" | path %d: %d frames %d B peak queue %d drops %d", i, p.Frames, p.Bytes, p.QueuePeak, p.Drops)
+		}
+	}
+	return s
 }
 
 // fabricCounters are a fabric's counters by "DIRECTION.COUNTER", for --json.

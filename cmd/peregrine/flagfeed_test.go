@@ -125,6 +125,7 @@ func TestEveryFlagRefusesBadValues(t *testing.T) {
 			{"min-rto", []string{"0", "-1s"}},
 			{"psn-window", []string{"0", "-1", "63", "100", "8192"}},
 			{"seed", []string{"-1"}},
+			{"op-timeout", []string{"-1s", "x"}},
 		}},
 		{"transport target", target, []flagCase{
 			{"ip", []string{"x", ""}},

@@ -120,6 +120,6 @@ was started.`,
 	// A flag cobra cannot parse is a usage error (exit 2) like one the
 	// command's own validation refuses.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
 	return root
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
@@ -44,7 +45,14 @@ type transportConfig struct {
 	rtWindow  int
 	frameSize int
 	quiet     bool
+	ioi       string // --ioi: on|off|inorder|sprayed
+	msgSize   string // --msg-size: one message size, instead of --sizes
+	opTimeout time.Duration
+	sends     int                          // initiator: two-sided Sends outstanding (0: none)
+	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
 	ready     func(key uint32, length int) // tests: the target is up
+	targets   int                          // initiator through an MCSQ (transport_mcsq.go)
+	dcSQs     int
 }
 
 func newTransportCommand() *cobra.Command {
@@ -64,7 +72,15 @@ An initiator keeps --window operations outstanding on --conns connections
 --pull-every-th a pull. It checks each completion (status, posting order on
 ordered connections, pulled bytes) and ends with a summary and one line
   RESULT proto=peregrine ops=N bytes=N seconds=S goodput_gbps=G p50_us=.. p99_us=.. p999_us=..
-It exits 0 only if every operation completed without error.`,
+It exits 0 only if every operation completed without error.
+
+With --op-timeout, an operation not completed that long after posting ends
+with a timeout error (one whose packets are still unacknowledged ends when
+they resolve: acknowledged, or given up after the transport's retries).
+If the target dies, every operation ends with an error — timed out, or
+failed with its connection once the retries run out (RetryLimit 20,
+back-off up to 100ms: within about 5s) — the initiator stops posting once
+every connection failed, prints the summary with the reason, and exits 1.`,
 		Example: `  sudo peregrine transport target --port afxdp:veth1?netns=b --ip 198.18.0.6
   sudo peregrine transport initiator --port afxdp:veth0?netns=a --ip 198.18.0.1 \
       --peer-mac 02:70:67:00:01:06 --peer-ip 198.18.0.6 --region-key 0x10001 --duration 5s
@@ -110,7 +126,14 @@ It exits 0 only if every operation completed without error.`,
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
+	f.DurationVar(&cfg.opTimeout, "op-timeout", 0, "initiator: end an operation not completed this long after posting with a timeout error (0: no timeout; a dead target is then found by the transport's retries only)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-second lines")
+	f.StringVar(&cfg.ioi, "ioi", "off", "IOI forwarding of data packets: on (in-order head and tail, sprayed middle), off, inorder (every packet on the ordered path) or sprayed")
+	f.StringVar(&cfg.msgSize, "msg-size", "", "initiator: one message size (overrides --sizes), e.g. 16MiB")
+	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
+	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
+	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
+	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }
 
@@ -128,9 +151,18 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, fmt.Errorf("--ip %q: %v", cfg.ip, err)
 	}
+	if cfg.msgSize != "" {
+		cfg.sizes = cfg.msgSize
+	}
 	sizes, err := messageSizes(cfg.sizes)
 	if err != nil {
-		return false, fmt.Errorf("--sizes: %w", err)
+		return false, fmt.Errorf("--sizes/--msg-size: %w", err)
+	}
+	ioiMode := ioi.ModeOff
+	if cfg.ioi != "" { // configs built without the flag: off
+		if ioiMode, err = ioi.ParseMode(cfg.ioi); err != nil {
+			return false, fmt.Errorf("--ioi: %w", err)
+		}
 	}
 	if cfg.window < 1 || cfg.window > 4096 {
 		return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
@@ -152,6 +184,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		peer = rt.PeerAddr{MAC: [6]byte(mac), IP: pip}
 	}
 	clk := clock.NewReal()
+	if cfg.role == "initiator" && cfg.targets > 0 {
+		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out)
+	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
 		return false, err
@@ -174,6 +209,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		Role: cfg.role, LocalIP: ip, Window: cfg.window, Sizes: sizes, RegionLen: cfg.regionLen,
 		RegionKey: cfg.regionKey, Peer: peer, Conns: cfg.conns, PullEvery: cfg.pullEvery, Count: cfg.count,
 		CongestionTarget: cfg.target, MinRTO: cfg.minRTO, Seed: cfg.seed, RTWindow: cfg.rtWindow,
+		IOI:       ioi.Config{Mode: ioiMode},
+		OpTimeout: cfg.opTimeout,
+		Sends:     cfg.sends, PostRecv: cfg.postRecv,
 	})
 	if err != nil {
 		return false, err
@@ -194,9 +232,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	var done func() bool
 	if load != nil {
 		meter = &loadMeter{load: load}
-		if cfg.count > 0 {
-			// The run ends when the last operation completes.
-			done = func() bool { s := load.Stats(); return s.Completed+s.Failed >= cfg.count }
+		// The run ends when the last operation completes, or when every
+		// connection failed (the target is gone: nothing more can be posted).
+		done = func() bool {
+			s := load.Stats()
+			return load.Down() || cfg.count > 0 && s.Completed+s.Failed >= cfg.count
 		}
 	}
 	elapsed, interrupted, err := pipe.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Done: done, Tick: func(at time.Duration) {
@@ -235,10 +275,14 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		fmt.Fprintf(out, "  target: %d requests delivered, %d B placed, %d B served, %d grants (peak %d B), refused %d; %d pushes checked, %d with wrong bytes\n",
 			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall,
 			pushes, badPushes)
-		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0, runErr
+		recvOK := transportRecvSummary(out, tp)
+		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0 && recvOK, runErr
 	}
 	ls := load.Stats()
 	lat := &load.Latency
+	if err := tp.ConnErr(); err != nil {
+		fmt.Fprintf(out, "  connection to the target failed: %v (every connection down: %v)\n", err, load.Down())
+	}
 	secs := elapsed.Seconds()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
@@ -250,6 +294,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	checks = append(checks, transportSendChecks(out, tp)...)
 	ok := report(out, checks, interrupted)
 	fmt.Fprintf(out, "RESULT proto=peregrine ops=%d bytes=%d seconds=%.3f goodput_gbps=%.4f p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
 		atEnd.Completed, atEnd.Bytes, secs, float64(atEnd.Bytes)*8/secs/1e9,

@@ -91,6 +91,9 @@ func (c *fabricConfig) validate() error {
 	if c.portA == "" || c.portB == "" {
 		return usage(errors.New("--port-a and --port-b are both required, e.g. --port-a afxdp:veth1 --port-b afxdp:veth2"))
 	}
+	if err := checkInt("in-order-dscp", int(c.inOrderDSCP), 0, 63); err != nil {
+		return usage(err)
+	}
 	// Each profile is checked under the flag that gave it: --profile is
 	// blamed for its own mistakes, not the direction it would fill in.
 	for _, p := range []struct{ flag, value string }{{"profile", c.both}, {"a-to-b", c.aToB}, {"b-to-a", c.bToA}} {
@@ -167,6 +170,7 @@ func (c *transportConfig) validate() error {
 		checkInt("conns", c.conns, 1, 1024),
 		checkInt("pull-every", c.pullEvery, 0, 1<<30),
 		checkDuration("duration", c.duration, zero),
+		checkDuration("op-timeout", c.opTimeout, "have no operation timeout"),
 		checkCPU("lcore", c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
@@ -212,8 +216,12 @@ func (c *demoConfig) validate() error {
 			prof = fmt.Errorf("--profile: %w", err)
 		}
 	case "forward":
+	case "roce":
+		if c.veth {
+			workload = errors.New("--workload roce runs over mem ports; it takes no --veth (peregrine roce runs the stage on any ports)")
+		}
 	default:
-		workload = fmt.Errorf("--workload %q: use transport or forward", c.workload)
+		workload = fmt.Errorf("--workload %q: use transport, forward or roce", c.workload)
 	}
 	if c.veth {
 		driver = driverCheck(c.driver)

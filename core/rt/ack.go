@@ -154,6 +154,9 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 		// the field) must not hold a packet longer than a timeout would.
 		d := min(max(time.Duration(n.RNRTimeoutMicros)*time.Microsecond, e.opts.TimerTick), e.opts.MaxRTO)
 		e.holdOff(c, n.Window, n.PSN, d)
+		// News for the ULP (a Send finding no receive buffer counts its
+		// RNR NACKs), not a resolution: no cookie.
+		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
 	case wire.NackOutOfWindow:
 		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
 	case wire.NackBadCID:

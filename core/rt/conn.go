@@ -63,8 +63,10 @@ const (
 	// a resync took its place, which the peer acknowledged. The packet may
 	// or may not have been delivered; the connection goes on.
 	EventAbandoned
-	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error
-	// or an unexpected packet), which the ULP should handle. For a ULP
+	// EventNack: the peer NACKed packet Window/PSN with Nack (a ULP error,
+	// an unexpected packet, or receiver-not-ready and resource exhaustion,
+	// which the transport also handles by holding off), which the ULP
+	// should handle. For a ULP
 	// error (the peer's deliver function answered ULPError) the packet is
 	// resolved: the event carries its cookie, a resync takes its place so
 	// the windows move on, and no ACK handler call or EventAbandoned
@@ -145,6 +147,9 @@ type conn struct {
 	announce bool // the ULP was told about the connection (EventEstablished, or Open)
 	handle   *Conn
 
+	// early is OpenEarly's state: sends before ConnAccept (dcconnect.go).
+	early dcEarly
+
 	tx [2]txWindow // by window-1
 	rx [2]rxWindow
 
@@ -184,13 +189,21 @@ type conn struct {
 	// peer, and a probe owed (an ACK asking for an ACK).
 	lastRx clock.Time
 	probe  bool
-	bornAt clock.Time // when the slot took this connection: no RTT sample is older
+	// The ULP awaits the peer (SetAwaiting): probes sent since the peer
+	// last spoke, and when the latest went.
+	awaiting  bool
+	probesOut uint16
+	probeAt   clock.Time
+	bornAt    clock.Time // when the slot took this connection: no RTT sample is older
 
 	rtt   rttEstimator
 	fixed FixedWindow
 	cc    CongestionControl
 	hopCC HopSetter // cc, when it takes the path's hop count; else nil
 	stats ConnStats
+
+	// localQPN and peerQPN are the global QP numbers (qpn.go), 0 when off.
+	localQPN, peerQPN uint32
 }
 
 func (c *conn) window(w wire.Window) int { return int(w) - 1 }
@@ -257,6 +270,7 @@ type Conn struct {
 	finalStats ConnStats
 	// finalPeerCID keeps the peer CID once the slot serves another connection.
 	finalPeerCID uint32
+	finalQPN     uint32 // the retired global QP number (qpn.go)
 }
 
 // live returns the slot while it still holds this connection.

@@ -26,7 +26,8 @@
 // semantics). Every packet for a live connection must come from its peer's
 // IP address and UDP port, or it is dropped and counted (RxBadSource): an
 // old incarnation's packet, or another host's, never touches the
-// connection. The frame that
+// connection. (An IOI sprayed data packet, not flagged in order, may come
+// from any port in IOIEntropyPorts: its source port is ECMP entropy.) The frame that
 // carries nearly all traffic — IPv4, a reliable packet without extensions,
 // addressed to us, for a live connection — takes wire.DecodeFastIPv4 (fixed
 // offsets, the same checks and the same header as the general decoder)
@@ -215,6 +216,9 @@
 //   - conn.go (states, events, the Conn handle), window.go and bitmap.go
 //     (the sliding windows), rtt.go and cc.go (RTO and congestion),
 //     options.go, stats.go, errors.go, invariants.go: the parts these use.
+//   - qpn.go: global QP numbers (SEEDS §S4, Options.QPN, off by default):
+//     a core/qpx CAM over the connection slots, the numbers exchanged in
+//     the setup, carried in every reliable packet and checked on receive.
 //
 // A data packet: Poll (endpoint.go) → receiveBurst → onEstablishedData →
 // onData (rx.go) → piggyback → retire (ack.go) → onReliable → deliver
@@ -256,6 +260,17 @@
 //     ULP never heard of it).
 //   - Retry exhaustion: a resync that runs out of retries too fails the
 //     connection (ErrRetryExhausted): the peer is unreachable.
+//   - Silence while awaiting: a side with nothing unacknowledged has no
+//     retransmission timer, yet its ULP may wait for the peer (a pull's
+//     data, a grant). While the ULP says so (Conn.SetAwaiting: the
+//     transaction layer sets it whenever the connection holds a
+//     transaction) a peer silent for an RTO is probed (an ACK that asks
+//     for an ACK; KeepAliveSent), the interval doubling per unanswered
+//     probe up to MaxRTO; RetryLimit+1 unanswered probes fail the
+//     connection (ErrRetryExhausted), a peer that dropped its half
+//     answers the first with a bad-CID NACK (ErrPeerReset). Nothing is
+//     sent while the peer talks, nor on a connection without work in
+//     progress. With Options.IdleTimeout set, that is the policy instead.
 //   - Peer failure: a frame to a CID the peer does not know (it restarted,
 //     or aborted or timed out its half) earns a bad-CID NACK, rate-limited
 //     by a token bucket (Options.BadCIDNackRate, BadCIDNackBurst;
@@ -271,7 +286,8 @@
 //     IdleTimeouts). Options.KeepAlive probes a silent peer (an ACK that
 //     asks for an ACK; KeepAliveSent) so that a live one is not taken for
 //     dead; a restarted one answers the probe with a bad-CID NACK. Both
-//     are off by default (the option says why); a target with a small
+//     are off by default (the option says why: a connection with work in
+//     progress is covered by SetAwaiting's probes); a target with a small
 //     table that must reclaim the slots of vanished initiators sets them.
 //   - Abort: the local ULP ends it (ErrAborted); the peer is not told and
 //     learns from the bad-CID NACK its next frame earns.

@@ -99,6 +99,8 @@ type Endpoint struct {
 	sink    byte // keeps touch's loads
 	stopped bool
 	closed  bool
+
+	qpn *qpnState // global QP numbers (qpn.go); nil when off
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will
@@ -143,6 +145,9 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	}
 	e.now = e.wheel.Now()
 	e.now32 = stamp(e.now)
+	if err := e.initQPN(); err != nil {
+		return nil, err
+	}
 
 	words := o.WindowSize / 64
 	bitmaps := make([]uint64, o.MaxConns*4*words)
@@ -242,6 +247,7 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	e.flushFrees()
 	if work > 0 {
 		e.cnt.publish()
+		e.publishQPN()
 	}
 	return work
 }
@@ -292,6 +298,7 @@ func (e *Endpoint) Stop(now clock.Time) {
 	e.cache.Flush()
 	e.stopped = true
 	e.cnt.publish()
+	e.publishQPN()
 }
 
 // Close stops the endpoint if needed and releases its mbuf cache. The

@@ -528,3 +528,27 @@ func TestAckEchoAndRNRDelayBounded(t *testing.T) {
 	h.run(func() bool { return len(sends) == 2 }, 10*time.Millisecond)
 	require.LessOrEqual(t, sends[1].Sub(sends[0]), 3*time.Millisecond, "held at most MaxRTO")
 }
+
+// SetAwaiting (found by the fault suite's link-flap scenario): a side that
+// only waits for its peer, with nothing of its own unacknowledged, finds a
+// peer that dropped its half (its probe earns a bad-CID NACK); a
+// connection with no work in progress sends nothing at all, so an idle
+// endpoint stays idle.
+func TestAwaitingProbesSilentPeer(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, cb := h.connect()
+	h.idle(time.Millisecond) // the setup's last ACKs
+	sent := 0
+	h.pa.tap = func(*wire.Frame) int { sent++; return 1 }
+	h.idle(50 * time.Millisecond)
+	require.Zero(t, sent, "an idle connection sends nothing")
+	_, ok := h.next()
+	require.False(t, ok, "an idle connection runs no timer")
+
+	ca.SetAwaiting(true)
+	cb.Abort() // b gives up its half without a word
+	h.run(func() bool { return ca.State() == StateFailed }, time.Second)
+	require.ErrorIs(t, ca.Err(), ErrPeerReset)
+	require.Positive(t, h.a.Stats().KeepAliveSent, "a probed its silent peer")
+	require.Len(t, eventsOf(h.evA, EventFailed), 1)
+}

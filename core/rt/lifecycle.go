@@ -24,6 +24,10 @@ func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
 	if c == nil {
 		return nil, ErrTableFull
 	}
+	if !e.openQPN(c) {
+		e.freeConns = append(e.freeConns, c.idx)
+		return nil, ErrQPNTable
+	}
 	e.initConn(c, peer)
 	c.state = StateOpening
 	c.announce = true
@@ -177,13 +181,26 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		e.reject(f, wire.NackULPFatal)
 		return
 	}
+	if e.qpn != nil && (hd.Ext.Present&wire.ExtQPN == 0 || hd.Ext.SrcQPN == 0) {
+		e.qpn.own[qMissing]++ // a peer without QPNs: it cannot talk to us
+		e.reject(f, wire.NackULPFatal)
+		return
+	}
 	c := e.allocConn()
 	if c == nil {
 		e.reject(f, wire.NackResourceExhausted)
 		return
 	}
+	if !e.openQPN(c) {
+		e.freeConns = append(e.freeConns, c.idx)
+		c.state = StateFree
+		e.reject(f, wire.NackResourceExhausted)
+		return
+	}
+	c.peerQPN = hd.Ext.SrcQPN
 	idx, err := e.openKeys.Insert(key)
 	if err != nil {
+		e.closeQPN(c)
 		e.freeConns = append(e.freeConns, c.idx)
 		c.state = StateFree
 		e.reject(f, wire.NackResourceExhausted)
@@ -202,6 +219,7 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	c.handle = &Conn{e: e, c: c, cid: c.localCID, peer: peer}
 	e.wantCtrl(c, ctrlAccept)
 	e.cnt.own[cConnAccepted]++
+	e.acceptEarly(c, hd)
 }
 
 // reject queues a NACK to an initiator we keep no connection for.
@@ -235,6 +253,9 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		e.cnt.own[cRxMalformed]++
 		return
 	}
+	if !e.learnQPN(c, hd) {
+		return // counted; the setup timer resends ConnOpen
+	}
 	c.peerCID = hd.Ext.SourceCID
 	// Registered by the peer's CID and address, as a target's connections
 	// are: a bad-CID NACK from the peer names only those.
@@ -243,8 +264,10 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		e.openConn[idx] = c.idx
 		c.openKey, c.hasOpenKey = key, true
 	}
-	c.tx[0].reset(hd.ReqEBSN)
-	c.tx[1].reset(hd.DataEBSN)
+	if !c.early.on {
+		c.tx[0].reset(hd.ReqEBSN)
+		c.tx[1].reset(hd.DataEBSN)
+	}
 	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
 		// Karn: only a ConnOpen sent once gives an unambiguous sample.
 		c.rtt.sample(e.now.Sub(c.ctrlSentAt), &e.opts)
@@ -252,6 +275,9 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 	}
 	c.peerTx = hd.TxTime
 	e.establish(c)
+	if c.early.on {
+		e.earlyAccepted(c, hd)
+	}
 	e.ackNow(c) // the third leg: tells the target we have its CID
 }
 
@@ -265,8 +291,8 @@ func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
 func (e *Endpoint) establish(c *conn) {
 	c.state = StateEstablished
 	e.stopCtrl(c)
-	if e.opts.KeepAlive > 0 || e.opts.IdleTimeout > 0 {
-		e.armCtrl(c, e.nextIdleCheck(c))
+	if next, ok := e.nextIdleCheck(c); ok {
+		e.armCtrl(c, next)
 	}
 	c.announce = true
 	e.cnt.own[cConnEstablished]++
@@ -320,6 +346,42 @@ func (h *Conn) Close() error {
 func (h *Conn) Abort() {
 	if c := h.live(); c != nil {
 		h.e.failConn(c, ErrAborted)
+	}
+}
+
+// SetAwaiting tells the transport whether the ULP awaits the peer on this
+// connection: it has work in progress there (an operation waiting for a
+// pull's data, a grant or its completion, a peer's request being served)
+// even when nothing of its own is unacknowledged. While set, and unless
+// Options.IdleTimeout is the liveness policy, a peer silent for an RTO is
+// probed (an ACK asking for an ACK, counted in KeepAliveSent), the
+// interval doubling per unanswered probe up to MaxRTO, and after
+// RetryLimit+1 unanswered probes the connection fails with
+// ErrRetryExhausted — as it would had a packet been outstanding. A peer
+// that dropped its half answers the first probe with a bad-CID NACK
+// (ErrPeerReset). Without it, a side that only waits (its requests all
+// acknowledged) has no timer running and would wait forever for a peer
+// that is gone. It sends nothing while the peer talks, and nothing at all
+// on a connection with no work in progress (so an idle endpoint stays
+// idle). The transaction layer sets it while the connection holds any
+// transaction.
+func (h *Conn) SetAwaiting(on bool) {
+	c := h.live()
+	if c == nil || c.awaiting == on {
+		return
+	}
+	c.awaiting = on
+	if !on {
+		return // the timer, if it runs, finds nothing to do
+	}
+	e := h.e
+	// Silence is measured from now: work that starts on a connection quiet
+	// for long is not a reason to probe at once.
+	c.probesOut, c.probeAt = 0, e.now
+	if c.state == StateEstablished || c.state == StateClosing {
+		if next, ok := e.nextIdleCheck(c); ok {
+			e.armCtrl(c, next)
+		}
 	}
 }
 
@@ -382,6 +444,7 @@ func (e *Endpoint) failConn(c *conn, err error) {
 // freeConn releases everything a connection holds and returns its slot.
 // The handle keeps the final state; the CID goes stale.
 func (e *Endpoint) freeConn(c *conn, final State, err error) {
+	e.closeQPN(c)
 	for k := range 2 {
 		w := wire.Window(k + 1)
 		tw := &c.tx[k]

@@ -96,6 +96,9 @@ type Options struct {
 	// MaxConns is the size of the connection table, 1..MaxMaxConns
 	// (default 64). A CID is a slot index plus a generation in 24 bits.
 	MaxConns int
+	// QPN turns on global QP numbers (SEEDS §S4, qpn.go): off by default,
+	// since it changes the wire.
+	QPN QPNOptions
 	// WindowSize is the PSN span of each sliding window (and its bitmap), a
 	// multiple of 64 in 64..4096 (default 128, the width of an extended
 	// ACK's bitmaps; a larger window is acknowledged 128 PSNs at a time
@@ -159,9 +162,11 @@ type Options struct {
 	// connection that received nothing (probes' answers included) for
 	// IdleTimeout, with ErrIdleTimeout; it must exceed KeepAlive when both
 	// are set. Both are off by default: a peer that dies while we have
-	// packets outstanding is already detected by RetryLimit, and one that
-	// restarted by the bad-CID NACK its first packet earns; what remains —
-	// a silent peer while nothing is outstanding — needs a timer and probe
+	// packets outstanding is already detected by RetryLimit, one that
+	// restarted by the bad-CID NACK its first packet earns, and one that
+	// goes silent while our ULP awaits it by the probes Conn.SetAwaiting
+	// turns on (with IdleTimeout set they give way to it); what remains —
+	// a silent peer while nothing at all is in progress — needs a timer and probe
 	// traffic on every idle connection, at an interval only the
 	// application knows (how long its operations may wait versus how much
 	// idle traffic it accepts), and would keep every endpoint with an

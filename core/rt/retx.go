@@ -142,6 +142,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		PSN:     x.psn,
 		Resync:  wire.ResyncBody{Code: code, OrigType: orig},
 	}
+	e.stampQPN(c, &hd.Ext)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
@@ -280,8 +281,10 @@ func (e *Endpoint) onCtrlTimeout(c *conn) {
 // onIdleTimer is the liveness check of an established (or closing)
 // connection, on its setup timer: past IdleTimeout without a packet from
 // the peer it fails (ErrIdleTimeout); past KeepAlive it sends a probe,
-// which a live peer answers. One timer per connection, re-armed here, so
-// the packet path only records the time.
+// which a live peer answers; and while the ULP awaits the peer
+// (SetAwaiting) it probes a silent peer on the retransmission schedule
+// (awaitProbes, awaitDue). One timer per connection, re-armed here, so the
+// packet path only records the time.
 func (e *Endpoint) onIdleTimer(c *conn) {
 	if to := e.opts.IdleTimeout; to > 0 && e.now.Sub(c.lastRx) >= to {
 		e.cnt.own[cIdleTimeouts]++
@@ -293,22 +296,66 @@ func (e *Endpoint) onIdleTimer(c *conn) {
 		e.ackNow(c)
 		e.cnt.own[cKeepAliveSent]++
 	}
-	e.armCtrl(c, e.nextIdleCheck(c))
+	if e.awaitProbes(c) {
+		if c.lastRx >= c.probeAt {
+			// The peer spoke since the last probe (at the same instant
+			// too: a packet that arrived before the probe went would have
+			// made it not due).
+			c.probesOut = 0
+		}
+		if e.now >= e.awaitDue(c) {
+			if int(c.probesOut) > e.opts.RetryLimit {
+				e.failConn(c, ErrRetryExhausted)
+				return
+			}
+			c.probe = true
+			e.ackNow(c)
+			c.probesOut++
+			c.probeAt = e.now
+			e.cnt.own[cKeepAliveSent]++
+		}
+	}
+	if next, ok := e.nextIdleCheck(c); ok {
+		e.armCtrl(c, next)
+	}
+}
+
+// awaitProbes reports whether connection c probes a silent peer because
+// its ULP awaits it (SetAwaiting): Options.IdleTimeout, when set, is the
+// liveness policy instead.
+func (e *Endpoint) awaitProbes(c *conn) bool { return c.awaiting && e.opts.IdleTimeout == 0 }
+
+// awaitDue returns when an awaiting connection sends its next probe: the
+// RTO after the later of the peer's last packet and our last probe,
+// doubled per probe unanswered, at most MaxRTO — a retransmission's
+// schedule, so a peer gone silent is given up on as an unacknowledged
+// packet would be (RetryLimit+1 probes).
+func (e *Endpoint) awaitDue(c *conn) clock.Time {
+	from := max(c.lastRx, c.probeAt)
+	return from.Add(c.rtt.backoff(uint8(min(c.probesOut, 255)), e.opts.MaxRTO))
 }
 
 // nextIdleCheck returns when onIdleTimer should look again: when the
 // connection will have been silent for KeepAlive (or another KeepAlive
-// after a probe), or for IdleTimeout, whichever is first.
-func (e *Endpoint) nextIdleCheck(c *conn) clock.Time {
-	next := clock.Time(1<<63 - 1)
+// after a probe), or for IdleTimeout, or an awaiting connection's next
+// probe is due, whichever is first; ok is false when none applies.
+func (e *Endpoint) nextIdleCheck(c *conn) (clock.Time, bool) {
+	next, ok := clock.Time(1<<63-1), false
 	if ka := e.opts.KeepAlive; ka > 0 {
-		next = c.lastRx.Add(ka)
+		next, ok = c.lastRx.Add(ka), true
 		if next <= e.now {
 			next = e.now.Add(ka)
 		}
 	}
 	if to := e.opts.IdleTimeout; to > 0 {
-		next = min(next, c.lastRx.Add(to))
+		next, ok = min(next, c.lastRx.Add(to)), true
 	}
-	return next
+	if e.awaitProbes(c) {
+		due := e.awaitDue(c)
+		if c.lastRx >= c.probeAt {
+			due = c.lastRx.Add(c.rtt.backoff(0, e.opts.MaxRTO))
+		}
+		next, ok = min(next, max(due, e.now)), true
+	}
+	return next, ok
 }

@@ -133,11 +133,14 @@ func (e *Endpoint) receive(b []byte) {
 		return
 	}
 	e.rxTTL = f.TTL
-	if c != nil && (f.SrcIP != c.addrs.DstIP || f.SrcPort != c.addrs.DstPort) {
+	if c != nil && (f.SrcIP != c.addrs.DstIP || f.SrcPort != c.addrs.DstPort && !sprayedFrom(f)) {
 		// Not the connection's peer: an old incarnation's packet, or a
 		// forgery. It may not touch the connection.
 		e.cnt.own[cRxBadSource]++
 		return
+	}
+	if c != nil && !e.checkQPN(c, &f.Header) {
+		return // counted in QPNStats
 	}
 	if c == nil {
 		switch {
@@ -145,6 +148,8 @@ func (e *Endpoint) receive(b []byte) {
 			e.onConnOpen(f)
 		case f.Header.Type == wire.TypeNack && f.Header.Nack.Code == wire.NackBadCID && f.Header.Ext.Present&wire.ExtSourceCID != 0:
 			e.onBadCIDNack(f)
+		case isEarlyData(&f.Header):
+			e.onEarlyData(f)
 		default:
 			e.cnt.own[cRxBadState]++
 		}

@@ -28,9 +28,14 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		SSN:     sh.SSN,
 		ReqLen:  sh.ReqLen,
 		Offset:  sh.Offset,
+		Desc:    sh.Desc,
 		Ext:     sh.Ext,
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
+	e.stampQPN(c, &hd.Ext)
+	if !c.earlyExt(hd, c.hdrOff+len(payload), e.maxFrame) {
+		return 0, ErrNotEstablished // too big for an early packet: it waits for ConnAccept
+	}
 	if c.hdrOff+hd.Len()+len(payload) > e.maxFrame {
 		return 0, ErrTooLarge
 	}
@@ -64,6 +69,9 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 		e.retx.DeleteIndex(idx)
 		e.freeFrame(f)
 		return 0, fmt.Errorf("rt: building %v: %w", sh.Type, err)
+	}
+	if sh.SrcPort != 0 || sh.DSCP != 0 {
+		wire.SetClass(e.room(f)[:n], sh.SrcPort, sh.DSCP)
 	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
@@ -244,6 +252,8 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 		hd.DestCID = c.peerCID
 		hd.TxEcho = c.peerTx
 	}
+	e.stampQPN(c, &hd.Ext)
+	c.earlyOpen(hd)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

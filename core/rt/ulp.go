@@ -83,6 +83,14 @@ type SendHeader struct {
 	ReqLen uint32
 	Offset uint32
 	Phase  wire.Phase
+	// SrcPort, when not 0, is this packet's UDP source port (IOI's
+	// per-packet entropy, so that a fabric sprays it), and DSCP, when not
+	// 0, its IP DSCP (IOI's in-order mark); wire.SetClass writes both. A
+	// retransmission keeps them.
+	SrcPort uint16
+	DSCP    uint8
+	// Desc is a Send's delivery-index descriptor (wire.Header.Desc).
+	Desc uint8
 	// Ext carries the placement, QPN and region extensions; the source CID
 	// is the transport's.
 	Ext wire.Ext
@@ -119,7 +127,9 @@ func (h *Conn) Send(sh SendHeader, payload []byte) (psn uint32, err error) {
 	switch c.state {
 	case StateEstablished:
 	case StateOpening, StateAccepting:
-		return 0, ErrNotEstablished
+		if !c.earlySend() {
+			return 0, ErrNotEstablished
+		}
 	default:
 		return 0, ErrClosed
 	}

@@ -54,7 +54,11 @@
 // The UDP checksum covers everything after the IP header; IPv6 always
 // carries one, IPv4 may send 0 (Addrs.NoUDPChecksum). The receiver
 // recognises the transport by the UDP destination port; the source port is
-// free for ECMP entropy. Port 5140 is unassigned by IANA. A frame never
+// free for ECMP entropy: IOI's sprayed (middle) packets each carry their
+// own, in 49152..65535, so a switch hashing the 5-tuple spreads them, while
+// in-order packets keep the connection's. In-order packets may also carry
+// a configured DSCP in the IP header (SetClass writes both). Port 5140 is
+// unassigned by IANA. A frame never
 // exceeds one IP packet: the transport cuts messages at the MTU itself.
 //
 // # Transport base header
@@ -97,20 +101,26 @@
 //   - Ver: Version (1). Any other value is ErrVersion.
 //   - Destination CID: the CID the receiver allocated for this direction.
 //     ConnOpen, sent before the peer allocated one, carries 0.
-//   - Type: see the Type constants (1–13; others are ErrType). Type.Window
+//   - Type: see the Type constants (1–14; others are ErrType). Type.Window
 //     says which sliding window the PSN counts in: PullRequest,
-//     PushRequest, PushUnsolicitedData, Resync and ConnClose in the
+//     PushRequest, PushUnsolicitedData, Send, Resync and ConnClose in the
 //     request window; PullData, PushGrant, PushSolicitedData in the data
 //     window; Ack, ExtendedAck, Nack, ConnOpen and ConnAccept in none (their
 //     PSN field is unused).
 //   - Flags: 0x01 AckRequested, 0x02 Retransmission, 0x04 Ordered,
 //     0x08 IOIInOrder (S1), 0x10 LastOfMessage, 0x20 ECNEcho,
-//     0x40 HasExtension, 0x80 reserved. IOIInOrder is defined on the wire
-//     (and the fabric keeps frames that carry it on their flow's path) but
-//     no sender sets it yet: IOI (S1) is not built.
-//   - Retry (4 bits): resends of this PSN so far. Phs (2 bits): IOI phase,
-//     0 none, 1 head, 2 middle, 3 tail; defined on the wire, not yet
-//     produced (always 0 today). Rsv: 0.
+//     0x40 HasExtension, 0x80 reserved. IOIInOrder (S1, core/ioi): the
+//     packet travels on the ordered path (a fabric keeps it on its flow's
+//     path, fabric.TransportClassifier) and its receiver processes it in
+//     sequence; on such a data packet the SSN field carries its in-order
+//     sequence number within its message (0, 1, … over its head and tail,
+//     or over every packet of a message sent wholly in order).
+//   - Retry (4 bits): resends of this PSN so far. Phs (2 bits): IOI phase
+//     of a data packet, 0 none (not IOI: a message below the threshold, a
+//     baseline mode, or IOI off), 1 head and 3 tail (always with
+//     IOIInOrder), 2 middle (never with it: sprayed). Any other
+//     combination, or a phase on a packet that is not push or pull data,
+//     is dropped and counted by the receiver (txn IOIStats.Forged). Rsv: 0.
 //   - ExtWords: length of the extension chain in 4-byte words; non-zero
 //     exactly when HasExtension is set (else ErrExtension).
 //   - ReqEBSN, DataEBSN: the sender's receive state for the opposite
@@ -131,6 +141,12 @@
 //     payload starts in it, so a receiver can place out-of-order packets.
 //   - Payload length: bytes after the header, body and extensions; must
 //     equal what the UDP datagram holds (ErrLength).
+//   - Send (type 14, S2): a two-sided send, placed in the target's next
+//     posted receive buffer. Its SSN field is the delivery index's
+//     dedicated field, and the reserved byte 47 is its descriptor
+//     (Header.Desc, core/dix.Desc: index kind, width, whether the index
+//     is here or in the Placement extension, whether this packet omits
+//     it); other types send byte 47 as 0 and receivers ignore it.
 //   - Reserved fields are sent as 0 and ignored on receipt.
 //
 // # Type bodies
@@ -207,9 +223,10 @@
 //	+---------------------------------------------------------------+
 //	Mode: 1 absolute (a host queue slot such as the receive WQE index),
 //	2 relative (from the last acknowledged transaction), 3 free-running
-//	(a per-type counter wrapping at 2^32). Defined on the wire (encoded,
-//	decoded, fuzzed), not yet produced or consumed: delivery-index
-//	placement (S2) is not built.
+//	(a per-type counter wrapping at the width the Send's descriptor
+//	gives). Send packets carry it when their descriptor says the index
+//	is in the extension (core/dix, core/rt/txn); the reserved byte stays
+//	0 (a relative index's base tag goes in the SSN field's top byte).
 //
 //	Global QPNs (S4), type 2, 2 words:
 //	+---------------+---------------+-------------------------------+

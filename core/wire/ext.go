@@ -63,8 +63,9 @@ type RegionRef struct {
 }
 
 // Placement is the S2 delivery index: where the receiver places the
-// transaction's data even when it arrives out of order. It is encoded and
-// decoded only; nothing produces or consumes it yet.
+// transaction's data even when it arrives out of order. Send packets
+// carry it when their descriptor (Header.Desc) puts the index here
+// (core/dix, core/rt/txn).
 type Placement struct {
 	Mode  PlacementMode
 	Index uint32

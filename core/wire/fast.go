@@ -15,7 +15,7 @@ const (
 	// fastTypes has bit t set for the types without a body that need no
 	// extension: every type with a window except Resync.
 	fastTypes = 1<<TypeConnClose | 1<<TypePullRequest | 1<<TypePullData | 1<<TypePushRequest |
-		1<<TypePushGrant | 1<<TypePushSolicitedData | 1<<TypePushUnsolicitedData
+		1<<TypePushGrant | 1<<TypePushSolicitedData | 1<<TypePushUnsolicitedData | 1<<TypeSend
 )
 
 // FastIPv4TTL returns the IPv4 TTL of a frame DecodeFastIPv4 accepted (for

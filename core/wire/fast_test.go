@@ -12,7 +12,7 @@ import (
 // extension required.
 var fastTypes = []wire.Type{
 	wire.TypeConnClose, wire.TypePullRequest, wire.TypePullData, wire.TypePushRequest,
-	wire.TypePushGrant, wire.TypePushSolicitedData, wire.TypePushUnsolicitedData,
+	wire.TypePushGrant, wire.TypePushSolicitedData, wire.TypePushUnsolicitedData, wire.TypeSend,
 }
 
 func dstOf(a wire.Addrs) ([4]byte, uint16) { return a.DstIP.As4(), a.DstPort }

@@ -49,6 +49,7 @@ const (
 	offOffset     = 40
 	offPayloadLen = 44
 	offHopEcho    = 46
+	offDesc       = 47
 )
 
 var be = binary.BigEndian
@@ -87,6 +88,10 @@ type Header struct {
 	// (HopsFromTTL). It feeds the per-hop part of a delay-based
 	// congestion controller's target (Swift); meaningless when TxEcho is 0.
 	HopEcho uint8
+	// Desc is a Send's delivery-index descriptor (S2; its bits are
+	// core/dix.Desc): byte 47, which other types send as 0 and receivers
+	// ignore (it decodes as 0 for them).
+	Desc uint8
 
 	Ack    AckBody    // TypeAck and TypeExtendedAck
 	Nack   NackBody   // TypeNack
@@ -287,7 +292,10 @@ func (h *Header) put(b []byte, payloadLen uint16) {
 	be.PutUint32(b[offOffset:], h.Offset)
 	be.PutUint16(b[offPayloadLen:], payloadLen)
 	b[offHopEcho] = h.HopEcho
-	b[offHopEcho+1] = 0
+	b[offDesc] = 0
+	if h.Type == TypeSend {
+		b[offDesc] = h.Desc
+	}
 	body := b[BaseHeaderLen:]
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
@@ -426,6 +434,10 @@ func (h *Header) setBase(b []byte, w0 uint32, t Type, flags Flags, payloadLen ui
 	h.Offset = be.Uint32(b[offOffset:])
 	h.PayloadLen = payloadLen
 	h.HopEcho = b[offHopEcho]
+	h.Desc = 0
+	if t == TypeSend {
+		h.Desc = b[offDesc]
+	}
 }
 
 // clearBodies zeroes the bodies and extensions, one statement each (a
@@ -447,6 +459,9 @@ func (h *Header) String() string {
 	fmt.Fprintf(&b, " rsn=%d ssn=%d ebsn=r%d/d%d flags=%v retry=%d phase=%v tx=%d echo=%d hops=%d",
 		h.RSN, h.SSN, h.ReqEBSN, h.DataEBSN, h.Flags, h.Retry, h.Phase, h.TxTime, h.TxEcho, h.HopEcho)
 	fmt.Fprintf(&b, " reqlen=%d off=%d len=%d", h.ReqLen, h.Offset, h.PayloadLen)
+	if h.Type == TypeSend {
+		fmt.Fprintf(&b, " desc=%#02x", h.Desc)
+	}
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
 		fmt.Fprintf(&b, " oow=%v oowcount=%d rxbuf=%d rxtime=%d", h.Ack.OOW, h.Ack.OOWCount, h.Ack.RxBufLevel, h.Ack.RxTime)

@@ -20,6 +20,7 @@ func TestTypeWindow(t *testing.T) {
 		wire.TypePushGrant:           wire.WindowData,
 		wire.TypePushSolicitedData:   wire.WindowData,
 		wire.TypePushUnsolicitedData: wire.WindowRequest,
+		wire.TypeSend:                wire.WindowRequest,
 		wire.TypeResync:              wire.WindowRequest,
 		wire.TypeAck:                 wire.WindowNone,
 		wire.TypeExtendedAck:         wire.WindowNone,
@@ -35,7 +36,7 @@ func TestTypeWindow(t *testing.T) {
 		require.NotContains(t, typ.String(), "Type(")
 	}
 	require.False(t, wire.TypeInvalid.Valid())
-	require.False(t, wire.Type(14).Valid())
+	require.False(t, wire.Type(15).Valid())
 
 	// A resync counts in the window of the packet it replaces.
 	h := wire.Header{Type: wire.TypeResync, Resync: wire.ResyncBody{Code: wire.ResyncTimeout, OrigType: wire.TypePullData}}
@@ -290,7 +291,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"version 2", func() []byte { b := base(); b[0] = 0x20 | b[0]&0x0f; return b }, wire.ErrVersion},
 		{"version 15", func() []byte { b := base(); b[0] |= 0xf0; return b }, wire.ErrVersion},
 		{"type 0", func() []byte { b := base(); b[4] = 0; return b }, wire.ErrType},
-		{"type 14", func() []byte { b := base(); b[4] = 14; return b }, wire.ErrType},
+		{"type 15", func() []byte { b := base(); b[4] = 15; return b }, wire.ErrType},
 		{"type 255", func() []byte { b := base(); b[4] = 255; return b }, wire.ErrType},
 		{"payload longer than claimed", func() []byte { return append(base(), 1, 2, 3) }, wire.ErrLength},
 		{"payload shorter than claimed", func() []byte { b := base(); b[45] = 9; return b }, wire.ErrLength},
@@ -415,7 +416,7 @@ func TestEncodeErrors(t *testing.T) {
 		{"version 2", func(h *wire.Header) { h.Version = 2 }, wire.ErrVersion},
 		{"cid 25 bits", func(h *wire.Header) { h.DestCID = 1 << 24 }, wire.ErrField},
 		{"type 0", func(h *wire.Header) { h.Type = 0 }, wire.ErrType},
-		{"type 14", func(h *wire.Header) { h.Type = 14 }, wire.ErrType},
+		{"type 15", func(h *wire.Header) { h.Type = 15 }, wire.ErrType},
 		{"flag bit 7", func(h *wire.Header) { h.Flags = 0x80 }, wire.ErrField},
 		{"retry 16", func(h *wire.Header) { h.Retry = 16 }, wire.ErrField},
 		{"phase 4", func(h *wire.Header) { h.Phase = 4 }, wire.ErrField},

@@ -11,12 +11,13 @@ var allTypes = []wire.Type{
 	wire.TypeConnOpen, wire.TypeConnAccept, wire.TypeConnClose, wire.TypePullRequest,
 	wire.TypePullData, wire.TypePushRequest, wire.TypePushGrant, wire.TypePushSolicitedData,
 	wire.TypePushUnsolicitedData, wire.TypeResync, wire.TypeAck, wire.TypeExtendedAck, wire.TypeNack,
+	wire.TypeSend,
 }
 
 // windowedTypes are the types a resync may stand in for.
 var windowedTypes = []wire.Type{
 	wire.TypeConnClose, wire.TypePullRequest, wire.TypePullData, wire.TypePushRequest,
-	wire.TypePushGrant, wire.TypePushSolicitedData, wire.TypePushUnsolicitedData,
+	wire.TypePushGrant, wire.TypePushSolicitedData, wire.TypePushUnsolicitedData, wire.TypeSend,
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
@@ -64,6 +65,8 @@ func randHeader(r *rand.Rand, t wire.Type, payloadLen int) wire.Header {
 			PSN:              r.Uint32(),
 			RNRTimeoutMicros: r.Uint32(),
 		}
+	case wire.TypeSend:
+		h.Desc = uint8(r.Uint32())
 	case wire.TypeResync:
 		h.Resync = wire.ResyncBody{
 			Code:     wire.ResyncCode(1 + r.IntN(4)),

@@ -24,13 +24,16 @@ const (
 	TypeAck                 Type = 11 // cumulative ACK (BSNs in the eBSN fields)
 	TypeExtendedAck         Type = 12 // ACK plus both receive bitmaps
 	TypeNack                Type = 13 // negative ACK for one PSN
-	numTypes                     = 14
+	// TypeSend is a two-sided send (S2): its data goes into the target's
+	// next posted receive buffer, not into a region the initiator names.
+	TypeSend = Type(14)
+	numTypes = 15
 )
 
 var typeNames = [numTypes]string{
 	"Invalid", "ConnOpen", "ConnAccept", "ConnClose", "PullRequest", "PullData",
 	"PushRequest", "PushGrant", "PushSolicitedData", "PushUnsolicitedData",
-	"Resync", "Ack", "ExtendedAck", "Nack",
+	"Resync", "Ack", "ExtendedAck", "Nack", "Send",
 }
 
 // Valid reports whether t is a defined packet type other than TypeInvalid.
@@ -57,7 +60,7 @@ func (t Type) String() string {
 // its usual window (the request window) and Header.Window the exact one.
 func (t Type) Window() Window {
 	switch t {
-	case TypeConnClose, TypePullRequest, TypePushRequest, TypePushUnsolicitedData, TypeResync:
+	case TypeConnClose, TypePullRequest, TypePushRequest, TypePushUnsolicitedData, TypeResync, TypeSend:
 		return WindowRequest
 	case TypePullData, TypePushGrant, TypePushSolicitedData:
 		return WindowData

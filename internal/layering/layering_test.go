@@ -29,6 +29,9 @@ var layers = []layer{
 	{"rings", prefix("rings"), []string{"internal/release"}},
 	{"cam", prefix("cam"), nil},
 	{"core/clock", prefix("core/clock"), nil},
+	// sched/mcsq (SEEDS §S3) sits above the transaction layer it posts on:
+	// core and what core uses, never a driver, the fabric, sim, app or above.
+	{"sched/mcsq", prefix("sched/mcsq"), []string{"internal", "rings", "cam", "sched", "core"}},
 	// sched is a leaf the transaction layer drives: it knows time and nothing else.
 	{"sched", func(p string) bool { return p == "sched" }, []string{"core/clock"}},
 	{"core", prefix("core"), []string{"internal", "rings", "cam", "sched"}},
@@ -120,6 +123,9 @@ func TestLayerTableCatchesAViolation(t *testing.T) {
 		{"rings", "core/mbuf", false},
 		{"sched", "core/rt", false},
 		{"core/rt/txn", "sched", true},
+		{"sched/mcsq", "core/rt/txn", true},
+		{"sched/mcsq", "fabric", false},
+		{"sched/mcsq", "app", false},
 		{"fabric", "pmd/mem", true},
 		{"cmd/peregrine", "bench/foundation", true},
 	} {

@@ -65,6 +65,7 @@ var table = []Tool{
 	{"nstat", "iproute2", Listed},
 	{"perf", "linux-perf", Listed},
 	{"pkg-config", "pkg-config", Listed},
+	{"python3", "python3-scapy", Listed},
 	{"rm", "coreutils", Base},
 	{"sed", "sed", Base},
 	{"seq", "coreutils", Base},

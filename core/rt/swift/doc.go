@@ -40,7 +40,9 @@
 //
 //   - Timeout: a transport with a timer per packet reports a whole lost
 //     flight as many timeouts within a round trip; those within SRTT of the
-//     first are one episode. Each new episode with no ACK since the last one
+//     first are one episode (before the first RTT sample, every timeout
+//     until an ACK: there is no round trip yet to tell a lost flight from
+//     a later loss). Each new episode with no ACK since the last one
 //     counts; the RetxResetThreshold-th sets cwnd to MinCwnd, earlier ones
 //     cut cwnd by MaxMDF (at most once per SRTT, like every decrease).
 //   - Early retransmission (fast recovery: an extended ACK revealed a hole):

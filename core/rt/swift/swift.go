@@ -186,7 +186,12 @@ func (c *Controller) OnRetransmit(now clock.Time, timeout bool) {
 		return
 	}
 	c.stats.Timeouts++
-	if c.retxCount > 0 && now.Sub(c.lastTimeout) < max(c.srtt, 1) {
+	// Before the first RTT sample there is no round trip to tell a lost
+	// flight's timeouts (one per packet, microseconds apart) from a later
+	// loss: they are one episode until an ACK ends it. (Taking SRTT 0 as
+	// the episode's length made each a new episode, and one flight lost at
+	// the start of a connection sent cwnd to MinCwnd.)
+	if c.retxCount > 0 && (c.srtt == 0 || now.Sub(c.lastTimeout) < c.srtt) {
 		return
 	}
 	c.lastTimeout = now

@@ -338,6 +338,29 @@ func TestTimeoutCutsThenResets(t *testing.T) {
 	require.Equal(t, uint64(5), c.Stats().RetransmitCuts)
 }
 
+// A flight lost before the first RTT sample times out packet by packet,
+// microseconds apart: one episode (one cut), not one per packet — which
+// reached RetxResetThreshold at the third packet and sent a new
+// connection's cwnd to MinCwnd (issue 12's noticed item).
+func TestTimeoutsBeforeFirstSampleAreOneEpisode(t *testing.T) {
+	p := swift.DefaultParams()
+	c := newController(t, p)
+	now := clock.Time(time.Second)
+	for i := range 8 {
+		c.OnRetransmit(now+clock.Time(i)*clock.Time(us), true)
+	}
+	require.InDelta(t, p.InitialCwnd*(1-p.MaxMDF), c.Cwnd(), 1e-12, "one cut for the lost flight")
+	st := c.Stats()
+	require.Equal(t, uint64(8), st.Timeouts)
+	require.Equal(t, uint64(1), st.TimeoutEpisodes)
+	require.Zero(t, st.Resets)
+	// An ACK ends the episode; with a sample the next ones are told apart
+	// by SRTT again.
+	c.OnAck(now+clock.Time(time.Millisecond), 20*us, 1)
+	c.OnRetransmit(now+clock.Time(2*time.Millisecond), true)
+	require.Equal(t, uint64(2), c.Stats().TimeoutEpisodes)
+}
+
 func TestTimeoutCutOncePerRTT(t *testing.T) {
 	c := newController(t, swift.DefaultParams())
 	now := clock.Time(time.Second)

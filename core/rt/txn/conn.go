@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/dix"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -20,6 +22,12 @@ type ConnOptions struct {
 	// OpTimeout is the timeout of every operation posted on the
 	// connection that does not set Op.Timeout (0: none). See Op.Timeout.
 	OpTimeout time.Duration
+	// IOI, when set, overrides Options.IOI for this connection.
+	IOI *ioi.Config
+	// Index is how this side's Sends tell the peer which receive WQE
+	// they belong in (core/dix; send.go). The zero value is dix.None: no
+	// index, the peer places in order (the baseline).
+	Index dix.Config
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
@@ -113,6 +121,8 @@ type conn struct {
 	// Every transaction of the connection, both roles, oldest first.
 	head, tail int32
 	count      int
+
+	ioi ioiConn // IOI threshold and configuration (ioi.go)
 }
 
 // role says which side of a transaction an xact holds.
@@ -167,6 +177,8 @@ type xact struct {
 	aborted   bool          // target: the initiator gave up on it (abort notice), tell OnAborted
 	placeheld bool          // target: a placeholder that only takes the request's turn
 	grantQ    bool          // target: linked in its connection's grant queue
+	ioi       ioiXact       // IOI sender or receiver state (ioi.go)
+	snd       sendX         // a Send's state (send.go)
 }
 
 func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }

@@ -12,6 +12,10 @@ type OpKind uint8
 const (
 	OpPush OpKind = iota + 1
 	OpPull
+	// OpSend is a two-sided send (Conn.Send); OpRecv the receive
+	// completion of a posted WQE (Conn.PostRecv).
+	OpSend
+	OpRecv
 )
 
 func (k OpKind) String() string {
@@ -20,6 +24,10 @@ func (k OpKind) String() string {
 		return "push"
 	case OpPull:
 		return "pull"
+	case OpSend:
+		return "send"
+	case OpRecv:
+		return "recv"
 	}
 	return "op?"
 }
@@ -51,7 +59,8 @@ const (
 	StatusConnFailed
 	// StatusRemoteAbandoned: the target gave up on the operation: its pull
 	// data ran out of retries. The local span may hold part of the data.
-	// IBV_WC_REM_ABORT_ERR.
+	// On a receive completion: the sender gave up on the Send that took
+	// the WQE; its buffer may hold part of it. IBV_WC_REM_ABORT_ERR.
 	StatusRemoteAbandoned
 	// StatusTimeout: the operation's timeout (Op.Timeout,
 	// ConnOptions.OpTimeout) passed before it completed; the target was
@@ -64,6 +73,16 @@ const (
 	// StatusFlushed: Conn.Abort ended the connection with the operation
 	// outstanding. IBV_WC_WR_FLUSH_ERR.
 	StatusFlushed
+	// StatusRNRRetryExceeded: a Send found no receive WQE posted at the
+	// target through every retry (receiver-not-ready NACKs).
+	// IBV_WC_RNR_RETRY_EXC_ERR.
+	StatusRNRRetryExceeded
+	// StatusRemoteInvalid: a Send was longer than the target's receive
+	// WQE; the target wrote nothing past it. IBV_WC_REM_INV_REQ_ERR.
+	StatusRemoteInvalid
+	// StatusLocalLength: a receive completion whose Send was longer than
+	// the WQE; nothing was written. IBV_WC_LOC_LEN_ERR.
+	StatusLocalLength
 )
 
 func (s Status) String() string {
@@ -84,6 +103,12 @@ func (s Status) String() string {
 		return "cancelled"
 	case StatusFlushed:
 		return "flushed"
+	case StatusRNRRetryExceeded:
+		return "rnr-retry-exceeded"
+	case StatusRemoteInvalid:
+		return "remote-invalid-request"
+	case StatusLocalLength:
+		return "local-length-error"
 	}
 	return "status?"
 }
@@ -97,6 +122,9 @@ type Completion struct {
 	RSN    uint32
 	Bytes  int
 	Status Status
+	// WQE is a receive completion's WQE number (the one PostRecv
+	// returned); Tag is then its RecvWR.WRID and RSN the Send's.
+	WQE uint32
 	// Remote is the remote region the operation named (for error reports).
 	RemoteKey  uint32
 	RemoteAddr uint64
@@ -123,6 +151,9 @@ const (
 	RefusalAccess
 	// RefusalTooSmall: the region does not hold the span.
 	RefusalTooSmall
+	// RefusalRecvTooSmall: a Send is longer than the receive WQE it
+	// belongs in (the sender's completion: StatusRemoteInvalid).
+	RefusalRecvTooSmall
 )
 
 func (r Refusal) String() string {
@@ -133,6 +164,8 @@ func (r Refusal) String() string {
 		return "region does not allow the access"
 	case RefusalTooSmall:
 		return "region too small for the span"
+	case RefusalRecvTooSmall:
+		return "receive WQE too small for the Send"
 	}
 	return "unspecified"
 }

@@ -56,6 +56,28 @@
 // retries, completes its operation with that error once nothing of it is
 // left in flight (see "Failure semantics").
 //
+// # Two-sided operations
+//
+// Conn.Send (an RDMA SEND, IBV_WR_SEND) names no remote memory: its bytes
+// go into the peer's next posted receive WQE on that connection
+// (Conn.PostRecv, ibv_post_recv), in posting order — the k-th Send of a
+// connection into the k-th WQE. Each connection has its own receive queue,
+// as an RC queue pair has (a shared one could not be named by a sender).
+// The receive completion (Kind OpRecv) names the WQE and the length. A
+// Send that finds no WQE posted is refused with a receiver-not-ready
+// NACK and resent after the RNR delay (rt Options.RNRTimeout; counted),
+// and completes StatusRNRRetryExceeded past the retry limit; one longer
+// than its WQE completes in error at both ends (StatusRemoteInvalid,
+// StatusLocalLength) and writes nothing. ConnOptions.Index chooses how
+// the packets name their WQE (core/dix): a delivery index, absolute,
+// relative or free-running, 8 to 32 bits, in every packet or until the
+// first is acknowledged, in the header or the Placement extension — then
+// every packet is placed on arrival, through an element of the special
+// receive queue when its Send came out of order — or none (the baseline:
+// the receiver places strictly in order and holds early packets in
+// Options.HoldBytes). Sends need unordered connections. send.go and
+// recvq.go say the rest.
+//
 // # The reorder engine
 //
 // One core/rt/reorder CAM, keyed by (local CID, space, sequence number),
@@ -103,6 +125,10 @@
 //     copied from the region into a frame core/rt keeps until
 //     acknowledged, since the region may change meanwhile. Received
 //     payload is copied once, from the frame into registered memory.
+//   - A receive WQE's buffer (Conn.PostRecv) is the endpoint's from the
+//     post until the WQE's receive completion (or its connection's end):
+//     a Send's packets are copied into it as they arrive, in any order.
+//     The baseline's hold buffer (Options.HoldBytes) is the endpoint's.
 //   - Contexts, reorder entries, scheduler items and completion slots are
 //     preallocated; an operation holds one context from Push/Pull to its
 //     completion (or, if it owes the target an abort notice, until that
@@ -145,11 +171,15 @@
 //     resync exhausted, the peer reset, setup timed out, the peer's ULP
 //     failed) or Stop ran; StatusConnFailed (IBV_WC_RETRY_EXC_ERR for
 //     the operation that found the peer gone, IBV_WC_WR_FLUSH_ERR for the
-//     rest). A peer that dies while nothing of this side is
-//     unacknowledged (say, right after acknowledging a pull request) is
-//     found only by the transport's idle timeout (rt Options.KeepAlive and
-//     IdleTimeout, off by default; rt.ErrIdleTimeout): otherwise the
-//     operation's timeout is what bounds that wait.
+//     rest). A peer that dies, or drops its half, while nothing of this
+//     side is unacknowledged (say, right after acknowledging a pull
+//     request) is found all the same: while a connection holds any
+//     transaction the transport probes a silent peer (rt.Conn.SetAwaiting)
+//     and fails the connection after RetryLimit+1 unanswered probes
+//     (rt.ErrRetryExhausted), or at the bad-CID NACK of a peer that lost
+//     it (rt.ErrPeerReset) — unless rt Options.IdleTimeout is set, which
+//     then decides (rt.ErrIdleTimeout). An operation's timeout ends it
+//     sooner if shorter.
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving
@@ -170,7 +200,15 @@
 // once otherwise) Options.OnAborted is told — never after OnRequest for
 // the same request — and the request is released, letting the requests
 // behind it through; its context is freed once its own packets in flight
-// resolve. A request of which nothing arrived gets a failed placeholder
+// resolve. Contexts are admitted so that the request every other one
+// waits for can always get one: a peer's request that must wait for an
+// earlier one of its connection (a later RSN on an ordered connection, a
+// later SSN of a solicited push) may not take the last free context
+// (NoResources: the peer holds it off and resends), which stays for a
+// request at the head of its orders — else requests that arrived early
+// could hold every context while the one they wait for, or the abort
+// notice standing in for it, was refused for want of one, forever. A
+// request of which nothing arrived gets a failed placeholder
 // that holds its turn in the RSN order (ordered connections) and the
 // grant order (solicited pushes). When the target abandons its pull data
 // it sends the notice the other way and frees the context once the
@@ -198,6 +236,25 @@
 // or ConnClosed. The transport's own report of a connection this layer
 // already tore down (rt.EventFailed after Abort) finds nothing and
 // changes nothing.
+//
+// # IOI forwarding
+//
+// With Options.IOI or ConnOptions.IOI (SEEDS §S1, package core/ioi) the
+// data packets of pushes and of pull data travel in order, sprayed, or as
+// IOI: a message's head goes in order (IOIInOrder flag, its in-order
+// sequence number in SSN, the connection's UDP source port and the
+// configured DSCP) until its first acknowledgement, which measures the
+// connection's threshold (2 × RTT × effective bandwidth); if more than
+// that is left the middle goes sprayed (flag clear, a UDP source port per
+// packet as entropy), the tail in order again once the packets left are
+// fewer than those outstanding, and the last packet only when every
+// sprayed one is acknowledged. Op.NonIdempotent keeps an operation wholly
+// in order. The receiver places unflagged packets as they arrive and takes
+// flagged ones in sequence: ahead of its turn a flagged packet is placed
+// but handed to Options.OnInOrder only when the gap fills (64 ahead at
+// most; beyond, refused for retransmission). Impossible phase and flag
+// combinations, and middle or tail packets of no known message, are
+// counted and dropped (IOIStats). See ioi.go.
 //
 // # Connection events
 //

@@ -64,6 +64,8 @@ type Endpoint struct {
 	fire     func(clock.TimerID, uint64)
 	req      Request
 	cnt      counters
+	ioiCnt   ioiCounters
+	dx       dixEP // two-sided operations (send.go, recvq.go)
 }
 
 // New builds an endpoint and its transport.
@@ -115,6 +117,9 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	e.fire = e.fireTimeout
 	e.grants = newRing(ro.MaxConns)
+	if err := e.dx.init(e, ro.MaxConns); err != nil {
+		return fail(err)
+	}
 	r.SetDeliver(e.deliver)
 	r.SetAckHandler(e.onAcked)
 	r.SetEventHandler(e.onEvent)
@@ -163,6 +168,7 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	n += e.schedule(now)
 	n += e.rt.Poll(now)
 	e.publish()
+	e.ioiCnt.publish()
 	return n
 }
 
@@ -201,6 +207,9 @@ func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
 	if len(e.freeCon) == 0 {
 		return nil, rt.ErrTableFull
 	}
+	if err := opts.Index.Validate(); err != nil {
+		return nil, fmt.Errorf("txn: ConnOptions.Index: %w", err)
+	}
 	rc, err := e.rt.Open(peer)
 	if err != nil {
 		return nil, err
@@ -226,6 +235,13 @@ func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("txn: ConnOptions.OpTimeout %v must not be negative", opts.OpTimeout)
 	}
 	c.opTimeout = opts.OpTimeout
+	if opts.IOI != nil {
+		if err := opts.IOI.Validate(); err != nil {
+			return nil, fmt.Errorf("txn: ConnOptions.IOI: %w", err)
+		}
+		c.ioiOpen(opts.IOI)
+	}
+	_ = e.dx.configure(e, int(c.handle.idx), opts.Index) // validated above
 	return c.handle, nil
 }
 
@@ -302,10 +318,11 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 		// layer; any other code (an "unexpected packet", say) leaves the
 		// packet outstanding in the transport, and its ACK or abandonment
 		// still comes.
+		e.onRNR(ev)
 		if ev.HasCookie && ev.Nack.Code == wire.NackULPError {
 			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
 				x.refusal = Refusal(ev.Nack.ULPCode)
-				if x.refusal > RefusalTooSmall {
+				if x.refusal > RefusalRecvTooSmall {
 					x.refusal = RefusalUnspecified
 				}
 			}
@@ -348,6 +365,7 @@ func (e *Endpoint) unblock(i int32, c *conn) {
 
 func (e *Endpoint) publish() {
 	e.cnt.publish()
+	e.dx.publish()
 	rs := e.ro.Stats()
 	e.cnt.ro[0].Store(rs.Waits)
 	e.cnt.ro[1].Store(rs.Released)

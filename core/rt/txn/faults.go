@@ -216,6 +216,9 @@ func (e *Endpoint) fireTimeout(_ clock.TimerID, cookie uint64) {
 // cancelled) and the target may hold something for it (a context, a
 // grant, its place in the request or grant order).
 func (e *Endpoint) needsNotice(x *xact) bool {
+	if x.kind == OpSend {
+		return sendNeedsNotice(x.status)
+	}
 	switch x.status {
 	case StatusAbandoned, StatusTimeout, StatusCancelled:
 	default:
@@ -244,6 +247,10 @@ func (e *Endpoint) noticePacket(c *conn, x *xact, i int32, sh *rt.SendHeader) {
 	sh.RSN, sh.SSN, sh.ReqLen, sh.Offset = x.rsn, x.ssn, x.length, abortOffset
 	sh.Cookie = x.cookie(i) | noticeBit
 	sh.Flags |= wire.FlagAckRequested
+	if x.kind == OpSend {
+		e.sendNoticePacket(x.conn, x, sh)
+		return
+	}
 	if x.role == roleTarget {
 		sh.Type = wire.TypePullData
 		return

@@ -253,7 +253,10 @@ func TestAbandonedSolicitedBytesReturnToIncastBudget(t *testing.T) {
 // Class 4: a target that dies right after acknowledging a request; the
 // initiator's operation ends.
 func TestTargetDiesAfterAck(t *testing.T) {
-	p, m := newFaultPair(t, 4, nil)
+	// A retry budget far past the timeout: the operation's timeout ends it
+	// here, before the transport's probes of the silent target give up
+	// (TestWaitingSideFindsVanishedPeer).
+	p, m := newFaultPair(t, 4, func(a, _ *Options) { a.Transport.RetryLimit = 20 })
 	f := newFaultMem(t, p, 64<<10)
 	c := p.connect(ConnOptions{Ordered: true, OpTimeout: 5 * time.Millisecond})
 	_, err := c.Pull(Op{Local: f.rDst, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1})
@@ -352,5 +355,88 @@ func TestAbortNoticeLostIsResent(t *testing.T) {
 	require.Equal(t, StatusOK, p.cqA[1].Status)
 	require.Equal(t, 4, notices, "sent again after the transport abandoned it")
 	require.Equal(t, rsn+1, p.reqB[0].RSN)
+	p.requireSettled()
+}
+
+// Found by the fault suite's link-flap scenario (seeds 156, 349, 631): the
+// target gave up its half of a connection (its retries ran out while the
+// link was down) while the initiator only waited for it — its pull
+// requests all acknowledged, nothing of its own unacknowledged, so no
+// timer ran — and the pulls never completed. While a connection holds
+// work the transport probes a silent peer: one that dropped its half
+// answers with a bad-CID NACK, one that is gone answers nothing and the
+// probes run out as a packet's retries would.
+func TestWaitingSideFindsVanishedPeer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dead bool
+		err  error
+	}{{"half dropped", false, rt.ErrPeerReset}, {"peer dead", true, rt.ErrRetryExhausted}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ev events
+			p, m := newFaultPair(t, 6, withEvents(&ev))
+			f := newFaultMem(t, p, 64<<10)
+			c := p.connect(ConnOptions{Ordered: true})
+			// B acknowledges the pull request but its data never arrives.
+			m.drop = func(fromA bool, h wire.HeaderView) bool { return !fromA && h.Type() == wire.TypePullData }
+			_, err := c.Pull(Op{Local: f.rDst, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1})
+			require.NoError(t, err)
+			p.run(func() bool {
+				return len(p.reqB) == 1 && len(ev.b) == 1 && c.Transport().Outstanding(wire.WindowRequest) == 0
+			}, time.Second)
+			if tc.dead {
+				p.deadB = true
+			} else {
+				// B drops its half without a word, as when its own retries
+				// ran out while the link was down.
+				require.NoError(t, ev.b[0].Conn.Abort())
+				m.drop = nil
+			}
+			ok := p.runFor(func() bool { return len(p.cqA) == 1 }, time.Second)
+			require.True(t, ok, "the pull never completed: A waits with nothing outstanding (%d contexts)", p.a.Outstanding())
+			require.Equal(t, StatusConnFailed, p.cqA[0].Status)
+			require.Equal(t, []ConnEventKind{ConnEstablished, ConnFailed}, kinds(ev.a))
+			require.ErrorIs(t, ev.a[1].Err, tc.err)
+			require.Zero(t, p.a.Outstanding())
+		})
+	}
+}
+
+// Found by the fault suite's rnr-storm and nack-loss scenarios: on an
+// ordered connection, requests that arrived ahead of an earlier one took
+// every context of a small target while the one they all waited for was
+// refused (NoResources) for want of one — forever: its retries ran out,
+// the abort notice that stood in for it was refused the same way, and the
+// pulls behind it never completed. The last context is kept for a
+// request at the head of its order.
+func TestHeadOfOrderAlwaysAdmitted(t *testing.T) {
+	p, m := newFaultPair(t, 7, func(a, b *Options) {
+		a.Transport.RetryLimit = 20 // refused requests come back, not abandoned
+		b.MaxOps = 2
+	})
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{Ordered: true})
+	seg := p.a.Segment()
+	// The first transmission of the first request is lost: the two pulls
+	// behind it arrive first.
+	first := true
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		if fromA && first && h.Type() == wire.TypePullRequest {
+			first = false
+			return true
+		}
+		return false
+	}
+	for tag := range uint64(3) {
+		_, err := c.Pull(Op{Local: f.rDst, LocalAddr: tag * uint64(seg), Len: seg, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: tag * uint64(seg)}, Tag: tag})
+		require.NoError(t, err)
+	}
+	ok := p.runFor(func() bool { return len(p.cqA) == 3 }, time.Second)
+	require.True(t, ok, "%d of 3 pulls completed; B holds %d contexts", len(p.cqA), p.b.Outstanding())
+	for _, cp := range p.cqA {
+		require.Equal(t, StatusOK, cp.Status, "pull %d", cp.Tag)
+	}
+	require.True(t, bytes.Equal(f.remote[:3*seg], f.dst[:3*seg]))
+	p.run(p.settled, time.Second)
 	p.requireSettled()
 }

@@ -46,6 +46,9 @@ type Op struct {
 	// deadline if none of its packets is unacknowledged, else as soon as
 	// the last of them resolves (see Cancel for the buffers).
 	Timeout time.Duration
+	// NonIdempotent keeps the operation's packets wholly in order: IOI
+	// (ConnOptions.IOI) sprays only idempotent operations.
+	NonIdempotent bool
 }
 
 // Push posts a push of op.Len local bytes into the peer's region. It
@@ -89,6 +92,7 @@ func (e *Endpoint) post(h *Conn, kind OpKind, op *Op) (uint32, error) {
 	x.mem, x.remote, x.tag = mem, op.Remote, op.Tag
 	x.posted = e.now
 	x.pkts = e.packets(x.length)
+	x.ioi.nonIdem = op.NonIdempotent
 	if err := e.register(i, c.cid, spaceRSN, x.rsn); err != nil {
 		e.freeXact(i)
 		e.cnt.own[cBusy]++
@@ -184,12 +188,18 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	}
 	c.tail = i
 	c.count++
+	if c.count == 1 {
+		c.rc.SetAwaiting(true) // a silent peer is probed while work is in progress
+	}
 	return i, x
 }
 
 // freeXact unlinks and frees a context; its reorder entries must be gone.
 func (e *Endpoint) freeXact(i int32) {
 	x := &e.xacts[i]
+	if x.kind == OpSend {
+		e.sendFreed(x)
+	}
 	c := &e.conns[x.conn]
 	if x.prev >= 0 {
 		e.xacts[x.prev].next = x.next
@@ -202,6 +212,9 @@ func (e *Endpoint) freeXact(i int32) {
 		c.tail = x.prev
 	}
 	c.count--
+	if c.count == 0 {
+		c.rc.SetAwaiting(false)
+	}
 	gen := x.gen
 	*x = xact{gen: gen}
 	e.freeX = append(e.freeX, i)
@@ -209,7 +222,7 @@ func (e *Endpoint) freeXact(i int32) {
 
 // byCookie returns the live context a cookie names.
 func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
-	i := int32(uint32(cookie) &^ (noticeBit | grantBit))
+	i := int32(uint32(cookie) &^ (noticeBit | grantBit | ioiCookieBits))
 	if cookie>>32 == 0 || int(i) >= len(e.xacts) || i < 0 {
 		return -1, nil
 	}
@@ -240,6 +253,10 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 		return
 	}
 	x.unresolved--
+	e.ioiResolved(i, x, cookie, st)
+	if x.kind == OpSend {
+		st = e.sendResolved(x, st)
+	}
 	if x.role == roleTarget {
 		// Pull data.
 		if st != StatusOK && !x.failed {
@@ -434,6 +451,9 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 	if h.ReqLen != x.length || uint64(h.Offset)+uint64(len(p)) > uint64(x.length) {
 		e.cnt.own[cMalformed]++
 		return rt.Accept
+	}
+	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+		return v
 	}
 	copy(x.mem[h.Offset:], p)
 	x.received += uint32(len(p))

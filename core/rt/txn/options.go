@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -79,13 +80,33 @@ type Options struct {
 	// after the completions of all its operations are queued. It may
 	// post on other connections and Open, Close or Abort.
 	OnConnEvent func(ev ConnEvent)
+	// RecvDepth is each connection's receive queue size in WQEs, a power
+	// of two (default 256; the peer's dix.Config.Depth for an absolute
+	// index). RecvElements bounds its special receive queue, the Sends
+	// bound out of order at once (default 64; a full table answers RNR).
+	// HoldBytes is the hold buffer of baseline Sends (dix.None) that come
+	// before their turn (0: none, such packets are refused for now).
+	RecvDepth    int
+	RecvElements int
+	HoldBytes    int
 	// InitialSeq is the first request sequence number (RSN) and solicited
-	// sequence number (SSN) of every connection, in both directions: the
+	// sequence number (SSN) of every connection (and its first Send
+	// number), in both directions: the
 	// RSNs and SSNs this side assigns and those it expects from its peers.
 	// Both endpoints of a connection must use the same value (the
 	// connection setup does not carry it). Default 0; set it near 2^32 to
 	// exercise the wrap.
 	InitialSeq uint32
+	// IOI configures IOI forwarding (SEEDS §S1, ioi.Config) for every
+	// connection that does not set ConnOptions.IOI: the data of pushes
+	// this side posts and of pulls it serves. Zero: off.
+	IOI ioi.Config
+	// OnInOrder, when set, is handed each in-order (IOI-flagged) data
+	// packet of a message this side receives, in sequence, as it is
+	// placed: the head's bytes in order as they arrive, then the tail's.
+	// data aliases the packet and is valid during the call only. It runs on
+	// the polling goroutine and must not post.
+	OnInOrder func(c *Conn, rsn uint32, offset uint32, data []byte)
 }
 
 func invalid(format string, args ...any) error {
@@ -120,8 +141,23 @@ func (o Options) withDefaults() (Options, error) {
 	if o.IncastCap < 0 {
 		return o, invalid("Options.IncastCap %d must be positive (bytes granted and not yet received)", o.IncastCap)
 	}
+	if o.RecvDepth == 0 {
+		o.RecvDepth = DefaultRecvDepth
+	}
+	if o.RecvDepth < 2 || o.RecvDepth&(o.RecvDepth-1) != 0 || o.RecvDepth > 1<<16 {
+		return o, invalid("Options.RecvDepth %d must be a power of two from 2 to 65536", o.RecvDepth)
+	}
+	if o.RecvElements == 0 {
+		o.RecvElements = DefaultRecvElements
+	}
+	if o.RecvElements < 0 || o.HoldBytes < 0 {
+		return o, invalid("Options.RecvElements %d and HoldBytes %d must not be negative", o.RecvElements, o.HoldBytes)
+	}
 	if o.Segment < 0 {
 		return o, invalid("Options.Segment %d must not be negative (0 selects the largest that fits)", o.Segment)
+	}
+	if err := o.IOI.Validate(); err != nil {
+		return o, invalid("Options.IOI: %v", err)
 	}
 	if o.Congestion != nil {
 		if err := o.Congestion.Validate(); err != nil {
@@ -152,6 +188,9 @@ func segmentFor(o *Options) (int, error) {
 	}
 	a := wire.Addrs{SrcIP: o.Transport.LocalIP, DstIP: o.Transport.LocalIP}
 	h := wire.Header{Version: wire.Version, Type: wire.TypePushUnsolicitedData, Ext: wire.Ext{Present: wire.ExtRegion}}
+	if o.Transport.QPN.Enabled {
+		h.Ext.Present |= wire.ExtQPN // global QP numbers ride in every packet
+	}
 	over, err := wire.FrameOverhead(&a, &h)
 	if err != nil {
 		return 0, invalid("Options.Transport.LocalIP: %v", err)

@@ -55,7 +55,7 @@ func (e *Endpoint) schedule(now clock.Time) int {
 		}
 		var sh rt.SendHeader
 		payload := e.nextPacket(c, x, i, &sh)
-		_, err := c.rc.Send(sh, payload)
+		psn, err := c.rc.Send(sh, payload)
 		if err != nil {
 			if errors.Is(err, rt.ErrBusy) {
 				_ = e.sch.Requeue(flow, cl, item, e.firstCost(x))
@@ -79,6 +79,9 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			continue
 		}
 		sent++
+		if x.kind == OpSend {
+			x.notePSN(psn)
+		}
 		e.advance(ci, c, x, i, cl)
 		if c.swift != nil {
 			if gap := c.swift.PacingGap(); gap > 0 {
@@ -131,6 +134,9 @@ func (e *Endpoint) sendNotice(flow int, cl sched.Class, item uint32, c *conn, x 
 // nextPacket describes transaction x's next packet in sh and returns its
 // payload (a slice of registered memory; the transport copies it).
 func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []byte {
+	if x.kind == OpSend {
+		return e.sendPacket(x.conn, x, i, sh)
+	}
 	sh.RSN, sh.SSN, sh.ReqLen = x.rsn, x.ssn, x.length
 	sh.Cookie = x.cookie(i)
 	if x.role == roleInitiator {
@@ -167,6 +173,7 @@ func (e *Endpoint) nextPacket(c *conn, x *xact, i int32, sh *rt.SendHeader) []by
 	if x.sentPkts+1 == x.pkts {
 		sh.Flags |= wire.FlagLastOfMessage
 	}
+	e.ioiMark(c, x, sh)
 	return x.mem[off:end]
 }
 
@@ -189,7 +196,8 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 			e.cnt.own[cBytesServed] += uint64(min(x.length-x.sentPkts*uint32(e.seg), uint32(e.seg)))
 		}
 		x.sentPkts++
-		more = x.sentPkts < x.pkts
+		e.ioiSent(x)
+		more = x.sentPkts < x.pkts && !e.ioiHold(x, cl)
 	}
 	if more && !e.enqueue(ci, cl, i) {
 		if x.role == roleInitiator {
@@ -248,6 +256,7 @@ func (e *Endpoint) teardown(ci int32, err error) {
 		e.ro.Take(c.cid, spaceSSN, ssn)
 	}
 	e.tearing = false
+	e.recvTeardown(ci, flush)
 	if c.inGrantRound {
 		e.grants.remove(uint64(c.gen)<<32 | uint64(uint32(ci)))
 	}

@@ -27,6 +27,9 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cConnRefused]++
 		return rt.ULPError
 	}
+	if e.ioiForgedPhase(h) {
+		return rt.Accept
+	}
 	if h.Offset == abortOffset && len(p) == 0 {
 		switch h.Type {
 		case wire.TypePushUnsolicitedData, wire.TypePushRequest, wire.TypePullRequest, wire.TypePullData:
@@ -46,6 +49,8 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		return e.onPullData(c, h, p)
 	case wire.TypePushGrant:
 		return e.onGrant(ci, c, h)
+	case wire.TypeSend:
+		return e.onSend(ci, c, h, p)
 	}
 	e.cnt.own[cMalformed]++
 	return rt.Accept
@@ -105,7 +110,7 @@ func (e *Endpoint) placeholder(ci int32, c *conn, h *wire.Header, kind OpKind, s
 	if !needRSN && !needSSN {
 		return rt.Accept
 	}
-	if len(e.freeX) == 0 || e.ro.Len()+2 > e.ro.Cap() {
+	if !e.admissible(needRSN && h.RSN != c.reqBase || needSSN && h.SSN != c.ssnBase, 2) {
 		return rt.NoResources
 	}
 	i, x := e.allocX(ci, roleTarget)
@@ -126,6 +131,28 @@ func (e *Endpoint) placeholder(ci int32, c *conn, h *wire.Header, kind OpKind, s
 		e.requestComplete(ci, c, i)
 	}
 	return rt.Accept
+}
+
+// headReserve is how many contexts (and twice as many reorder entries)
+// only a peer's request at the head of its orders may take: see
+// admissible.
+const headReserve = 1
+
+// admissible reports whether a peer's new request may take a context and
+// entries reorder entries. One that waits for an earlier request of its
+// connection before it can go anywhere (waits: a later RSN on an ordered
+// connection, a later SSN of a solicited push) may not take the last
+// headReserve of them: requests that arrived early could otherwise hold
+// every context while the one they all wait for is refused (NoResources)
+// for want of one, forever — the RNR storm of issue 12. A request at the
+// head of its orders is released or granted as soon as it is complete, so
+// the contexts kept for it always come back.
+func (e *Endpoint) admissible(waits bool, entries int) bool {
+	free, room := len(e.freeX), e.ro.Cap()-e.ro.Len()
+	if waits {
+		free, room = free-headReserve, room-2*headReserve
+	}
+	return free > 0 && room >= entries
 }
 
 // onPushData places a push segment in the region it names.
@@ -170,11 +197,14 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		return e.refuse(ci, c, h, why)
 	}
 	if x == nil {
+		if e.ioiUnknown(h) {
+			return rt.Accept
+		}
 		if c.peerOrdered && seqLT(h.RSN, c.reqBase) {
 			e.cnt.own[cUnmatched]++
 			return rt.Accept
 		}
-		if len(e.freeX) == 0 || e.ro.Len()+1 > e.ro.Cap() {
+		if !e.admissible(c.peerOrdered && h.RSN != c.reqBase, 1) {
 			return rt.NoResources
 		}
 		i, x = e.allocX(ci, roleTarget)
@@ -182,6 +212,9 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		x.mem = span
 		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 		x.rsnHeld = true
+	}
+	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+		return v
 	}
 	copy(x.mem[h.Offset:], p)
 	x.received += uint32(len(p))
@@ -212,7 +245,8 @@ func (e *Endpoint) admit(ci int32, c *conn, h *wire.Header, access Access, entri
 		e.cnt.own[cUnmatched]++
 		return -1, nil, rt.Accept
 	}
-	if len(e.freeX) == 0 || e.ro.Len()+entries > e.ro.Cap() {
+	waits := c.peerOrdered && h.RSN != c.reqBase || h.Type == wire.TypePushRequest && h.SSN != c.ssnBase
+	if !e.admissible(waits, entries) {
 		return -1, nil, rt.NoResources
 	}
 	i, x := e.allocX(ci, roleTarget)

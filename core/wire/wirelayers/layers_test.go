@@ -402,8 +402,31 @@ func TestSummary(t *testing.T) {
 
 	roce, _, _ := encodeRoCE(t, false, 1)
 	require.Contains(t, wirelayers.Summary(roce, 0), "roce RC SEND Only qp=0x000012 psn=101")
+	require.Regexp(t, `payload=32 icrc=0x[0-9a-f]{8} ok$`, wirelayers.Summary(roce, 0))
+	good := append([]byte(nil), roce...)
 	roce[len(roce)-1] ^= 1
-	require.Contains(t, wirelayers.Summary(roce, 0), "roce: wire: checksum mismatch")
+	require.Regexp(t, `icrc=0x[0-9a-f]{8} BAD \(computed 0x[0-9a-f]{8}\)$`, wirelayers.Summary(roce, 0))
+	require.Equal(t, good[:len(good)-1], roce[:len(roce)-1], "the summary leaves the frame alone")
+
+	// An RDMA WRITE shows its RETH, an ACK its AETH.
+	for _, c := range []struct {
+		op   uint8
+		body []byte
+		want string
+	}{
+		{0x0a, []byte{0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 7, 0, 0, 0, 4, 'a', 'b', 'c', 'd'}, "reth{va=0x1000 rkey=0x7 len=4} payload=4 icrc="},
+		{0x11, []byte{0x1f, 0, 0, 9}, "aeth{ACK credits=31 msn=9} payload=0 icrc="},
+		{0x64, []byte{0, 0, 0, 0x11, 0, 0, 0, 0x22}, "deth{qkey=0x11 srcqp=0x000022} payload=0"},
+	} {
+		a := addrs(false)
+		a.DstPort = wire.RoCEv2Port
+		a.NoUDPChecksum = true
+		h := wire.BTH{Opcode: c.op, PKey: 0xffff, DestQP: 5, PSN: 6}
+		b := make([]byte, 256)
+		n, err := wire.EncodeRoCEFrame(b, &a, &h, c.body)
+		require.NoError(t, err)
+		require.Contains(t, wirelayers.Summary(b[:n], 0), c.want)
+	}
 
 	arp := gopacket.NewSerializeBuffer()
 	require.NoError(t, gopacket.SerializeLayers(arp, gopacket.SerializeOptions{FixLengths: true},

@@ -1,0 +1,62 @@
+package dix
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	coredix "github.com/peregrine-net/peregrine/core/dix"
+)
+
+func TestWrapCheckEveryKind(t *testing.T) {
+	n := uint64(200_000)
+	if testing.Short() || raceEnabled {
+		n = 20_000
+	}
+	for _, cfg := range []coredix.Config{
+		{Kind: coredix.Relative, Width: 8},
+		{Kind: coredix.FreeRunning, Width: 8},
+		{Kind: coredix.Absolute, Width: 8, Depth: 128},
+		{Kind: coredix.Relative, Width: 16},
+		{Kind: coredix.FreeRunning, Width: 32},
+	} {
+		res, err := WrapCheck(cfg, n, 3)
+		require.NoError(t, err)
+		require.Zero(t, res.Misplaced, "%+v: %+v", cfg, res)
+		require.Equal(t, n, res.Transactions)
+		require.NotZero(t, res.Reordered)
+	}
+}
+
+func TestSimulateIndexBeatsBaseline(t *testing.T) {
+	sends := 300
+	if testing.Short() || raceEnabled {
+		sends = 60
+	}
+	d, err := Simulate(coredix.Config{Kind: coredix.FreeRunning, Width: 16}, "loss=1%,paths=4,spread=40us,delay=10us", sends, DefaultWindow, 5)
+	require.NoError(t, err)
+	bl, err := Simulate(coredix.Config{}, "loss=1%,paths=4,spread=40us,delay=10us", sends, DefaultWindow, 5)
+	require.NoError(t, err)
+	for _, r := range []*SimResult{d, bl} {
+		require.Zero(t, r.Mismatches)
+		require.Zero(t, r.CompletionErr)
+	}
+	require.Zero(t, d.PeakHeld)
+	require.Equal(t, 1.0, d.CopiesPerByte())
+	require.NotZero(t, bl.PeakHeld)
+	require.Greater(t, bl.CopiesPerByte(), 1.0)
+	t.Logf("index p99 %v, baseline p99 %v, baseline peak held %d", d.P99, bl.P99, bl.PeakHeld)
+}
+
+func TestRunSmall(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("the whole scenario, scaled down; -short and -race skip it (the other tests cover its parts)")
+	}
+	var out strings.Builder
+	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, FullWrapSends: 2000, RxPackets: 2000})
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "BENCH-SUMMARY")
+	t.Log(out.String())
+}

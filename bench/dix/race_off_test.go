@@ -1,0 +1,5 @@
+//go:build !race
+
+package dix
+
+const raceEnabled = false

@@ -1,0 +1,29 @@
+package mcsq
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
+
+// TestDesignsMove: both designs complete WRs on the real clock with the
+// benchmark's 1,000 targets (a smoke test of the harness, not a
+// measurement).
+func TestDesignsMove(t *testing.T) {
+	o := Options{Targets: 1000, Hosts: 16, DCSQs: 64}
+	o.defaults()
+	for _, d := range []design{designMCSQ, designPerTarget} {
+		b, err := newBed(&o, d, true, clock.NewReal(), dcIdle)
+		require.NoError(t, err)
+		ops, err := b.throughput(context.Background(), 2, 8, 200*time.Millisecond, 1)
+		rs := b.n.Init.Transport().Stats()
+		t.Logf("%v: %.0f WR/s; queue %+v; transport sent %d data, %d retransmitted, %d probes", d, ops, b.q.Stats(), rs.TxData, rs.TxRetransmit, rs.KeepAliveSent)
+		require.NoError(t, b.n.Close())
+		require.NoError(t, err)
+		require.Positive(t, ops, "%v completed nothing", d)
+	}
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/qpx"
+)
+
+type roceConfig struct {
+	ports     []string
+	duration  time.Duration
+	burst     int
+	lcores    string
+	idle      string
+	period    time.Duration
+	frames    int
+	slots     int
+	firstQPN  uint32
+	open      int
+	retire    int
+	qps       []string
+	pmtu      int
+	strictPSN bool
+	ready     func() // tests: called once the loops run
+}
+
+func newRoCECommand() *cobra.Command {
+	var cfg roceConfig
+	cmd := &cobra.Command{
+		Use:   "roce",
+		Short: "Translate RoCEv2 QP numbers between a network port and a host port (global ↔ local)",
+		Long: `roce runs the RoCEv2 QP-translation stage (core/roce) between two ports:
+the first --port is the network (frames name QPs by 24-bit global QPNs),
+the second the host (frames name QPs by their local context number,
+0..--slots-1). Toward the host each RoCEv2 frame's ICRC is checked, its
+destination QPN translated through the CAM (a retired number is a stale
+packet: dropped and counted), its access and PSN checked against the
+context, its destination QP rewritten and a new ICRC written. Toward the
+network the local number selects the context, whose peer QPN and P_Key
+are written, with a new ICRC. Other frames pass untouched.
+
+QPs: --retire N opens and closes N QPs first (their numbers are retired),
+--open N opens N QPs under the next numbers of the rotation, --qp SPEC
+opens one more (qpn=,dest=,pkey=,psn=,rx-psn=,tx-psn=,access=rwa|all).
+The QPs are printed with their local numbers; per-reason counters print
+every --stats-period and at the end. With a pcap: network port the run
+ends when the capture is read.`,
+		Example: `  peregrine roce --port pcap:in.pcap --port pcap-out:out.pcap --retire 1 --open 3
+  peregrine roce --port afpacket:veth0 --port afpacket:veth1 --qp qpn=0x11,dest=0x22,psn=0 --duration 10s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runRoCE(ctx, cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&cfg.ports, "port", nil, "port spec, twice: the network port, then the host port")
+	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM or the pcap input ends)")
+	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
+	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
+	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters")
+	f.IntVar(&cfg.frames, "frames", 4096, "frames in the packet pool")
+	f.IntVar(&cfg.slots, "slots", 64, "local QP contexts (the CAM's size)")
+	f.Uint32Var(&cfg.firstQPN, "first-qpn", 0, "first global QPN of the rotation (0: 2)")
+	f.IntVar(&cfg.open, "open", 0, "QPs to open under the next numbers of the rotation")
+	f.IntVar(&cfg.retire, "retire", 0, "QPs to open and close first: their numbers are retired")
+	f.StringArrayVar(&cfg.qps, "qp", nil, "one more QP: qpn=N,dest=N,pkey=N,psn=N,access=rw (repeat)")
+	f.IntVar(&cfg.pmtu, "pmtu", 1024, "path MTU sizing RDMA READ responses (256..4096)")
+	f.BoolVar(&cfg.strictPSN, "strict-psn", false, "drop out-of-sequence and duplicate PSNs instead of counting and passing them")
+	return cmd
+}
+
+func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
+	if len(cfg.ports) != 2 {
+		return usage(fmt.Errorf("--port: give two ports, the network then the host (got %d), e.g. --port pcap:in.pcap --port pcap-out:out.pcap", len(cfg.ports)))
+	}
+	if err := usage(checkInt("burst", cfg.burst, 1, 256), checkInt("slots", cfg.slots, 1, 1<<20)); err != nil {
+		return err
+	}
+	ro := app.RoCEOptions{Net: 0, Host: 1, Slots: cfg.slots, FirstQPN: cfg.firstQPN, Retire: cfg.retire, Open: cfg.open,
+		OpenDefaults: app.RoCEQP{Access: qpx.AccessAll}, Burst: cfg.burst, PMTU: cfg.pmtu, StrictPSN: cfg.strictPSN}
+	for _, s := range cfg.qps {
+		q, err := app.ParseRoCEQP(s)
+		if err != nil {
+			return usage(fmt.Errorf("--qp %q: %w", s, err))
+		}
+		ro.QPs = append(ro.QPs, q)
+	}
+	cpus, err := lcore.ParseCPUList(cfg.lcores)
+	if err != nil {
+		return fmt.Errorf("--lcores: %w", err)
+	}
+	idle, err := lcore.ParseIdleMode(cfg.idle)
+	if err != nil {
+		return fmt.Errorf("--idle: %w", err)
+	}
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Ports:  cfg.ports,
+		Lcores: app.OnCPUs(cpus[0]),
+		Idle:   lcore.IdlePolicy{Mode: idle},
+	})
+	if err != nil {
+		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle", "Ports": "--port"})
+	}
+	r, err := p.AddRoCE(ro)
+	if err != nil {
+		return joinStop(flagError(err, map[string]string{"Slots": "--slots", "Retire": "--retire", "Open": "--open", "QPs": "--qp"}), p)
+	}
+	fmt.Fprintf(out, "peregrine roce: network %s, host %s, %d local QP contexts, lcore %d\n", cfg.ports[0], cfg.ports[1], r.Table.Slots(), cpus[0])
+	for _, q := range r.Retired {
+		fmt.Fprintf(out, "  retired qpn %#06x\n", q)
+	}
+	for _, q := range r.QPs {
+		fmt.Fprintf(out, "  qp %#06x -> local %d (peer qpn %#06x, pkey %#04x, rx psn %d, tx psn %d)\n", q.QPN, q.Local, q.Ctx.DestQPN, q.Ctx.PKey, q.Ctx.ExpectedPSN, q.Ctx.NextPSN)
+	}
+	if err := p.Start(); err != nil {
+		return joinStop(err, p)
+	}
+	if cfg.ready != nil {
+		cfg.ready()
+	}
+	tick := func(elapsed time.Duration) {
+		s := r.Stage.Stats()
+		fmt.Fprintf(out, "%7.2fs to-host %v\n         to-net  %v\n", elapsed.Seconds(), s.ToHost, s.ToNet)
+	}
+	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
+		Done: func() bool { return r.Done(p, 0) }})
+	if err != nil {
+		return joinStop(err, p)
+	}
+	stopErr := p.Stop()
+	s := r.Stage.Stats()
+	fmt.Fprintf(out, "\nsummary after %.2fs:\n  to-host %v\n  to-net  %v\n  qpx     %v\n", elapsed.Seconds(), s.ToHost, s.ToNet, s.QPX)
+	return stopErr
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package qpx_test
+
+const raceEnabled = false

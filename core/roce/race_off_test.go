@@ -1,0 +1,5 @@
+//go:build !race
+
+package roce_test
+
+const raceEnabled = false

@@ -1,0 +1,220 @@
+package txn
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/dix"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
+)
+
+// sendPair is a pair whose B side posts receive WQEs on the connection A
+// opens.
+type sendPair struct {
+	*pair
+	cb *Conn // B's handle of the connection
+}
+
+func newSendPair(t testing.TB, seed uint64, profile string, tweak func(a, b *Options)) *sendPair {
+	return newSendPairOn(t, nil, seed, profile, tweak)
+}
+
+// newSendPairOn builds the pair on pool (nil: its own, checked and closed
+// at cleanup; else the caller calls close).
+func newSendPairOn(t testing.TB, pool *mbuf.Pool, seed uint64, profile string, tweak func(a, b *Options)) *sendPair {
+	t.Helper()
+	sp := &sendPair{}
+	build := newPair
+	if pool != nil {
+		build = func(t testing.TB, seed uint64, profile string, tw func(a, b *Options)) *pair {
+			return newPairOn(t, pool, seed, profile, tw)
+		}
+	}
+	sp.pair = build(t, seed, profile, func(a, b *Options) {
+		b.OnConnEvent = func(ev ConnEvent) {
+			if ev.Kind == ConnEstablished {
+				sp.cb = ev.Conn
+			}
+		}
+		if tweak != nil {
+			tweak(a, b)
+		}
+	})
+	return sp
+}
+
+// open opens A→B with the index cfg and runs until B knows the connection.
+func (sp *sendPair) open(cfg dix.Config) *Conn {
+	sp.t.Helper()
+	c, err := sp.a.Open(sp.peerB(), ConnOptions{Index: cfg})
+	require.NoError(sp.t, err)
+	sp.run(func() bool {
+		return sp.cb != nil && c.Transport() != nil && c.Transport().State() == rt.StateEstablished
+	}, 100*time.Millisecond)
+	return c
+}
+
+func (sp *sendPair) recvs() []Completion {
+	var out []Completion
+	for _, c := range sp.cqB {
+		if c.Kind == OpRecv {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestSendLandsInPostedWQEsInOrder(t *testing.T) {
+	for _, cfg := range []dix.Config{
+		{},
+		{Kind: dix.FreeRunning, Width: 8},
+		{Kind: dix.Relative, Width: 8, Carry: dix.CarryUntilAcked},
+		{Kind: dix.Absolute, Width: 16, Depth: 128, Where: dix.InExtension},
+	} {
+		t.Run(cfg.Kind.String(), func(t *testing.T) {
+			sp := newSendPair(t, 7, "paths=4,spread=30us,delay=10us", func(a, b *Options) {
+				a.Segment, b.Segment = 1024, 1024
+				b.RecvDepth, b.HoldBytes = 128, 1<<20
+			})
+			c := sp.open(cfg)
+			const n = 40
+			src := pattern(1, n*8192)
+			ra, err := sp.a.Register(src, 0)
+			require.NoError(t, err)
+			dst := make([]byte, n*8192+64)
+			rb, err := sp.b.Register(dst, RemoteWrite)
+			require.NoError(t, err)
+			for k := range n {
+				_, err := sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: uint64(k * 8192), Len: 8192, WRID: uint64(100 + k)})
+				require.NoError(t, err)
+			}
+			sizes := make([]int, n)
+			for k := range n {
+				sizes[k] = 1 + (k*2654435761)%8192
+				_, err := c.Send(Op{Local: ra, LocalAddr: uint64(k * 8192), Len: sizes[k], Tag: uint64(k)})
+				require.NoError(t, err)
+			}
+			sp.run(func() bool { return len(sp.recvs()) == n && len(sp.cqA) == n }, time.Second)
+			for _, cp := range sp.cqA {
+				require.Equal(t, StatusOK, cp.Status, "send %d", cp.Tag)
+				require.Equal(t, OpSend, cp.Kind)
+			}
+			seen := map[uint32]bool{}
+			for _, cp := range sp.recvs() {
+				require.Equal(t, StatusOK, cp.Status)
+				k := int(cp.WQE)
+				require.False(t, seen[cp.WQE], "WQE %d completed twice", k)
+				seen[cp.WQE] = true
+				require.Equal(t, uint64(100+k), cp.Tag)
+				require.Equal(t, sizes[k], cp.Bytes)
+				require.True(t, bytes.Equal(src[k*8192:k*8192+sizes[k]], dst[k*8192:k*8192+sizes[k]]), "WQE %d bytes", k)
+			}
+			st := sp.b.SendStats()
+			require.Equal(t, uint64(n), st.RecvCompleted)
+			require.Zero(t, st.Forged+st.Stale)
+			if cfg.Kind == dix.None {
+				require.Zero(t, st.BindsElement)
+				require.Equal(t, st.Held, st.PlacedHeld, "every held packet placed once")
+				require.GreaterOrEqual(t, st.BytesCopied, st.BytesPlaced)
+				require.Zero(t, st.HeldBytes)
+			} else {
+				require.Zero(t, st.Held)
+				require.Equal(t, st.BytesPlaced, st.BytesCopied, "one copy per byte")
+			}
+		})
+	}
+}
+
+func TestSendRNRThenLatePost(t *testing.T) {
+	sp := newSendPair(t, 8, "", func(a, b *Options) {
+		a.Transport.RNRTimeout = 50 * time.Microsecond
+		b.Transport.RNRTimeout = 50 * time.Microsecond
+	})
+	c := sp.open(dix.Config{Kind: dix.FreeRunning, Width: 16})
+	src := pattern(2, 3000)
+	ra, _ := sp.a.Register(src, 0)
+	dst := make([]byte, 4096)
+	rb, _ := sp.b.Register(dst, RemoteWrite)
+	_, err := c.Send(Op{Local: ra, Len: 3000, Tag: 1})
+	require.NoError(t, err)
+	sp.run(func() bool { return sp.a.SendStats().RNRReceived > 0 }, 10*time.Millisecond)
+	_, err = sp.cb.PostRecv(RecvWR{Local: rb, Len: 4096, WRID: 9})
+	require.NoError(t, err)
+	sp.run(func() bool { return len(sp.recvs()) == 1 && len(sp.cqA) == 1 }, 100*time.Millisecond)
+	require.Equal(t, StatusOK, sp.cqA[0].Status)
+	require.Equal(t, StatusOK, sp.recvs()[0].Status)
+	require.Equal(t, src, dst[:3000])
+	require.NotZero(t, sp.b.SendStats().RNRSent)
+}
+
+func TestSendRNRRetryExceededConsumesItsWQE(t *testing.T) {
+	sp := newSendPair(t, 9, "", func(a, b *Options) {
+		a.Transport.RNRTimeout = 20 * time.Microsecond
+		b.Transport.RNRTimeout = 20 * time.Microsecond
+		a.Transport.RetryLimit, b.Transport.RetryLimit = 3, 3
+	})
+	c := sp.open(dix.Config{Kind: dix.FreeRunning, Width: 8})
+	src := pattern(3, 2000)
+	ra, _ := sp.a.Register(src, 0)
+	dst := make([]byte, 8192)
+	rb, _ := sp.b.Register(dst, RemoteWrite)
+	_, err := c.Send(Op{Local: ra, Len: 1000, Tag: 1})
+	require.NoError(t, err)
+	sp.run(func() bool { return len(sp.cqA) == 1 }, 100*time.Millisecond)
+	require.Equal(t, StatusRNRRetryExceeded, sp.cqA[0].Status)
+	require.NotZero(t, sp.a.SendStats().RNRExceeded)
+	// WQE 0 belonged to the abandoned Send: it is consumed in error when
+	// posted; the next Send takes WQE 1.
+	sp.run(func() bool { return sp.b.SendStats().NoticesApplied == 1 }, 100*time.Millisecond)
+	_, err = sp.cb.PostRecv(RecvWR{Local: rb, Len: 4096, WRID: 10})
+	require.NoError(t, err)
+	_, err = sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: 4096, Len: 4096, WRID: 11})
+	require.NoError(t, err)
+	_, err = c.Send(Op{Local: ra, LocalAddr: 1000, Len: 1000, Tag: 2})
+	require.NoError(t, err)
+	sp.run(func() bool { return len(sp.recvs()) == 2 && len(sp.cqA) == 2 }, 100*time.Millisecond)
+	r := sp.recvs()
+	require.Equal(t, StatusRemoteAbandoned, r[0].Status)
+	require.Equal(t, uint64(10), r[0].Tag)
+	require.Equal(t, StatusOK, r[1].Status)
+	require.Equal(t, uint64(11), r[1].Tag)
+	require.Equal(t, src[1000:2000], dst[4096:5096])
+}
+
+func TestSendLongerThanWQE(t *testing.T) {
+	sp := newSendPair(t, 10, "", func(a, b *Options) { a.Segment, b.Segment = 512, 512 })
+	c := sp.open(dix.Config{Kind: dix.FreeRunning, Width: 32})
+	src := pattern(4, 4000)
+	ra, _ := sp.a.Register(src, 0)
+	dst := make([]byte, 2048)
+	for i := range dst {
+		dst[i] = 0xee
+	}
+	rb, _ := sp.b.Register(dst, RemoteWrite)
+	_, err := sp.cb.PostRecv(RecvWR{Local: rb, Len: 1024, WRID: 5})
+	require.NoError(t, err)
+	_, err = c.Send(Op{Local: ra, Len: 4000, Tag: 1})
+	require.NoError(t, err)
+	sp.run(func() bool { return len(sp.recvs()) == 1 && len(sp.cqA) == 1 }, 100*time.Millisecond)
+	require.Equal(t, StatusRemoteInvalid, sp.cqA[0].Status)
+	require.Equal(t, StatusLocalLength, sp.recvs()[0].Status)
+	for i, b := range dst {
+		require.Equal(t, byte(0xee), b, "byte %d written", i)
+	}
+}
+
+func TestSendOnOrderedConnRefused(t *testing.T) {
+	sp := newSendPair(t, 11, "", nil)
+	c, err := sp.a.Open(sp.peerB(), ConnOptions{Ordered: true})
+	require.NoError(t, err)
+	src := make([]byte, 10)
+	ra, _ := sp.a.Register(src, 0)
+	_, err = c.Send(Op{Local: ra, Len: 10})
+	require.ErrorIs(t, err, ErrSendOrdered)
+	_, err = sp.a.Open(sp.peerB(), ConnOptions{Index: dix.Config{Kind: dix.Relative, Width: 32}})
+	require.ErrorIs(t, err, dix.ErrConfig)
+}

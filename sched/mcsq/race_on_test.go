@@ -1,0 +1,5 @@
+//go:build race
+
+package mcsq_test
+
+const raceEnabled = true
