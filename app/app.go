@@ -11,6 +11,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd"
+	"github.com/peregrine-net/peregrine/pmd/pcap"
 )
 
 // Options declares a pipeline: its pool, its ports and its poll loops.
@@ -51,6 +52,9 @@ type Lcore struct {
 	// CPU is the CPU the loop's thread is pinned to, or -1 for none. It
 	// must be in the process's allowed CPU set.
 	CPU int
+	// Idle, when set, is what this loop does when its stages find nothing
+	// to do, instead of Options.Idle.
+	Idle *lcore.IdlePolicy
 }
 
 // OnCPUs returns one unnamed Lcore per CPU, in order.
@@ -161,7 +165,7 @@ func New(opts Options) (*Pipeline, error) {
 		txLoop: make(map[Queue]int),
 	}
 	for i, spec := range opts.Ports {
-		pt, err := pmd.Open(p.env, spec)
+		pt, err := p.open(spec)
 		if err != nil {
 			if cerr := p.Close(); cerr != nil {
 				err = fmt.Errorf("%w (and while closing what was opened: %v)", err, cerr)
@@ -171,6 +175,24 @@ func New(opts Options) (*Pipeline, error) {
 		p.ports = append(p.ports, pt)
 	}
 	return p, nil
+}
+
+// open opens one port spec; a capture=FILE parameter (pmd.CaptureParam)
+// wraps the port in a pcap mirror of its received and transmitted frames.
+func (p *Pipeline) open(spec string) (port.Port, error) {
+	base, capture, err := pmd.SplitCapture(spec)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := pmd.Open(p.env, base)
+	if err != nil || capture == "" {
+		return pt, err
+	}
+	m, err := pcap.NewMirror(pt, p.pool, pcap.MirrorOptions{Path: capture, Clock: p.opts.Clock})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%s=%s: %w (give a file this process can create)", pmd.CaptureParam, capture, err), pt.Close())
+	}
+	return m, nil
 }
 
 // validate checks what can be checked before anything is made. The loops
@@ -185,13 +207,22 @@ func (o *Options) validate() error {
 		return &FieldError{"Idle", -1, err}
 	}
 	for i, lc := range o.Lcores {
-		if _, err := lcore.New(lcore.Options{CPU: lc.CPU, Stages: noop}); err != nil {
+		lo := lcore.Options{CPU: lc.CPU, Stages: noop}
+		if lc.Idle != nil {
+			lo.Idle = *lc.Idle
+		}
+		if _, err := lcore.New(lo); err != nil {
 			return &FieldError{"Lcores", i, err}
 		}
 	}
 	for i, spec := range o.Ports {
 		if spec == "" {
 			return &FieldError{"Ports", i, errors.New(`empty spec (give DRIVER:ARGS, e.g. "afxdp:veth0" or "null:")`)}
+		}
+		for j, earlier := range o.Ports[:i] {
+			if pmd.SamePort(spec, earlier) {
+				return &FieldError{"Ports", i, fmt.Errorf("%q opens the same port as port %d (%q): open each port once", spec, j, earlier)}
+			}
 		}
 	}
 	return nil
@@ -323,7 +354,11 @@ func (p *Pipeline) Start() error {
 		if len(per[i]) == 0 {
 			continue
 		}
-		l, err := lcore.New(lcore.Options{Name: lc.name(i), CPU: lc.CPU, Clock: p.opts.Clock, Idle: p.opts.Idle, Stages: per[i], Isolate: p.opts.Isolate})
+		idle := p.opts.Idle
+		if lc.Idle != nil {
+			idle = *lc.Idle
+		}
+		l, err := lcore.New(lcore.Options{Name: lc.name(i), CPU: lc.CPU, Clock: p.opts.Clock, Idle: idle, Stages: per[i], Isolate: p.opts.Isolate})
 		if err != nil {
 			p.loops = nil
 			return &FieldError{"Lcores", i, err}
@@ -373,6 +408,10 @@ func (p *Pipeline) wireCaches() error {
 	}
 	return nil
 }
+
+// Loops returns the started loops, in Options.Lcores order (for their
+// names and counters, which any goroutine may read).
+func (p *Pipeline) Loops() []*lcore.Loop { return slices.Clone(p.started) }
 
 // LoopStats returns the loops' counters summed (lcore.Stats; exact once
 // the loops have stopped).

@@ -102,6 +102,9 @@ type TransportDemoOptions struct {
 	// and MinRTO the shortest retransmit timeout.
 	CongestionTarget time.Duration
 	MinRTO           time.Duration
+	// Capture, when set, mirrors the initiator's port to this pcap file
+	// (over mem pairs; veth ports take a capture= spec parameter).
+	Capture string
 	// IOI configures IOI forwarding on both endpoints (nil: on, adaptive
 	// threshold; demo_ioi.go).
 	IOI *ioi.Config
@@ -149,6 +152,9 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		portA, portB, fab, err = fabric.Link(p.pool, fabric.Options{Name: "fabric", AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
 			return nil, err
+		}
+		if portA, err = p.captureDemo(o.Capture, portA); err != nil {
+			return nil, errors.Join(err, fab.Close(), portB.Close())
 		}
 		p.AddPort(portA)
 		p.AddPort(portB)

@@ -91,4 +91,18 @@
 // it (a command maps the name back to its flag), adds its stages to the
 // pipeline before Start, and returns the stages or accessors a caller
 // prints live and final figures from. The pipeline owns what they build.
+// NewVethTopology makes demo --veth's three network namespaces (and
+// removes them: Delete). AddTransport also puts a ConnSampler on an
+// initiator's loop: connection state (SRTT, congestion window) is read on
+// that loop only, and the sampler publishes it for metrics. Package config builds a YAML file's pipeline
+// through the same builders; package metrics exports a pipeline to
+// Prometheus.
+//
+// # Captures
+//
+// A port spec with a capture=FILE parameter (pmd.CaptureParam) is opened
+// without it and wrapped in a pcap.Mirror that writes every frame the port
+// receives or accepts for transmission to FILE; the mirror hands the
+// loops' caches on to the port it wraps. A spec without the parameter is
+// not wrapped, so a port that is not captured pays nothing.
 package app

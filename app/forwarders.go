@@ -27,6 +27,10 @@ type ForwarderOptions struct {
 	Sizes traffic.Sizes
 	Rate  float64
 	Flows int
+	// Ports are the indices of the ports to forward between, in order
+	// (nil: every port of the pipeline); Loops the loops the stages are
+	// spread over (nil: every loop).
+	Ports, Loops []int
 }
 
 // validate checks what can be checked before any port opens; each error
@@ -84,6 +88,16 @@ func (p *Pipeline) AddForwarders(o ForwarderOptions) (*Forwarders, error) {
 		return nil, err
 	}
 	ports := p.Ports()
+	if o.Ports != nil {
+		ports = nil
+		for _, i := range o.Ports {
+			pt, err := p.portAt("Ports", i)
+			if err != nil {
+				return nil, err
+			}
+			ports = append(ports, pt)
+		}
+	}
 	if len(ports) == 0 {
 		return nil, errors.New("app: AddForwarders: the pipeline has no ports")
 	}
@@ -93,7 +107,7 @@ func (p *Pipeline) AddForwarders(o ForwarderOptions) (*Forwarders, error) {
 		outPort := ports[(i+1)%len(ports)]
 		queues := min(in.Info().Queues, outPort.Info().Queues)
 		for q := range queues {
-			loop := len(out.Stages) % p.Lcores()
+			loop := p.spread(o.Loops, len(out.Stages))
 			cache := p.Cache(loop)
 			var st Stage
 			if txonly {

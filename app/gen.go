@@ -24,6 +24,9 @@ type GeneratorsOptions struct {
 	Flows int
 	Rate  float64
 	Count uint64
+	// Loops are the loops the queues' generators are spread over (nil:
+	// every loop).
+	Loops []int
 }
 
 // Generators are the generators AddGenerators placed, one per queue.
@@ -62,7 +65,7 @@ func (p *Pipeline) AddGenerators(o GeneratorsOptions) (*Generators, error) {
 	}
 	gs := &Generators{}
 	for q := range out.Info().Queues {
-		loop := q % p.Lcores()
+		loop := p.spread(o.Loops, q)
 		g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out, Queue: q, Pool: p.pool, Burst: o.Burst, Sizes: o.Sizes, Flows: o.Flows, Rate: o.Rate, Count: o.Count, Cache: p.Cache(loop)})
 		if err != nil {
 			return nil, err
@@ -134,6 +137,9 @@ type SinksOptions struct {
 	Burst   int
 	Flows   int
 	Latency bool
+	// Loops are the loops the queues' sinks are spread over (nil: every
+	// loop).
+	Loops []int
 }
 
 // Sinks are the sinks AddSinks placed, one per queue.
@@ -177,7 +183,7 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 	}
 	ss := &Sinks{}
 	for q := range in.Info().Queues {
-		loop := q % p.Lcores()
+		loop := p.spread(o.Loops, q)
 		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, Cache: p.Cache(loop)})
 		if err != nil {
 			return nil, err
@@ -188,6 +194,15 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 		ss.Sinks = append(ss.Sinks, sk)
 	}
 	return ss, nil
+}
+
+// spread returns the loop of the i-th stage spread round-robin over loops
+// (nil: every loop of the pipeline).
+func (p *Pipeline) spread(loops []int, i int) int {
+	if len(loops) == 0 {
+		return i % p.Lcores()
+	}
+	return loops[i%len(loops)]
 }
 
 // portAt returns port i, or a *FieldError naming option when there is none.

@@ -23,6 +23,8 @@
 #
 #   # quic ... / # tcp ... / # peregrine ...     figures, as comments
 #   RATIO <name> <value> goal >= <goal> <PASS|FAIL>  (one per comparison)
+#   SERIES <figure> <impl> <loss %> <value> ...   (goodput, p99 against loss;
+#                                                  bench render --report plots them)
 #   BENCH-SUMMARY pass=<n> fail=<m>               (last)
 #
 # Environment: RUNS (3), DURATION (3s per bulk run), LAT_COUNT (5000 measured
@@ -461,4 +463,16 @@ ratio bulk_goodput_noloss_largest_frame_vs_kernel_tcp "$(div "$peregrine_bulk_ju
 ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99["1%"]}" "${peregrine_p99["0%"]}")" "<=" 3
 echo "# informational: with MTU $jumbo frames through the same fabric at 1 % loss, peregrine's goodput is $(div "$peregrine_bulk_jumbo_loss1" "${quic_bulk["1%"]}")x quic-go's at 1452-byte packets (the ratio above keeps MTU 1500)"
 echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk["0%"]}" "${quic_bulk["0%"]}"), at 5 % loss $(div "${peregrine_bulk["5%"]}" "${quic_bulk["5%"]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99["1%"]}" "${peregrine_p99["1%"]}")"
+# The figures against loss, for `peregrine bench render OUTPUT --report DIR`
+# (bench/report: one line plot per figure, one line per implementation).
+for loss in 0% 1% 5%; do
+	echo "SERIES bulk_goodput_vs_loss quic-go ${loss%\%} ${quic_bulk[$loss]:-0} loss_each_way_% goodput_Gbit/s"
+	echo "SERIES bulk_goodput_vs_loss peregrine ${loss%\%} ${peregrine_bulk[$loss]:-0} loss_each_way_% goodput_Gbit/s"
+	if [[ -n ${quic_p99[$loss]:-} ]]; then
+		echo "SERIES push4k_p99_vs_loss quic-go ${loss%\%} ${quic_p99[$loss]} loss_each_way_% 4_KiB_push_p99_us"
+	fi
+	if [[ -n ${peregrine_p99[$loss]:-} ]]; then
+		echo "SERIES push4k_p99_vs_loss peregrine ${loss%\%} ${peregrine_p99[$loss]} loss_each_way_% 4_KiB_push_p99_us"
+	fi
+done
 echo "BENCH-SUMMARY pass=$pass fail=$fail"

@@ -161,3 +161,60 @@ func (s Spec) Choice(name, def string, choices ...string) (string, error) {
 	}
 	return raw, nil
 }
+
+// CaptureParam is the port-spec parameter every driver takes: the port's
+// traffic, received and transmitted, is mirrored to this pcap file
+// ("afxdp:veth0?capture=veth0.pcap"). The driver never sees it: whoever
+// opens the port (package app) strips it with SplitCapture and wraps the
+// port in a pcap mirror, so a port opened without it pays nothing.
+const CaptureParam = "capture"
+
+// SplitCapture removes the capture parameter from spec: it returns the
+// spec without it, which the driver opens and which names the port, and
+// the capture file ("" when there is none). The other parameters keep
+// their order and spelling.
+func SplitCapture(spec string) (rest, file string, err error) {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return "", "", err
+	}
+	if !s.Params.Has(CaptureParam) {
+		return spec, "", nil
+	}
+	file = s.Params.Get(CaptureParam)
+	if file == "" {
+		return "", "", fmt.Errorf("%w: %q: %s= needs a file name, e.g. %s=port0.pcap", ErrBadParam, spec, CaptureParam, CaptureParam)
+	}
+	head, query, _ := strings.Cut(spec, "?")
+	var keep []string
+	for pair := range strings.SplitSeq(query, "&") {
+		k, _, _ := strings.Cut(pair, "=")
+		if key, err := url.QueryUnescape(k); err == nil && key == CaptureParam {
+			continue
+		}
+		if pair != "" {
+			keep = append(keep, pair)
+		}
+	}
+	if len(keep) == 0 {
+		return head, file, nil
+	}
+	return head + "?" + strings.Join(keep, "&"), file, nil
+}
+
+// SamePort reports whether specs a and b open the same device: the same
+// driver and target, in the same network namespace, on the same queue.
+// Parameters that only shape the port (ring sizes, a capture file) do not
+// make another one. The null driver's ports are all distinct, having no
+// device behind them. Malformed specs are compared as strings.
+func SamePort(a, b string) bool {
+	return portKey(a) == portKey(b) && !strings.HasPrefix(a, "null:")
+}
+
+func portKey(spec string) string {
+	s, err := ParseSpec(spec)
+	if err != nil {
+		return spec
+	}
+	return s.Driver + ":" + s.Target + "?netns=" + s.Params.Get("netns") + "&queue=" + s.Params.Get("queue")
+}

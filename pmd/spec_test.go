@@ -117,3 +117,34 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitCapture: the capture parameter comes off the spec whatever its
+// place, the rest keeps its order and spelling; an empty file is refused.
+func TestSplitCapture(t *testing.T) {
+	for _, tc := range []struct{ in, rest, file string }{
+		{"mem:a/0", "mem:a/0", ""},
+		{"mem:a/0?capture=x.pcap", "mem:a/0", "x.pcap"},
+		{"afxdp:veth0?queue=1&capture=/tmp/v.pcap&netns=b", "afxdp:veth0?queue=1&netns=b", "/tmp/v.pcap"},
+		{"afpacket:eth1?capture=a%20b.pcap&netns=x", "afpacket:eth1?netns=x", "a b.pcap"},
+	} {
+		rest, file, err := pmd.SplitCapture(tc.in)
+		require.NoError(t, err, tc.in)
+		require.Equal(t, tc.rest, rest, tc.in)
+		require.Equal(t, tc.file, file, tc.in)
+	}
+	_, _, err := pmd.SplitCapture("mem:a/0?capture=")
+	require.ErrorIs(t, err, pmd.ErrBadParam)
+	require.ErrorContains(t, err, "capture= needs a file name")
+}
+
+// TestSamePort: the same device is the same port whatever parameters
+// shape it; another queue, namespace or target is another; null ports
+// are all distinct.
+func TestSamePort(t *testing.T) {
+	require.True(t, pmd.SamePort("afxdp:v0", "afxdp:v0?capture=x.pcap&ring=64"))
+	require.True(t, pmd.SamePort("afpacket:eth1?netns=a", "afpacket:eth1?netns=a&block_count=8"))
+	require.False(t, pmd.SamePort("afxdp:v0?queue=0", "afxdp:v0?queue=1"))
+	require.False(t, pmd.SamePort("afxdp:v0?netns=a", "afxdp:v0?netns=b"))
+	require.False(t, pmd.SamePort("afxdp:v0", "afpacket:v0"))
+	require.False(t, pmd.SamePort("null:", "null:"))
+}

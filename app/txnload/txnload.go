@@ -248,6 +248,10 @@ func (l *Load) Stats() Stats {
 		SlowestFailed: time.Duration(l.cnt[cSlowestFailed].Load())}
 }
 
+// Conns returns the load's connections, for a stage on the loop that
+// polls them (their state is read on that goroutine only).
+func (l *Load) Conns() []*txn.Conn { return l.conns }
+
 // Down reports, from any goroutine, whether every connection of the load
 // ended (failed: the target died or restarted, or refused it) before the
 // load closed them: nothing more can be posted, and once every operation

@@ -2,25 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/fabric"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
-	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 type demoConfig struct {
@@ -30,6 +30,7 @@ type demoConfig struct {
 	lcores   string
 	idle     string
 	frames   int
+	obs      observeFlags
 	quiet    bool
 	veth     bool
 	driver   string
@@ -40,6 +41,7 @@ type demoConfig struct {
 	seed     uint64
 	target   time.Duration
 	minRTO   time.Duration
+	capture  string
 }
 
 func newDemoCommand() *cobra.Command {
@@ -88,7 +90,7 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 			}
 			// SIGTERM as well as SIGINT: either ends the run through the
 			// same path, which removes --veth's namespaces.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			ok, err := runDemo(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
@@ -101,6 +103,8 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
+	f.BoolVar(&cfg.obs.json, "json", false, "print the per-second figures and the summary (with every check) as JSON lines instead of text")
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
@@ -117,7 +121,17 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	f.Uint64Var(&cfg.seed, "seed", 1, "transport workload: seed of the fabric and the endpoints")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "transport workload: Swift's base target delay (Google's NIC default is 25us; poll loops that sleep need more)")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "transport workload: the shortest retransmit timeout")
+	f.StringVar(&cfg.capture, "capture", "", "mirror the initiator's (or the generator's) port, both directions, to this pcap file (tools/wireshark/peregrine.lua dissects it)")
 	return cmd
+}
+
+// memCapture is --capture for the in-memory transport demo, whose ports
+// AddTransportDemo makes (with --veth the port spec carries it).
+func (c demoConfig) memCapture() string {
+	if c.veth {
+		return ""
+	}
+	return c.capture
 }
 
 // demoLcores names the demo's loops: lcore A, and lcore B with two CPUs.
@@ -141,6 +155,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if cfg.duration <= 0 {
 		return false, fmt.Errorf("--duration %v: must be positive, e.g. 5s", cfg.duration)
 	}
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus := defaultLcores()
 	if cfg.lcores != "" {
 		var err error
@@ -161,11 +176,11 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			return false, fmt.Errorf("--window %d: use 1..4096", cfg.window)
 		}
 		if cfg.veth {
-			if _, err := driverCheck(cfg.driver); err != nil {
+			if err := driverCheck(cfg.driver); err != nil {
 				return false, err
 			}
 		}
-		return runDemoTransport(ctx, cfg, cpus, idle, out)
+		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":
 	case "roce":
 		return runDemoRoCE(ctx, cfg, cpus, idle, out) // demoroce.go
@@ -184,18 +199,21 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			return false, err
 		}
 		defer topo.Delete()
-		spec := func(ns *netns.NS, ifname string) string {
-			return fmt.Sprintf("%s:%s?netns=%s", cfg.driver, ifname, ns.Name)
-		}
-		specs = []string{spec(topo.Gen, topo.GenIf), spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf), spec(topo.Sink, topo.SinkIf)}
+		specs = topo.Specs()
 		if cfg.rate == "" {
 			cfg.rate = "50kpps"
 		}
 	}
+	specs[0] = app.WithCapture(specs[0], cfg.capture)
 	rate, err := parseRate(cfg.rate, sizes.Mean())
 	if err != nil {
 		return false, fmt.Errorf("--rate: %w", err)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "demo", Frames: cfg.frames},
 		Ports:  specs,
@@ -206,6 +224,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	defer p.Stop() // on early returns; the checks below report the normal stop
 	demo, err := p.AddForwardDemo(app.ForwardDemoOptions{Burst: cfg.burst, Sizes: sizes, Rate: rate})
 	if err != nil {
@@ -225,6 +244,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	pool := p.Pool()
 	live := newDemoMeter(gen, forwarder, sink, pool)
 	sendTime, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(elapsed time.Duration) {
+		gs := gen.Stats()
+		js.interval(elapsed.Seconds(), map[string]float64{"generated_frames": float64(gs.Sent), "generated_bytes": float64(gs.Bytes),
+			"forwarded_frames": float64(forwarder.Stats().Tx), "received_frames": float64(sink.Frames()), "pool_in_use": float64(pool.InUse())})
 		if !cfg.quiet {
 			fmt.Fprintln(out, live.line(elapsed))
 		}
@@ -260,6 +282,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	}
 	cerr := pool.Close()
 	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	js.summary(secs, map[string]any{"generated_frames": gs.Sent, "generated_bytes": gs.Bytes, "forwarded_frames": fs.Tx, "forward_dropped": fs.Dropped,
+		"received_frames": ss.Received, "in_order": ss.InOrder, "gaps": ss.Gaps, "late": ss.Late, "foreign": ss.Foreign,
+		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "pool_in_use": pool.InUse()}, checks, interrupted)
 	return report(out, checks, interrupted), nil
 }
 
@@ -303,22 +328,51 @@ func roundDur(ns uint64) time.Duration {
 	return d.Round(time.Second)
 }
 
-// demoTopology builds the three namespaces of demo --veth under a name
-// unique to this process.
-func driverCheck(driver string) (string, error) {
-	if driver != "afxdp" && driver != "afpacket" {
-		return "", fmt.Errorf("--driver %q: use afxdp or afpacket", driver)
-	}
-	return driver, nil
+// driverCheck refuses a --driver demo --veth cannot use.
+func driverCheck(driver string) error {
+	return flagError(app.CheckVethDriver(driver), map[string]string{"Driver": "--driver"})
 }
 
-func demoTopology(driver string) (*netns.Topology3, error) {
-	if _, err := driverCheck(driver); err != nil {
-		return nil, err
+// demoTopology builds the three namespaces of demo --veth under a name
+// unique to this process (app.NewVethTopology).
+func demoTopology(driver string) (*app.VethTopology, error) {
+	topo, err := app.NewVethTopology("pgdemo", driver)
+	if err != nil {
+		return nil, fmt.Errorf("--veth: %w", flagError(err, map[string]string{"Driver": "--driver"}))
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("--veth creates network namespaces and veth pairs: run as root (needs CAP_SYS_ADMIN and CAP_NET_ADMIN; the ports need CAP_NET_RAW, and afxdp also CAP_BPF and CAP_IPC_LOCK)")
+	return topo, nil
+}
+
+// demoJSONInterval is the transport demo's cumulative counters for a
+// --json interval line.
+func demoJSONInterval(load *txnload.Load, initiator, target *txn.Endpoint, pool *mbuf.Pool) map[string]float64 {
+	s := load.Stats()
+	return map[string]float64{
+		"ops_completed": float64(s.Completed), "ops_failed": float64(s.Failed), "goodput_bytes": float64(s.Bytes),
+		"retransmits": float64(initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit),
+		"pool_in_use": float64(pool.InUse()),
 	}
-	id := os.Getpid() % 100000
-	return netns.ThreeNS(fmt.Sprintf("pgdemo-%d", id), fmt.Sprintf("pgd%d", id), netns.VethOptions{GRO: true})
+}
+
+// demoJSONSummary is the transport demo's totals for the --json summary.
+func demoJSONSummary(ls txnload.Stats, ir, tr rt.Stats, fs fabric.Stats, lat *hist.Histogram, pool *mbuf.Pool) map[string]any {
+	drops := map[string]uint64{}
+	for _, d := range []fabric.DirStats{fs.AtoB, fs.BtoA} {
+		for reason, n := range map[string]uint64{"loss_random": d.LossRandom, "loss_burst": d.LossBurst, "queue_full": d.QueueFull,
+			"limit_full": d.LimitFull, "ttl_expired": d.TTLExpired} {
+			drops["fabric_"+reason] += n
+		}
+	}
+	for reason, n := range map[string]uint64{"bad_checksum": ir.RxBadChecksum + tr.RxBadChecksum, "duplicate": ir.RxDuplicate + tr.RxDuplicate,
+		"stale_psn": ir.RxStalePSN + tr.RxStalePSN, "out_of_window": ir.RxOutOfWindow + tr.RxOutOfWindow, "malformed": ir.RxMalformed + tr.RxMalformed,
+		"not_transport": ir.RxNotTransport + tr.RxNotTransport, "refused": ir.RxRefused + tr.RxRefused} {
+		drops["transport_"+reason] = n
+	}
+	return map[string]any{
+		"ops_posted": ls.Posted, "ops_completed": ls.Completed, "ops_failed": ls.Failed, "goodput_bytes": ls.Bytes,
+		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "latency_max_ns": lat.Max(),
+		"retransmits_initiator": ir.TxRetransmit, "retransmits_target": tr.TxRetransmit,
+		"early_retransmits_initiator": ir.TxEarlyRetransmit, "early_retransmits_target": tr.TxEarlyRetransmit,
+		"drops": drops, "pool_in_use": pool.InUse(),
+	}
 }

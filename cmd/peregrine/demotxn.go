@@ -14,20 +14,19 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/fabric"
-	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 // runDemoTransport is the demo's default workload: an initiator keeps a
 // window of pushes and pulls outstanding on ordered and unordered
 // connections to a target through the fabric emulator, and every
 // completion is checked (status, order, bytes).
-func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer) (bool, error) {
+func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer, js *jsonRun) (bool, error) {
 	prof, err := fabric.ParseProfile(cfg.profile)
 	if err != nil {
 		return false, fmt.Errorf("--profile: %w", err)
 	}
 	var (
-		topo *netns.Topology3
+		topo *app.VethTopology
 		ipA  = netip.MustParseAddr("198.18.0.1")
 		ipB  = netip.MustParseAddr("198.18.0.6")
 		over = "mem ports"
@@ -39,17 +38,19 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 			return false, err
 		}
 		defer topo.Delete()
-		for _, s := range []struct {
-			ns  *netns.NS
-			ifn string
-		}{{topo.Gen, topo.GenIf}, {topo.Fwd, topo.FwdGenIf}, {topo.Fwd, topo.FwdSinkIf}, {topo.Sink, topo.SinkIf}} {
-			opts.Ports = append(opts.Ports, fmt.Sprintf("%s:%s?netns=%s", cfg.driver, s.ifn, s.ns.Name))
-		}
+		opts.Ports = topo.Specs()
+		opts.Ports[0] = app.WithCapture(opts.Ports[0], cfg.capture)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(opts)
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	defer p.Stop() // on early returns; the checks below report the normal stop
 	pool := p.Pool()
 	if cfg.veth {
@@ -57,11 +58,14 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		over = cfg.driver + " ports over veth across three namespaces, fabric in the middle one"
 	}
 	demo, err := p.AddTransportDemo(app.TransportDemoOptions{Profile: prof, Seed: cfg.seed, InitiatorIP: ipA, TargetIP: ipB,
-		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, GlobalQPNs: true})
+		Window: cfg.window, CongestionTarget: cfg.target, MinRTO: cfg.minRTO, GlobalQPNs: true, Capture: cfg.memCapture()})
 	if err != nil {
 		return false, err
 	}
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
+	obs.watchTransport("initiator", initiator, load)
+	obs.watchTransport("target", target, nil)
+	obs.watchFabric("fabric", fab)
 	// In memory, with a pool that holds its endpoints' caches too: client
 	// goroutines post through MCSQs to hosts on a switch.
 	var mq *app.MCSQDemo
@@ -81,6 +85,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	}
 	meter := &loadMeter{load: load}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
+		js.interval(at.Seconds(), demoJSONInterval(load, initiator, target, pool))
 		if !cfg.quiet {
 			retx := initiator.Transport().Stats().TxRetransmit + target.Transport().Stats().TxRetransmit
 			fmt.Fprintln(out, meter.line(at, retx, pool))
@@ -141,6 +146,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if mq != nil {
 		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
 	}
+	js.summary(secs, demoJSONSummary(ls, ir, tr, fs, lat, pool), checks, interrupted)
 	return report(out, checks, interrupted), nil
 }
 

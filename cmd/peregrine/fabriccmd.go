@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +27,7 @@ type fabricConfig struct {
 	idle         string
 	period       time.Duration
 	frames       int
+	obs          observeFlags
 	frameSize    int
 	ready        func() // called once running (tests)
 }
@@ -60,12 +58,13 @@ The same --seed with the same input replays the same impairments.`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runFabric(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.register(f)
 	f.StringVar(&cfg.portA, "port-a", "", "first port spec (required)")
 	f.StringVar(&cfg.portB, "port-b", "", "second port spec (required)")
 	f.StringVar(&cfg.both, "profile", "", "impairment profile for both directions")
@@ -84,6 +83,7 @@ The same --seed with the same input replays the same impairments.`,
 }
 
 func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	if cfg.portA == "" || cfg.portB == "" {
 		return fmt.Errorf("--port-a and --port-b are both required, e.g. --port-a afxdp:veth1 --port-b afxdp:veth2")
 	}
@@ -113,6 +113,11 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.portA, cfg.portB},
@@ -122,11 +127,13 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	portA, portB := p.Port(0), p.Port(1)
 	fab, err := p.AddFabric(app.FabricOptions{A: 0, B: 1, AtoB: ab, BtoA: ba, Seed: cfg.seed, TransportPort: cfg.udpPort, InOrderDSCP: cfg.inOrderDSCP})
 	if err != nil {
 		return joinStop(flagError(err, map[string]string{"InOrderDSCP": "--in-order-dscp"}), p)
 	}
+	obs.watchFabric("fabric", fab)
 	fmt.Fprintf(out, "peregrine fabric: %s ⇄ %s, seed %d\n  A→B: %s\n  B→A: %s\n",
 		portA.Info().Name, portB.Info().Name, cfg.seed, ab, ba)
 	if err := p.Start(); err != nil {
@@ -138,6 +145,7 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	var last fabric.Stats
 	tick := func(e time.Duration) {
 		st := fab.Stats()
+		js.interval(e.Seconds(), fabricCounters(st))
 		fmt.Fprintf(out, "[%5.1fs] A→B %s | B→A %s\n", e.Seconds(), dirRate(st.AtoB, last.AtoB), dirRate(st.BtoA, last.BtoA))
 		last = st
 	}
@@ -152,6 +160,11 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	st := fab.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  A→B %s\n  B→A %s\n", elapsed.Seconds(), dirTotals(st.AtoB), dirTotals(st.BtoA))
 	fmt.Fprintf(out, "  port A dropped on receive %d, port B dropped on receive %d\n", pa.RxDropped, pb.RxDropped)
+	totals := map[string]any{"port_a_rx_dropped": pa.RxDropped, "port_b_rx_dropped": pb.RxDropped}
+	for k, v := range fabricCounters(st) {
+		totals[k] = v
+	}
+	js.summary(elapsed.Seconds(), totals, nil, false)
 	return stopErr
 }
 
@@ -172,4 +185,17 @@ func dirTotals(d fabric.DirStats) string {
 		}
 	}
 	return s
+}
+
+// fabricCounters are a fabric's counters by "DIRECTION.COUNTER", for --json.
+func fabricCounters(st fabric.Stats) map[string]float64 {
+	out := map[string]float64{}
+	for dir, d := range map[string]fabric.DirStats{"a_to_b": st.AtoB, "b_to_a": st.BtoA} {
+		for k, v := range map[string]uint64{"received": d.Received, "sent": d.Sent, "loss_random": d.LossRandom, "loss_burst": d.LossBurst,
+			"queue_full": d.QueueFull, "limit_full": d.LimitFull, "ttl_expired": d.TTLExpired, "duplicated": d.Duplicated,
+			"corrupted": d.Corrupted, "reordered": d.Reordered, "delayed": d.Delayed, "tx_refused": d.TxRefused} {
+			out[dir+"."+k] = float64(v)
+		}
+	}
+	return out
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +28,7 @@ type fwdConfig struct {
 	rate     string
 	flows    int
 	frames   int
+	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -63,12 +61,13 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runFwd(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.register(f)
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
 	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
@@ -85,6 +84,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 }
 
 func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	if n := len(cfg.ports); n < 1 || n > 2 {
 		return fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
 	}
@@ -115,6 +115,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		}
 	}
 
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  cfg.ports,
@@ -124,6 +129,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	fw, err := p.AddForwarders(fopts)
 	if err != nil {
 		return joinStop(err, p)
@@ -136,6 +142,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
 	if err != nil {
 		return joinStop(err, p)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +32,7 @@ type genConfig struct {
 	expect   uint64
 	idleExit time.Duration
 	frames   int
+	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -64,7 +62,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			if cfg.rx {
 				ok, err := runGenRx(ctx, cfg, cmd.OutOrStdout())
@@ -77,6 +75,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.register(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0 (required)")
 	f.BoolVar(&cfg.rx, "rx", false, "receive and measure instead of transmitting")
 	f.StringVar(&cfg.rate, "rate", "max", "rate per queue: 1mpps, 500kpps, 10gbit, 1000 (pps) or max")
@@ -113,6 +112,7 @@ func genLoopSetup(cfg genConfig) ([]int, lcore.IdleMode, error) {
 }
 
 func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
 		return err
@@ -132,6 +132,11 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		}
 		specs = append(specs, fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop))
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  specs,
@@ -141,6 +146,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	out0 := p.Port(0)
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
@@ -174,6 +180,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports()[:1])
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
 		return joinStop(err, p)
@@ -190,10 +197,16 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 // runGenRx receives and measures. It reports false when --expect was given
 // and frames were lost.
 func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
+	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
 		return false, err
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  []string{cfg.port},
@@ -203,6 +216,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
+	obs.watchPipeline(p)
 	in := p.Port(0)
 	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
 	if err != nil {
@@ -230,6 +244,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
+	meter.js = js
 	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
@@ -250,6 +265,9 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
 	ok := cfg.expect == 0 || total.Received == cfg.expect
+	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
+		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
+		expectChecks(ok, total.Received, cfg.expect), false)
 	if cfg.expect > 0 {
 		verdict := "every expected frame arrived"
 		if !ok {

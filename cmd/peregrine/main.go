@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 
@@ -85,10 +86,17 @@ was started.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	var cpuProfile string
+	var cpuProfile, logFormat, logLevel string
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log lines (on standard error) as text or json")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "least severe log level shown: debug, info, warn or error")
 	var stopProfile func()
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+		if err != nil {
+			return usage(err)
+		}
+		slog.SetDefault(logger)
 		if cpuProfile == "" {
 			return nil
 		}
@@ -112,6 +120,6 @@ was started.`,
 	// A flag cobra cannot parse is a usage error (exit 2) like one the
 	// command's own validation refuses.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
-	root.AddCommand(newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
 	return root
 }

@@ -41,6 +41,22 @@ type portMeter struct {
 	ports []port.Port
 	last  []port.Stats
 	at    time.Duration
+	// js, with --json, receives the figures instead of the text.
+	js *jsonRun
+}
+
+// counters are the ports' cumulative counters by "PORT.COUNTER".
+func (m *portMeter) counters() map[string]float64 {
+	out := map[string]float64{}
+	for i, p := range m.ports {
+		st := p.Stats()
+		name := fmt.Sprintf("%d:%s", i, p.Info().Name)
+		for k, v := range map[string]uint64{"rx_packets": st.RxPackets, "rx_bytes": st.RxBytes, "tx_packets": st.TxPackets, "tx_bytes": st.TxBytes,
+			"rx_dropped": st.RxDropped, "rx_no_buffer": st.RxNoBuf, "tx_refused": st.TxDropped, "errors": st.Errors} {
+			out[name+"."+k] = float64(v)
+		}
+	}
+	return out
 }
 
 func newPortMeter(ports []port.Port) *portMeter {
@@ -52,6 +68,10 @@ func newPortMeter(ports []port.Port) *portMeter {
 }
 
 func (m *portMeter) print(w io.Writer, elapsed time.Duration) {
+	if m.js != nil {
+		m.js.interval(elapsed.Seconds(), m.counters())
+		return
+	}
 	dt := (elapsed - m.at).Seconds()
 	m.at = elapsed
 	for i, p := range m.ports {
@@ -78,6 +98,13 @@ func (m *portMeter) print(w io.Writer, elapsed time.Duration) {
 
 // summary prints each port's totals.
 func (m *portMeter) summary(w io.Writer, elapsed time.Duration) {
+	if m.js != nil {
+		totals := map[string]any{}
+		for k, v := range m.counters() {
+			totals[k] = v
+		}
+		m.js.summary(elapsed.Seconds(), totals, nil, false)
+	}
 	secs := elapsed.Seconds()
 	for _, p := range m.ports {
 		st := p.Stats()

@@ -7,9 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,6 +38,7 @@ type transportConfig struct {
 	lcore     int
 	idle      string
 	frames    int
+	obs       observeFlags
 	target    time.Duration
 	minRTO    time.Duration
 	seed      uint64
@@ -94,7 +92,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 			if err := cfg.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
 			if err != nil {
@@ -107,6 +105,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.registerMetrics(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?netns=a (required)")
 	f.StringVar(&cfg.ip, "ip", "", "this endpoint's IP address (required)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "initiator: the target's MAC")
@@ -188,6 +187,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.role == "initiator" && cfg.targets > 0 {
 		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out)
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	pipe, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.port},
@@ -198,6 +202,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
 	}
+	obs.watchPipeline(pipe)
 	defer pipe.Stop() // on early returns
 	pool, p := pipe.Pool(), pipe.Port(0)
 	tp, err := pipe.AddTransport(app.TransportOptions{
@@ -212,6 +217,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		return false, err
 	}
 	ep, load := tp.Endpoint, tp.Load
+	obs.watchTransport(cfg.role, ep, load)
+	obs.watchConns(cfg.role, tp.Sampler)
 	if cfg.role == "target" {
 		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
 		if cfg.ready != nil {

@@ -224,7 +224,7 @@ func (c *demoConfig) validate() error {
 		workload = fmt.Errorf("--workload %q: use transport, forward or roce", c.workload)
 	}
 	if c.veth {
-		_, driver = driverCheck(c.driver)
+		driver = driverCheck(c.driver)
 		if c.driver == "afxdp" {
 			extra += 4 * afxdpFillFrames
 		}

@@ -184,6 +184,19 @@ func (m *Mirror) Flush() error {
 	return m.buf.Flush()
 }
 
+// UseCaches hands the caches of the loops driving queue's halves to the
+// inner port when it takes them (afxdp, afpacket: app.CacheUser), so a
+// mirrored port cycles its frames through the same caches as an unmirrored
+// one; other ports ignore them.
+func (m *Mirror) UseCaches(queue int, rx, tx *mbuf.Cache) error {
+	if cu, ok := m.inner.(interface {
+		UseCaches(queue int, rx, tx *mbuf.Cache) error
+	}); ok {
+		return cu.UseCaches(queue, rx, tx)
+	}
+	return nil
+}
+
 // Info returns the inner port's Info.
 func (m *Mirror) Info() port.Info { return m.inner.Info() }
 

@@ -1,0 +1,170 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/app/config"
+	"github.com/peregrine-net/peregrine/app/metrics"
+	_ "github.com/peregrine-net/peregrine/pmd/all"
+)
+
+const genSink = `
+lcores: [{name: a}]
+ports:
+  - {name: out, spec: "mem:w/0"}
+  - {name: in, spec: "mem:w/1"}
+pipelines:
+  - lcore: a
+    stages:
+      - {kind: generator, port: out, count: 5000, rate: 1mpps}
+      - {kind: sink, port: in, expect: 5000}
+run: {duration: 1m}
+`
+
+// TestParseAppliesDefaults: a minimal file parses, with the defaults.
+func TestParseAppliesDefaults(t *testing.T) {
+	c, err := config.Parse([]byte(genSink))
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultFrames, c.File.Pool.Frames)
+	require.Equal(t, "sleep", c.File.Idle)
+	require.Len(t, c.Stages, 2)
+	require.Equal(t, "generator-0", c.Stages[0].Name)
+	require.Equal(t, "pipelines[0].stages[1]", c.Stages[1].Path)
+}
+
+// TestErrorsNameTheField: every problem is reported at once, each with
+// the field's path, the value and the fix.
+func TestErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"issue example", `
+lcores: [{name: a}, {name: b}]
+ports: [{name: p0, spec: "mem:x/0"}, {name: p1, spec: "mem:x/1"}]
+pipelines:
+  - {lcore: a, stages: [{kind: sink, port: p0}]}
+  - {lcore: b, stages: [{kind: fabric, a: p0, b: p1, profile: "loss=200%"}]}
+`, []string{`pipelines[1].stages[0].profile: "loss=200%": `, "0..100%"}},
+		{"unknown top-level key", "lcore: []\n", []string{"field lcore not found"}},
+		{"unknown stage key", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: sink, port: p0, rate: 5}]}]
+`, []string{`pipelines[0].stages[0].rate: line 4: a sink stage has no field "rate"`}},
+		{"unknown kind", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: ioi}]}]
+`, []string{`pipelines[0].stages[0].kind: "ioi" is not a stage kind: use one of forwarder, generator, sink, fabric, transport`}},
+		{"unknown driver, same port twice, bad lcore, bad port ref", `
+lcores: [{name: a}]
+ports:
+  - {name: p0, spec: "nic:eth0"}
+  - {name: p1, spec: "afpacket:eth1"}
+  - {name: p2, spec: "afpacket:eth1"}
+pipelines: [{lcore: z, stages: [{kind: forwarder, ports: [p1, nope], mode: teleport}]}]
+`, []string{
+			`ports[0].spec: "nic:eth0": unknown port driver "nic": use one of afpacket, afxdp, mem, null, pcap, pcap-out`,
+			`ports[2].spec: "afpacket:eth1" opens the same port as ports[1]`,
+			`pipelines[0].lcore: "z" is not an lcore of this file: use one of a`,
+			`pipelines[0].stages[0].ports[1]: "nope" is not a port of this file`,
+			`pipelines[0].stages[0].mode: "teleport"`,
+		}},
+		{"pool too small, negative duration", `
+pool: {frames: 100}
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: sink, port: p0}]}]
+run: {duration: -1s}
+`, []string{"pool.frames: 100 is out of range: use 1024..", "run.duration: -1s is negative"}},
+		{"transport", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: transport, role: initiator, port: p0, ip: 1.2.3, peer: ghost, window: 0}]}]
+`, []string{`pipelines[0].stages[0].ip: "1.2.3"`, `pipelines[0].stages[0].peer: "ghost" is not a transport target stage`}},
+		{"initiator bigger than its in-process target", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, window: 64},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, window: 8}]}]
+`, []string{`pipelines[0].stages[0].window: 64 with sizes [64KiB] needs a 8388608 B region at the target, and target "tgt" registers 1048576 B`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.yaml))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestErrorsAreTyped: callers find each problem with errors.As.
+func TestErrorsAreTyped(t *testing.T) {
+	_, err := config.Parse([]byte("lcores: [{name: a}]\nports: [{name: p0, spec: \"null:\"}]\npipelines: [{lcore: a, stages: [{kind: sink, port: p0, burst: 999}]}]\n"))
+	var e *config.Error
+	require.True(t, errors.As(err, &e), "%v", err)
+	require.Equal(t, "pipelines[0].stages[0].burst", e.Path)
+	require.True(t, strings.HasPrefix(e.Err.Error(), "999 is out of range"), e.Err.Error())
+}
+
+// TestRunGenSink builds and runs a generator and a sink: the run ends
+// when the sink has every frame, checks pass, and the pool is empty.
+func TestRunGenSink(t *testing.T) {
+	c, err := config.Parse([]byte(genSink))
+	require.NoError(t, err)
+	a, err := config.Build(c, nil)
+	require.NoError(t, err)
+	res := a.Run(context.Background(), context.Background(), config.RunOptions{})
+	require.NoError(t, res.Err)
+	require.Empty(t, res.Lost)
+	require.True(t, res.OK(), "%+v", res.Reports)
+	require.Zero(t, res.PoolInUse)
+	require.Less(t, res.Elapsed, time.Minute)
+}
+
+// TestBuildFailureClosesEverything: a port that cannot open fails Build
+// with the field named, and nothing stays open (the next build of the
+// same mem pair works).
+func TestBuildFailureClosesEverything(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:z/0"}, {name: p1, spec: "pcap:/nonexistent/x.pcap"}]
+pipelines: [{lcore: a, stages: [{kind: sink, port: p0}]}]
+`))
+	require.NoError(t, err)
+	_, err = config.Build(c, nil)
+	require.ErrorContains(t, err, "ports[1].spec: ")
+}
+
+// TestExportRegisters: an appliance's stages register their collectors.
+func TestExportRegisters(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: a, spec: "mem:f/0"}, {name: b, spec: "mem:f/1"}, {name: c, spec: "mem:g/0"}, {name: d, spec: "mem:g/1"}]
+pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}, {kind: forwarder, ports: [c]}, {kind: sink, port: d}]}]
+`))
+	require.NoError(t, err)
+	a, err := config.Build(c, nil)
+	require.NoError(t, err)
+	defer a.Pipeline.Stop()
+	reg := metrics.New()
+	require.NoError(t, config.Export(a, reg))
+	mfs, err := reg.Gatherer().Gather()
+	require.NoError(t, err)
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	require.Contains(t, names, "peregrine_fabric_drops_total")
+	require.Contains(t, names, "peregrine_forwarder_drops_total")
+	require.Contains(t, names, "peregrine_sink_frames_total")
+}

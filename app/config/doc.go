@@ -1,0 +1,62 @@
+// Package config reads the appliance's YAML configuration file (`peregrine
+// run -c FILE`), checks every field before anything is opened, and builds
+// the pipeline it declares through the same app builders the subcommands
+// use (AddForwarders, AddGenerators, AddSinks, AddFabric, AddTransport), so
+// a config and a command line with the same values build the same thing.
+//
+// # The file
+//
+//	pool:      {frames: 16384, frame_size: 2048}
+//	idle:      sleep                       # busy | yield | sleep
+//	lcores:    [{name: a, cpu: 0, idle: busy}, {name: b, cpu: 1}]
+//	ports:     [{name: p0, spec: "afxdp:veth0?queue=0"}, ...]
+//	pipelines:                             # one per lcore, stages polled in order
+//	  - lcore: a
+//	    stages:
+//	      - {kind: forwarder, ports: [p0, p1], mode: io}
+//	run:       {duration: 10s, drain: 5s, stats_period: 1s}
+//
+// Stage kinds (Kinds): forwarder, generator, sink, fabric, transport; the
+// fields of each are its type's yaml tags (Forwarder, Generator, Sink,
+// Fabric, Transport). configs/ holds an example of every use.
+//
+// The YAML library is go.yaml.in/yaml/v3, the maintained continuation of
+// gopkg.in/yaml.v3 (already in the module graph): its Decoder.KnownFields
+// makes an unknown key an error. A stage is a mapping whose "kind" key
+// selects its type, so its other keys are decoded into that type after the
+// kind is known; yaml.Node.Decode is not strict, so Parse checks those keys
+// against the type itself (checkKeys) first.
+//
+// # Errors
+//
+// Parse returns every problem at once (Errors), each an *Error whose Path
+// names the field as written — "pipelines[1].stages[0].profile" — and whose
+// message gives the value and the fix. The value rules are shared with the
+// command-line flags (rules.go: CheckFrames, CheckFrameSize, ParseRate, …)
+// so the same mistake gets the same answer in both.
+//
+// # Adding a stage kind
+//
+// A mechanism (IOI, the delivery index, the multi-channel send queue, QP
+// translation) adds a type implementing Stage — Check validates its fields
+// through a Checker, Build adds it to the pipeline through a Builder and
+// returns a Running the run reads — in a new file of this package, and one
+// line in Kinds. A Running that also implements Export(name,
+// *metrics.Registry) error has its counters on /metrics.
+//
+// # Running and stopping
+//
+// Appliance.Run starts the loops and waits until run.duration passes,
+// every stage that ends by itself (Running.Finite) is Done, or its context
+// ends (SIGINT/SIGTERM). Then it drains — each stage stops posting or
+// sending and waits for its in-flight work, for up to run.drain, less if
+// the hurry context ends (a second signal) — stops the loops, closes the
+// ports and checks the pool is back to zero in use. Result.Lost names what
+// did not make it.
+//
+// # Ownership
+//
+// The Appliance's pipeline owns the pool, the ports and every stage (see
+// package app); config holds no frame. Running values read counters the
+// stages publish for any goroutine.
+package config

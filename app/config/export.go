@@ -1,0 +1,63 @@
+package config
+
+import (
+	"errors"
+
+	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/core/rt"
+)
+
+// exporter is a Running whose counters have Prometheus collectors of
+// their own (a mechanism's stage implements it to join /metrics).
+type exporter interface {
+	Export(name string, reg *metrics.Registry) error
+}
+
+// Export registers the collectors of every stage that has some with reg.
+// The pipeline's ports, pool and loops are exported by the caller
+// (metrics.Registry.Ports, Pool, Loops).
+func Export(a *Appliance, reg *metrics.Registry) error {
+	var errs []error
+	for _, b := range a.Stages {
+		if e, ok := b.Running.(exporter); ok {
+			errs = append(errs, e.Export(b.Name, reg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Export implements exporter.
+func (r *fabricRun) Export(name string, reg *metrics.Registry) error { return reg.Fabric(name, r.f) }
+
+// Export implements exporter.
+func (r *transportRun) Export(name string, reg *metrics.Registry) error {
+	stats := func() rt.Stats { return r.t.Endpoint.Transport().Stats() }
+	if r.t.Load == nil {
+		return reg.Transport(name, stats, nil)
+	}
+	return errors.Join(reg.Transport(name, stats, func() (uint64, uint64, uint64) {
+		s := r.t.Load.Stats()
+		return s.Completed, s.Failed, s.Bytes
+	}), reg.Conns(name, r.t.Sampler.Sample))
+}
+
+// Export implements exporter.
+func (r *forwarderRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("forwarder", name, func() map[string]uint64 { return map[string]uint64{"frames": r.moved()} },
+		func() map[string]uint64 { return map[string]uint64{"output_refused": r.f.Dropped()} })
+}
+
+// Export implements exporter.
+func (r *generatorRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("generator", name, func() map[string]uint64 {
+		st := r.g.Stats()
+		return map[string]uint64{"frames": st.Sent, "bytes": st.Bytes}
+	}, func() map[string]uint64 { return map[string]uint64{"no_buffer": r.g.Stats().NoBuf} })
+}
+
+// Export implements exporter. Only the sink's frame count is read: its
+// other counters are published under a lock the sink's loop takes, and a
+// scrape never contends with the datapath.
+func (r *sinkRun) Export(name string, reg *metrics.Registry) error {
+	return reg.Stage("sink", name, func() map[string]uint64 { return map[string]uint64{"frames": r.s.Frames()} }, nil)
+}

@@ -1,0 +1,171 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/internal/units"
+)
+
+// The value rules a configuration file and the command-line flags share,
+// so the same mistake gets the same answer in both. Each returns an error
+// that starts with the value and says what would be accepted; the caller
+// puts the field's path ("pool.frames: ") or the flag ("--frames ") in
+// front.
+
+// MinFramesPerLoop is the smallest pool each poll loop needs: its mbuf
+// cache keeps up to mbuf.DefaultCacheSize frames that no other loop can
+// take, and its bursts and port rings need as many again. Below this a
+// run stalls with every frame parked in a cache.
+const MinFramesPerLoop = 2 * mbuf.DefaultCacheSize
+
+// MaxPoolBytes bounds frames × frame size: far above any run here, and
+// below what would take a machine's memory on a typo.
+const MaxPoolBytes = 4 << 30
+
+// MaxBurst is the most frames a stage moves per burst.
+const MaxBurst = 256
+
+// MaxFlows is the most flows a generator tells apart (UDP source ports
+// from traffic.BaseSrcPort up).
+const MaxFlows = 65535 - traffic.BaseSrcPort
+
+// AFXDPFillFrames is what an AF_XDP port keeps in its fill ring, on top of
+// the loops' caches.
+const AFXDPFillFrames = 2048
+
+// TransportFrames is what a transport workload holds on top of the loops'
+// caches: granted and unsolicited data in flight, the reorder engines'
+// held packets and a fabric's delayed frames (measured: one loop and 1024
+// frames stalls, 1536 completes at windows 32 to 4096).
+const TransportFrames = 512
+
+// CheckFrames refuses a pool of n frames too small for loops poll loops
+// (MinFramesPerLoop each) plus extra frames the ports or the workload
+// keep, or larger than the pool or MaxPoolBytes allow. frameSize 0 is the
+// pool's default.
+func CheckFrames(n, loops, extra, frameSize int) error {
+	least := MinFramesPerLoop*max(loops, 1) + extra
+	if frameSize == 0 {
+		frameSize = mbuf.DefaultFrameSize
+	}
+	most := min(mbuf.MaxFrames, MaxPoolBytes/frameSize)
+	if n < least || n > most {
+		return fmt.Errorf("%d is out of range: use %d..%d (each of %d poll loop(s) keeps up to %d frames in its cache, and bursts and port rings need as many again; at most %d MiB of %d-byte frames)",
+			n, least, most, max(loops, 1), mbuf.DefaultCacheSize, MaxPoolBytes>>20, frameSize)
+	}
+	return nil
+}
+
+// CheckFrameSize refuses a pool frame size the ports cannot use.
+func CheckFrameSize(n int) error {
+	switch n {
+	case 2048, 4096, 8192, 16384:
+		return nil
+	}
+	return fmt.Errorf("%d is not supported: use 2048, 4096, 8192 or 16384", n)
+}
+
+// CheckRange refuses v outside lo..hi.
+func CheckRange(v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%d is out of range: use %d..%d", v, lo, hi)
+	}
+	return nil
+}
+
+// CheckDuration refuses a negative duration; zero is refused too unless
+// zeroMeans says what it means.
+func CheckDuration(d time.Duration, zeroMeans string) error {
+	switch {
+	case d < 0 && zeroMeans != "":
+		return fmt.Errorf("%v is negative: use a positive duration such as 10s, or 0 to %s", d, zeroMeans)
+	case d < 0:
+		return fmt.Errorf("%v is negative: use a positive duration such as 10s", d)
+	case d == 0 && zeroMeans == "":
+		return errors.New("0 is not allowed: use a positive duration such as 5s")
+	}
+	return nil
+}
+
+// CheckAtLeast refuses a period or timeout below least.
+func CheckAtLeast(d, least time.Duration) error {
+	if d < least {
+		return fmt.Errorf("%v is too short: use %v or more, e.g. 1s", d, least)
+	}
+	return nil
+}
+
+// AllowedCPUs is the set of CPUs this process may run on.
+func AllowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, err
+	}
+	var cpus []int
+	for c := range lcore.MaxCPU + 1 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// CheckCPU refuses a CPU this process may not use, naming the ones it may
+// (-1, unpinned, is always allowed).
+func CheckCPU(cpu int) error {
+	if cpu == -1 {
+		return nil
+	}
+	allowed, err := AllowedCPUs()
+	if err != nil {
+		return nil // the loop's own check reports it when it starts
+	}
+	for _, c := range allowed {
+		if c == cpu {
+			return nil
+		}
+	}
+	return fmt.Errorf("CPU %d is not one this process may use: use CPUs from %s (or -1 for an unpinned loop)", cpu, lcore.FormatCPUList(allowed))
+}
+
+// ParseRate reads a rate: "max", "" or "0" is as fast as possible (0);
+// else a rate as internal/units reads it, a bit rate turned into frames
+// per second with the mean frame size.
+func ParseRate(s string, meanFrame float64) (float64, error) {
+	if t := strings.ToLower(strings.TrimSpace(s)); t == "" || t == "max" {
+		return 0, nil
+	}
+	r, err := units.ParseRate(s)
+	if err != nil {
+		return 0, err
+	}
+	return r.FramesPerSecond(meanFrame), nil
+}
+
+// ParseByteSizes reads message sizes (512, 4KiB, 1MiB), each within
+// lo..hi bytes.
+func ParseByteSizes(items []string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, item := range items {
+		n, err := units.ParseSize(strings.TrimSpace(item))
+		if err != nil {
+			return nil, err
+		}
+		if n < int64(lo) || n > int64(hi) {
+			return nil, fmt.Errorf("size %q is out of range: use %d..%d bytes, e.g. 512, 4KiB, 1MiB", item, lo, hi)
+		}
+		out = append(out, int(n))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no sizes given (e.g. [512, 4KiB, 64KiB])")
+	}
+	return out, nil
+}
