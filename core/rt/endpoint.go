@@ -229,10 +229,7 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	if e.stopped {
 		return 0
 	}
-	if now > e.now {
-		e.now = now
-		e.now32 = stamp(now)
-	}
+	e.Tick(now)
 	work := 0
 	if n := e.port.RxBurst(e.queue, e.rxBuf); n > 0 {
 		data := e.touch(e.rxBuf[:n])
@@ -250,6 +247,18 @@ func (e *Endpoint) Poll(now clock.Time) int {
 		e.publishQPN()
 	}
 	return work
+}
+
+// Tick moves the endpoint's time to now (never back) without polling. A
+// ULP that calls the transport in the same round before Poll — the
+// transaction layer's scheduler sends, then polls — calls it first, so
+// what those calls time (a connection's silence measured from
+// Conn.SetAwaiting, say) is measured from now and not from the last Poll.
+func (e *Endpoint) Tick(now clock.Time) {
+	if now > e.now {
+		e.now = now
+		e.now32 = stamp(now)
+	}
 }
 
 // NextDeadline returns the earliest time at which Poll has something to

@@ -363,8 +363,9 @@ func (h *Conn) Abort() {
 // acknowledged) has no timer running and would wait forever for a peer
 // that is gone. It sends nothing while the peer talks, and nothing at all
 // on a connection with no work in progress (so an idle endpoint stays
-// idle). The transaction layer sets it while the connection holds any
-// transaction.
+// idle). The transaction layer sets it from the first packet a
+// transaction sends (or the first request it serves) until the connection
+// holds no transaction.
 func (h *Conn) SetAwaiting(on bool) {
 	c := h.live()
 	if c == nil || c.awaiting == on {

@@ -99,6 +99,10 @@ type conn struct {
 	closing   bool
 	closeSent bool
 	aborting  bool // Abort runs: the teardown flushes (StatusFlushed)
+	// awaiting mirrors rc.SetAwaiting: on once a transaction of this
+	// connection has sent a packet or serves the peer (await), off when it
+	// holds none.
+	awaiting  bool
 	quiet     bool // Open failed: its teardown is not announced
 	opTimeout time.Duration
 	blocked   bool // a scheduler class waits for an ACK to reopen the window

@@ -179,8 +179,11 @@
 //     the operation that found the peer gone, IBV_WC_WR_FLUSH_ERR for the
 //     rest). A peer that dies, or drops its half, while nothing of this
 //     side is unacknowledged (say, right after acknowledging a pull
-//     request) is found all the same: while a connection holds any
-//     transaction the transport probes a silent peer (rt.Conn.SetAwaiting)
+//     request) is found all the same: while a connection holds a
+//     transaction that has sent a packet (an initiator's) or serves the
+//     peer (a target's) the transport probes a silent peer
+//     (rt.Conn.SetAwaiting; work still queued behind the scheduler is not
+//     the peer's silence)
 //     and fails the connection after RetryLimit+1 unanswered probes
 //     (rt.ErrRetryExhausted), or at the bad-CID NACK of a peer that lost
 //     it (rt.ErrPeerReset) — unless rt Options.IdleTimeout is set, which

@@ -163,6 +163,7 @@ func (e *Endpoint) Outstanding() int { return len(e.xacts) - len(e.freeX) }
 // a burst, fires its timers and transmits. It returns the work done.
 func (e *Endpoint) Poll(now clock.Time) int {
 	e.now = now
+	e.rt.Tick(now) // what schedule sends is timed now
 	n := e.wheel.Advance(now, e.fire)
 	n += e.issueGrants()
 	n += e.schedule(now)

@@ -189,10 +189,23 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	}
 	c.tail = i
 	c.count++
-	if c.count == 1 {
-		c.rc.SetAwaiting(true) // a silent peer is probed while work is in progress
+	if r == roleTarget {
+		e.await(c) // the peer's request is in progress here
 	}
 	return i, x
+}
+
+// await tells the transport that connection c has work in progress with
+// its peer, so a silent peer is probed (rt.Conn.SetAwaiting). An
+// initiator's transaction counts from its first packet sent, not from
+// posting: work still queued behind the scheduler (thousands of
+// connections, a window full) is not the peer's silence, and probing it
+// would spend the transmit budget on probes instead of the work.
+func (e *Endpoint) await(c *conn) {
+	if !c.awaiting {
+		c.awaiting = true
+		c.rc.SetAwaiting(true)
+	}
 }
 
 // freeXact unlinks and frees a context; its reorder entries must be gone.
@@ -213,7 +226,8 @@ func (e *Endpoint) freeXact(i int32) {
 		c.tail = x.prev
 	}
 	c.count--
-	if c.count == 0 {
+	if c.count == 0 && c.awaiting {
+		c.awaiting = false
 		c.rc.SetAwaiting(false)
 	}
 	gen := x.gen

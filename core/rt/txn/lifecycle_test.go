@@ -230,3 +230,25 @@ func TestSequenceWrap(t *testing.T) {
 	}
 	p.requireSettled()
 }
+
+// Work that waits in the scheduler is not the peer's silence: an
+// operation posted on a quiet connection whose loop then does not get to
+// send it for longer than an RTO (a loop starved of CPU, or thousands of
+// connections ahead of it in the scheduler) must not make the transport
+// probe the peer — it has been told nothing yet. Probes start with the
+// first packet sent. Before, posting alone armed them, and a thousand
+// such connections spent the transmit budget on probes instead of data.
+func TestQueuedWorkIsNotPeerSilence(t *testing.T) {
+	p := newPair(t, 31, "delay=10us", nil)
+	f := newFaultMem(t, p, 64<<10)
+	c := p.connect(ConnOptions{})
+	p.clk.Advance(20 * time.Millisecond) // the connection has been quiet for a while
+	p.poll()
+	_, err := c.Push(Op{Local: f.rSrc, Len: 3000, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: 1})
+	require.NoError(t, err)
+	p.clk.Advance(50 * time.Millisecond) // the loop is starved: nothing sent yet
+	p.run(func() bool { return len(p.cqA) == 1 && p.settled() }, time.Second)
+	require.Equal(t, StatusOK, p.cqA[0].Status)
+	require.Zero(t, p.a.Transport().Stats().AwaitProbes, "no probe for work the peer has not been sent")
+	require.Zero(t, p.b.Transport().Stats().AwaitProbes)
+}

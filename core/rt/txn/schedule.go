@@ -79,6 +79,7 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			continue
 		}
 		sent++
+		e.await(c)
 		if x.kind == OpSend {
 			x.notePSN(psn)
 		}
