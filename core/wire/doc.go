@@ -234,8 +234,10 @@
 //	+---------------+---------------+---------------+---------------+
 //	|   ...dst QPN  |          Source global QPN (24)               |
 //	+---------------+-----------------------------------------------+
-//	Defined on the wire, not yet produced or checked: QP translation (S4)
-//	is not built.
+//	Carried by every reliable packet of an endpoint with global QPNs on
+//	(core/rt Options.QPN: ConnOpen/ConnAccept exchange the numbers, the
+//	receiver translates the destination QPN through its core/qpx CAM and
+//	drops a retired, unknown or misrouted one); absent otherwise.
 //
 //	Source CID, type 3, 2 words (required on ConnOpen and ConnAccept):
 //	+---------------+---------------+-------------------------------+
