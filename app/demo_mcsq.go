@@ -260,6 +260,11 @@ func (d *MCSQDemo) post(ctx context.Context, g int) {
 func (d *MCSQDemo) read(q *mcsq.Queue) {
 	buf := make([]mcsq.CQE, 64)
 	var last uint64
+	// An idle reader naps a millisecond: a demo client that woke every few
+	// microseconds took CPU from the two poll loops it shares the machine
+	// with (under -race, enough to stall the transport demo beside it).
+	nap := time.NewTimer(time.Millisecond)
+	defer nap.Stop()
 	for {
 		n := q.Completions(buf)
 		for _, c := range buf[:n] {
@@ -281,10 +286,11 @@ func (d *MCSQDemo) read(q *mcsq.Queue) {
 			}
 		}
 		if n == 0 {
+			nap.Reset(time.Millisecond)
 			select {
 			case <-d.readStop:
 				return
-			case <-time.After(50 * time.Microsecond): // idle back-off of a demo client
+			case <-nap.C:
 			}
 		}
 	}

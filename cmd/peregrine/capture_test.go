@@ -25,7 +25,7 @@ import (
 func demoCapture(t *testing.T) string {
 	t.Helper()
 	capture := filepath.Join(t.TempDir(), "demo.pcap")
-	out, code := runCLI(t, "demo", "--duration", "1s", "--quiet", "--capture", capture)
+	out, code := runCLI(t, "demo", "--duration", "1s", "--drain", "1m", "--quiet", "--capture", capture)
 	require.Equal(t, 0, code, out)
 	st, err := os.Stat(capture)
 	require.NoError(t, err)

@@ -23,8 +23,14 @@ import (
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
+// defaultDrain is how long the transport demo waits for the operations
+// outstanding when posting stops: far more than a healthy run needs, so
+// only a stall fails it.
+const defaultDrain = 10 * time.Second
+
 type demoConfig struct {
 	duration time.Duration
+	drain    time.Duration // transport: how long the outstanding operations may take to end after posting stops
 	size     string
 	burst    int
 	lcores   string
@@ -106,6 +112,7 @@ workload sends at --rate there (default 50kpps, safe on a busy two-core machine)
 	cfg.obs.registerMetrics(f)
 	f.BoolVar(&cfg.obs.json, "json", false, "print the per-second figures and the summary (with every check) as JSON lines instead of text")
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
+	f.DurationVar(&cfg.drain, "drain", defaultDrain, "transport: how long operations still outstanding when posting stops may take to complete before the run is judged failed (0: the default; a machine starved of CPU, or a build with -race, needs longer)")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "", "CPUs for the poll loops, e.g. 0,1 (one CPU runs every stage on one loop; default: the first two CPUs this process may use)")

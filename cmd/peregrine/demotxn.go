@@ -94,8 +94,11 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if err != nil {
 		return false, err
 	}
-	drained := demo.Drain(5 * time.Second)
-	mqDrained := mq == nil || mq.Drain(5*time.Second)
+	if cfg.drain == 0 {
+		cfg.drain = defaultDrain
+	}
+	drained := demo.Drain(cfg.drain)
+	mqDrained := mq == nil || mq.Drain(cfg.drain)
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.
@@ -132,7 +135,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		drainCheck(drained, ls),
+		drainCheck(drained, ls, cfg.drain),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},
@@ -172,10 +175,10 @@ type check struct {
 	what string
 }
 
-// drainCheck is the check that the load's operations all ended within 5 s
-// of its stop (the app.WaitFor limit in both commands).
-func drainCheck(drained bool, ls txnload.Stats) check {
-	return check{drained, fmt.Sprintf("every outstanding operation completed within 5s of the load stopping (%d still outstanding)", ls.Posted-ls.Completed-ls.Failed)}
+// drainCheck is the check that the load's operations all ended within the
+// drain limit of its stop (demo --drain; transport's app.Transport.Drain).
+func drainCheck(drained bool, ls txnload.Stats, within time.Duration) check {
+	return check{drained, fmt.Sprintf("every outstanding operation completed within %v of the load stopping (%d still outstanding)", within, ls.Posted-ls.Completed-ls.Failed)}
 }
 
 // failureCheck is the check that no operation failed, naming the causes

@@ -275,7 +275,7 @@ func TestDemoRefusesATooSmallPool(t *testing.T) {
 	if code != exitUsage || !strings.Contains(out, "--frames 10 is out of range: use 1536..") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	out, code = runGuarded(t, []string{"demo", "--frames", "1536", "--lcores", "0", "--duration", "200ms", "--quiet"})
+	out, code = runGuarded(t, []string{"demo", "--frames", "1536", "--lcores", "0", "--duration", "1s", "--drain", "1m", "--quiet"})
 	if code != exitOK {
 		t.Fatalf("the minimum pool runs: exit %d:\n%s", code, out)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -29,9 +30,17 @@ func TestGenWarnsWhenRateIsNotReached(t *testing.T) {
 	require.Contains(t, out, "warning: achieved")
 	require.Contains(t, out, "requested --rate 1e11pps")
 
-	out, code = runCLI(t, "gen", "--port", "null:", "--rate", "1kpps", "--duration", "300ms", "--stats-period", "1h")
-	require.Equal(t, 0, code, out)
-	require.NotContains(t, out, "warning", "a reachable rate")
+	// A rate that was reached, or nearly (the limiter starts with a
+	// partial burst), is not warned about. Checked on the figures rather
+	// than on a run: whether a loaded machine keeps up with 1 kpps for
+	// 300 ms is the machine's business, and warning then would be true.
+	var quiet bytes.Buffer
+	warnRate(&quiet, 1000, "1kpps", 300, 1, 300*time.Millisecond)
+	warnRate(&quiet, 1000, "1kpps", 271, 1, 300*time.Millisecond)
+	warnRate(&quiet, 1000, "1kpps", 2, 1, 50*time.Millisecond) // too short to judge
+	require.Empty(t, quiet.String(), "a reachable rate")
+	warnRate(&quiet, 1000, "1kpps", 269, 1, 300*time.Millisecond)
+	require.Contains(t, quiet.String(), "90% of the requested --rate 1kpps", "just short of 90 %")
 
 	out, code = runCLI(t, "fwd", "--port", "null:", "--mode", "txonly", "--rate", "1e11pps", "--duration", "300ms", "--stats-period", "1h")
 	require.Equal(t, 0, code, out)

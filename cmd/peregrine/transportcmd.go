@@ -289,7 +289,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	secs := elapsed.Seconds()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
-		drainCheck(drained, ls),
+		drainCheck(drained, ls, 5*time.Second),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, fmt.Sprintf(" (this initiator's --window %d and --sizes need a target region of at least %[2]d B, where the target's READY line gives its len=: start the target with the same --window and --sizes, or with --region-size %[2]d)",
 			cfg.window, txnload.TargetMemoryLen(cfg.window, sizes))),

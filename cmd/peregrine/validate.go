@@ -193,7 +193,7 @@ const demoTransportFrames = 512
 const afxdpFillFrames = 2048
 
 func (c *demoConfig) validate() error {
-	if err := usage(checkDuration("duration", c.duration, "")); err != nil {
+	if err := usage(checkDuration("duration", c.duration, ""), checkDuration("drain", c.drain, "take the default, "+defaultDrain.String())); err != nil {
 		return err
 	}
 	loops := len(defaultLcores())
