@@ -206,6 +206,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			return false, err
 		}
 		defer topo.Delete()
+		onKill(ctx, func() { _ = topo.Delete() })
 		specs = topo.Specs()
 		if cfg.rate == "" {
 			cfg.rate = "50kpps"

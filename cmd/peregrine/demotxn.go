@@ -38,6 +38,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 			return false, err
 		}
 		defer topo.Delete()
+		onKill(ctx, func() { _ = topo.Delete() })
 		opts.Ports = topo.Specs()
 		opts.Ports[0] = app.WithCapture(opts.Ports[0], cfg.capture)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/pmd/netns"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDemoVethRemovesNamespacesOnSignal: demo --veth, stopped by SIGTERM
@@ -140,4 +141,28 @@ func TestTopoDownTakesTheDemoPrefix(t *testing.T) {
 			t.Fatalf("hack/topo.sh down %s left %v", p, got)
 		}
 	}
+}
+
+// TestSecondSignalRemovesDemoNamespaces: a second signal stops demo
+// --veth at once without draining, yet its namespaces still go — stopping
+// at once abandons work in flight, never the machine's state.
+func TestSecondSignalRemovesDemoNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("demo --veth creates network namespaces: needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN)")
+	}
+	// A 3 s round trip and a 5 s retransmit timeout keep operations in
+	// flight, so the first signal's drain is still waiting when the second
+	// comes.
+	c := startChild(t, "demo", "--veth", "--driver", "afpacket", "--profile", "delay=1500ms", "--min-rto", "5s", "--duration", "10m", "--log-level", "info")
+	prefix := fmt.Sprintf("pgdemo-%d-", c.cmd.Process.Pid%100000)
+	t.Cleanup(func() { removeNamespaces(prefix) })
+	c.waitLine(`^\[ *\d+\.\ds\]`)
+	require.Len(t, namespacesWith(prefix), 3, "the demo's namespaces while it runs")
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	c.waitLine(`signal: stopping`)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+	code := c.wait()
+	require.NotEqual(t, 0, code, c.output())
+	require.Contains(t, c.output(), "second signal: stopping at once, without draining")
+	require.Empty(t, namespacesWith(prefix), "a second signal left the demo's namespaces behind:\n%s", c.output())
 }

@@ -213,15 +213,55 @@ func signalContexts(parent context.Context, onSecond func(os.Signal)) (ctx, hurr
 // stops posting, drains and stops in order); a second one stops the
 // process at once — the signal's default action, after a line on stderr
 // saying that in-flight work is abandoned.
+// What the command registered with onKill (say, its network namespaces)
+// is undone first: stopping at once abandons work, never the machine's
+// state.
 func notifyContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	hooks := &killHooks{}
+	parent = context.WithValue(parent, killHooksKey{}, hooks)
 	ctx, _, stop := signalContexts(parent, func(sig os.Signal) {
 		fmt.Fprintln(stderr, "peregrine: second signal: stopping at once, without draining (in-flight operations and frames are abandoned)")
+		hooks.run()
 		signal.Reset(os.Interrupt, syscall.SIGTERM)
 		if s, ok := sig.(syscall.Signal); ok {
 			syscall.Kill(os.Getpid(), s)
 		}
 	})
 	return ctx, stop
+}
+
+// killHooks are what a second signal undoes before the process stops at
+// once: the command's side effects outside the process.
+type killHooks struct {
+	mu  sync.Mutex
+	fns []func()
+	ran bool
+}
+
+type killHooksKey struct{}
+
+// onKill registers undo to run if a second signal stops the process at
+// once (a no-op for a context notifyContext did not make). The command
+// still undoes it itself on a normal exit; undo must tolerate running
+// twice.
+func onKill(ctx context.Context, undo func()) {
+	if h, ok := ctx.Value(killHooksKey{}).(*killHooks); ok {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.fns = append(h.fns, undo)
+	}
+}
+
+func (h *killHooks) run() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ran {
+		return
+	}
+	h.ran = true
+	for i := len(h.fns) - 1; i >= 0; i-- {
+		h.fns[i]()
+	}
 }
 
 // jsonRun writes a run's --json lines: one "interval" object per stats
