@@ -89,6 +89,33 @@ lcores: [{name: a}]
 ports: [{name: p0, spec: "null:"}]
 pipelines: [{lcore: a, stages: [{kind: transport, role: initiator, port: p0, ip: 1.2.3, peer: ghost, window: 0}]}]
 `, []string{`pipelines[0].stages[0].ip: "1.2.3"`, `pipelines[0].stages[0].peer: "ghost" is not a transport target stage`}},
+		{"transport mechanisms: bad values", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:m/0"}, {name: p1, spec: "mem:m/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, ioi: maybe, msg_size: 1TiB, sends: -1, op_timeout: -2s, post_recv: 4},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, post_recv: 9999, sends: 3, op_timeout: 1s}]}]
+`, []string{
+			`pipelines[0].stages[0].ioi: "maybe": use on, off, inorder or sprayed`,
+			`pipelines[0].stages[0].msg_size: `,
+			`pipelines[0].stages[0].sends: -1 is out of range: use 0..4096`,
+			`pipelines[0].stages[0].op_timeout: -2s is negative`,
+			`pipelines[0].stages[0].post_recv: only a target posts receive WQEs`,
+			`pipelines[0].stages[1].post_recv: 9999 is out of range: use 0..256`,
+			`pipelines[0].stages[1].sends: only an initiator posts Sends`,
+			`pipelines[0].stages[1].op_timeout: only an initiator's operations time out`,
+		}},
+		{"sends need the target's receive WQEs and sizes", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:n/0"}, {name: p1, spec: "mem:n/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, sends: 4, msg_size: 4KiB, sizes: [4KiB]},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2}]}]
+`, []string{
+			`pipelines[0].stages[0].msg_size: "4KiB" and sizes [4KiB] both give the message sizes: keep one`,
+			`pipelines[0].stages[0].sends: target "tgt" uses sizes [64KiB] and this initiator [4KiB]`,
+			`pipelines[0].stages[0].sends: target "tgt" posts no receive WQEs`,
+		}},
 		{"initiator bigger than its in-process target", `
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]
