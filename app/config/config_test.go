@@ -116,6 +116,22 @@ pipelines: [{lcore: a, stages: [
 			`pipelines[0].stages[0].sends: target "tgt" uses sizes [64KiB] and this initiator [4KiB]`,
 			`pipelines[0].stages[0].sends: target "tgt" posts no receive WQEs`,
 		}},
+		{"roce: bad values", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 3, pmtu: 1500, burst: 0, first_qpn: 0x1000000, qps: ["qpn=zz"]}]}]
+`, []string{
+			`pipelines[0].stages[0].host: "p0" is the network port too`,
+			`pipelines[0].stages[0].open: 4 QPs (open 3, qps 1) do not fit in 2 slots`,
+			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
+			`pipelines[0].stages[0].first_qpn: 0x1000000 exceeds 0xffffff`,
+			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
+		}},
+		{"roce: unknown key", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p1, qp: "qpn=1"}]}]
+`, []string{`pipelines[0].stages[0].qp: line 4: a roce stage has no field "qp"`}},
 		{"initiator bigger than its in-process target", `
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]
