@@ -89,6 +89,49 @@ lcores: [{name: a}]
 ports: [{name: p0, spec: "null:"}]
 pipelines: [{lcore: a, stages: [{kind: transport, role: initiator, port: p0, ip: 1.2.3, peer: ghost, window: 0}]}]
 `, []string{`pipelines[0].stages[0].ip: "1.2.3"`, `pipelines[0].stages[0].peer: "ghost" is not a transport target stage`}},
+		{"transport mechanisms: bad values", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:m/0"}, {name: p1, spec: "mem:m/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, ioi: maybe, msg_size: 1TiB, sends: -1, op_timeout: -2s, post_recv: 4},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, post_recv: 9999, sends: 3, op_timeout: 1s}]}]
+`, []string{
+			`pipelines[0].stages[0].ioi: "maybe": use on, off, inorder or sprayed`,
+			`pipelines[0].stages[0].msg_size: `,
+			`pipelines[0].stages[0].sends: -1 is out of range: use 0..4096`,
+			`pipelines[0].stages[0].op_timeout: -2s is negative`,
+			`pipelines[0].stages[0].post_recv: only a target posts receive WQEs`,
+			`pipelines[0].stages[1].post_recv: 9999 is out of range: use 0..256`,
+			`pipelines[0].stages[1].sends: only an initiator posts Sends`,
+			`pipelines[0].stages[1].op_timeout: only an initiator's operations time out`,
+		}},
+		{"sends need the target's receive WQEs and sizes", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:n/0"}, {name: p1, spec: "mem:n/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, sends: 4, msg_size: 4KiB, sizes: [4KiB]},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2}]}]
+`, []string{
+			`pipelines[0].stages[0].msg_size: "4KiB" and sizes [4KiB] both give the message sizes: keep one`,
+			`pipelines[0].stages[0].sends: target "tgt" uses sizes [64KiB] and this initiator [4KiB]`,
+			`pipelines[0].stages[0].sends: target "tgt" posts no receive WQEs`,
+		}},
+		{"roce: bad values", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 3, pmtu: 1500, burst: 0, first_qpn: 0x1000000, qps: ["qpn=zz"]}]}]
+`, []string{
+			`pipelines[0].stages[0].host: "p0" is the network port too`,
+			`pipelines[0].stages[0].open: 4 QPs (open 3, qps 1) do not fit in 2 slots`,
+			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
+			`pipelines[0].stages[0].first_qpn: 0x1000000 exceeds 0xffffff`,
+			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
+		}},
+		{"roce: unknown key", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}]
+pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p1, qp: "qpn=1"}]}]
+`, []string{`pipelines[0].stages[0].qp: line 4: a roce stage has no field "qp"`}},
 		{"initiator bigger than its in-process target", `
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]

@@ -1,7 +1,8 @@
 // Package config reads the appliance's YAML configuration file (`peregrine
 // run -c FILE`), checks every field before anything is opened, and builds
 // the pipeline it declares through the same app builders the subcommands
-// use (AddForwarders, AddGenerators, AddSinks, AddFabric, AddTransport), so
+// use (AddForwarders, AddGenerators, AddSinks, AddFabric, AddTransport,
+// AddRoCE), so
 // a config and a command line with the same values build the same thing.
 //
 // # The file
@@ -16,9 +17,17 @@
 //	      - {kind: forwarder, ports: [p0, p1], mode: io}
 //	run:       {duration: 10s, drain: 5s, stats_period: 1s}
 //
-// Stage kinds (Kinds): forwarder, generator, sink, fabric, transport; the
-// fields of each are its type's yaml tags (Forwarder, Generator, Sink,
-// Fabric, Transport). configs/ holds an example of every use.
+// Stage kinds (Kinds): forwarder, generator, sink, fabric, transport, roce;
+// the fields of each are its type's yaml tags (Forwarder, Generator, Sink,
+// Fabric, Transport, RoCE). configs/ holds an example of every use.
+//
+// The seed mechanisms: a transport stage's ioi (on|off|inorder|sprayed),
+// msg_size, sends (initiator) and post_recv (target) for the delivery
+// index's two-sided Sends, and op_timeout (initiator) are the transport
+// subcommand's flags of the same names (configs/transport-mechanisms.yaml);
+// a roce stage is the RoCEv2 QP-translation stage of the roce subcommand
+// (configs/roce-pcap.yaml). The multi-channel send queue (transport
+// --targets) and global QPNs in the transport have no key yet.
 //
 // The YAML library is go.yaml.in/yaml/v3, the maintained continuation of
 // gopkg.in/yaml.v3 (already in the module graph): its Decoder.KnownFields

@@ -48,6 +48,7 @@ func Kinds() []Kind {
 		{Name: "sink", New: func() Stage { return &Sink{} }},
 		{Name: "fabric", New: func() Stage { return &Fabric{} }},
 		{Name: "transport", New: func() Stage { return &Transport{} }},
+		{Name: "roce", New: func() Stage { return &RoCE{} }},
 	}
 }
 

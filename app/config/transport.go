@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 )
@@ -54,6 +56,21 @@ type Transport struct {
 	MinRTO      Duration `yaml:"min_rto"`
 	TargetDelay Duration `yaml:"target_delay"`
 	PSNWindow   int      `yaml:"psn_window"`
+	// IOI is the forwarding of data packets (the transport subcommand's
+	// --ioi): on (in-order head and tail, sprayed middle), off (the
+	// default), inorder or sprayed.
+	IOI string `yaml:"ioi"`
+	// MsgSize is one message size, instead of Sizes (--msg-size).
+	MsgSize string `yaml:"msg_size"`
+	// Sends (initiator) keeps that many two-sided Sends outstanding on one
+	// more, unordered connection with a delivery index; PostRecv (target)
+	// keeps that many receive WQEs posted per connection and checks each
+	// Send's bytes. 0: none (--sends, --post-recv).
+	Sends    int `yaml:"sends"`
+	PostRecv int `yaml:"post_recv"`
+	// OpTimeout (initiator) ends an operation not completed this long
+	// after posting with a timeout error (0: none; --op-timeout).
+	OpTimeout Duration `yaml:"op_timeout"`
 
 	opts app.TransportOptions
 }
@@ -72,12 +89,21 @@ func (s *Transport) Check(c *Checker) {
 		s.Window = 32
 	}
 	c.Err("window", CheckRange(s.Window, 1, 4096))
-	s.Sizes = orDefault(s.Sizes)
-	sizes, err := ParseByteSizes(s.Sizes, 16, txn.MaxMessage)
+	sizesField := "sizes"
+	if s.MsgSize != "" {
+		if len(s.Sizes) > 0 {
+			c.Errorf("msg_size", "%q and sizes %v both give the message sizes: keep one", s.MsgSize, s.Sizes)
+		}
+		sizesField = "msg_size"
+	} else {
+		s.Sizes = orDefault(s.Sizes)
+	}
+	list := s.sizeList()
+	sizes, err := ParseByteSizes(list, 16, txn.MaxMessage)
 	if err != nil {
-		c.Err("sizes", err)
+		c.Err(sizesField, err)
 	} else if need := txnload.TargetMemoryLen(s.Window, sizes); s.Window <= 4096 && need > MaxRegion {
-		c.Errorf("sizes", "with window %d these need a %d B target region (2 × window × largest size): at most %d B; lower the window or the largest size", s.Window, need, MaxRegion)
+		c.Errorf(sizesField, "with window %d these need a %d B target region (2 × window × largest size): at most %d B; lower the window or the largest size", s.Window, need, MaxRegion)
 	}
 	c.Err("region_size", CheckRange(s.RegionSize, 0, MaxRegion))
 	if s.Conns == 0 {
@@ -99,10 +125,20 @@ func (s *Transport) Check(c *Checker) {
 	if s.PSNWindow < rt.MinWindowSize || s.PSNWindow > rt.MaxWindowSize || s.PSNWindow%64 != 0 {
 		c.Errorf("psn_window", "%d is out of range: use %d..%d, a multiple of 64", s.PSNWindow, rt.MinWindowSize, rt.MaxWindowSize)
 	}
+	mode := ioi.ModeOff
+	if s.IOI != "" {
+		if mode, err = ioi.ParseMode(s.IOI); err != nil {
+			c.Errorf("ioi", "%q: use on, off, inorder or sprayed", s.IOI)
+		}
+	}
+	c.Err("sends", CheckRange(s.Sends, 0, 4096))
+	c.Err("post_recv", CheckRange(s.PostRecv, 0, txn.DefaultRecvDepth))
+	c.Err("op_timeout", CheckDuration(s.OpTimeout.D(), "have no operation timeout"))
 	s.opts = app.TransportOptions{
 		Role: s.Role, LocalIP: ip, Window: s.Window, Sizes: sizes, RegionLen: s.RegionSize,
 		Conns: s.Conns, PullEvery: s.PullEvery, Count: s.Count,
 		CongestionTarget: s.TargetDelay.D(), MinRTO: s.MinRTO.D(), Seed: s.Seed, RTWindow: s.PSNWindow,
+		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv,
 	}
 	c.KeepFrames(TransportFrames)
 	if s.Role != "initiator" {
@@ -111,7 +147,16 @@ func (s *Transport) Check(c *Checker) {
 				c.Errorf(f.field, "only an initiator has a peer: remove it from the target")
 			}
 		}
+		if s.Sends != 0 {
+			c.Errorf("sends", "only an initiator posts Sends: a target keeps receive WQEs posted (post_recv)")
+		}
+		if s.OpTimeout != 0 {
+			c.Errorf("op_timeout", "only an initiator's operations time out: remove it from the target")
+		}
 		return
+	}
+	if s.PostRecv != 0 {
+		c.Errorf("post_recv", "only a target posts receive WQEs: give the initiator sends, its target post_recv")
 	}
 	if s.Peer != "" {
 		if s.PeerMAC != "" || s.PeerIP != "" || s.RegionKey != "" {
@@ -127,7 +172,7 @@ func (s *Transport) Check(c *Checker) {
 		// initiator's must fit in it.
 		if sizes != nil {
 			need := txnload.TargetMemoryLen(s.Window, sizes)
-			tsizes, terr := ParseByteSizes(orDefault(t.Sizes), 16, txn.MaxMessage)
+			tsizes, terr := ParseByteSizes(t.sizeList(), 16, txn.MaxMessage)
 			tw := t.Window
 			if tw == 0 {
 				tw = 32 // its default: it may be checked after this stage
@@ -135,9 +180,17 @@ func (s *Transport) Check(c *Checker) {
 			if terr == nil && tw <= 4096 {
 				have := max(txnload.TargetMemoryLen(tw, tsizes), t.RegionSize)
 				if need > have {
-					c.Errorf("window", "%d with sizes %v needs a %d B region at the target, and target %q registers %d B: give the target the same window and sizes, or a region_size of %d", s.Window, s.Sizes, need, s.Peer, have, need)
+					c.Errorf("window", "%d with sizes %v needs a %d B region at the target, and target %q registers %d B: give the target the same window and sizes, or a region_size of %d", s.Window, list, need, s.Peer, have, need)
 				}
 			}
+			// A Send lands in a WQE the target posted, sized for its
+			// own sizes: both sides must use the same.
+			if s.Sends > 0 && terr == nil && !slices.Equal(sizes, tsizes) {
+				c.Errorf("sends", "target %q uses sizes %v and this initiator %v: Sends need the same sizes on both sides", s.Peer, t.sizeList(), list)
+			}
+		}
+		if s.Sends > 0 && t.PostRecv == 0 {
+			c.Errorf("sends", "target %q posts no receive WQEs, so every Send would wait: give it post_recv (e.g. 32)", s.Peer)
 		}
 		return
 	}
@@ -248,7 +301,10 @@ func (r *transportRun) Drain(ctx context.Context) string {
 		return ""
 	}
 	r.t.Load.Stop()
-	if !waitCtx(ctx, r.t.Load.Idle) {
+	if r.t.Sends != nil {
+		r.t.Sends.Stop()
+	}
+	if !waitCtx(ctx, func() bool { return r.t.Load.Idle() && (r.t.Sends == nil || r.t.Sends.Idle()) }) {
 		r.drained = false
 		s := r.t.Load.Stats()
 		return fmt.Sprintf("%d transport operation(s) still outstanding", s.Posted-s.Completed-s.Failed)
@@ -269,20 +325,50 @@ func (r *transportRun) Report() ([]string, []Check) {
 		pushes, bad := r.t.Pushes()
 		lines = append(lines, fmt.Sprintf("target: %d requests delivered, %d B placed, %d B served; %d pushes checked, %d with wrong bytes",
 			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, pushes, bad))
-		return lines, append(checks, Check{bad == 0, fmt.Sprintf("every push's bytes are right (%d wrong)", bad)})
+		checks = append(checks, Check{bad == 0, fmt.Sprintf("every push's bytes are right (%d wrong)", bad)})
+		l, c := r.mechanismReport()
+		return append(lines, l...), append(checks, c...)
 	}
 	ls := r.t.Load.Stats()
 	lat := &r.t.Load.Latency
 	lines = append(lines,
 		fmt.Sprintf("operations: %d posted, %d completed ok, %d failed, %d B", ls.Posted, ls.Completed, ls.Failed, ls.Bytes),
 		fmt.Sprintf("latency post→completion: p50 %v p99 %v p999 %v", time.Duration(lat.Quantile(0.5)), time.Duration(lat.Quantile(0.99)), time.Duration(lat.Quantile(0.999))))
-	return lines, append(checks,
+	checks = append(checks,
 		Check{ls.Completed > 0, "operations completed"},
 		Check{ls.Failed == 0, fmt.Sprintf("no operation failed (%d%s)", ls.Failed, failureCauses(ls))},
 		Check{ls.BadData == 0, fmt.Sprintf("pulled bytes are right (%d wrong)", ls.BadData)},
 		Check{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
 		Check{r.drained && ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
 	)
+	l, c := r.mechanismReport()
+	return append(lines, l...), append(checks, c...)
+}
+
+// mechanismReport is what the seed mechanisms a stage turned on did:
+// IOI's messages and packets by phase, the initiator's Sends (delivery
+// index), the target's receive WQEs. Nothing when none is on.
+func (r *transportRun) mechanismReport() ([]string, []Check) {
+	var lines []string
+	var checks []Check
+	if r.o.IOI.Mode != ioi.ModeOff {
+		i := r.t.Endpoint.IOIStats()
+		lines = append(lines, fmt.Sprintf("IOI (%v): messages %d wholly in order, %d with IOI, %d sprayed; packets head %d, middle %d, tail %d, in order %d; received in sequence %d, out of sequence %d",
+			r.o.IOI.Mode, i.MsgInOrder, i.MsgIOI, i.MsgSprayed, i.PktHead, i.PktMiddle, i.PktTail, i.PktInOrder, i.InSequence, i.OutOfSequence))
+	}
+	if r.t.Sends != nil {
+		ss, is := r.t.Sends.Stats(), r.t.Endpoint.SendStats()
+		lines = append(lines, fmt.Sprintf("sends: %d posted, %d completed ok, %d failed; RNR NACKs received %d, index omitted in %d packets",
+			ss.Posted, ss.Completed, ss.Failed, is.RNRReceived, is.IndexOmitted))
+		checks = append(checks, Check{ss.Completed > 0 && ss.Failed == 0, fmt.Sprintf("Sends completed without error (%d ok, %d failed)", ss.Completed, ss.Failed)})
+	}
+	if r.t.Recv != nil {
+		rs, ts := r.t.Recv.Stats(), r.t.Endpoint.SendStats()
+		lines = append(lines, fmt.Sprintf("receives: %d WQEs received ok (%d B), %d in error, %d flushed at close, %d with wrong bytes; placed %d packets direct, %d through an element; RNR NACKs sent %d",
+			rs.Received, rs.Bytes, rs.RecvFailed, rs.Flushed, rs.BadData, ts.PlacedDirect, ts.PlacedElement, ts.RNRSent))
+		checks = append(checks, Check{rs.BadData == 0 && rs.RecvFailed == 0, fmt.Sprintf("every received WQE holds its Send's bytes (%d wrong, %d in error)", rs.BadData, rs.RecvFailed)})
+	}
+	return lines, checks
 }
 
 func (r *transportRun) Counters() map[string]float64 {
@@ -326,6 +412,15 @@ func failureCauses(ls txnload.Stats) string {
 		return ""
 	}
 	return ": " + strings.Join(why, "; ")
+}
+
+// sizeList is the message sizes as given: msg_size, or sizes (default
+// [64KiB]), whether or not Check ran.
+func (s *Transport) sizeList() []string {
+	if s.MsgSize != "" {
+		return []string{s.MsgSize}
+	}
+	return orDefault(s.Sizes)
 }
 
 // orDefault returns sizes, or the default [64KiB] when none are given.

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/core/qpx"
+	"github.com/peregrine-net/peregrine/core/roce"
+)
+
+// RoCE is the RoCEv2 QP-translation stage (app.AddRoCE, the roce
+// subcommand): between a network port, whose frames name QPs by global
+// QPNs, and a host port, whose frames name them by local context number.
+type RoCE struct {
+	// Net and Host are the two ports (roce --port, twice).
+	Net  string `yaml:"net"`
+	Host string `yaml:"host"`
+	// Slots is the local QP contexts (default 64); FirstQPN the first
+	// global QPN of the rotation (0: qpx's, 2); Seed keys the CAM's hash.
+	Slots    int    `yaml:"slots"`
+	FirstQPN uint32 `yaml:"first_qpn"`
+	Seed     uint64 `yaml:"seed"`
+	// Retire QPs are opened and closed first (their numbers retired: a
+	// frame naming one is a stale packet); Open QPs are opened under the
+	// next numbers; QPs are opened after them, each a spec as roce --qp
+	// reads it: "qpn=0x100,dest=0x22,pkey=0xffff,psn=0,access=rw".
+	Retire int      `yaml:"retire"`
+	Open   int      `yaml:"open"`
+	QPs    []string `yaml:"qps"`
+	// Burst (default 32), PMTU (default 1024), StrictPSN and UDPPort
+	// (default 4791) configure the stage.
+	Burst     int    `yaml:"burst"`
+	PMTU      int    `yaml:"pmtu"`
+	StrictPSN bool   `yaml:"strict_psn"`
+	UDPPort   uint16 `yaml:"udp_port"`
+	// ExpectToHost, when set, is how many frames must reach the host
+	// port (checked at the end).
+	ExpectToHost uint64 `yaml:"expect_to_host"`
+
+	opts app.RoCEOptions
+}
+
+// Check implements Stage.
+func (s *RoCE) Check(c *Checker) {
+	c.Port("net", s.Net)
+	c.Port("host", s.Host)
+	if s.Net != "" && s.Net == s.Host {
+		c.Errorf("host", "%q is the network port too: the stage joins two ports", s.Host)
+	}
+	if s.Slots == 0 {
+		s.Slots = 64
+	}
+	c.Err("slots", CheckRange(s.Slots, 1, 1<<20))
+	if s.FirstQPN > qpx.MaxQPN {
+		c.Errorf("first_qpn", "%#x exceeds %#x, the largest 24-bit QPN", s.FirstQPN, qpx.MaxQPN)
+	}
+	c.Err("retire", CheckRange(s.Retire, 0, 1<<20))
+	c.Err("open", CheckRange(s.Open, 0, 1<<20))
+	if s.Open+len(s.QPs) > s.Slots {
+		c.Errorf("open", "%d QPs (open %d, qps %d) do not fit in %d slots: raise slots or open fewer", s.Open+len(s.QPs), s.Open, len(s.QPs), s.Slots)
+	}
+	if s.Burst == 0 {
+		s.Burst = roce.DefaultBurst
+	}
+	c.Err("burst", CheckRange(s.Burst, 1, MaxBurst))
+	if s.PMTU == 0 {
+		s.PMTU = roce.DefaultPMTU
+	}
+	if s.PMTU < 256 || s.PMTU > 4096 || s.PMTU&(s.PMTU-1) != 0 {
+		c.Errorf("pmtu", "%d is not an IBA MTU: use 256, 512, 1024, 2048 or 4096", s.PMTU)
+	}
+	s.opts = app.RoCEOptions{Slots: s.Slots, FirstQPN: s.FirstQPN, Seed: s.Seed, Retire: s.Retire, Open: s.Open,
+		OpenDefaults: app.RoCEQP{Access: qpx.AccessAll}, Burst: s.Burst, PMTU: s.PMTU, StrictPSN: s.StrictPSN, UDPPort: s.UDPPort}
+	for i, spec := range s.QPs {
+		q, err := app.ParseRoCEQP(spec)
+		if err != nil {
+			c.Errorf(fmt.Sprintf("qps[%d]", i), "%q: %v", spec, err)
+			continue
+		}
+		s.opts.QPs = append(s.opts.QPs, q)
+	}
+}
+
+// Build implements Stage.
+func (s *RoCE) Build(b *Builder) (Running, error) {
+	o := s.opts
+	o.Net, o.Host, o.Loop = b.Port(s.Net), b.Port(s.Host), b.Loop
+	r, err := b.Pipeline.AddRoCE(o)
+	if err != nil {
+		return nil, err
+	}
+	return &roceRun{r: r, p: b.Pipeline, net: o.Net, expect: s.ExpectToHost}, nil
+}
+
+type roceRun struct {
+	r      *app.RoCE
+	p      *app.Pipeline
+	net    int
+	expect uint64
+	last   roce.Stats
+}
+
+// qps lists the QPs opened, as the roce subcommand prints them.
+func (r *roceRun) qps() string {
+	line := fmt.Sprintf("QPs: %d local contexts", r.r.Table.Slots())
+	for _, q := range r.r.Retired {
+		line += fmt.Sprintf("; retired %#06x", q)
+	}
+	for _, q := range r.r.QPs {
+		line += fmt.Sprintf("; qp %#06x -> local %d (peer %#06x)", q.QPN, q.Local, q.Ctx.DestQPN)
+	}
+	return line
+}
+
+func (r *roceRun) Live(dt float64) string {
+	s := r.r.Stage.Stats()
+	line := fmt.Sprintf("to-host %.0f fps, to-net %.0f fps | stale %d", float64(s.ToHost.Forwarded-r.last.ToHost.Forwarded)/dt,
+		float64(s.ToNet.Forwarded-r.last.ToNet.Forwarded)/dt, s.ToHost.DropRetired)
+	r.last = s
+	return line
+}
+
+// Finite: a capture as the network port ends the run once it is read.
+func (r *roceRun) Finite() bool {
+	_, ok := r.p.Port(r.net).(interface{ Ended() bool })
+	return ok
+}
+
+func (r *roceRun) Done() bool { return r.r.Done(r.p, r.net) }
+
+func (r *roceRun) Drain(context.Context) string { return "" }
+
+func (r *roceRun) Report() ([]string, []Check) {
+	s := r.r.Stage.Stats()
+	lines := []string{r.qps(), fmt.Sprintf("to-host %v", s.ToHost), fmt.Sprintf("to-net  %v", s.ToNet), fmt.Sprintf("qpx     %v", s.QPX)}
+	var checks []Check
+	for _, d := range []struct {
+		name string
+		s    roce.DirStats
+	}{{"to-host", s.ToHost}, {"to-net", s.ToNet}} {
+		out := d.s.Forwarded + d.s.DropMalformed + d.s.DropICRC + d.s.DropRetired + d.s.DropUnknown + d.s.DropAccess + d.s.DropStrictPSN + d.s.DropTxFull
+		checks = append(checks, Check{out == d.s.Received, fmt.Sprintf("%s: every frame received was forwarded or counted as a drop (%d received, %d accounted for)", d.name, d.s.Received, out)})
+	}
+	if r.expect > 0 {
+		checks = append(checks, Check{s.ToHost.Forwarded == r.expect, fmt.Sprintf("%d frames reached the host (expect_to_host %d)", s.ToHost.Forwarded, r.expect)})
+	}
+	return lines, checks
+}
+
+func (r *roceRun) Counters() map[string]float64 {
+	s := r.r.Stage.Stats()
+	return map[string]float64{
+		"to_host_received": float64(s.ToHost.Received), "to_host_forwarded": float64(s.ToHost.Forwarded),
+		"to_net_received": float64(s.ToNet.Received), "to_net_forwarded": float64(s.ToNet.Forwarded),
+		"stale_qpn_drops": float64(s.ToHost.DropRetired), "unknown_qpn_drops": float64(s.ToHost.DropUnknown + s.ToNet.DropUnknown),
+		"icrc_drops": float64(s.ToHost.DropICRC + s.ToNet.DropICRC),
+	}
+}
