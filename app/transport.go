@@ -63,6 +63,11 @@ type TransportOptions struct {
 	// 0: none (transport_dix.go).
 	Sends    int
 	PostRecv int
+	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
+	// rt.QPNOptions): every reliable packet carries the QPN extension and
+	// is checked through the endpoint's core/qpx CAM. It changes the wire:
+	// both ends must set it.
+	GlobalQPNs bool
 }
 
 // Transport is what AddTransport built.
@@ -154,7 +159,8 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 			}
 		},
 		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
-			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow},
+			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow,
+			QPN: rt.QPNOptions{Enabled: o.GlobalQPNs}},
 		Congestion: &sp,
 		IOI:        o.IOI,
 	})

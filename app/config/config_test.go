@@ -109,9 +109,10 @@ pipelines: [{lcore: a, stages: [
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:n/0"}, {name: p1, spec: "mem:n/1"}]
 pipelines: [{lcore: a, stages: [
-  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, sends: 4, msg_size: 4KiB, sizes: [4KiB]},
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, sends: 4, msg_size: 4KiB, sizes: [4KiB], global_qpns: true},
   {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2}]}]
 `, []string{
+			`pipelines[0].stages[0].global_qpns: true here and false at target "tgt": global QP numbers change the wire, so set the same on both ends`,
 			`pipelines[0].stages[0].msg_size: "4KiB" and sizes [4KiB] both give the message sizes: keep one`,
 			`pipelines[0].stages[0].sends: target "tgt" uses sizes [64KiB] and this initiator [4KiB]`,
 			`pipelines[0].stages[0].sends: target "tgt" posts no receive WQEs`,

@@ -23,11 +23,11 @@
 //
 // The seed mechanisms: a transport stage's ioi (on|off|inorder|sprayed),
 // msg_size, sends (initiator) and post_recv (target) for the delivery
-// index's two-sided Sends, and op_timeout (initiator) are the transport
-// subcommand's flags of the same names (configs/transport-mechanisms.yaml);
-// a roce stage is the RoCEv2 QP-translation stage of the roce subcommand
-// (configs/roce-pcap.yaml). The multi-channel send queue (transport
-// --targets) and global QPNs in the transport have no key yet.
+// index's two-sided Sends, op_timeout (initiator) and global_qpns (both
+// ends) are the transport subcommand's flags of the same names
+// (configs/transport-mechanisms.yaml); a roce stage is the RoCEv2
+// QP-translation stage of the roce subcommand (configs/roce-pcap.yaml).
+// The multi-channel send queue (transport --targets) has no key yet.
 //
 // The YAML library is go.yaml.in/yaml/v3, the maintained continuation of
 // gopkg.in/yaml.v3 (already in the module graph): its Decoder.KnownFields

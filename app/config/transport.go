@@ -71,6 +71,9 @@ type Transport struct {
 	// OpTimeout (initiator) ends an operation not completed this long
 	// after posting with a timeout error (0: none; --op-timeout).
 	OpTimeout Duration `yaml:"op_timeout"`
+	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
+	// --global-qpns); it changes the wire, so both ends set it.
+	GlobalQPNs bool `yaml:"global_qpns"`
 
 	opts app.TransportOptions
 }
@@ -138,7 +141,7 @@ func (s *Transport) Check(c *Checker) {
 		Role: s.Role, LocalIP: ip, Window: s.Window, Sizes: sizes, RegionLen: s.RegionSize,
 		Conns: s.Conns, PullEvery: s.PullEvery, Count: s.Count,
 		CongestionTarget: s.TargetDelay.D(), MinRTO: s.MinRTO.D(), Seed: s.Seed, RTWindow: s.PSNWindow,
-		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv,
+		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv, GlobalQPNs: s.GlobalQPNs,
 	}
 	c.KeepFrames(TransportFrames)
 	if s.Role != "initiator" {
@@ -191,6 +194,9 @@ func (s *Transport) Check(c *Checker) {
 		}
 		if s.Sends > 0 && t.PostRecv == 0 {
 			c.Errorf("sends", "target %q posts no receive WQEs, so every Send would wait: give it post_recv (e.g. 32)", s.Peer)
+		}
+		if s.GlobalQPNs != t.GlobalQPNs {
+			c.Errorf("global_qpns", "%v here and %v at target %q: global QP numbers change the wire, so set the same on both ends", s.GlobalQPNs, t.GlobalQPNs, s.Peer)
 		}
 		return
 	}

@@ -58,7 +58,7 @@ func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 		defer wg.Done()
 		_, tgtErr = runTransport(ctx, transportConfig{role: "target", port: spec(topo.Sink, topo.SinkIf), ip: topo.SinkAddr.Addr().String(),
 			sizes: "4KiB,64KiB", window: 16, lcore: 1, idle: "yield", frames: 16384, target: testTargetDelay, minRTO: time.Millisecond,
-			seed: 2, quiet: true, postRecv: 16, ready: func(key uint32, _ int) { tgtReady <- key }}, &tgtOut)
+			seed: 2, quiet: true, postRecv: 16, qpns: true, ready: func(key uint32, _ int) { tgtReady <- key }}, &tgtOut)
 	}()
 	key := <-tgtReady
 
@@ -66,7 +66,7 @@ func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 	ok, err := runTransport(context.Background(), transportConfig{role: "initiator", port: spec(topo.Gen, topo.GenIf), ip: topo.GenAddr.Addr().String(),
 		peerMAC: net.HardwareAddr(topo.SinkMAC).String(), peerIP: topo.SinkAddr.Addr().String(), regionKey: key,
 		sizes: "4KiB,64KiB", window: 16, conns: 2, pullEvery: 3, count: 100, duration: 5 * time.Minute, lcore: 0, idle: "yield",
-		frames: 16384, target: testTargetDelay, minRTO: time.Millisecond, seed: 1, quiet: true, sends: 4}, &out)
+		frames: 16384, target: testTargetDelay, minRTO: time.Millisecond, seed: 1, quiet: true, sends: 4, qpns: true}, &out)
 	cancel()
 	wg.Wait()
 	require.NoError(t, err)
@@ -75,6 +75,7 @@ func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 	require.NoError(t, fabErr, fabOut.String())
 	require.Contains(t, out.String(), "RESULT proto=peregrine ops=100")
 	require.Contains(t, out.String(), "[ok  ] Sends completed without error")
+	require.Regexp(t, `global QPNs: \d+ opened, [1-9]\d* packets translated through the CAM; dropped: retired 0, unknown 0, misrouted 0, wrong source 0, missing 0`, out.String(), "both ends on global QPNs (--global-qpns)")
 	require.Contains(t, tgtOut.String(), " 0 with wrong bytes; placement")
 	require.True(t, strings.Contains(fabOut.String(), "lost random"), fabOut.String())
 }

@@ -49,6 +49,7 @@ type transportConfig struct {
 	msgSize   string // --msg-size: one message size, instead of --sizes
 	opTimeout time.Duration
 	sends     int                          // initiator: two-sided Sends outstanding (0: none)
+	qpns      bool                         // global QP numbers on the wire (both ends)
 	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
 	ready     func(key uint32, length int) // tests: the target is up
 	targets   int                          // initiator through an MCSQ (transport_mcsq.go)
@@ -131,6 +132,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.StringVar(&cfg.ioi, "ioi", "off", "IOI forwarding of data packets: on (in-order head and tail, sprayed middle), off, inorder (every packet on the ordered path) or sprayed")
 	f.StringVar(&cfg.msgSize, "msg-size", "", "initiator: one message size (overrides --sizes), e.g. 16MiB")
 	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
+	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (SEEDS S4): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
 	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
@@ -212,6 +214,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		IOI:       ioi.Config{Mode: ioiMode},
 		OpTimeout: cfg.opTimeout,
 		Sends:     cfg.sends, PostRecv: cfg.postRecv,
+		GlobalQPNs: cfg.qpns,
 	})
 	if err != nil {
 		return false, err
@@ -269,6 +272,11 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
 	fmt.Fprintf(out, "  port %s: received %d, dropped %d (ring full or no buffer), no buffer %d; sent %d, refused %d (queue full, retried)\n",
 		p.Info().Name, ps.RxPackets, ps.RxDropped, ps.RxNoBuf, ps.TxPackets, ps.TxDropped)
+	if cfg.qpns {
+		q := ep.QPNStats()
+		fmt.Fprintf(out, "  global QPNs: %d opened, %d packets translated through the CAM; dropped: retired %d, unknown %d, misrouted %d, wrong source %d, missing %d\n",
+			q.CAM.Opened, q.CAM.Translated, q.DropRetired, q.DropUnknown, q.DropMisrouted, q.DropSource, q.DropMissing)
+	}
 	if load == nil {
 		st := ep.Stats()
 		pushes, badPushes := tp.Pushes()
