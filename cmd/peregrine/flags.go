@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
-	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/internal/units"
 )
 
@@ -25,7 +25,7 @@ import (
 //   - counts (--burst, --flows, --window, …): a closed range given in the
 //     error.
 //   - sizes and rates: internal/units (1500, 4KiB, 1MB; 1mpps, 10gbit).
-//   - --frames: at least minFramesPerLoop per poll loop, at most
+//   - --frames: at least config.MinFramesPerLoop per poll loop, at most
 //     mbuf.MaxFrames.
 
 // usageError marks an error as the user's: a bad flag value, an unknown
@@ -49,12 +49,6 @@ func usage(errs ...error) error {
 // interval, and a line per millisecond is already more than a terminal
 // shows.
 const minPeriod = time.Millisecond
-
-// minFramesPerLoop is the smallest pool each poll loop needs: its mbuf
-// cache keeps up to mbuf.DefaultCacheSize frames that no other loop can
-// take, and its bursts and port rings need as many again. Below this a
-// run stalls with every frame parked in a cache.
-const minFramesPerLoop = 2 * mbuf.DefaultCacheSize
 
 func checkInt(flag string, v, lo, hi int) error {
 	if v < lo || v > hi {
@@ -88,34 +82,20 @@ func checkPositiveDuration(flag string, d, min time.Duration) error {
 
 func checkPeriod(d time.Duration) error { return checkPositiveDuration("stats-period", d, minPeriod) }
 
-// maxPoolBytes bounds --frames × --frame-size: far above any run here (the
-// defaults are 32 to 64 MiB), and below what would take a machine's
-// memory on a typo.
-const maxPoolBytes = 4 << 30
-
-// checkFrames refuses a pool too small for loops poll loops (see
-// minFramesPerLoop) or larger than the pool or maxPoolBytes allow; extra
-// is what the ports or the workload keep on top. frameSize 0 is the pool's
-// default.
+// checkFrames and checkFrameSize are app/config's pool rules (one rule
+// for flags and config files), naming the flag.
 func checkFrames(n, loops, extra, frameSize int) error {
-	least := minFramesPerLoop*max(loops, 1) + extra
-	if frameSize == 0 {
-		frameSize = mbuf.DefaultFrameSize
-	}
-	most := min(mbuf.MaxFrames, maxPoolBytes/frameSize)
-	if n < least || n > most {
-		return fmt.Errorf("--frames %d is out of range: use %d..%d (each of %d poll loop(s) keeps up to %d frames in its cache, and bursts and port rings need as many again; at most %d MiB of %d-byte frames)",
-			n, least, most, max(loops, 1), mbuf.DefaultCacheSize, maxPoolBytes>>20, frameSize)
+	if err := config.CheckFrames(n, loops, extra, frameSize); err != nil {
+		return fmt.Errorf("--frames %w", err)
 	}
 	return nil
 }
 
 func checkFrameSize(n int) error {
-	switch n {
-	case 2048, 4096, 8192, 16384:
-		return nil
+	if err := config.CheckFrameSize(n); err != nil {
+		return fmt.Errorf("--frame-size %w", err)
 	}
-	return fmt.Errorf("--frame-size %d is not supported: use 2048, 4096, 8192 or 16384", n)
+	return nil
 }
 
 // allowedCPUs is the set of CPUs this process may run on.
