@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -20,7 +21,17 @@ import (
 // ends of a mem pair, each on its own loop, complete a counted workload of
 // pushes and pulls with the right bytes, and after Stop every frame is
 // back in the pool.
+// TestTransportInitiatorToTarget: an initiator's workload against a target
+// over mem ports completes byte-exact; with GlobalQPNs on both ends
+// (SEEDS §S4) every packet also goes through each endpoint's
+// QP-translation CAM and nothing is dropped for a stale or foreign QPN.
 func TestTransportInitiatorToTarget(t *testing.T) {
+	for _, qpns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("global-qpns=%v", qpns), func(t *testing.T) { testInitiatorToTarget(t, qpns) })
+	}
+}
+
+func testInitiatorToTarget(t *testing.T, qpns bool) {
 	const count = 2000
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: t.Name(), Frames: 8192},
@@ -32,12 +43,12 @@ func TestTransportInitiatorToTarget(t *testing.T) {
 	require.NoError(t, err)
 	sizes := []int{64, 4096}
 	targetIP, initIP := netip.MustParseAddr("198.18.0.6"), netip.MustParseAddr("198.18.0.5")
-	tgt, err := p.AddTransport(app.TransportOptions{Role: "target", Port: 1, Loop: 1, LocalIP: targetIP, Window: 16, Sizes: sizes, Seed: 1})
+	tgt, err := p.AddTransport(app.TransportOptions{Role: "target", Port: 1, Loop: 1, LocalIP: targetIP, Window: 16, Sizes: sizes, Seed: 1, GlobalQPNs: qpns})
 	require.NoError(t, err)
 	require.Nil(t, tgt.Load)
 	require.NotZero(t, tgt.Region.Len, "the target registered its region")
 	ini, err := p.AddTransport(app.TransportOptions{Role: "initiator", Port: 0, Loop: 0, LocalIP: initIP, Window: 16, Sizes: sizes,
-		RegionKey: tgt.Region.Key, Peer: rt.PeerAddr{MAC: [6]byte(p.Port(1).Info().MAC), IP: targetIP}, Conns: 2, PullEvery: 4, Count: count, Seed: 2})
+		RegionKey: tgt.Region.Key, Peer: rt.PeerAddr{MAC: [6]byte(p.Port(1).Info().MAC), IP: targetIP}, Conns: 2, PullEvery: 4, Count: count, Seed: 2, GlobalQPNs: qpns})
 	require.NoError(t, err)
 	require.NotNil(t, ini.Load)
 	require.NoError(t, p.Start())
@@ -53,6 +64,14 @@ func TestTransportInitiatorToTarget(t *testing.T) {
 	pushes, wrong := tgt.Pushes()
 	require.NotZero(t, pushes, "the target checked pushes")
 	require.Zero(t, wrong)
+	for name, q := range map[string]rt.QPNStats{"initiator": ini.Endpoint.QPNStats(), "target": tgt.Endpoint.QPNStats()} {
+		if qpns {
+			require.NotZero(t, q.CAM.Translated, "%s: packets went through the CAM", name)
+		} else {
+			require.Zero(t, q.CAM.Translated, "%s: no CAM without GlobalQPNs", name)
+		}
+		require.Zero(t, q.DropRetired+q.DropUnknown+q.DropMisrouted+q.DropSource+q.DropMissing, "%s: %+v", name, q)
+	}
 	require.Zero(t, p.Pool().InUse(), "every frame is back in the pool")
 }
 
@@ -85,40 +104,4 @@ func TestAddTransportRefusesBadOptions(t *testing.T) {
 		require.Equal(t, tc.field, fe.Field())
 		require.NoError(t, p.Stop())
 	}
-}
-
-// TestTransportOnGlobalQPNs: with GlobalQPNs on both ends every packet
-// goes through each endpoint's QP-translation CAM (SEEDS §S4), the work
-// completes as without, and nothing is dropped for a stale or foreign QPN.
-func TestTransportOnGlobalQPNs(t *testing.T) {
-	const count = 500
-	p, err := app.New(app.Options{
-		Pool:   mbuf.Options{Name: t.Name(), Frames: 8192},
-		Ports:  []string{"mem:tq/0", "mem:tq/1"},
-		Lcores: unpinned(2),
-		Idle:   lcore.IdlePolicy{Mode: lcore.IdleSleep},
-		Clock:  clock.NewReal(),
-	})
-	require.NoError(t, err)
-	sizes := []int{64, 4096}
-	targetIP, initIP := netip.MustParseAddr("198.18.0.6"), netip.MustParseAddr("198.18.0.5")
-	tgt, err := p.AddTransport(app.TransportOptions{Role: "target", Port: 1, Loop: 1, LocalIP: targetIP, Window: 16, Sizes: sizes, Seed: 1, GlobalQPNs: true})
-	require.NoError(t, err)
-	ini, err := p.AddTransport(app.TransportOptions{Role: "initiator", Port: 0, Loop: 0, LocalIP: initIP, Window: 16, Sizes: sizes,
-		RegionKey: tgt.Region.Key, Peer: rt.PeerAddr{MAC: [6]byte(p.Port(1).Info().MAC), IP: targetIP}, Conns: 2, PullEvery: 4, Count: count, Seed: 2, GlobalQPNs: true})
-	require.NoError(t, err)
-	require.NoError(t, p.Start())
-	done := func() bool { s := ini.Load.Stats(); return s.Completed+s.Failed >= count }
-	_, _, err = p.Run(context.Background(), app.RunOptions{Duration: bound, Period: time.Millisecond, Done: done})
-	require.NoError(t, err)
-	require.True(t, ini.Drain(), "every outstanding operation completed")
-	require.NoError(t, p.Stop())
-	ls := ini.Load.Stats()
-	require.Equal(t, uint64(count), ls.Completed, "every operation completed")
-	require.Zero(t, ls.Failed+ls.BadData)
-	for name, q := range map[string]rt.QPNStats{"initiator": ini.Endpoint.QPNStats(), "target": tgt.Endpoint.QPNStats()} {
-		require.NotZero(t, q.CAM.Translated, "%s: packets went through the CAM", name)
-		require.Zero(t, q.DropRetired+q.DropUnknown+q.DropMisrouted+q.DropSource+q.DropMissing, "%s: %+v", name, q)
-	}
-	require.Zero(t, p.Pool().InUse(), "every frame is back in the pool")
 }
