@@ -155,6 +155,12 @@ func (a *Appliance) Readies() []string {
 	return out
 }
 
+// starter is a Running with goroutines of its own (the MCSQ initiator's
+// posters) that start once the loops run.
+type starter interface {
+	Start(ctx context.Context)
+}
+
 // RunOptions say how the appliance runs.
 type RunOptions struct {
 	// Duration overrides run.duration when DurationSet (0: until every
@@ -221,6 +227,11 @@ func (a *Appliance) Run(ctx, hurry context.Context, o RunOptions) Result {
 	if err := a.Pipeline.Start(); err != nil {
 		res.Err = errors.Join(fieldPath(err), a.Pipeline.Stop())
 		return res
+	}
+	for _, b := range a.Stages {
+		if s, ok := b.Running.(starter); ok {
+			s.Start(ctx)
+		}
 	}
 	if o.Started != nil {
 		o.Started()

@@ -74,6 +74,15 @@ type Transport struct {
 	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
 	// --global-qpns); it changes the wire, so both ends set it.
 	GlobalQPNs bool `yaml:"global_qpns"`
+	// Targets (initiator) posts through a multi-channel send queue
+	// instead of the conns workload (transport --targets, mcsq.go):
+	// Posters goroutines (default 4) post bursts of Burst (default 8)
+	// pushes of the one message size to that many DC targets, slices of
+	// the peer's region, over DCSQs DC send queues (default 16, --dc-sqs).
+	Targets int `yaml:"targets"`
+	DCSQs   int `yaml:"dc_sqs"`
+	Posters int `yaml:"posters"`
+	Burst   int `yaml:"burst"`
 
 	opts app.TransportOptions
 }
@@ -144,6 +153,7 @@ func (s *Transport) Check(c *Checker) {
 		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv, GlobalQPNs: s.GlobalQPNs,
 	}
 	c.KeepFrames(TransportFrames)
+	mcsqInit := s.checkMCSQ(c, sizes, sizesField)
 	if s.Role != "initiator" {
 		for _, f := range []struct{ field, v string }{{"peer", s.Peer}, {"peer_mac", s.PeerMAC}, {"peer_ip", s.PeerIP}, {"region_key", s.RegionKey}} {
 			if f.v != "" {
@@ -173,7 +183,7 @@ func (s *Transport) Check(c *Checker) {
 		}
 		// The target sizes its region for its own window and sizes; this
 		// initiator's must fit in it.
-		if sizes != nil {
+		if sizes != nil && !mcsqInit {
 			need := txnload.TargetMemoryLen(s.Window, sizes)
 			tsizes, terr := ParseByteSizes(t.sizeList(), 16, txn.MaxMessage)
 			tw := t.Window
@@ -192,10 +202,10 @@ func (s *Transport) Check(c *Checker) {
 				c.Errorf("sends", "target %q uses sizes %v and this initiator %v: Sends need the same sizes on both sides", s.Peer, t.sizeList(), list)
 			}
 		}
-		if s.Sends > 0 && t.PostRecv == 0 {
+		if s.Sends > 0 && t.PostRecv == 0 && !mcsqInit {
 			c.Errorf("sends", "target %q posts no receive WQEs, so every Send would wait: give it post_recv (e.g. 32)", s.Peer)
 		}
-		if s.GlobalQPNs != t.GlobalQPNs {
+		if s.GlobalQPNs != t.GlobalQPNs && !mcsqInit {
 			c.Errorf("global_qpns", "%v here and %v at target %q: global QP numbers change the wire, so set the same on both ends", s.GlobalQPNs, t.GlobalQPNs, s.Peer)
 		}
 		return
@@ -248,6 +258,9 @@ func (s *Transport) Build(b *Builder) (Running, error) {
 		o.Peer = rt.PeerAddr{MAC: [6]byte(peer.mac), IP: peer.ip}
 		o.RegionKey = peer.t.Region.Key
 		o.RegionLen = peer.t.Region.Len
+	}
+	if s.Targets > 0 {
+		return s.buildMCSQ(b, o)
 	}
 	t, err := b.Pipeline.AddTransport(o)
 	if err != nil {
