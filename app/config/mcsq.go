@@ -193,18 +193,27 @@ func (r *mcsqRun) Counters() map[string]float64 {
 		"wrs_posted": float64(s.Posted), "wrs_ok": float64(s.OK), "wrs_failed": float64(s.Failed), "cqes": float64(s.CQEs),
 		"dc_connects": float64(ps.DCConnects), "dc_disconnects": float64(ps.DCDisconnects),
 		"tx_data": float64(ts.TxData), "retransmits": float64(ts.TxRetransmit), "rx_frames": float64(ts.RxFrames),
+		"srtt_seconds": r.srtt().Seconds(), "cwnd_packets": float64(r.cwnd()),
 	}
 }
 
-// Export implements exporter: the endpoint's transport counters (its WRs
-// as operations) and the MCSQ's as peregrine_mcsq_*_total{stage=NAME}.
-func (r *mcsqRun) Export(name string, reg *metrics.Registry) error {
-	m := r.m
+func (r *mcsqRun) srtt() time.Duration { s, _, _ := r.m.Sampler.Sample(); return s }
+func (r *mcsqRun) cwnd() int           { _, w, _ := r.m.Sampler.Sample(); return w }
+
+// Export implements exporter.
+func (r *mcsqRun) Export(name string, reg *metrics.Registry) error { return ExportMCSQ(reg, name, r.m, r.size) }
+
+// ExportMCSQ registers an MCSQ initiator's collectors (run -c and
+// transport initiator --targets): its endpoint's transport counters (its
+// WRs of size bytes as operations), its connections' RTT and windows, and
+// the MCSQ's counters as peregrine_mcsq_*_total{stage=NAME}.
+func ExportMCSQ(reg *metrics.Registry, name string, m *app.MCSQInitiator, size int) error {
 	return errors.Join(
 		reg.Transport(name, func() rt.Stats { return m.Endpoint.Transport().Stats() }, func() (uint64, uint64, uint64) {
 			s := m.Stats()
-			return s.OK, s.Failed, s.OK * uint64(r.size)
+			return s.OK, s.Failed, s.OK * uint64(size)
 		}),
+		reg.Conns(name, m.Sampler.Sample),
 		reg.Stage("mcsq", name, func() map[string]uint64 {
 			s, ps := m.Stats(), m.Pool.Stats()
 			return map[string]uint64{"wrs_posted": s.Posted, "wrs_ok": s.OK, "wrs_failed": s.Failed, "cqes": s.CQEs,

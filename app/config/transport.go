@@ -399,9 +399,9 @@ func (r *transportRun) Counters() map[string]float64 {
 	if r.t.Load != nil {
 		ls := r.t.Load.Stats()
 		out["ops_posted"], out["ops_completed"], out["ops_failed"], out["bytes"] = float64(ls.Posted), float64(ls.Completed), float64(ls.Failed), float64(ls.Bytes)
-		srtt, cwnd, _ := r.t.Sampler.Sample()
-		out["srtt_seconds"], out["cwnd_packets"] = srtt.Seconds(), float64(cwnd)
 	}
+	srtt, cwnd, _ := r.t.Sampler.Sample() // initiator and target
+	out["srtt_seconds"], out["cwnd_packets"] = srtt.Seconds(), float64(cwnd)
 	return out
 }
 

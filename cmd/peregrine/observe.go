@@ -110,6 +110,13 @@ func (o *observer) watchConns(name string, s *app.ConnSampler) {
 	}
 }
 
+// watchMCSQ exports an MCSQ initiator's counters (WRs of size bytes).
+func (o *observer) watchMCSQ(name string, m *app.MCSQInitiator, size int) {
+	if o.reg != nil {
+		o.warn(config.ExportMCSQ(o.reg, name, m, size))
+	}
+}
+
 // watchFabric exports a fabric's counters.
 func (o *observer) watchFabric(name string, f *fabric.Fabric) {
 	if o.reg != nil {

@@ -307,9 +307,14 @@ func TestMetricsScrape(t *testing.T) {
 		`peregrine_transport_goodput_bytes_total{endpoint="initiator"}`,
 		`peregrine_transport_srtt_seconds{endpoint="initiator"}`,
 		`peregrine_transport_cwnd_packets{endpoint="initiator"}`,
+		`peregrine_transport_srtt_seconds{endpoint="target"}`, // every endpoint's, not only the initiator's
+		`peregrine_transport_cwnd_packets{endpoint="target"}`,
 	} {
 		require.Contains(t, body, want)
 	}
+	require.Eventually(t, func() bool { // the target's connections, as they connected
+		return regexp.MustCompile(`peregrine_transport_connections\{endpoint="target"\} [1-9]`).MatchString(scrape(t, url))
+	}, time.Minute, 100*time.Millisecond, "the target's connections never showed in /metrics")
 	require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, c.wait(), c.output())
 }
