@@ -201,7 +201,9 @@ func (r *mcsqRun) srtt() time.Duration { s, _, _ := r.m.Sampler.Sample(); return
 func (r *mcsqRun) cwnd() int           { _, w, _ := r.m.Sampler.Sample(); return w }
 
 // Export implements exporter.
-func (r *mcsqRun) Export(name string, reg *metrics.Registry) error { return ExportMCSQ(reg, name, r.m, r.size) }
+func (r *mcsqRun) Export(name string, reg *metrics.Registry) error {
+	return ExportMCSQ(reg, name, r.m, r.size)
+}
 
 // ExportMCSQ registers an MCSQ initiator's collectors (run -c and
 // transport initiator --targets): its endpoint's transport counters (its
