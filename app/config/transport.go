@@ -114,8 +114,8 @@ func (s *Transport) Check(c *Checker) {
 	sizes, err := ParseByteSizes(list, 16, txn.MaxMessage)
 	if err != nil {
 		c.Err(sizesField, err)
-	} else if need := txnload.TargetMemoryLen(s.Window, sizes); s.Window <= 4096 && need > MaxRegion {
-		c.Errorf(sizesField, "with window %d these need a %d B target region (2 × window × largest size): at most %d B; lower the window or the largest size", s.Window, need, MaxRegion)
+	} else if s.Window <= 4096 {
+		c.Err(sizesField, CheckTargetRegion(s.Window, sizes))
 	}
 	c.Err("region_size", CheckRange(s.RegionSize, 0, MaxRegion))
 	if s.Conns == 0 {
@@ -134,9 +134,7 @@ func (s *Transport) Check(c *Checker) {
 	if s.PSNWindow == 0 {
 		s.PSNWindow = 512
 	}
-	if s.PSNWindow < rt.MinWindowSize || s.PSNWindow > rt.MaxWindowSize || s.PSNWindow%64 != 0 {
-		c.Errorf("psn_window", "%d is out of range: use %d..%d, a multiple of 64", s.PSNWindow, rt.MinWindowSize, rt.MaxWindowSize)
-	}
+	c.Err("psn_window", CheckPSNWindow(s.PSNWindow))
 	mode := ioi.ModeOff
 	if s.IOI != "" {
 		if mode, err = ioi.ParseMode(s.IOI); err != nil {
