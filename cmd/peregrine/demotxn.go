@@ -98,8 +98,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if cfg.drain == 0 {
 		cfg.drain = defaultDrain
 	}
-	drained := demo.Drain(cfg.drain)
-	mqDrained := mq == nil || mq.Drain(cfg.drain)
+	drained := drainOrHurry(ctx, func() bool { return demo.Drain(cfg.drain) })
+	mqDrained := mq == nil || drainOrHurry(ctx, func() bool { return mq.Drain(cfg.drain) })
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.

@@ -73,7 +73,7 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	if err != nil {
 		return false, err
 	}
-	drained := m.Drain(5 * time.Second)
+	drained := drainOrHurry(ctx, func() bool { return m.Drain(5 * time.Second) })
 	runErr := pipe.StopLoops()
 	_ = pipe.Close()
 	s, ps, qs := m.Stats(), m.Pool.Stats(), m.Queue.Stats()

@@ -265,7 +265,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if load != nil {
 		atEnd = load.Stats()
 	}
-	drained := tp.Drain()
+	drained := drainOrHurry(ctx, tp.Drain)
 	runErr := pipe.StopLoops()
 	ps := p.Stats()
 	// Close's leak check is reported below (pool back to zero in use).
