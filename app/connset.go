@@ -52,3 +52,13 @@ func (p *Pipeline) addSampler(conns func() []*txn.Conn, loop int) (*ConnSampler,
 	}
 	return s, nil
 }
+
+// addDemoSamplers samples the transport demo's initiator connections (the
+// load's, on loopA) and target connections (as they connect, on loopB).
+func (p *Pipeline) addDemoSamplers(d *TransportDemo, loopA, loopB int) (s [2]*ConnSampler, err error) {
+	if s[0], err = p.addSampler(d.Load.Conns, loopA); err != nil {
+		return s, err
+	}
+	s[1], err = p.addSampler(d.targetConns.list, loopB)
+	return s, err
+}

@@ -116,6 +116,10 @@ type TransportDemoOptions struct {
 // TransportDemo is the transport demo's stages.
 type TransportDemo struct {
 	Initiator, Target *txn.Endpoint
+	// Samplers publish the initiator's and the target's connections' RTT
+	// and windows (connset.go).
+	Samplers    [2]*ConnSampler
+	targetConns connSet
 	Load              *txnload.Load
 	Sends             *txnload.SendLoad // two-sided Sends placed by delivery index (demo_dix.go)
 	Fabric            *fabric.Fabric
@@ -196,7 +200,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, func(ev txn.ConnEvent) { d.targetConns.onEvent(ev); d.onTargetConn(ev) }); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{
@@ -214,6 +218,9 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		if err := p.Add(st); err != nil {
 			return nil, err
 		}
+	}
+	if d.Samplers, err = p.addDemoSamplers(d, loopA, loopB); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -66,6 +66,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 	obs.watchTransport("initiator", initiator, load)
 	obs.watchTransport("target", target, nil)
+	obs.watchConns("initiator", demo.Samplers[0])
+	obs.watchConns("target", demo.Samplers[1])
 	obs.watchFabric("fabric", fab)
 	// In memory, with a pool that holds its endpoints' caches too: client
 	// goroutines post through MCSQs to hosts on a switch.

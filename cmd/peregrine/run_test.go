@@ -367,7 +367,8 @@ func TestSubcommandsStopOnSIGTERMAndServeMetrics(t *testing.T) {
 		after   string // in the output after the stop
 	}{
 		{"demo", []string{"demo", "--duration", "10m"}, `^\[ *\d+\.\ds\]`,
-			[]string{`peregrine_transport_ops_completed_total{endpoint="initiator"}`, `peregrine_fabric_drops_total{direction="b_to_a",fabric="fabric",reason="loss_random"}`, `peregrine_lcore_busy_ratio{lcore="lcore-a"}`},
+			[]string{`peregrine_transport_ops_completed_total{endpoint="initiator"}`, `peregrine_fabric_drops_total{direction="b_to_a",fabric="fabric",reason="loss_random"}`, `peregrine_lcore_busy_ratio{lcore="lcore-a"}`,
+				`peregrine_transport_srtt_seconds{endpoint="initiator"}`, `peregrine_transport_cwnd_packets{endpoint="target"}`},
 			"verification passed"},
 		{"fwd", []string{"fwd", "--port", "null:", "--port", "null:", "--lcores", "0"}, `^\[ *\d+\.\ds\]`,
 			[]string{`peregrine_port_rx_packets_total{port="null:",queue="0"}`, `peregrine_pool_frames_in_use `}, "summary after"},
