@@ -116,16 +116,17 @@ type TransportDemoOptions struct {
 // TransportDemo is the transport demo's stages.
 type TransportDemo struct {
 	Initiator, Target *txn.Endpoint
-	// Samplers publish the initiator's and the target's connections' RTT
-	// and windows (connset.go).
-	Samplers    [2]*ConnSampler
-	targetConns connSet
 	Load              *txnload.Load
 	Sends             *txnload.SendLoad // two-sided Sends placed by delivery index (demo_dix.go)
 	Fabric            *fabric.Fabric
 	// Sizes are the workload's push sizes.
 	Sizes []int
 	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
+
+	// Samplers publish the initiator's and the target's connections' RTT
+	// and windows (connset.go).
+	Samplers    [2]*ConnSampler
+	targetConns connSet
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
