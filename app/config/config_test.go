@@ -230,3 +230,36 @@ pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}, 
 	require.Contains(t, names, "peregrine_forwarder_drops_total")
 	require.Contains(t, names, "peregrine_sink_frames_total")
 }
+
+// TestExportMCSQ: an MCSQ initiator stage registers its transport
+// counters, its connections' RTT and windows and the MCSQ's counters; its
+// target its RTT and windows too.
+func TestExportMCSQ(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:xm/0"}, {name: p1, spec: "mem:xm/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, name: ini, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, msg_size: 512, targets: 10, dc_sqs: 2, count: 100},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, msg_size: 512}]}]
+`))
+	require.NoError(t, err)
+	a, err := config.Build(c, nil)
+	require.NoError(t, err)
+	defer a.Pipeline.Stop()
+	reg := metrics.New()
+	require.NoError(t, config.Export(a, reg))
+	mfs, err := reg.Gatherer().Gather()
+	require.NoError(t, err)
+	series := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				series[mf.GetName()+"/"+l.GetValue()] = true
+			}
+		}
+	}
+	for _, want := range []string{"peregrine_mcsq_wrs_ok_total/ini", "peregrine_mcsq_dc_connects_total/ini", "peregrine_transport_ops_completed_total/ini",
+		"peregrine_transport_srtt_seconds/ini", "peregrine_transport_cwnd_packets/ini", "peregrine_transport_srtt_seconds/tgt"} {
+		require.True(t, series[want], "no %s", want)
+	}
+}
