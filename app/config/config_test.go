@@ -137,16 +137,17 @@ pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p1, qp: "qpn=1"}]}]
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:q/0"}, {name: p1, spec: "mem:q/1"}, {name: p2, spec: "mem:r/0"}]
 pipelines: [{lcore: a, stages: [
-  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, targets: -1, dc_sqs: 61, sizes: [512, 4KiB], sends: 2, ioi: "on", pull_every: 4},
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, targets: -1, dc_sqs: 61, sizes: [512, 4KiB], sends: 2, ioi: "on", pull_every: 4, window: 8},
   {kind: transport, role: initiator, port: p2, ip: 198.18.0.3, peer_mac: "02:00:00:00:00:01", peer_ip: 198.18.0.2, region_key: "0x10001", targets: 10, msg_size: 512},
   {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, targets: 5, global_qpns: true}]}]
 `, []string{
 			`pipelines[0].stages[0].targets: -1 is out of range: use 1..1048576`,
 			`pipelines[0].stages[0].dc_sqs: 61 is out of range: use 1..60 (a target accepts 64 connections)`,
 			`pipelines[0].stages[0].sizes: [512 4KiB]: an initiator with targets pushes one message size: give msg_size`,
-			`pipelines[0].stages[0].sends: an initiator with targets posts pushes through the multi-channel send queue only`,
+			`pipelines[0].stages[0].sends: an initiator with targets does not use sends (it posts pushes through the multi-channel send queue)`,
 			`pipelines[0].stages[0].ioi: an initiator with targets`,
 			`pipelines[0].stages[0].pull_every: an initiator with targets`,
+			`pipelines[0].stages[0].window: an initiator with targets`,
 			`pipelines[0].stages[0].targets: target "tgt" runs on global QP numbers and the MCSQ initiator on local ones`,
 			`pipelines[0].stages[1].region_size: an initiator with targets needs the target's region length`,
 			`pipelines[0].stages[2].targets: only an initiator posts through a multi-channel send queue`,

@@ -71,9 +71,14 @@ func (s *Transport) checkMCSQ(c *Checker, sizes []int, sizesField string) bool {
 	}{
 		{"sends", s.Sends != 0}, {"pull_every", s.PullEvery != 0}, {"op_timeout", s.OpTimeout != 0},
 		{"ioi", s.IOI != "" && s.IOI != "off"}, {"global_qpns", s.GlobalQPNs},
+		// Set to other than their defaults (Check filled those in):
+		// the MCSQ's pool and queue decide what is in flight, and its
+		// endpoint keeps the transport's own settings.
+		{"window", s.Window != 32}, {"conns", s.Conns != 2}, {"psn_window", s.PSNWindow != 512},
+		{"target_delay", s.TargetDelay != Duration(200*time.Microsecond)},
 	} {
 		if f.set {
-			c.Errorf(f.field, "an initiator with targets posts pushes through the multi-channel send queue only: remove %s, or targets for the conns workload", f.field)
+			c.Errorf(f.field, "an initiator with targets does not use %s (it posts pushes through the multi-channel send queue): remove it, or remove targets for the conns workload", f.field)
 		}
 	}
 	if s.Peer == "" {
