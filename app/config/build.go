@@ -173,7 +173,8 @@ type RunOptions struct {
 	Started func()
 	// Stopping is called when the run ends (its time is up, every stage
 	// finished, or ctx ended), before the drain.
-	Stopping func(interrupted bool)
+	// finished says every stage with an end had finished.
+	Stopping func(interrupted, finished bool)
 }
 
 // Result is how a run ended.
@@ -258,7 +259,7 @@ func (a *Appliance) Run(ctx, hurry context.Context, o RunOptions) Result {
 	elapsed, interrupted, err := a.Pipeline.Run(ctx, ro)
 	res.Elapsed, res.Interrupted = elapsed, interrupted
 	if o.Stopping != nil {
-		o.Stopping(interrupted)
+		o.Stopping(interrupted, !interrupted && done != nil && done())
 	}
 	drainCtx, cancel := context.WithTimeout(hurry, f.Run.Drain.D())
 	for _, b := range a.Stages {

@@ -132,10 +132,13 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			}
 			fmt.Fprintf(out, "[%5.1fs] %-12s %d/%d in use\n", at.Seconds(), "pool", pool.InUse(), pool.Frames())
 		},
-		Stopping: func(interrupted bool) {
+		Stopping: func(interrupted, finished bool) {
 			why := "its time is up"
-			if interrupted {
+			switch {
+			case interrupted:
 				why = "a signal"
+			case finished:
+				why = "every stage with an end finished"
 			}
 			obs.log.Info("stopping", "why", why, "drain", c.File.Run.Drain.D())
 			obs.textf("stopping (%s): draining in-flight work for up to %v (a second signal cuts it short)\n", why, c.File.Run.Drain.D())
