@@ -119,6 +119,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 
 // TestMain removes the binary peregrineBinary built, if any.
 func TestMain(m *testing.M) {
+	if file := os.Getenv(signalHelperEnv); file != "" {
+		signalHelper(file) // a child of TestThirdSignalStopsAtOnce; never returns
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -169,6 +172,14 @@ func startChild(t *testing.T, args ...string) *child {
 		t.Skip(err)
 	}
 	c := &child{t: t, cmd: exec.Command(bin, args...), lines: make(chan string, 1024), done: make(chan error, 1)}
+	startChildCmd(t, c)
+	return c
+}
+
+// startChildCmd starts c.cmd, its standard error joined to its output,
+// and reads that line by line.
+func startChildCmd(t *testing.T, c *child) {
+	t.Helper()
 	stdout, err := c.cmd.StdoutPipe()
 	require.NoError(t, err)
 	c.cmd.Stderr = c.cmd.Stdout
@@ -192,7 +203,6 @@ func startChild(t *testing.T, args ...string) *child {
 			c.cmd.Process.Kill()
 		}
 	})
-	return c
 }
 
 // waitLine waits for a line matching re and returns it.
