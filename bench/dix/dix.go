@@ -284,9 +284,12 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	rep := report.New(opts.Out)
 	fmt.Fprintf(opts.Out, "# bench dix: %s, GOMAXPROCS %d, %d Sends of 4 KiB-256 KiB per run, seed %d\n", runtime.Version(), runtime.GOMAXPROCS(0), opts.Sends, opts.Seed)
 	idx := coredix.Config{Kind: coredix.FreeRunning, Width: 16}
-	for _, sc := range []struct{ name, profile string }{
-		{"", "rate=10gbit,paths=4,spread=30us,delay=10us"},
-		{"_loss1pct", "loss=1%,rate=10gbit,paths=4,spread=30us,delay=10us"},
+	for _, sc := range []struct {
+		name, profile string
+		loss          float64
+	}{
+		{"", "rate=10gbit,paths=4,spread=30us,delay=10us", 0},
+		{"_loss1pct", "loss=1%,rate=10gbit,paths=4,spread=30us,delay=10us", 1},
 	} {
 		if ctx.Err() != nil {
 			return 0, 0, ctx.Err()
@@ -306,6 +309,13 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 		}
 		fmt.Fprintf(opts.Out, "# profile %s: index %v, %d Sends (%d MiB) in %v virtual; baseline in %v; retransmits %d / %d\n",
 			sc.profile, idx.Kind, d.Sends, d.Bytes>>20, d.VirtualTime, bl.VirtualTime, d.Retransmits, bl.Retransmits)
+		for _, r := range []struct { // --report's figures: against loss
+			name string
+			r    *SimResult
+		}{{"index", d}, {"buffered", bl}} {
+			fmt.Fprintln(opts.Out, report.Point{Figure: "dix_p99_completion_vs_loss", Series: r.name, X: sc.loss, Y: float64(r.r.P99.Microseconds()), XLabel: "loss_%", YLabel: "p99_completion_us"}.Line())
+			fmt.Fprintln(opts.Out, report.Point{Figure: "dix_peak_rx_bytes_vs_loss", Series: r.name, X: sc.loss, Y: float64(r.r.PeakHeld), XLabel: "loss_%", YLabel: "peak_bytes_held_outside_WQEs"}.Line())
+		}
 		rep.Add(report.Ratio{Name: "dix_vs_buffered_peak_rx_bytes" + sc.name, Value: ratio(float64(d.PeakHeld), float64(bl.PeakHeld)), Op: report.AtMost, Target: 0.10,
 			Detail: fmt.Sprintf("peak bytes held outside WQEs: index %d, baseline %d (%d packets held)", d.PeakHeld, bl.PeakHeld, bl.Stats.Held)})
 		rep.Add(report.Ratio{Name: "dix_vs_buffered_p99_completion" + sc.name, Value: ratio(float64(d.P99), float64(bl.P99)), Op: report.AtMost, Target: 0.50,

@@ -58,5 +58,6 @@ func TestRunSmall(t *testing.T) {
 	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, FullWrapSends: 2000, RxPackets: 2000})
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "BENCH-SUMMARY")
+	require.Contains(t, out.String(), "SERIES dix_p99_completion_vs_loss buffered 1 ") // --report's figure
 	t.Log(out.String())
 }
