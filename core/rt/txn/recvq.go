@@ -37,8 +37,11 @@ import (
 // the connection ends, its WQEs not yet completed are flushed
 // (StatusFlushed after Abort, else StatusConnFailed), in posting order.
 //
-// An index that names a WQE consumed already is dropped and counted
-// (Stale); one that names a WQE not posted yet, or one beyond the queue,
+// An absolute index travels with the depth it counts modulo; one counted
+// modulo another depth than this queue's is refused (IndexMismatch; the
+// sender's Send fails with StatusRemoteInvalid, RefusalIndexMismatch)
+// before it can name any WQE. An index that names a WQE consumed already
+// is dropped and counted (Stale); one that names a WQE not posted yet, or one beyond the queue,
 // is refused for now (RNR) and counted; a packet whose index names a WQE
 // bound to another transaction is dropped and counted (Forged): no packet
 // ever writes into a WQE that is not its Send's.
@@ -115,6 +118,7 @@ const (
 	dWindowFull
 	dIndexOmitted
 	dNoticesApplied
+	dIndexMismatch
 	numDixCounters
 )
 
@@ -152,6 +156,12 @@ type SendStats struct {
 	BytesPlaced    uint64 // bytes written into WQEs
 	BytesCopied    uint64 // every byte copy of received Send data: placement plus holding
 	NoticesApplied uint64 // abort notices that consumed or marked a WQE
+	// IndexMismatch: packets (and abort notices) refused because their
+	// absolute index counts modulo another depth than this side's receive
+	// queue (the sender's ConnOptions.Index.Depth is not this side's
+	// Options.RecvDepth). Nothing of them is written; the Send fails at
+	// the sender with StatusRemoteInvalid, RefusalIndexMismatch.
+	IndexMismatch uint64
 }
 
 // dixEP is the endpoint's two-sided state.
@@ -232,7 +242,7 @@ func (e *Endpoint) SendStats() SendStats {
 		PeakElements: v(dPeakElements), RNRSent: v(dRNRSent), Beyond: v(dBeyond), ElementsFull: v(dElementsFull),
 		HoldFull: v(dHoldFull), Held: v(dHeld), HeldBytes: v(dHeldBytes), PeakHeldBytes: v(dPeakHeldBytes),
 		Stale: v(dStale), Forged: v(dForged), TooLong: v(dTooLong), BytesPlaced: v(dBytesPlaced),
-		BytesCopied: v(dBytesCopied), NoticesApplied: v(dNoticesApplied),
+		BytesCopied: v(dBytesCopied), NoticesApplied: v(dNoticesApplied), IndexMismatch: v(dIndexMismatch),
 	}
 }
 
@@ -329,6 +339,8 @@ func (e *Endpoint) decodeIndex(rq *recvQueue, desc dix.Desc, h *wire.Header) (ui
 			return 0, false
 		}
 		idx = h.SSN & 0xffffff
+	case kind == dix.Absolute:
+		idx = h.SSN & 0xffffff // the top byte is the depth tag
 	default:
 		idx = h.SSN
 	}
@@ -343,7 +355,21 @@ func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdic
 		d.cnt[dForged]++
 		return rt.Accept
 	}
-	if h.Offset == abortOffset && len(p) == 0 {
+	notice := h.Offset == abortOffset && len(p) == 0
+	if desc.Kind() == dix.Absolute && !desc.Omitted() {
+		// The depth the index counts modulo must be this queue's: checked
+		// before anything (even whether a WQE is posted), so a
+		// misconfigured pair fails its first Send with a clear refusal
+		// instead of placing Sends in the wrong WQEs.
+		if _, bad := dix.DepthMismatch(uint8(h.SSN>>24), uint32(e.opts.RecvDepth)); bad {
+			d.cnt[dIndexMismatch]++
+			if notice {
+				return rt.Accept
+			}
+			return rt.ULPErrorCode(uint8(RefusalIndexMismatch))
+		}
+	}
+	if notice {
 		return e.onSendNotice(ci, c, h, desc)
 	}
 	if uint64(h.Offset)+uint64(len(p)) > uint64(h.ReqLen) {

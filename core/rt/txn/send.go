@@ -51,7 +51,9 @@ type sendX struct {
 // completion here comes when every packet is acknowledged: StatusOK, or
 // StatusRNRRetryExceeded when the target had no WQE posted for it through
 // every retry, StatusRemoteInvalid when the message was longer than the
-// WQE, or the errors a push can end with. ErrBusy when the endpoint or
+// WQE (Refusal RefusalRecvTooSmall) or its absolute index counts modulo
+// another depth than the target's receive queue (RefusalIndexMismatch),
+// or the errors a push can end with. ErrBusy when the endpoint or
 // the connection's delivery-index window (dix.Config.Outstanding) is full.
 func (h *Conn) Send(op Op) (rsn uint32, err error) {
 	c := h.live()
@@ -181,7 +183,7 @@ func (e *Endpoint) sendResolved(x *xact, st Status) Status {
 	case st == StatusAbandoned && x.snd.rnr:
 		e.dx.cnt[dRNRExceeded]++
 		return StatusRNRRetryExceeded
-	case st == StatusRemoteAccess && x.refusal == RefusalRecvTooSmall:
+	case st == StatusRemoteAccess && (x.refusal == RefusalRecvTooSmall || x.refusal == RefusalIndexMismatch):
 		return StatusRemoteInvalid
 	}
 	return st

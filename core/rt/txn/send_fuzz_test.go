@@ -21,6 +21,10 @@ func FuzzSendPlacement(f *testing.F) {
 	f.Add(uint8(0x26), uint32(7)|3<<24, uint32(2), uint32(10), uint32(0), uint32(0), false, make([]byte, 10))
 	f.Add(uint8(0x00), uint32(3), uint32(4), uint32(100), uint32(50), uint32(0), false, make([]byte, 50))
 	f.Add(uint8(0x23), uint32(0), uint32(5), uint32(100), ^uint32(0), uint32(0), false, []byte(nil))
+	// Absolute, 16 bits: WQE 3 of a 256-deep queue (depth tag 8), and the
+	// same index counted modulo 64 (tag 6): refused as a depth mismatch.
+	f.Add(uint8(0x05), uint32(3)|8<<24, uint32(6), uint32(40), uint32(0), uint32(0), false, make([]byte, 40))
+	f.Add(uint8(0x05), uint32(3)|6<<24, uint32(7), uint32(40), uint32(0), uint32(0), false, make([]byte, 40))
 	const guard, slot, wqes = 256, 2048, 16
 	sp := newSendPair(f, 1, "", func(a, b *Options) { b.HoldBytes = 64 << 10 })
 	sp.open(dix.Config{Kind: dix.FreeRunning, Width: 8})

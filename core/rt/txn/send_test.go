@@ -218,3 +218,59 @@ func TestSendOnOrderedConnRefused(t *testing.T) {
 	_, err = sp.a.Open(sp.peerB(), ConnOptions{Index: dix.Config{Kind: dix.Relative, Width: 32}})
 	require.ErrorIs(t, err, dix.ErrConfig)
 }
+
+// An absolute index counts modulo the receive queue's depth, configured at
+// each end (ConnOptions.Index.Depth, Options.RecvDepth). Every packet
+// carries the sender's depth; a target whose queue has another depth
+// refuses it: the Sends fail with a refusal that names the mismatch, no
+// receive WQE completes, nothing is written, and the target counts it.
+func TestSendAbsoluteDepthMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		sender, recvr int
+		where         dix.Where
+		carry         dix.Carry
+	}{
+		{"smaller-in-header", 64, 128, dix.InHeader, dix.CarryEvery},
+		{"larger-in-extension", 256, 128, dix.InExtension, dix.CarryUntilAcked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newSendPair(t, 12, "paths=2,spread=20us", func(a, b *Options) {
+				a.Segment, b.Segment = 1024, 1024
+				b.RecvDepth = tc.recvr
+			})
+			c := sp.open(dix.Config{Kind: dix.Absolute, Width: 16, Depth: tc.sender, Where: tc.where, Carry: tc.carry})
+			const n, slot = 6, 4096
+			src := pattern(5, n*slot)
+			ra, err := sp.a.Register(src, 0)
+			require.NoError(t, err)
+			dst := make([]byte, n*slot)
+			for i := range dst {
+				dst[i] = 0xee
+			}
+			rb, err := sp.b.Register(dst, RemoteWrite)
+			require.NoError(t, err)
+			for k := range n {
+				_, err := sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: uint64(k * slot), Len: slot, WRID: uint64(k)})
+				require.NoError(t, err)
+			}
+			for k := range n {
+				_, err := c.Send(Op{Local: ra, LocalAddr: uint64(k * slot), Len: 500 + k*700, Tag: uint64(k)})
+				require.NoError(t, err)
+			}
+			sp.run(func() bool { return len(sp.cqA) == n }, 100*time.Millisecond)
+			for _, cp := range sp.cqA {
+				require.Equal(t, StatusRemoteInvalid, cp.Status, "send %d", cp.Tag)
+				require.Equal(t, RefusalIndexMismatch, cp.Refusal, "send %d", cp.Tag)
+				require.Contains(t, cp.Refusal.String(), "RecvDepth")
+			}
+			require.Empty(t, sp.recvs(), "no WQE completes")
+			for i, b := range dst {
+				require.Equal(t, byte(0xee), b, "byte %d of the WQEs written", i)
+			}
+			st := sp.b.SendStats()
+			require.NotZero(t, st.IndexMismatch)
+			require.Zero(t, st.BytesPlaced+st.BytesCopied+st.BindsDirect+st.BindsElement)
+		})
+	}
+}
