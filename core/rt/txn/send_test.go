@@ -10,6 +10,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // sendPair is a pair whose B side posts receive WQEs on the connection A
@@ -50,7 +51,13 @@ func newSendPairOn(t testing.TB, pool *mbuf.Pool, seed uint64, profile string, t
 // open opens A→B with the index cfg and runs until B knows the connection.
 func (sp *sendPair) open(cfg dix.Config) *Conn {
 	sp.t.Helper()
-	c, err := sp.a.Open(sp.peerB(), ConnOptions{Index: cfg})
+	return sp.openWith(ConnOptions{Index: cfg})
+}
+
+// openWith opens A→B with opts and runs until B knows the connection.
+func (sp *sendPair) openWith(opts ConnOptions) *Conn {
+	sp.t.Helper()
+	c, err := sp.a.Open(sp.peerB(), opts)
 	require.NoError(sp.t, err)
 	sp.run(func() bool {
 		return sp.cb != nil && c.Transport() != nil && c.Transport().State() == rt.StateEstablished
@@ -207,16 +214,100 @@ func TestSendLongerThanWQE(t *testing.T) {
 	}
 }
 
-func TestSendOnOrderedConnRefused(t *testing.T) {
+func TestSendIndexConfigRefused(t *testing.T) {
 	sp := newSendPair(t, 11, "", nil)
-	c, err := sp.a.Open(sp.peerB(), ConnOptions{Ordered: true})
-	require.NoError(t, err)
-	src := make([]byte, 10)
-	ra, _ := sp.a.Register(src, 0)
-	_, err = c.Send(Op{Local: ra, Len: 10})
-	require.ErrorIs(t, err, ErrSendOrdered)
-	_, err = sp.a.Open(sp.peerB(), ConnOptions{Index: dix.Config{Kind: dix.Relative, Width: 32}})
+	_, err := sp.a.Open(sp.peerB(), ConnOptions{Index: dix.Config{Kind: dix.Relative, Width: 32}})
 	require.ErrorIs(t, err, dix.ErrConfig)
+}
+
+// Sends on an ordered connection, mixed with pushes, over a lossy,
+// reordering fabric: every packet is still placed on arrival (by index,
+// or held by the baseline), but the target's receive completions and push
+// deliveries come in request order, and the initiator's completions in
+// posting order.
+func TestSendOnOrderedConnection(t *testing.T) {
+	for _, cfg := range []dix.Config{{Kind: dix.FreeRunning, Width: 16}, {}, {Kind: dix.Relative, Width: 8, Carry: dix.CarryUntilAcked}} {
+		t.Run(cfg.Kind.String(), func(t *testing.T) {
+			var sp *sendPair
+			type delivery struct {
+				rsn   uint32
+				recvs int // receive completions out before this push's delivery
+			}
+			var pushes []delivery
+			sp = newSendPair(t, 21, "loss=2%,paths=4,spread=30us,delay=10us", func(a, b *Options) {
+				a.Segment, b.Segment = 1024, 1024
+				b.HoldBytes = 1 << 20
+				b.OnRequest = func(r *Request) {
+					pushes = append(pushes, delivery{r.RSN, len(sp.cqB) + sp.b.cq.size})
+				}
+			})
+			c, err := sp.a.Open(sp.peerB(), ConnOptions{Ordered: true, Index: cfg})
+			require.NoError(t, err)
+			sp.run(func() bool {
+				return sp.cb != nil && c.Transport() != nil && c.Transport().State() == rt.StateEstablished
+			}, 100*time.Millisecond)
+			const n, slot = 60, 6000
+			src := pattern(9, n*slot)
+			ra, err := sp.a.Register(src, 0)
+			require.NoError(t, err)
+			dst := make([]byte, n*slot)
+			rb, err := sp.b.Register(dst, RemoteWrite)
+			require.NoError(t, err)
+			pushed, err := sp.b.Register(make([]byte, n*slot), RemoteWrite)
+			require.NoError(t, err)
+			for k := range n {
+				_, err := sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: uint64(k * slot), Len: slot, WRID: uint64(k)})
+				require.NoError(t, err)
+			}
+			isSend := make(map[uint32]int) // RSN -> the Send's number
+			sends := 0
+			for i := range n {
+				size := 1 + (i*2654435761)%slot
+				op := Op{Local: ra, LocalAddr: uint64(i * slot), Len: size, Tag: uint64(i)}
+				if i%3 == 2 {
+					op.Remote = wire.RegionRef{Key: pushed.Key, Addr: uint64(i * slot)}
+					_, err := c.Push(op)
+					require.NoError(t, err)
+					continue
+				}
+				rsn, err := c.Send(op)
+				require.NoError(t, err)
+				isSend[rsn] = i
+				sends++
+			}
+			sp.run(func() bool { return len(sp.cqA) == n && len(sp.recvs()) == sends }, time.Second)
+			for j, cp := range sp.cqA {
+				require.Equal(t, StatusOK, cp.Status, "op %d", cp.Tag)
+				require.Equal(t, uint64(j), cp.Tag, "initiator completions in posting order")
+			}
+			var last uint32
+			for j, cp := range sp.recvs() {
+				require.Equal(t, StatusOK, cp.Status)
+				require.Equal(t, uint32(j), cp.WQE-sp.recvs()[0].WQE, "receive completions in WQE order")
+				if j > 0 {
+					require.True(t, seqLT(last, cp.RSN), "receive completions in RSN order")
+				}
+				last = cp.RSN
+				i := isSend[cp.RSN]
+				size := 1 + (i*2654435761)%slot
+				require.Equal(t, size, cp.Bytes)
+				require.True(t, bytes.Equal(src[i*slot:i*slot+size], dst[j*slot:j*slot+size]), "WQE %d holds Send %d", j, i)
+			}
+			require.Len(t, pushes, n-sends)
+			for _, p := range pushes {
+				before := 0
+				for rsn := range isSend {
+					if seqLT(rsn, p.rsn) {
+						before++
+					}
+				}
+				require.Equal(t, before, p.recvs, "push RSN %d delivered after exactly the Sends before it", p.rsn)
+			}
+			st := sp.b.SendStats()
+			require.Zero(t, st.Forged+st.HeldBytes)
+			t.Logf("%v: %d Sends bound through elements, %d packets held, %d placed directly", cfg.Kind, st.BindsElement, st.Held, st.PlacedDirect)
+		})
+	}
 }
 
 // An absolute index counts modulo the receive queue's depth, configured at
