@@ -365,3 +365,69 @@ func TestSendAbsoluteDepthMismatch(t *testing.T) {
 		})
 	}
 }
+
+// On an ordered connection a failed Send keeps its turn with a
+// placeholder: the requests after it are delivered, in order, and do not
+// wait for a Send that will never be placed (longer than its WQE, or an
+// absolute index counted modulo another depth).
+func TestSendFailureOnOrderedConnectionKeepsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  dix.Config
+		want Refusal
+	}{
+		{"too-long", dix.Config{Kind: dix.FreeRunning, Width: 16}, RefusalRecvTooSmall},
+		{"depth-mismatch", dix.Config{Kind: dix.Absolute, Width: 16, Depth: 64}, RefusalIndexMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newSendPair(t, 22, "paths=2,spread=20us", func(a, b *Options) { a.Segment, b.Segment = 1024, 1024 })
+			c := sp.openWith(ConnOptions{Ordered: true, Index: tc.cfg})
+			src := pattern(11, 16384)
+			ra, _ := sp.a.Register(src, 0)
+			dst := make([]byte, 16384)
+			rb, _ := sp.b.Register(dst, RemoteWrite)
+			for k := range 2 {
+				_, err := sp.cb.PostRecv(RecvWR{Local: rb, LocalAddr: uint64(k * 4096), Len: 2048, WRID: uint64(k)})
+				require.NoError(t, err)
+			}
+			push := func(tag uint64) uint32 {
+				rsn, err := c.Push(Op{Local: ra, Len: 3000, Remote: wire.RegionRef{Key: rb.Key, Addr: 8192}, Tag: tag})
+				require.NoError(t, err)
+				return rsn
+			}
+			p0 := push(0)
+			_, err := c.Send(Op{Local: ra, Len: 4000, Tag: 1}) // too long for a 2 KiB WQE (or the wrong depth)
+			require.NoError(t, err)
+			p2 := push(2)
+			_, err = c.Send(Op{Local: ra, LocalAddr: 100, Len: 1500, Tag: 3})
+			require.NoError(t, err)
+			p4 := push(4)
+			sp.run(func() bool { return len(sp.cqA) == 5 }, 100*time.Millisecond)
+			for j, cp := range sp.cqA {
+				require.Equal(t, uint64(j), cp.Tag, "posting order")
+				switch {
+				case j == 1 || j == 3 && tc.want == RefusalIndexMismatch:
+					require.Equal(t, StatusRemoteInvalid, cp.Status, "op %d", j)
+					require.Equal(t, tc.want, cp.Refusal)
+				default:
+					require.Equal(t, StatusOK, cp.Status, "op %d", j)
+				}
+			}
+			var got []uint32
+			for _, r := range sp.reqB {
+				got = append(got, r.RSN)
+			}
+			require.Equal(t, []uint32{p0, p2, p4}, got, "every push delivered, in order")
+			if tc.want == RefusalRecvTooSmall {
+				r := sp.recvs()
+				require.Len(t, r, 2)
+				require.Equal(t, StatusLocalLength, r[0].Status)
+				require.Equal(t, StatusOK, r[1].Status)
+				require.Equal(t, src[100:1600], dst[4096:4096+1500])
+			} else {
+				require.Empty(t, sp.recvs())
+				require.NotZero(t, sp.b.SendStats().IndexMismatch)
+			}
+		})
+	}
+}
