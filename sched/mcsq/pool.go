@@ -328,9 +328,9 @@ func (p *Pool) blacklistAdd(key idKey, id ID, cause Cause) {
 // takeSQ returns a DC SQ for a new identifier whose first WR goes to
 // peer: an idle one already connected to peer (the connection serves on,
 // no connect), else a free one, else the longest idle one (which loses its
-// identifier and is reconnected), else -1. An idle SQ taken loses its
-// identifier at once.
-func (p *Pool) takeSQ(peer *rt.PeerAddr) int32 {
+// identifier and is reconnected) if retarget allows, else -1. An idle SQ
+// taken loses its identifier at once.
+func (p *Pool) takeSQ(peer *rt.PeerAddr, retarget bool) int32 {
 	for x := p.idleH; x >= 0; x = p.sqs[x].next {
 		if s := &p.sqs[x]; s.conn != nil && s.target >= 0 && p.e.targets[s.target] == *peer {
 			p.unidle(x)
@@ -343,7 +343,7 @@ func (p *Pool) takeSQ(peer *rt.PeerAddr) int32 {
 		p.free = p.free[:n-1]
 		return x
 	}
-	if x := p.idleH; x >= 0 {
+	if x := p.idleH; x >= 0 && retarget {
 		p.unidle(x)
 		p.unbind(x)
 		return x
