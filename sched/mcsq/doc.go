@@ -83,7 +83,14 @@
 // # Pools
 //
 // An RC pool's SQs are connected once (Pool.AddRC: QPN → peer) and kept
-// connected; their identifier is their QPN. A DC pool's SQs connect on
+// connected; their identifier is their QPN. On an endpoint with global QP
+// numbers (rt.Options.QPN, SEEDS §S4) the transport hands the numbers
+// out: the host opens a connection (Pool.OpenRC, or on the endpoint) and
+// posts the QPN it was given; the distributor translates an unbound QPN
+// through the transport's CAM (txn.Endpoint.ConnByQPN) and binds an SQ to
+// the connection it names. A QPN the CAM does not know (never opened, or
+// retired with its connection) completes with StatusUnknownID and
+// CauseUnknownQPN and goes on the RC blacklist; AddRC is refused there. A DC pool's SQs connect on
 // demand when bound, to the WR's Target (Engine.AddTarget), and
 // disconnect after the last WR in flight is acknowledged — at once
 // (IdleTimeout 0) or after IdleTimeout with nothing new for the same

@@ -58,6 +58,8 @@ type Engine struct {
 	// SQ failure, an unblacklist): the lookahead rescans only after one.
 	epoch uint64
 
+	qpn bool // the endpoint names connections by global QPNs (rt.Options.QPN)
+
 	cmdMu      sync.Mutex
 	cmds       []cmd
 	cmdScratch []cmd
@@ -79,7 +81,8 @@ func New(opts Options) (*Engine, error) {
 		opts.Name = "mcsq"
 	}
 	return &Engine{opts: opts, ep: opts.Endpoint, targets: make([]rt.PeerAddr, opts.MaxTargets),
-		cbuf: make([]txn.Completion, 64), now: opts.Endpoint.Transport().Now()}, nil
+		cbuf: make([]txn.Completion, 64), now: opts.Endpoint.Transport().Now(),
+		qpn: opts.Endpoint.Transport().Options().QPN.Enabled}, nil
 }
 
 // Endpoint returns the transaction endpoint below.
@@ -378,11 +381,25 @@ func (e *Engine) place(q *Queue, i uint32, s *slot, retarget bool) int {
 			p.unidle(x)
 		}
 		p.cnt.own[cBoundHits]++
-	} else {
-		if p.kind == RC {
+	} else if p.kind == RC {
+		if !p.qpnMode() {
 			e.complete(q, i, s, StatusUnknownID, CauseNone, ErrUnknownQPN, 0)
 			return -1
 		}
+		// Global QPNs: the WR's QPN names a connection through the
+		// transport's CAM; an SQ is bound to that connection.
+		var err error
+		if x, err = p.adopt(uint32(wr.ID.N)); err != nil {
+			cause := CauseNone
+			if errors.Is(err, ErrQPNNotInCAM) {
+				cause = CauseUnknownQPN
+				p.cnt.own[cFailBase+int(cause)]++
+				p.blacklistAdd(key, wr.ID, cause)
+			}
+			e.complete(q, i, s, StatusUnknownID, cause, err, 0)
+			return -1
+		}
+	} else {
 		if x = p.takeSQ(&e.targets[wr.Target], retarget); x < 0 {
 			return cHOLNoSQ
 		}
