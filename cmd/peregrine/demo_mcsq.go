@@ -21,9 +21,9 @@ func mcsqDemoSummary(out io.Writer, d *app.MCSQDemo, drained bool) []check {
 	}
 	fmt.Fprintf(out, "  mcsq: %d WRs posted by client goroutines through a DC MCSQ (%d DC SQs, ordered CQ) and an RC MCSQ (%d QPs, unordered CQ) to %d hosts on a switch %s: %d ok, %d failed\n",
 		s.Posted, d.DC.SQs(), d.RC.SQs(), len(d.Hosts), where, s.OK, s.Failed)
-	fmt.Fprintf(out, "  mcsq SQs: %d binds (%d WRs found theirs bound), DC connects %d / disconnects %d (0-RTT: data right behind the connect), head-of-line waits: no free SQ %d, SQ full %d (%.1f ms)\n",
+	fmt.Fprintf(out, "  mcsq SQs: %d binds (%d WRs found theirs bound), DC connects %d / disconnects %d (0-RTT: data right behind the connect), head-of-line waits: no free SQ %d, SQ full %d (%.1f ms), %d WRs placed past a waiting head\n",
 		dp.Binds+rp.Binds, dp.BoundHits+rp.BoundHits, dp.DCConnects, dp.DCDisconnects, dq.HOLNoSQ+rq.HOLNoSQ, dq.HOLSQFull+rq.HOLSQFull,
-		float64(dq.HOLWaitNs+rq.HOLWaitNs)/1e6)
+		float64(dq.HOLWaitNs+rq.HOLWaitNs)/1e6, dq.Overtook+rq.Overtook)
 	fmt.Fprintf(out, "  mcsq blacklist: %d identifiers added (refused %d, unreachable %d, retries exhausted %d, remote error %d, peer gone %d), %d WRs completed as blacklisted without executing\n",
 		dp.BlacklistAdds+rp.BlacklistAdds, dp.Failures[mcsq.CauseRefused]+rp.Failures[mcsq.CauseRefused],
 		dp.Failures[mcsq.CauseUnreachable]+rp.Failures[mcsq.CauseUnreachable], dp.Failures[mcsq.CauseRetryExhausted]+rp.Failures[mcsq.CauseRetryExhausted],
