@@ -55,7 +55,8 @@ type Engine struct {
 	stopped  bool
 	dirty    []bool // per queue: a completion may release CQEs
 	// epoch counts events that may let a waiting WR go (a completion, an
-	// SQ failure, an unblacklist): the lookahead rescans only after one.
+	// SQ failure or release, an idle SQ expiring, an unblacklist): the
+	// lookahead rescans only after one.
 	epoch uint64
 
 	qpn bool // the endpoint names connections by global QPNs (rt.Options.QPN)

@@ -488,6 +488,7 @@ func (p *Pool) maybeRelease(x int32, now clock.Time) {
 	if s.fn > 0 || s.inflight > 0 {
 		return
 	}
+	p.e.epoch++ // an SQ may come free: a waiting WR may go (lookahead)
 	switch {
 	case s.state == sqFailed && p.kind == DC:
 		s.state, s.cause = sqFree, CauseNone
@@ -528,6 +529,7 @@ func (p *Pool) expireIdle(now clock.Time) {
 		s.state = sqFree
 		p.free = append(p.free, x)
 		p.cnt.own[cIdleCloses]++
+		p.e.epoch++
 	}
 }
 
