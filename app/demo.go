@@ -147,7 +147,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		err          error
 	)
 	switch len(p.ports) {
-	case 4:
+	case 4, 6: // 6: two more for the MCSQ part (MCSQDemoVeth)
 		portA, portB = p.ports[0], p.ports[3]
 		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
@@ -164,7 +164,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		p.AddPort(portA)
 		p.AddPort(portB)
 	default:
-		return nil, &FieldError{"Ports", -1, fmt.Errorf("the transport demo takes four ports (initiator, fabric A, fabric B, target) or none (mem pairs), not %d", len(p.ports))}
+		return nil, &FieldError{"Ports", -1, fmt.Errorf("the transport demo takes four ports (initiator, fabric A, fabric B, target), six (two more for the MCSQ part's veth pair) or none (mem pairs), not %d", len(p.ports))}
 	}
 	// Frames an endpoint sent after the fabric's last poll wait in the
 	// fabric's input rings: closing it (and Link's mem ports with it)

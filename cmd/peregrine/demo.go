@@ -82,7 +82,10 @@ creates (198.18.0.0/15 only) and removes again (also on SIGINT, SIGTERM or an
 error; hack/topo.sh down pgdemo removes what a kill -9 leaves), joined by veth pairs and opened
 with --driver (afxdp or afpacket): the initiator (or generator) in one, the
 fabric (or forwarder) in a second, the target (or sink) in a third. The forward
-workload sends at --rate there (default 50kpps, safe on a busy two-core machine).`,
+workload sends at --rate there (default 50kpps, safe on a busy two-core machine).
+The transport workload's MCSQ part then crosses a veth pair of its own, from the
+initiator's namespace (198.19.0.1) to the target's, where its switch of target
+hosts sits behind a bridge.`,
 		Example: `  peregrine demo
   peregrine demo --profile loss=1%,delay=50us --window 64 --duration 10s
   peregrine demo --lcores 0 --idle busy     # everything on one core

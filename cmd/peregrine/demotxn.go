@@ -26,12 +26,13 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, fmt.Errorf("--profile: %w", err)
 	}
 	var (
-		topo *app.VethTopology
-		ipA  = netip.MustParseAddr("198.18.0.1")
-		ipB  = netip.MustParseAddr("198.18.0.6")
-		over = "mem ports"
-		clk  = clock.NewReal()
-		opts = app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus), Idle: lcore.IdlePolicy{Mode: idle}, Clock: clk}
+		topo   *app.VethTopology
+		mqVeth *app.MCSQDemoVeth
+		ipA    = netip.MustParseAddr("198.18.0.1")
+		ipB    = netip.MustParseAddr("198.18.0.6")
+		over   = "mem ports"
+		clk    = clock.NewReal()
+		opts   = app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus), Idle: lcore.IdlePolicy{Mode: idle}, Clock: clk}
 	)
 	if cfg.veth {
 		if topo, err = demoTopology(cfg.driver); err != nil {
@@ -41,6 +42,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		onKill(ctx, func() { _ = topo.Delete() })
 		opts.Ports = topo.Specs()
 		opts.Ports[0] = app.WithCapture(opts.Ports[0], cfg.capture)
+		// The MCSQ part crosses its own veth pair, gen to sink (demo_mcsq.go).
+		if mqVeth, err = mcsqDemoVeth(topo, &opts); err != nil {
+			return false, err
+		}
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
@@ -72,8 +77,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	// In memory, with a pool that holds its endpoints' caches too: client
 	// goroutines post through MCSQs to hosts on a switch.
 	var mq *app.MCSQDemo
-	if !cfg.veth && cfg.frames >= 8192 {
-		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed}); err != nil {
+	if cfg.frames >= 8192 {
+		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed, Veth: mqVeth}); err != nil {
 			return false, err
 		}
 	}

@@ -79,8 +79,8 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	s, ps, qs := m.Stats(), m.Pool.Stats(), m.Queue.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs: %d WRs to %d targets over %d DC SQs: %d ok, %d failed, %.0f WRs/s\n",
 		elapsed.Seconds(), s.Posted, cfg.targets, cfg.dcSQs, s.OK, s.Failed, float64(s.OK)/elapsed.Seconds())
-	fmt.Fprintf(out, "  SQ binds %d (%d WRs found theirs bound), DC connects %d / disconnects %d, head-of-line waits %d (%.1f ms); blacklist adds %d (refused %d, unreachable %d, retries exhausted %d, remote error %d)\n",
-		ps.Binds, ps.BoundHits, ps.DCConnects, ps.DCDisconnects, qs.HOLNoSQ+qs.HOLSQFull, float64(qs.HOLWaitNs)/1e6, ps.BlacklistAdds,
+	fmt.Fprintf(out, "  SQ binds %d (%d WRs found theirs bound), DC connects %d / disconnects %d, head-of-line waits %d (%.1f ms, %d WRs placed past a waiting head); blacklist adds %d (refused %d, unreachable %d, retries exhausted %d, remote error %d)\n",
+		ps.Binds, ps.BoundHits, ps.DCConnects, ps.DCDisconnects, qs.HOLNoSQ+qs.HOLSQFull, float64(qs.HOLWaitNs)/1e6, qs.Overtook, ps.BlacklistAdds,
 		ps.Failures[mcsq.CauseRefused], ps.Failures[mcsq.CauseUnreachable], ps.Failures[mcsq.CauseRetryExhausted], ps.Failures[mcsq.CauseRemoteError])
 	fmt.Fprintf(out, "  CQEs %d for %d WRs (ordered CQ, %d WRs folded into a later CQE)\n", s.CQEs, s.Covered, qs.Coalesced)
 	checks := []check{
