@@ -17,6 +17,18 @@
 // multi-producer (multi-consumer) side may spin briefly, yielding the
 // processor, while an earlier caller on the same side finishes publishing.
 //
+// That wait is the price of rte_ring's default multi-producer/consumer
+// mode, and it is not preemption-safe: a goroutine descheduled between
+// reserving its slots and publishing them holds back every later caller on
+// its side until it runs again. With a few goroutines per processor (an
+// lcore each, as intended) that is a rare pause; with many more goroutines
+// than processors all calling in (sched/mcsq's 64 posting goroutines on
+// two CPUs under -race) the waiters can convoy for seconds, each one's
+// publication waiting for the previous one to be scheduled. Keep the
+// number of concurrent callers on a side near GOMAXPROCS, and keep the
+// goroutines that wait for the ring's other side from spinning without
+// yielding (they steal the processor the holder needs).
+//
 // Ownership: a ring copies values. After Enqueue* returns n, the first n
 // elements of src belong to the ring (for handles: the caller must no longer
 // use those buffers) and the rest still belong to the caller. After Dequeue*
