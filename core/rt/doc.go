@@ -129,10 +129,10 @@
 // of that packet, capped at MaxRTO) resends the packet with the same PSN,
 // the Retransmission flag and an incremented Retry (both saturate: a
 // resend is never flagged as a first transmission). The timeout runs from
-// the later of the packet's last transmission and the connection's last
-// ACK that acknowledged anything (RFC 6298 restarts its timer on every
-// ACK of new data): a packet queued behind others that are still being
-// acknowledged is not resent because the queue outgrew the RTO.
+// the later of the packet's last transmission and the last ACK that
+// acknowledged a packet of its window (RFC 6298 restarts its timer on
+// every ACK of new data): a packet queued behind others that are still
+// being acknowledged is not resent because the queue outgrew the RTO.
 //
 // Loss is found before the timeout by time, RACK-style (RFC 8985;
 // retx.go, detectLoss): a hole is lost once a packet sent after it was

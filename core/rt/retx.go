@@ -427,9 +427,9 @@ func (e *Endpoint) onRackTimer(idx uint32, x *retxCtx) bool {
 
 // rtoDue returns when packet x's retransmit timeout expires: its RTO
 // (doubled per expiry) after the later of its last transmission and the
-// connection's last ACK that acknowledged anything (rackState.progress).
+// last ACK that acknowledged a packet of its window (rackMark.progress).
 func (e *Endpoint) rtoDue(c *conn, x *retxCtx) clock.Time {
-	return max(x.sentAt, c.rtt.rack.progress).Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO))
+	return max(x.sentAt, c.rtt.rack.win[c.window(x.win)].progress).Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO))
 }
 
 // rackAcked takes what an acknowledged packet tells the loss detection,
@@ -443,8 +443,8 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		return
 	}
 	r := &c.rtt.rack
-	r.progress = e.now
 	m := &r.win[k]
+	m.progress = e.now
 	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
 	resent, fresh := x.sends > 1, x.sends == 1
 	if resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 {

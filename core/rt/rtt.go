@@ -78,14 +78,6 @@ type rackState struct {
 	reo time.Duration
 	// win holds, per window, the most recently sent packet acknowledged.
 	win [2]rackMark
-	// progress is when an ACK last acknowledged a packet (any window): a
-	// packet's retransmit timeout runs from the later of its send and
-	// this (RFC 6298 restarts its timer on every ACK of new data), so a
-	// packet queued behind others that are still being acknowledged is
-	// not resent because the queue outgrew the RTO. A lost packet is
-	// found by the reordering rule once a later one is acknowledged; the
-	// timeout is for the tail, when the ACKs stop.
-	progress clock.Time
 }
 
 // rackMark is the most recently sent acknowledged packet of a window
@@ -105,6 +97,16 @@ type rackMark struct {
 	// a reordering window of each other; then the next acknowledged
 	// packet starts it again.
 	drainSent, drainAck clock.Time
+	// progress is when an ACK last acknowledged a packet of the window: a
+	// packet's retransmit timeout runs from the later of its send and
+	// this (RFC 6298 restarts its timer on every ACK of new data), so a
+	// packet queued behind others that are still being acknowledged is
+	// not resent because the queue outgrew the RTO. A lost packet is
+	// found by the reordering rule once a later one is acknowledged; the
+	// timeout is for the tail, when the ACKs stop. Per window, so that
+	// a long stream in one window does not hold back the timeout of a
+	// lost packet in the other.
+	progress clock.Time
 }
 
 // drained notes that a packet sent at at was acknowledged now (see
