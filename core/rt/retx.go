@@ -454,7 +454,9 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if x.earlyDecl {
 			e.cnt.own[cSpuriousEarly]++
 			if m.overtaken(at, x.psn) {
-				r.reo = max(r.reo, rtt-m.rtt) + r.minRTT/4
+				// At least that late, with a margin; not more for each
+				// of many spurious resends that one late burst caused.
+				r.reo = max(r.reo, rtt-m.rtt+r.minRTT/4)
 			}
 		}
 	}
