@@ -122,6 +122,11 @@ type TransportDemo struct {
 	// Sizes are the workload's push sizes.
 	Sizes []int
 	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
+
+	// Samplers publish the initiator's and the target's connections' RTT
+	// and windows (connset.go).
+	Samplers    [2]*ConnSampler
+	targetConns connSet
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -196,7 +201,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, func(ev txn.ConnEvent) { d.targetConns.onEvent(ev); d.onTargetConn(ev) }); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{
@@ -214,6 +219,9 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		if err := p.Add(st); err != nil {
 			return nil, err
 		}
+	}
+	if d.Samplers, err = p.addDemoSamplers(d, loopA, loopB); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -378,6 +378,10 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 				}
 			}
 			ops[0], ops[1] = median(runs[0]), median(runs[1])
+			for d, name := range []string{"mcsq", "per-target"} { // --report's figure
+				fmt.Fprintln(o.Out, report.Point{Figure: fmt.Sprintf("mcsq_ops_vs_goroutines_burst%d", burst), Series: name, X: float64(g), Y: ops[d],
+					XLabel: "posting_goroutines", YLabel: "WRs/s"}.Line())
+			}
 			r := report.Ratio{Name: fmt.Sprintf("mcsq_vs_per_target_ops_g%d_burst8", g), Value: ops[0] / ops[1], Op: report.AtLeast, Target: 1.0,
 				Detail: fmt.Sprintf("mcsq %.0f WR/s, per-target %.0f WR/s; mcsq head-of-line waits: no free SQ %d polls, SQ full %d, %.1f ms total",
 					ops[0], ops[1], hol[0].HOLNoSQ, hol[0].HOLSQFull, float64(hol[0].HOLWaitNs)/1e6)}

@@ -262,7 +262,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	drained := demo.Drain(2 * time.Second)
+	drained := drainOrHurry(ctx, func() bool { return demo.Drain(2 * time.Second) })
 	runErr := p.StopLoops()
 	// Close's leak check and the pool's close are reported by the checks.
 	_ = p.Close()

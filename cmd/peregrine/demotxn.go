@@ -66,6 +66,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 	obs.watchTransport("initiator", initiator, load)
 	obs.watchTransport("target", target, nil)
+	obs.watchConns("initiator", demo.Samplers[0])
+	obs.watchConns("target", demo.Samplers[1])
 	obs.watchFabric("fabric", fab)
 	// In memory, with a pool that holds its endpoints' caches too: client
 	// goroutines post through MCSQs to hosts on a switch.
@@ -98,8 +100,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if cfg.drain == 0 {
 		cfg.drain = defaultDrain
 	}
-	drained := demo.Drain(cfg.drain)
-	mqDrained := mq == nil || mq.Drain(cfg.drain)
+	drained := drainOrHurry(ctx, func() bool { return demo.Drain(cfg.drain) })
+	mqDrained := mq == nil || drainOrHurry(ctx, func() bool { return mq.Drain(cfg.drain) })
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.
