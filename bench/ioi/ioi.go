@@ -21,11 +21,10 @@
 // at its first response 14 packets were sent and the rest is within the
 // threshold (twice that). The transport's retransmit settings keep the
 // ordered path's queue from reading as loss: a shortest timeout of 1 ms,
-// and early retransmission only past 16 acknowledged PSNs (the default 3
-// resends the head packets that middle packets on emptier paths
-// overtake, because the connection's SRTT, measured mostly on those,
-// understates the ordered path's queue; each spurious resend also counts
-// toward the retry limit).
+// and the transport's default early retransmission, whose time-based
+// reorder window (core/rt, detectLoss) gives the head packets queued on
+// the ordered path the time they take while middle packets on emptier
+// paths overtake them.
 package ioi
 
 import (
@@ -194,7 +193,7 @@ type SimOptions struct {
 // package doc).
 const (
 	minRTO    = time.Millisecond
-	earlyRetx = 16
+	earlyRetx = 0 // the transport's default
 )
 
 var (

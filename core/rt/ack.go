@@ -47,6 +47,11 @@ func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
 		e.retire(c, k, newly)
 		total += len(newly)
 	}
+	if total > 0 && c.state != StateFree {
+		for k := range 2 {
+			e.detectLoss(c, k) // the ACK a data packet carries moves the RACK marks too
+		}
+	}
 	return total
 }
 
@@ -103,9 +108,9 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		}
 	}
 	c.cc.OnAck(e.now, rtt, total)
-	if ext && c.state != StateFree {
+	if c.state != StateFree {
 		for k := range 2 {
-			e.earlyRetransmit(c, k)
+			e.detectLoss(c, k)
 		}
 	}
 }
@@ -223,6 +228,7 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 			continue
 		}
 		x := &e.ctx[idx]
+		e.rackAcked(c, k, x)
 		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
 		e.releaseCtx(idx)
 		e.cnt.own[cAckRetired]++

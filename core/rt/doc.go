@@ -128,14 +128,44 @@
 // per-packet timer on the wheel (the connection's RTO, doubled per timeout
 // of that packet, capped at MaxRTO) resends the packet with the same PSN,
 // the Retransmission flag and an incremented Retry (both saturate: a
-// resend is never flagged as a first transmission). A hole is resent
-// early, without waiting for its timer, once a PSN EarlyRetransmitDistance
-// past it is acknowledged and the hole was last sent at least an SRTT ago,
-// unless the receiver asked for a hold-off (an RNR or out-of-window NACK:
-// the hole is one it refused, not one the network lost) that has not run
-// out. Every resend — timer, hold-off, early — counts toward RetryLimit: a
-// packet is sent at most RetryLimit+1 times. Then a resync with the same
-// PSN takes the packet's place
+// resend is never flagged as a first transmission). The timeout runs from
+// the later of the packet's last transmission and the last ACK that
+// acknowledged a packet of its window (RFC 6298 restarts its timer on
+// every ACK of new data): a packet queued behind others that are still
+// being acknowledged is not resent because the queue outgrew the RTO.
+//
+// Loss is found before the timeout by time, RACK-style (RFC 8985;
+// retx.go, detectLoss): a hole is lost once a packet sent after it was
+// acknowledged, a PSN EarlyRetransmitDistance past it was acknowledged
+// (a second condition; after an acknowledged resend the time rule alone
+// decides), and the hole was sent at least RTT + reoWnd ago, where RTT is
+// that of the most recently sent acknowledged packet and reoWnd the
+// connection's reordering window. reoWnd follows the reordering the
+// connection sees: every packet acknowledged after a later-sent one gives
+// how late it came (its RTT minus the overtaking packet's), in a slowly
+// decaying maximum (it starts at the first RTT, falls by 1/64 of the gap
+// per sample below it); an early resend found spurious (the ACK came
+// sooner than the resend could have earned it:
+// Stats.SpuriousEarlyRetransmit) widens it at once; it never falls below
+// a quarter of the least RTT. Packets sprayed over paths of different
+// delays, or queued on one ordered path (IOI's head and tail), are thus
+// given the time they take: a hole is not lost either while packets sent
+// with or before it are still being acknowledged (the queue on its path
+// draining). A hole overtaken but not yet due has its own timer moved to
+// when it will be, so the last holes are found then; the tail (nothing
+// after it acknowledged) waits for the timeout. Each early resend needs
+// new evidence: a packet sent after it acknowledged. None is made while
+// the receiver's hold-off runs (an RNR or out-of-window NACK: the hole is
+// one it refused, not one the network lost).
+//
+// Every resend — timer, hold-off, early — counts toward RetryLimit: a
+// packet is sent at most RetryLimit+1 times. It is given up only when
+// its timer expired RetryLimit+1 times, though: a packet whose
+// transmissions early resends spent waits out the timer's schedule
+// without sending, so early retransmission never abandons a packet
+// sooner than the timer alone would (a packet delivered on a slow path
+// is acknowledged first). Then a resync with the same PSN takes the
+// packet's place
 // (so the receiver's window can move on); if the peer acknowledges it the
 // packet is reported abandoned (EventAbandoned: it may or may not have been
 // delivered), and if the resync runs out too the connection fails
@@ -218,7 +248,7 @@
 //     refreshed with wire.FrameTemplate.Refresh, control and orphan NACKs.
 //   - retx.go: retransmission: the per-packet context, the timer wheel's
 //     callback, retransmit and setup timers, resync, RNR hold-off and
-//     early retransmit.
+//     early retransmit (the RACK rule; its state is in rtt.go).
 //   - conn.go (states, events, the Conn handle), window.go and bitmap.go
 //     (the sliding windows), rtt.go and cc.go (RTO and congestion),
 //     options.go, stats.go, errors.go, invariants.go: the parts these use.
@@ -245,8 +275,8 @@
 //     The sender holds off the packet and the ones after it for the NACK's
 //     RNR time, at most MaxRTO (early retransmission too), then resends;
 //     each resend counts toward RetryLimit.
-//   - Abandonment: after RetryLimit+1 transmissions a resync takes its
-//     place; when the peer acknowledges the resync, EventAbandoned gives
+//   - Abandonment: after RetryLimit+1 transmissions and RetryLimit+1
+//     expiries of its timer a resync takes its place; when the peer acknowledges the resync, EventAbandoned gives
 //     the cookie (the packet may or may not have been delivered). The
 //     receiver moves its window past the PSN (RxResync) and its deliver
 //     function never sees the packet.
@@ -327,7 +357,8 @@
 //
 // The counters that tell these apart: ResyncSent and Abandoned (packets
 // given up on after their retries; Abandoned also counts the resyncs of
-// packets the ULP gave up, GivenUp), TxRetransmit and TxEarlyRetransmit,
+// packets the ULP gave up, GivenUp), TxRetransmit and TxEarlyRetransmit
+// (with SpuriousEarlyRetransmit),
 // AckForged and NackStale (acknowledgements ignored), RxBadSource
 // (packets from a stranger), RxUnknownCID and RxStaleCID (frames for no
 // connection) with TxBadCIDNack and BadCIDNackSuppressed, AwaitProbes

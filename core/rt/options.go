@@ -122,11 +122,29 @@ type Options struct {
 	// RetryLimit is how many timeouts a packet survives (1..255, default
 	// 7). Past it a resync stands in for the packet, with the same limit;
 	// when that runs out too the connection fails. Connection setup uses
-	// the same limit.
+	// the same limit. A packet goes on the wire at most RetryLimit+1
+	// times, early resends included (so lost refusal NACKs cannot make it
+	// resend forever), but it is given up only when its timer expired
+	// RetryLimit+1 times (the RTO doubling each time): early resends spend
+	// the transmissions sooner, never the time, so a packet whose ACK is
+	// merely slow (a slower path, a queue) is not abandoned because of
+	// them — it is abandoned no sooner than with early retransmission off.
 	RetryLimit int
-	// EarlyRetransmitDistance resends a hole without waiting for its
-	// timer once a PSN this far past it was acknowledged (and the hole was
-	// last sent at least an RTT ago). Default 3; negative disables.
+	// EarlyRetransmitDistance turns on early retransmission, RACK-style
+	// (RFC 8985): a hole is resent without waiting for its timer once a
+	// packet sent after it was acknowledged, a PSN this far past it was
+	// acknowledged, and the RTT of the most recently sent acknowledged
+	// packet plus a reordering window has passed since the hole was sent.
+	// The window adapts per connection to the reordering it sees (how
+	// late overtaken packets come, widened by each spurious early resend,
+	// decaying back; at least a quarter of the least RTT), so packets
+	// sprayed over paths of different delays, or queued on an ordered
+	// path, are not taken for lost. The distance is a second condition:
+	// it keeps a hole overtaken by one or two packets from being resent
+	// while the window is still learning (with 1, a sprayed 1 MiB push
+	// resent 4 packets the peer had, and bench ioi's lossy push twice as
+	// many as it lost); after an acknowledged resend the time rule alone
+	// decides. Default 3; negative disables.
 	EarlyRetransmitDistance int
 	// CAMCapacity is the number of packets the retransmission engine can
 	// track across all connections (default MaxConns × 2 × MaxOutstanding,

@@ -27,9 +27,18 @@ type retxCtx struct {
 	// holdUntil: the peer asked us not to resend before then (an RNR or
 	// out-of-window NACK); early retransmission waits too.
 	holdUntil clock.Time
-	early     bool // queued as an early retransmit
-	resync    bool // the frame is a resync standing in for the abandoned packet
-	nacked    bool // the resync stands in for a packet the peer's ULP refused
+	// prevAt is when the transmission before the latest was sent, if the
+	// latest is a resend: an ACK too soon for the latest acknowledges that
+	// one (the resend was spurious). earlyDecl: the latest resend was an
+	// early one (detectLoss), not the timer's.
+	prevAt    clock.Time
+	earlyDecl bool
+	// rackDue: the timer is armed for the reordering window's end
+	// (detectLoss), not for the retransmit timeout; 0 when it is not.
+	rackDue clock.Time
+	early   bool // queued as an early retransmit
+	resync  bool // the frame is a resync standing in for the abandoned packet
+	nacked  bool // the resync stands in for a packet the peer's ULP refused
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.
@@ -64,6 +73,19 @@ func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
 			return
 		}
 		x.timer = clock.NoTimer
+		if x.rackDue != 0 {
+			x.rackDue = 0
+			if e.onRackTimer(uint32(idx), x) {
+				return
+			}
+		} else if x.holdUntil == 0 || e.now < x.holdUntil {
+			// Not the end of a peer's hold-off: the timeout runs from the
+			// last ACK that made progress (rtoDue).
+			if due := e.rtoDue(&e.conns[x.conn], x); e.now < due {
+				e.armRetx(uint32(idx), x, due)
+				return
+			}
+		}
 		e.onRetxTimeout(uint32(idx), x)
 	case timerAck:
 		c := &e.conns[idx]
@@ -84,6 +106,7 @@ func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
 }
 
 func (e *Endpoint) armRetx(idx uint32, x *retxCtx, at clock.Time) {
+	x.rackDue = 0
 	if x.timer != clock.NoTimer {
 		if e.wheel.Rearm(x.timer, at) == nil {
 			return
@@ -99,8 +122,13 @@ func (e *Endpoint) armRetx(idx uint32, x *retxCtx, at clock.Time) {
 
 // onRetxTimeout handles a packet's retransmit timer: queue a resend, or
 // once the frame was sent RetryLimit+1 times (by its timer, after an RNR
-// back-off or early: every resend counts) put a resync in its place, or
-// past the resync's limit fail the connection.
+// back-off or early: every resend counts) and its timer expired
+// RetryLimit+1 times put a resync in its place, or past the resync's
+// limit fail the connection. Early resends spend transmissions sooner than
+// the timer would; the timer still runs its whole schedule (RTO doubled
+// per expiry) before the packet is given up, so early retransmission
+// never abandons a packet sooner than the timer alone would have: one
+// whose ACK is merely slow (a slow path, a queue) is acknowledged first.
 func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 	c := &e.conns[x.conn]
 	x.timeouts++
@@ -108,6 +136,12 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 		if c.state == StateClosing && c.peerClosed() && c.tx[0].outstanding == 1 && c.tx[1].outstanding == 0 &&
 			wire.HeaderView(e.pool.Data(x.frame)[c.hdrOff:]).Type() == wire.TypeConnClose {
 			e.closeUnacked(c)
+			return
+		}
+		if int(x.timeouts) <= e.opts.RetryLimit {
+			// No transmission left, but the timer's schedule is not over:
+			// wait it out without sending.
+			e.armRetx(idx, x, e.now.Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO)))
 			return
 		}
 		if x.resync {
@@ -119,6 +153,7 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 	}
 	c.cc.OnRetransmit(e.now, true)
 	x.early = false
+	x.prevAt, x.earlyDecl = x.sentAt, false
 	e.retxQ.push(int32(idx))
 }
 
@@ -288,26 +323,47 @@ func (e *Endpoint) holdOff(c *conn, w wire.Window, psn uint32, d time.Duration) 
 // resend.
 func (e *Endpoint) retriesSpent(x *retxCtx) bool { return int(x.tx) > e.opts.RetryLimit }
 
-// earlyRetransmit resends holes of window k that the peer has overtaken by
-// EarlyRetransmitDistance PSNs, if they were last sent an RTT ago or more
-// (so one hole is resent at most once per RTT), unless the peer asked us
-// to hold off (an RNR or out-of-window NACK: the hole is one the receiver
-// refused, not one the network lost) or the hole used up its retries (the
-// timer then puts a resync in its place). An early resend counts toward
-// RetryLimit like any other: lost refusal NACKs cannot make a packet
-// resend forever.
-func (e *Endpoint) earlyRetransmit(c *conn, k int) {
+// detectLoss resends early the holes of window k that are lost by the
+// time-based rule of RACK (RFC 8985): a packet sent after the hole was
+// acknowledged (the window's rackMark), and the hole was last sent at
+// least the mark's RTT plus the reordering window (rackState.reoWnd) ago.
+// The window follows the reordering this connection sees, so packets
+// still in flight on slower paths are given the time they take; a hole
+// overtaken but not yet due gets its own timer moved to the window's end
+// (rackDue), so the last holes are found without waiting for the RTO.
+// EarlyRetransmitDistance stays a second condition for a mark that was a
+// first transmission: a PSN that far past the hole was acknowledged —
+// more than one overtaking packet before a resend, which keeps a single
+// reordered pair (or an ACK that overtook another) from costing a resend
+// when the window is still learning; after a resend was acknowledged the
+// time rule alone decides, for every packet sent before it (the tail).
+// Skipped: a hole the peer asked us to hold off (an RNR or out-of-window
+// NACK: the hole is one the receiver refused, not one the network lost),
+// one already queued, and one that used up its transmissions (its timer
+// then runs out its schedule). An early resend counts toward RetryLimit
+// like any other, and needs new evidence for the next: a packet sent
+// after it acknowledged — lost refusal NACKs cannot make a packet resend
+// forever.
+func (e *Endpoint) detectLoss(c *conn, k int) {
 	dist := uint32(e.opts.EarlyRetransmitDistance)
+	m := &c.rtt.rack.win[k]
 	tw := &c.tx[k]
-	hi := tw.acked.span()
-	if dist == 0 || hi <= dist {
+	if dist == 0 || m.at == 0 || tw.outstanding == 0 {
 		return
 	}
-	limit := hi - dist
-	recency := c.rtt.srtt
-	if c.rtt.samples == 0 {
-		recency = c.rtt.rto / 2
+	limit := tw.acked.span()
+	if limit > dist {
+		limit -= dist
+	} else {
+		limit = 0
 	}
+	if m.resent {
+		limit = tw.inFlight()
+	}
+	if limit == 0 {
+		return
+	}
+	wnd := c.rtt.rack.reoWnd()
 	w := wire.Window(k + 1)
 	for i := range tw.acked {
 		z := ^tw.acked[i] & lowMask(i, limit)
@@ -320,15 +376,108 @@ func (e *Endpoint) earlyRetransmit(c *conn, k int) {
 				e.cnt.own[cInternal]++
 				continue
 			}
-			x := &e.ctx[idx]
-			if x.sends == 0 || e.retxQ.contains(int32(idx)) || e.now.Sub(x.sentAt) < recency ||
-				e.now < x.holdUntil || e.retriesSpent(x) {
-				continue
-			}
-			x.early = true
-			c.cc.OnRetransmit(e.now, false)
-			e.retxQ.push(int32(idx))
+			e.rackCheck(c, idx, &e.ctx[idx], m, wnd)
 		}
+	}
+}
+
+// rackCheck applies detectLoss's rule to one outstanding packet: queue it
+// for an early resend when it is lost, or move its timer to when it will
+// be (if that comes before its retransmit timeout).
+func (e *Endpoint) rackCheck(c *conn, idx uint32, x *retxCtx, m *rackMark, wnd time.Duration) {
+	if x.sends == 0 || !m.overtaken(x.sentAt, x.psn) || e.retxQ.contains(int32(idx)) ||
+		e.now < x.holdUntil || e.retriesSpent(x) {
+		return
+	}
+	due := x.sentAt.Add(m.rtt + wnd)
+	if m.drainAck != 0 && m.drainSent <= x.sentAt {
+		due = max(due, m.drainAck.Add(wnd))
+	}
+	if e.now >= due {
+		x.early = true
+		x.prevAt, x.earlyDecl = x.sentAt, true
+		c.cc.OnRetransmit(e.now, false)
+		e.retxQ.push(int32(idx))
+		return
+	}
+	if x.rackDue != 0 && x.rackDue <= due {
+		return // armed for then already
+	}
+	if due >= e.rtoDue(c, x) {
+		return // the retransmit timeout comes first
+	}
+	e.armRetx(idx, x, due)
+	x.rackDue = due
+}
+
+// onRackTimer handles a packet's timer armed for the end of its
+// reordering window: resend it early if it is lost by then, else put the
+// timer back to the retransmit timeout. It reports false when that
+// timeout is due too (the caller handles it as one).
+func (e *Endpoint) onRackTimer(idx uint32, x *retxCtx) bool {
+	c := &e.conns[x.conn]
+	rto := e.rtoDue(c, x)
+	if e.now >= rto {
+		return false
+	}
+	e.armRetx(idx, x, rto)
+	e.rackCheck(c, idx, x, &c.rtt.rack.win[c.window(x.win)], c.rtt.rack.reoWnd())
+	return true
+}
+
+// rtoDue returns when packet x's retransmit timeout expires: its RTO
+// (doubled per expiry) after the later of its last transmission and the
+// last ACK that acknowledged a packet of its window (rackMark.progress).
+func (e *Endpoint) rtoDue(c *conn, x *retxCtx) clock.Time {
+	return max(x.sentAt, c.rtt.rack.win[c.window(x.win)].progress).Add(c.rtt.backoff(uint8(min(x.timeouts, 255)), e.opts.MaxRTO))
+}
+
+// rackAcked takes what an acknowledged packet tells the loss detection,
+// before its context is released: the window's mark (the most recently
+// sent packet acknowledged), the least RTT, and the reordering estimate —
+// how late the packet came if a later-sent one was acknowledged first, or
+// how late the original of a spurious resend came (then the window grows
+// at once: SpuriousEarlyRetransmit counts those).
+func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
+	if x.sends == 0 || x.sentAt == 0 {
+		return
+	}
+	r := &c.rtt.rack
+	m := &r.win[k]
+	m.progress = e.now
+	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
+	resent, fresh := x.sends > 1, x.sends == 1
+	if resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 {
+		// Too soon to acknowledge the latest transmission: an earlier one
+		// arrived, and the resend was not needed.
+		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
+		if x.earlyDecl {
+			e.cnt.own[cSpuriousEarly]++
+			if m.overtaken(at, x.psn) {
+				// At least that late, with a margin; not more for each
+				// of many spurious resends that one late burst caused.
+				r.reo = max(r.reo, rtt-m.rtt+r.minRTT/4)
+			}
+		}
+	}
+	if fresh {
+		if r.minRTT == 0 {
+			r.reo = rtt // until the samples show how much reordering there is
+		}
+		if r.minRTT == 0 || rtt < r.minRTT {
+			r.minRTT = rtt
+		}
+		if m.overtaken(at, x.psn) {
+			r.lateness(rtt - m.rtt)
+		} else {
+			r.lateness(0)
+		}
+	}
+	if !resent {
+		m.drained(at, e.now, r.reoWnd())
+	}
+	if !m.overtaken(at, x.psn) && (at != m.at || x.psn != m.psn) {
+		m.at, m.rtt, m.psn, m.resent = at, rtt, x.psn, resent
 	}
 }
 

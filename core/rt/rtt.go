@@ -1,6 +1,10 @@
 package rt
 
-import "time"
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
 
 // rttEstimator keeps a connection's smoothed RTT and its retransmit
 // timeout, after Jacobson and Karels (RFC 6298): the first sample sets
@@ -16,6 +20,7 @@ type rttEstimator struct {
 	srtt, rttvar time.Duration
 	rto          time.Duration
 	samples      uint64
+	rack         rackState
 }
 
 func (r *rttEstimator) init(initial time.Duration) { *r = rttEstimator{rto: initial} }
@@ -49,4 +54,88 @@ func (r *rttEstimator) backoff(n uint8, maxRTO time.Duration) time.Duration {
 		}
 	}
 	return min(d, maxRTO)
+}
+
+// rackState is a connection's time-based loss detection (RACK, RFC 8985):
+// a hole is lost only when a packet sent after it was acknowledged and a
+// reordering window has passed since, so a packet still on a slower path
+// (spraying, IOI) is not taken for lost because packets on faster paths
+// overtook it. See Endpoint.detectLoss.
+type rackState struct {
+	// minRTT is the least send-to-ACK time of a packet sent once (0: no
+	// sample yet). It includes the receiver's ACK delay, as every RACK RTT
+	// does.
+	minRTT time.Duration
+	// reo estimates how late reordered packets come: each acknowledged
+	// packet that a later-sent one overtook gives its lateness (its RTT
+	// minus the overtaking packet's), one that was not overtaken gives 0.
+	// A sample above reo sets it; one below pulls it down by 1/64 of the
+	// difference: a slowly decaying maximum, so the window follows the
+	// path spread (and the queueing differences) the connection sees now.
+	// It starts at the first RTT sample (assume a round trip of
+	// reordering until the samples show less) and grows on evidence of a
+	// spurious early resend.
+	reo time.Duration
+	// win holds, per window, the most recently sent packet acknowledged.
+	win [2]rackMark
+}
+
+// rackMark is the most recently sent acknowledged packet of a window
+// (RFC 8985's RACK.xmit_ts, RACK.rtt and RACK.end_seq).
+type rackMark struct {
+	at     clock.Time    // when it was sent (the transmission acknowledged); 0: none yet
+	rtt    time.Duration // from then until its ACK
+	psn    uint32        // breaks ties between packets sent in one Poll
+	resent bool          // the transmission acknowledged was a resend: packets with higher PSNs may have been sent before it
+	// drainSent and drainAck: a packet sent at drainSent was acknowledged
+	// at drainAck, and no packet sent earlier came since. A hole sent at
+	// or after drainSent is not lost while packets sent with or before it
+	// are still coming (a queue on its path draining: the packets of one
+	// burst on one FIFO path come one serialisation time apart, later
+	// than any RTT sample predicts); it is given the reordering window
+	// after the last of them. Kept while such packets keep coming within
+	// a reordering window of each other; then the next acknowledged
+	// packet starts it again.
+	drainSent, drainAck clock.Time
+	// progress is when an ACK last acknowledged a packet of the window: a
+	// packet's retransmit timeout runs from the later of its send and
+	// this (RFC 6298 restarts its timer on every ACK of new data), so a
+	// packet queued behind others that are still being acknowledged is
+	// not resent because the queue outgrew the RTO. A lost packet is
+	// found by the reordering rule once a later one is acknowledged; the
+	// timeout is for the tail, when the ACKs stop. Per window, so that
+	// a long stream in one window does not hold back the timeout of a
+	// lost packet in the other.
+	progress clock.Time
+}
+
+// drained notes that a packet sent at at was acknowledged now (see
+// drainSent).
+func (m *rackMark) drained(at, now clock.Time, wnd time.Duration) {
+	if m.drainAck == 0 || at <= m.drainSent || now.Sub(m.drainAck) >= wnd {
+		m.drainSent, m.drainAck = at, now
+	}
+}
+
+// reoWnd is the reordering window: how long after the overtaking packet's
+// RTT a hole is still given to arrive. At least minRTT/4 (RFC 8985); the
+// lateness estimate plus a quarter for the samples not seen yet.
+func (r *rackState) reoWnd() time.Duration {
+	return max(r.minRTT/4, r.reo+r.reo/4)
+}
+
+// lateness feeds the reordering estimate one sample (see reo).
+func (r *rackState) lateness(l time.Duration) {
+	l = max(l, 0)
+	if l >= r.reo {
+		r.reo = l
+		return
+	}
+	r.reo -= (r.reo - l) / 64
+}
+
+// overtaken reports whether a packet sent at at with PSN psn was sent
+// before the window's mark, i.e. a packet sent after it was acknowledged.
+func (m *rackMark) overtaken(at clock.Time, psn uint32) bool {
+	return m.at != 0 && (at < m.at || at == m.at && int32(psn-m.psn) < 0)
 }

@@ -55,6 +55,7 @@ const (
 	cIdleTimeouts
 	cGivenUp
 	cAwaitProbes
+	cSpuriousEarly
 	cInternal
 	numCounters
 )
@@ -129,6 +130,11 @@ type Stats struct {
 	// operation timed out or was cancelled), a resync sent in their place
 	// at once; their resyncs' acknowledgements count in Abandoned.
 	GivenUp uint64
+	// SpuriousEarlyRetransmit counts early resends found unneeded: the
+	// packet's ACK came sooner than the resend could have earned, so an
+	// earlier transmission arrived. Each widens the connection's
+	// reordering window (retx.go, detectLoss).
+	SpuriousEarlyRetransmit uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -170,7 +176,7 @@ func (c *counters) snapshot() Stats {
 		RTTSamples:  v[cRTTSamples],
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
-		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp],
+		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
 		Internal: v[cInternal],
 	}
 }

@@ -230,12 +230,10 @@ func checkIOISeed(t *testing.T, pool *mbuf.Pool, seed uint64) bool {
 			a.Transport.MaxOutstanding = 8 + r.IntN(24)
 			b.Transport.MaxOutstanding = a.Transport.MaxOutstanding
 			a.Transport.MinRTO, b.Transport.MinRTO = 2*time.Millisecond, 2*time.Millisecond
-			// Early retransmission is off: the ordered path queues behind
-			// sprayed packets that return fast, so SRTT understates it, its
-			// packets look like holes, and early resends (which count
-			// toward RetryLimit) abandon packets the peer has (see the
-			// report of issue 13).
-			a.Transport.EarlyRetransmitDistance, b.Transport.EarlyRetransmitDistance = -1, -1
+			// Early retransmission is the transport's default: its
+			// time-based reorder window gives the ordered path's queue the
+			// time it takes (with the old SRTT rule, seed 57 abandoned a
+			// packet the peer had).
 			b.OnInOrder = func(_ *Conn, rsn, off uint32, _ []byte) { inOrder[rsn] = append(inOrder[rsn], off) }
 			a.OnInOrder = func(_ *Conn, rsn, off uint32, _ []byte) { pullInOrder[rsn] = append(pullInOrder[rsn], off) }
 		})

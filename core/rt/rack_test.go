@@ -1,0 +1,264 @@
+package rt
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/fabric"
+)
+
+// rackNet is two endpoints joined by an emulated multipath fabric on a
+// virtual clock: the sprayed paths of issue 13 (different delays, each
+// its own rate), where packets overtake each other all the time.
+type rackNet struct {
+	t      *testing.T
+	clk    *clock.Virtual
+	pool   *mbuf.Pool
+	fab    *fabric.Fabric
+	a, b   *Endpoint
+	pb     port.Port
+	got    map[uint64]int // deliveries at b by sequence number
+	cookie []uint64       // cookies acknowledged at a
+}
+
+func newRackNet(t *testing.T, profile string, seed uint64, tweak func(o *Options)) *rackNet {
+	t.Helper()
+	prof, err := fabric.ParseProfile(profile)
+	require.NoError(t, err)
+	pool := newPool(t, 16384)
+	pa, pb, fab, err := fabric.Link(pool, fabric.Options{Name: t.Name(), AtoB: prof, BtoA: prof, Seed: seed, LinkRing: 4096,
+		Classify: fabric.TransportClassifier(0)})
+	require.NoError(t, err)
+	n := &rackNet{t: t, clk: clock.NewVirtual(1_000_000), pool: pool, fab: fab, pb: pb, got: map[uint64]int{}}
+	oa := Options{Name: "a", Port: pa, Pool: pool, Clock: n.clk, LocalIP: ipA, Seed: seed, MaxConns: 2}
+	ob := Options{Name: "b", Port: pb, Pool: pool, Clock: n.clk, LocalIP: ipB, Seed: seed + 1, MaxConns: 2}
+	if tweak != nil {
+		tweak(&oa)
+		tweak(&ob)
+	}
+	n.a, err = NewEndpoint(oa)
+	require.NoError(t, err)
+	n.b, err = NewEndpoint(ob)
+	require.NoError(t, err)
+	n.b.SetDeliver(func(_ *Conn, _ *wire.Header, p []byte) Verdict {
+		n.got[binary.BigEndian.Uint64(p)]++
+		return Accept
+	})
+	n.a.SetAckHandler(func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { n.cookie = append(n.cookie, cookie) })
+	t.Cleanup(func() {
+		now := n.clk.Now()
+		n.a.Stop(now)
+		n.b.Stop(now)
+		fab.Stop(now)
+		drain := make([]mbuf.Handle, 64)
+		for _, p := range []port.Port{pa, pb} {
+			for k := p.RxBurst(0, drain); k > 0; k = p.RxBurst(0, drain) {
+				pool.Free(drain[:k])
+			}
+		}
+		_ = fab.Close()
+		require.Zero(t, pool.InUse(), "frames in use after stop")
+		n.a.Close()
+		n.b.Close()
+	})
+	return n
+}
+
+func (n *rackNet) poll() int {
+	now := n.clk.Now()
+	return n.a.Poll(now) + n.fab.Poll(now) + n.b.Poll(now)
+}
+
+// step polls, and when nothing moved jumps to the next deadline.
+func (n *rackNet) step() {
+	if n.poll() > 0 {
+		return
+	}
+	next, ok := clock.Time(1<<63-1), false
+	if t, k := n.a.NextDeadline(); k {
+		next, ok = min(next, t), true
+	}
+	if t, k := n.b.NextDeadline(); k {
+		next, ok = min(next, t), true
+	}
+	if t, k := n.fab.NextDeadline(); k {
+		next, ok = min(next, t), true
+	}
+	if !ok {
+		n.t.Fatal("nothing pending")
+	}
+	if err := n.clk.Set(max(next, n.clk.Now().Add(time.Microsecond))); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// push sends packets of size bytes on c (cookies 1..packets), keeping the
+// window full, and runs until every one is acknowledged; it returns the
+// virtual time it took.
+func (n *rackNet) push(c *Conn, packets, size int) time.Duration {
+	n.t.Helper()
+	start := n.clk.Now()
+	body := make([]byte, size)
+	for i := 1; i <= packets; {
+		copy(body, payload(uint64(i), 8))
+		if _, err := c.Send(SendHeader{Type: wire.TypePushRequest, RSN: uint32(i), Cookie: uint64(i)}, body); err != nil {
+			if !errors.Is(err, ErrBusy) {
+				n.t.Fatal(err)
+			}
+			n.step()
+			continue
+		}
+		i++
+	}
+	for len(n.cookie) < packets {
+		if n.clk.Now().Sub(start) > time.Second {
+			n.t.Fatalf("push not acknowledged: %d of %d", len(n.cookie), packets)
+		}
+		n.step()
+	}
+	return n.clk.Now().Sub(start)
+}
+
+func (n *rackNet) connect() *Conn {
+	n.t.Helper()
+	c, err := n.a.Open(PeerAddr{MAC: macOf(n.pb), IP: ipB})
+	require.NoError(n.t, err)
+	for c.State() != StateEstablished {
+		n.step()
+	}
+	return c
+}
+
+// sprayed: four paths of 1 Gbit/s each, one-way delays d, d+2, d+5,
+// d+10 µs, frames sprayed round-robin (so every fourth packet takes the
+// slowest path and the three after it overtake it).
+const sprayed = "delay=10us,rate=4gbit,paths=4,path-rate=1gbit,path-delay=0/2us/5us/10us,spray=rr"
+
+// TestSprayedPushHasNoSpuriousRetransmissions: a 1 MiB push sprayed over
+// paths of different delays, with no loss and the default window (128
+// packets), is sent exactly once. Before the RACK rule (session 6's
+// transport) this push resent 291 packets the peer had: each packet's
+// timeout ran from its own send, with an RTO learned mostly from packets
+// that had not waited behind the window's queue on their path, so the
+// queue outgrew it (4 resends with a window of 32); and a hole overtaken
+// by 3 PSNs was resent once an SRTT had passed, however slow its path.
+// Now the timeout runs from the last ACK that made progress and a hole
+// gets the reordering the connection measures.
+func TestSprayedPushHasNoSpuriousRetransmissions(t *testing.T) {
+	n := newRackNet(t, sprayed, 7, nil)
+	c := n.connect()
+	const packets, size = 1024, 1024 // 1 MiB
+	took := n.push(c, packets, size)
+	st := n.a.Stats()
+	t.Logf("1 MiB in %v; early %d, timeout %d, spurious %d; reordering window %v (min RTT %v)", took,
+		st.TxEarlyRetransmit, st.TxRetransmit, st.SpuriousEarlyRetransmit, c.c.rtt.rack.reoWnd(), c.c.rtt.rack.minRTT)
+	require.Zero(t, st.TxEarlyRetransmit+st.TxRetransmit, "no packet was lost: none is resent")
+	require.Zero(t, n.b.Stats().RxDuplicate+n.b.Stats().RxStalePSN)
+	require.Len(t, n.got, packets)
+	for seq, k := range n.got {
+		require.Equal(t, 1, k, "packet %d delivered once", seq)
+	}
+	// The window covers the paths' spread (10 µs) and no more than a
+	// round trip or so.
+	require.GreaterOrEqual(t, c.c.rtt.rack.reoWnd(), 5*time.Microsecond)
+	require.Less(t, c.c.rtt.rack.reoWnd(), 4*c.c.rtt.rack.minRTT)
+}
+
+// TestSprayedPushRecoversLossEarly: the same push with 1 % loss on every
+// path recovers its losses by the reordering rule, long before the
+// retransmit timeout (5 ms here, so a timeout would show in the time):
+// nearly every loss is resent early, and the push takes little longer
+// than without loss.
+func TestSprayedPushRecoversLossEarly(t *testing.T) {
+	const packets, size = 1024, 1024
+	long := func(o *Options) { o.MinRTO, o.InitialRTO = 5*time.Millisecond, 5*time.Millisecond }
+	clean := newRackNet(t, sprayed, 11, long)
+	base := clean.push(clean.connect(), packets, size)
+
+	n := newRackNet(t, sprayed+",path-loss=1%", 11, long)
+	c := n.connect()
+	took := n.push(c, packets, size)
+	st := n.a.Stats()
+	fs := n.fab.Stats()
+	lost := fs.AtoB.PathLossDrops
+	t.Logf("1 MiB in %v (%v without loss); %d data frames lost, %d ACK frames lost; early %d, timeout %d, spurious %d",
+		took, base, lost, fs.BtoA.PathLossDrops, st.TxEarlyRetransmit, st.TxRetransmit, st.SpuriousEarlyRetransmit)
+	require.Positive(t, lost, "the fabric lost data packets")
+	require.Len(t, n.got, packets, "every packet delivered")
+	require.Zero(t, st.TxRetransmit, "no loss waited for its timeout")
+	require.GreaterOrEqual(t, st.TxEarlyRetransmit, lost, "every lost data packet was resent early")
+	require.LessOrEqual(t, st.TxEarlyRetransmit, lost+lost/2+2, "and few more")
+	require.Less(t, took, base+time.Millisecond, "well under one 5 ms timeout of delay")
+}
+
+// TestEarlyResendsNeverAbandonSooner: early resends spend a packet's
+// transmissions sooner than its timer would, but the packet is given up
+// (a resync takes its place) only when its timer has run its whole
+// schedule — RetryLimit+1 expiries, the RTO doubling each time — exactly
+// as late as with early retransmission off. So a packet whose ACK is
+// merely slow is never abandoned for the early resends it caused. Before,
+// the early resends counted toward the limit and the resync followed one
+// RTO after the last of them (about 2 ms here instead of at least 15).
+func TestEarlyResendsNeverAbandonSooner(t *testing.T) {
+	const limit = 3
+	h := newHarness(t, func(a, b *Options) {
+		a.RetryLimit, a.MaxOutstanding = limit, 16
+		a.MinRTO, a.InitialRTO = time.Millisecond, time.Millisecond
+		b.AckEvery = 1
+	})
+	ca, _ := h.connect()
+	target := ca.Window(wire.WindowRequest).TxNSN + 4
+	var sends []clock.Time
+	var resyncAt clock.Time
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.PSN != target || f.Header.Window() != wire.WindowRequest {
+			return 1
+		}
+		if f.Header.Type == wire.TypeResync {
+			if resyncAt == 0 {
+				resyncAt = h.clk.Now()
+			}
+			return 1
+		}
+		sends = append(sends, h.clk.Now())
+		return 0 // every transmission of the packet is lost
+	}
+	h.sendAll(ca, wire.TypePushRequest, 0, 120, 256)
+	h.run(func() bool { return len(eventsOf(h.evA, EventAbandoned)) == 1 && h.quiet() }, 5*time.Second)
+	st := h.a.Stats()
+	t.Logf("sends at %v; resync %v after the first; early %d, timeout %d", sends, resyncAt.Sub(sends[0]), st.TxEarlyRetransmit, st.TxRetransmit)
+	require.Len(t, sends, limit+1, "sent RetryLimit+1 times")
+	require.Positive(t, st.TxEarlyRetransmit, "some resends were early")
+	require.GreaterOrEqual(t, resyncAt.Sub(sends[0]), (1<<(limit+1)-1)*time.Millisecond,
+		"given up only after the timer's whole schedule (RTO 1+2+4+8 ms)")
+	require.Equal(t, StateEstablished, ca.State())
+}
+
+// TestLossDetectionAllocatesNothing: sprayed pushes with loss — holes,
+// the reordering window, timers moved to its end, early resends, spurious
+// ones — allocate nothing per packet (the push's own buffer aside: one
+// allocation per push of 512 packets).
+func TestLossDetectionAllocatesNothing(t *testing.T) {
+	n := newRackNet(t, sprayed+",path-loss=2%", 5, nil)
+	n.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { return Accept })
+	n.cookie = make([]uint64, 0, 1024)
+	c := n.connect()
+	n.push(c, 512, 1024) // warm up: the caches, the timer wheel's slots
+	const packets = 512
+	allocs := testing.AllocsPerRun(5, func() {
+		n.cookie = n.cookie[:0]
+		n.push(c, packets, 1024)
+	})
+	st := n.a.Stats()
+	t.Logf("%.1f allocations per push of %d packets; early %d, spurious %d, timeout %d", allocs, packets, st.TxEarlyRetransmit, st.SpuriousEarlyRetransmit, st.TxRetransmit)
+	require.Positive(t, st.TxEarlyRetransmit, "the pushes recovered losses early")
+	require.LessOrEqual(t, allocs, 1.0, "only the push's payload buffer")
+}
