@@ -388,17 +388,21 @@ func TestSends(t *testing.T) {
 		}
 	}})
 	ts := f.targets()
-	// An ordered pool refuses Sends, each with its own error CQE.
+	// An ordered pool carries Sends too (txn places them by index and
+	// completes them in the connection's order): its connection gets WQEs
+	// 0..7, and its one Send lands in the first.
 	ord, err := f.n.Engine.NewPool(mcsq.PoolOptions{Kind: mcsq.DC, SQs: 1})
 	require.NoError(t, err)
 	oq, err := f.n.Engine.NewQueue(mcsq.QueueOptions{DC: ord})
 	require.NoError(t, err)
-	bad := f.push(mcsq.Flow(9), ts[0], 0, 100, 32, 100, 9)
-	bad.Op = mcsq.OpSend
-	require.NoError(t, oq.Post(&bad))
+	first := f.push(mcsq.Flow(9), ts[0], 0, 100, 32, 100, 9)
+	first.Op = mcsq.OpSend
+	require.NoError(t, oq.Post(&first))
 	f.runUntilCovered(oq, 1, time.Second)
-	require.ErrorIs(t, f.cqes[0].Err, mcsq.ErrRefusedWR)
+	require.Equal(t, mcsq.StatusOK, f.cqes[0].Status, "%+v", f.cqes[0])
+	require.Equal(t, uint64(100), binary.LittleEndian.Uint64(f.n.Mem[0][4096:]), "the ordered pool's Send in its connection's first WQE")
 	f.cqes = nil
+	base := recv[0] // the next connection's WQEs start here
 
 	dc, err := f.n.Engine.NewPool(mcsq.PoolOptions{Kind: mcsq.DC, SQs: 2, Unordered: true})
 	require.NoError(t, err)
@@ -427,6 +431,6 @@ func TestSends(t *testing.T) {
 	require.Equal(t, 6, ok)
 	require.Equal(t, mcsq.OpSend, f.cqes[0].Op)
 	for k := range 6 {
-		require.Equal(t, uint64(k+1), binary.LittleEndian.Uint64(f.n.Mem[0][4096+k*64:]), "Send %d in WQE %d", k+1, k)
+		require.Equal(t, uint64(k+1), binary.LittleEndian.Uint64(f.n.Mem[0][4096+(base+k)*64:]), "Send %d in WQE %d", k+1, base+k)
 	}
 }

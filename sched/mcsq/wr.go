@@ -112,8 +112,9 @@ const (
 	OpCopy
 	// OpSend sends Len bytes of Local at LocalAddr two-sided (txn
 	// Conn.Send): the target places them in the next receive WQE it posted
-	// on the SQ's connection; Remote is ignored. Sends need a pool with
-	// PoolOptions.Unordered (delivery-index placement keeps their order).
+	// on the SQ's connection; Remote is ignored. Ordered and unordered
+	// pools both carry them (delivery-index placement; an ordered pool's
+	// connection completes them in its request order).
 	// A target that has no WQE posted through every retry fails the SQ
 	// (CauseRetryExhausted).
 	OpSend
@@ -312,5 +313,5 @@ var (
 	ErrRCPoolFull    = errors.New("mcsq: every SQ of the RC pool is bound (raise PoolOptions.SQs)")
 	ErrFlushed       = errors.New("mcsq: engine stopped before the WR completed")
 	ErrRegisterLocal = errors.New("mcsq: register failed (region table full or empty memory)")
-	ErrRefusedWR     = errors.New("mcsq: the transport refused the WR's shape (see the wrapped error: too long, or a Send on an ordered pool — give Sends a pool with PoolOptions.Unordered)")
+	ErrRefusedWR     = errors.New("mcsq: the transport refused the WR's shape (see the wrapped error: e.g. a Send longer than the transport takes)")
 )
