@@ -136,7 +136,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		drainCheck(drained, ls, cfg.drain),
+		demoDrainCheck(drained, ls, cfg.drain, demo.DrainTook()),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},
@@ -147,6 +147,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
 	checks = append(checks, sendChecks...)
+	ioiOK, ioiWhat := demo.IOICheck()
+	checks = append(checks, check{ioiOK, ioiWhat})
 	if mq != nil {
 		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
 	}
