@@ -37,7 +37,7 @@ import (
 // caches, allocator state and clock speed. Each round gives each mode
 // its nanoseconds per packet; the ratio is the median of the rounds'
 // ratios, which a burst of other work on the machine moves only if it
-// hits most rounds. Allocations are counted over the IOI rounds.
+// hits most rounds. Allocations are counted in each IOI round.
 
 // Cost is the result of SenderCost.
 type Cost struct {
@@ -48,8 +48,12 @@ type Cost struct {
 	Ratio, RatioMin, RatioMax float64
 	// Rounds and the packets each mode sent per round.
 	Rounds, Packets int
-	// Allocs is the heap allocations per packet of the IOI rounds.
-	Allocs float64
+	// Allocs is the heap allocations per packet of the median IOI round,
+	// AllocsMax of the round with the most. An allocation per packet (or
+	// per message) shows in every round; the Go runtime's own, once per
+	// process (it builds a call site's type-assertion cache on one miss in
+	// 1024, at random: errors.Is on a full window, port.FlushTx), in one.
+	Allocs, AllocsMax float64
 	// Middle is the sprayed packets the IOI rounds sent: proof they ran
 	// the procedure.
 	Middle uint64
@@ -93,12 +97,11 @@ func SenderCost(packets, rounds int) (Cost, error) {
 	seg := e.a.Segment()
 	perPush := (costSize + seg - 1) / seg
 	pushes := max(1, (packets+perPush-1)/perPush)
-	// Warm up: caches, the scheduler's state, and the runtime's
-	// type-assertion caches. Go builds a call site's cache on one miss in
-	// 1024, at random, allocating it: port.FlushTx's assertion, which
-	// fails for mem ports, did so inside a measured round of a process's
-	// first run (once per process, not per packet; seen with
-	// -memprofilerate=1). 64 pushes of each mode make ~16,000 calls there.
+	// Warm up: caches, the scheduler's state, and most of the runtime's
+	// type-assertion caches (see Cost.Allocs; port.FlushTx's, which fails
+	// for mem ports, built inside a measured round of a process's first
+	// run, seen with -memprofilerate=1: 64 pushes of each mode make
+	// ~16,000 calls there; rarer call sites may still build theirs later).
 	for _, c := range []*txn.Conn{plain, withIOI} {
 		if _, err := e.timedPushes(c, 64); err != nil {
 			return Cost{}, err
@@ -107,7 +110,7 @@ func SenderCost(packets, rounds int) (Cost, error) {
 	over := timerOverhead()
 	res := Cost{Rounds: rounds, Packets: pushes * perPush}
 	pkts := float64(res.Packets)
-	var plainNs, ioiNs, ratios, rxPlain, rxIOI []float64
+	var plainNs, ioiNs, ratios, rxPlain, rxIOI, allocs []float64
 	middle0 := e.a.IOIStats().PktMiddle
 	runtime.GC()
 	for r := range rounds {
@@ -129,7 +132,7 @@ func SenderCost(packets, rounds int) (Cost, error) {
 			rx := float64(t.rx-time.Duration(t.polls)*over) / pkts
 			if c == withIOI {
 				runtime.ReadMemStats(&ms1)
-				res.Allocs = max(res.Allocs, float64(ms1.Mallocs-ms0.Mallocs)/pkts)
+				allocs = append(allocs, float64(ms1.Mallocs-ms0.Mallocs)/pkts)
 				w, rxIOI = ns, append(rxIOI, rx)
 			} else {
 				p, rxPlain = ns, append(rxPlain, rx)
@@ -141,6 +144,7 @@ func SenderCost(packets, rounds int) (Cost, error) {
 	res.Plain, res.IOI, res.Ratio = median(plainNs), median(ioiNs), median(ratios)
 	res.RatioMin, res.RatioMax = slices.Min(ratios), slices.Max(ratios)
 	res.RxPlain, res.RxIOI = median(rxPlain), median(rxIOI)
+	res.Allocs, res.AllocsMax = median(allocs), slices.Max(allocs)
 	if res.Middle == 0 {
 		return res, fmt.Errorf("the IOI rounds sprayed no packet (threshold %d B, segment %d B): they did not measure IOI", 64<<10, seg)
 	}

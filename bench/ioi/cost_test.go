@@ -15,7 +15,7 @@ func TestSenderCostRuns(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("%+v", c)
 	require.NotZero(t, c.Middle, "the IOI rounds sprayed")
-	require.Zero(t, c.Allocs, "IOI allocates nothing per packet")
+	require.Zero(t, c.Allocs, "IOI allocates nothing per packet (the median round; the most in one round: %v)", c.AllocsMax)
 	require.Greater(t, c.Plain, 0.0)
 	require.Greater(t, c.IOI, 0.0)
 }
