@@ -126,8 +126,12 @@ type TransportDemo struct {
 	Sizes []int
 	qpns  demoQPNs // the QPNs the target's ULP saw requests on (demo_qpx.go)
 
-	profile   fabric.Profile // the fabric's, for IOILines (demo_ioi.go)
-	drainTook time.Duration  // the last Drain's wait (demo_ioi.go)
+	// Samplers publish the initiator's and the target's connections' RTT
+	// and windows (connset.go).
+	Samplers    [2]*ConnSampler
+	targetConns connSet
+
+	profile fabric.Profile // the fabric's, for IOILines (demo_ioi.go)
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -148,7 +152,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		err          error
 	)
 	switch len(p.ports) {
-	case 4:
+	case 4, 6: // 6: two more for the MCSQ part (MCSQDemoVeth)
 		portA, portB = p.ports[0], p.ports[3]
 		fab, err = fabric.New(fabric.Options{Name: "fabric", A: p.ports[1], B: p.ports[2], Pool: p.pool, AtoB: o.Profile, BtoA: o.Profile, Seed: o.Seed, Classify: fabric.TransportClassifier(0)})
 		if err != nil {
@@ -165,7 +169,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		p.AddPort(portA)
 		p.AddPort(portB)
 	default:
-		return nil, &FieldError{"Ports", -1, fmt.Errorf("the transport demo takes four ports (initiator, fabric A, fabric B, target) or none (mem pairs), not %d", len(p.ports))}
+		return nil, &FieldError{"Ports", -1, fmt.Errorf("the transport demo takes four ports (initiator, fabric A, fabric B, target), six (two more for the MCSQ part's veth pair) or none (mem pairs), not %d", len(p.ports))}
 	}
 	// Frames an endpoint sent after the fabric's last poll wait in the
 	// fabric's input rings: closing it (and Link's mem ports with it)
@@ -203,7 +207,7 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		return nil, err
 	}
 	// The target checks pushes with the load, set before the loops start.
-	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, d.onTargetConn); err != nil {
+	if d.Target, err = mk("target", portB, o.TargetIP, o.Seed+1, func(r *txn.Request) { d.qpns.note(r); d.Load.CheckRequest(r) }, func(ev txn.ConnEvent) { d.targetConns.onEvent(ev); d.onTargetConn(ev) }); err != nil {
 		return nil, err
 	}
 	d.Load, err = txnload.New(txnload.Options{
@@ -221,6 +225,9 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 		if err := p.Add(st); err != nil {
 			return nil, err
 		}
+	}
+	if d.Samplers, err = p.addDemoSamplers(d, loopA, loopB); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -144,11 +144,8 @@ func demoSize(n int) string {
 // with 1 MiB messages in the mix, a -race build on a loaded machine
 // (round trips of 70 ms, loops starved) completed the window it held at
 // the stop steadily but in more than 10 s, while a stall (an operation
-// that never ends) still fails within stall. DrainTook says how long it
-// took.
+// that never ends) still fails within stall.
 func (d *TransportDemo) waitDrained(stall time.Duration) bool {
-	start := time.Now()
-	defer func() { d.drainTook = time.Since(start) }()
 	done := func() uint64 {
 		ls, ss := d.Load.Stats(), d.Sends.Stats()
 		return ls.Completed + ls.Failed + ss.Completed + ss.Failed + ss.Received + ss.RecvFailed
@@ -164,6 +161,3 @@ func (d *TransportDemo) waitDrained(stall time.Duration) bool {
 		last = now
 	}
 }
-
-// DrainTook is how long the last Drain waited.
-func (d *TransportDemo) DrainTook() time.Duration { return d.drainTook }

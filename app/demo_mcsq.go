@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -29,10 +32,28 @@ type MCSQDemoOptions struct {
 	// QPs are the RC QPs, spread over the hosts (default 2 per host).
 	QPs int
 	// Posters are the goroutines that post WRs (default 4); each posts
-	// one burst every Interval (default 5ms), so that the MCSQ shares the
-	// demo's loops with the main workload rather than taking them over.
+	// one burst every Interval (default 5ms, 20ms over veth), so that the
+	// MCSQ shares the demo's loops with the main workload rather than
+	// taking them over.
 	Posters  int
 	Interval time.Duration
+	// Veth, if set, puts the initiator on a veth port (pipeline port
+	// Veth.InitiatorPort, in another namespace) and the switch's port 0
+	// behind a bridge stage on the pair's other end (Veth.TargetPort):
+	// every WR crosses the veth pair on real packets.
+	Veth *MCSQDemoVeth
+}
+
+// MCSQDemoVeth places the MCSQ demo's initiator across a veth pair
+// (VethTopology.AddMCSQPair) from its switch.
+type MCSQDemoVeth struct {
+	// InitiatorPort and TargetPort are the pipeline's port indexes of the
+	// pair's ends.
+	InitiatorPort, TargetPort int
+	// InitiatorIP is the initiator's address; TargetMAC the target end's
+	// MAC (the next hop to every host).
+	InitiatorIP netip.Addr
+	TargetMAC   [6]byte
 }
 
 // MCSQDemo is the multi-channel send queue part of the demo: an initiator
@@ -53,6 +74,7 @@ type MCSQDemo struct {
 	regions       []txn.Region
 	src, dst      txn.Region
 	refusing      int           // the host index that refuses
+	bridge        *portBridge   // with Veth: the veth end <-> switch port 0
 	stop          chan struct{} // posters stop
 	readStop      chan struct{} // readers stop (after the posters and the last CQE)
 	posters       sync.WaitGroup
@@ -94,9 +116,30 @@ func (p *Pipeline) AddMCSQDemo(o MCSQDemoOptions) (*MCSQDemo, error) {
 	}
 	if o.Interval == 0 {
 		o.Interval = 5 * time.Millisecond
+		if o.Veth != nil {
+			// Every frame crosses the kernel twice: a lighter load leaves
+			// the transport demo beside it its share of the loops.
+			o.Interval = 20 * time.Millisecond
+		}
 	}
 	d := &MCSQDemo{opts: o, refusing: o.Hosts, stop: make(chan struct{}), readStop: make(chan struct{})}
+	var vethI, vethT port.Port
+	if v := o.Veth; v != nil {
+		var err error
+		if vethI, err = p.portAt("Veth.InitiatorPort", v.InitiatorPort); err != nil {
+			return nil, err
+		}
+		if vethT, err = p.portAt("Veth.TargetPort", v.TargetPort); err != nil {
+			return nil, err
+		}
+		if !v.InitiatorIP.Is4() {
+			return nil, &FieldError{"Veth.InitiatorIP", -1, fmt.Errorf("%v: an IPv4 address in 198.18.0.0/15", v.InitiatorIP)}
+		}
+	}
 	ips := []netip.Addr{netip.AddrFrom4([4]byte{198, 19, 0, 1})}
+	if o.Veth != nil {
+		ips[0] = o.Veth.InitiatorIP
+	}
 	for i := range o.Hosts + 1 {
 		ips = append(ips, netip.AddrFrom4([4]byte{198, 19, 1, byte(1 + i)}))
 	}
@@ -111,6 +154,9 @@ func (p *Pipeline) AddMCSQDemo(o MCSQDemoOptions) (*MCSQDemo, error) {
 	}
 	mk := func(name string, i int, conns int, accept func(rt.PeerAddr) bool) (*txn.Endpoint, error) {
 		pt := sw.Port(i)
+		if i == 0 && vethI != nil {
+			pt = vethI // the switch's port 0 is the bridge's
+		}
 		ep, err := txn.New(txn.Options{Transport: rt.Options{Name: name, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: ips[i],
 			LocalMAC: [6]byte(pt.Info().MAC), Seed: o.Seed + uint64(i)*7919, MaxConns: conns, RetryLimit: 20, Accept: accept,
 			CloseLinger: 2 * time.Millisecond}})
@@ -160,6 +206,11 @@ func (p *Pipeline) AddMCSQDemo(o MCSQDemoOptions) (*MCSQDemo, error) {
 		return nil, err
 	}
 	peer := func(h int) rt.PeerAddr {
+		if o.Veth != nil {
+			// The switch forwards by IP; the frame's first hop is the
+			// pair's target end.
+			return rt.PeerAddr{MAC: o.Veth.TargetMAC, IP: ips[h+1]}
+		}
 		return rt.PeerAddr{MAC: [6]byte(sw.Port(h + 1).Info().MAC), IP: ips[h+1]}
 	}
 	for t := range o.Targets {
@@ -180,6 +231,10 @@ func (p *Pipeline) AddMCSQDemo(o MCSQDemoOptions) (*MCSQDemo, error) {
 	}
 	loopA, loopB := 0, p.Lcores()-1
 	stages := []Stage{{Stage: d.Engine, Loop: loopA}, {Stage: sw, Loop: loopB}}
+	if vethT != nil {
+		d.bridge = &portBridge{name: "mcsq-bridge", a: vethT, b: sw.Port(0), pool: p.pool, buf: make([]mbuf.Handle, 64)}
+		stages = append(stages, Stage{Stage: d.bridge, Loop: loopB})
+	}
 	for _, h := range d.Hosts {
 		stages = append(stages, Stage{Stage: h, Loop: loopB})
 	}
@@ -316,3 +371,55 @@ func (d *MCSQDemo) Stats() MCSQDemoStats {
 
 // Refusing returns the index of the host that refuses connections.
 func (d *MCSQDemo) Refusing() int { return d.refusing }
+
+// Bridged returns the frames the bridge moved from the veth pair to the
+// switch and back, and those it dropped (a full ring); zeros in memory.
+func (d *MCSQDemo) Bridged() (in, out, dropped uint64) {
+	if d.bridge == nil {
+		return 0, 0, 0
+	}
+	return d.bridge.ab.Load(), d.bridge.ba.Load(), d.bridge.drops.Load()
+}
+
+// OverVeth reports whether the initiator is across a veth pair.
+func (d *MCSQDemo) OverVeth() bool { return d.bridge != nil }
+
+// portBridge is a stage that moves frames both ways between two ports (a
+// veth end and a switch station's port), as a cable would: a frame the
+// far side's ring refuses is freed and counted. It owns a frame from the
+// RxBurst that takes it until the TxBurst that accepts it.
+type portBridge struct {
+	name   string
+	a, b   port.Port
+	pool   *mbuf.Pool
+	buf    []mbuf.Handle
+	ab, ba atomic.Uint64
+	drops  atomic.Uint64
+}
+
+func (br *portBridge) Name() string { return br.name }
+
+func (br *portBridge) Poll(clock.Time) int {
+	return br.move(br.a, br.b, &br.ab) + br.move(br.b, br.a, &br.ba)
+}
+
+func (br *portBridge) move(from, to port.Port, moved *atomic.Uint64) int {
+	n := from.RxBurst(0, br.buf)
+	if n == 0 {
+		port.FlushTx(to, 0)
+		return 0
+	}
+	k := to.TxBurst(0, br.buf[:n])
+	if k < n {
+		br.pool.Free(br.buf[k:n])
+		br.drops.Add(uint64(n - k))
+	}
+	moved.Add(uint64(k))
+	return n
+}
+
+// Stop flushes what the ports hold for transmission.
+func (br *portBridge) Stop(clock.Time) {
+	port.FlushTx(br.a, 0)
+	port.FlushTx(br.b, 0)
+}

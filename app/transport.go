@@ -78,9 +78,10 @@ type Transport struct {
 	Load *txnload.Load
 	// Region is the target's registered region (zero for an initiator).
 	Region txn.Region
-	// Sampler publishes the initiator's connections' RTT and window (nil
-	// for a target).
+	// Sampler publishes the endpoint's connections' RTT and window: the
+	// initiator's workload's, or the target's as they connect (connset.go).
 	Sampler *ConnSampler
+	conns   connSet
 	// Sends (initiator) and Recv (target): the two-sided workload, when
 	// TransportOptions.Sends or PostRecv asked for it.
 	Sends *txnload.SendLoad
@@ -204,11 +205,12 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	if err := p.Add(Stage{Stage: ep, Loop: o.Loop}); err != nil {
 		return nil, err
 	}
+	conns := t.conns.list
 	if t.Load != nil {
-		t.Sampler = NewConnSampler(t.Load.Conns, 100*time.Millisecond)
-		if err := p.Add(Stage{Stage: t.Sampler, Loop: o.Loop}); err != nil {
-			return nil, err
-		}
+		conns = t.Load.Conns
+	}
+	if t.Sampler, err = p.addSampler(conns, o.Loop); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

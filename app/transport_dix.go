@@ -40,4 +40,7 @@ func (t *Transport) onConnEvent(ev txn.ConnEvent) {
 	if t.Recv != nil {
 		t.Recv.OnConnEvent(ev)
 	}
+	if t.Load == nil {
+		t.conns.onEvent(ev) // the target's Sampler
+	}
 }

@@ -46,6 +46,9 @@ type MCSQInitiator struct {
 	Engine   *mcsq.Engine
 	Pool     *mcsq.Pool
 	Queue    *mcsq.Queue
+	// Sampler publishes the DC connections' RTT and window (connset.go).
+	Sampler  *ConnSampler
+	conns    connSet
 	opts     MCSQInitiatorOptions
 	targets  []mcsq.Target
 	src      txn.Region
@@ -90,7 +93,7 @@ func (p *Pipeline) AddMCSQInitiator(o MCSQInitiatorOptions) (*MCSQInitiator, err
 		return nil, &FieldError{"Size", -1, fmt.Errorf("%d: use 16..%d (the target's region length)", o.Size, o.RegionLen)}
 	}
 	m := &MCSQInitiator{opts: o, stop: make(chan struct{}), readStop: make(chan struct{})}
-	m.Endpoint, err = txn.New(txn.Options{Transport: rt.Options{Name: "initiator", Port: pt, Pool: p.pool, Clock: p.opts.Clock,
+	m.Endpoint, err = txn.New(txn.Options{OnConnEvent: m.conns.onEvent, Transport: rt.Options{Name: "initiator", Port: pt, Pool: p.pool, Clock: p.opts.Clock,
 		LocalIP: o.LocalIP, LocalMAC: [6]byte(pt.Info().MAC), MaxConns: 2 * o.DCSQs, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed}})
 	if err != nil {
 		return nil, err
@@ -116,6 +119,9 @@ func (p *Pipeline) AddMCSQInitiator(o MCSQInitiatorOptions) (*MCSQInitiator, err
 		m.targets = append(m.targets, t)
 	}
 	if err := p.Add(Stage{Stage: m.Engine, Loop: o.Loop}); err != nil {
+		return nil, err
+	}
+	if m.Sampler, err = p.addSampler(m.conns.list, o.Loop); err != nil {
 		return nil, err
 	}
 	return m, nil

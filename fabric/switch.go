@@ -37,15 +37,25 @@ type SwitchOptions struct {
 	QueueFrames int
 	// Ring is the size of each station's mem-pair rings (default 4096).
 	Ring int
+	// Ports, if set, are the switch's ends of links the caller made, one
+	// per station (a fabric.Link's B side per node, say, so that each
+	// station's link carries its own impairments): the switch makes no
+	// mem pairs, Port returns nil, and the caller closes them.
+	Ports []port.Port
+	// MACs, if set, route by destination MAC first (MACs[i] is station
+	// i's), then by destination IP.
+	MACs [][6]byte
 }
 
 // SwitchPortStats count one port's frames.
 //
-//	Rx == forwarded to some egress queue + Unknown + (QueueFull at the output port)
+//	Rx == forwarded to some egress queue + Unknown + Filtered + (QueueFull at the output port)
 type SwitchPortStats struct {
 	Rx        uint64 // frames the station sent into the switch
 	Tx        uint64 // frames the switch delivered to the station
 	Unknown   uint64 // received frames whose destination no port has (dropped)
+	Filtered  uint64 // received frames Switch.Drop chose to lose
+	Injected  uint64 // frames Switch.Inject sent to this station (not in Tx)
 	QueueFull uint64 // frames for this port dropped because its egress queue was full
 	Refused   uint64 // frames the station's ring refused at delivery (dropped)
 	MaxQueue  uint64 // deepest this port's egress queue has been
@@ -84,8 +94,18 @@ type Switch struct {
 	opts  SwitchOptions
 	ports []swPort
 	ips   map[netip.Addr]int
-	buf   []mbuf.Handle
-	one   []mbuf.Handle
+	macs  map[[6]byte]int
+	// Observe, when set, sees every frame the switch routes, as it joins
+	// its output queue: from and to are port indexes; raw is valid during
+	// the call.
+	Observe func(from, to int, raw []byte)
+	// Drop, when set, sees every routed frame first and loses those it
+	// returns true for (Filtered): selective loss (only ACKs, every NACK)
+	// that a per-link profile cannot express. raw is valid during the call.
+	Drop     func(from, to int, raw []byte) bool
+	ownSides bool // the sides are our mem pairs (else the caller's links)
+	buf      []mbuf.Handle
+	one      []mbuf.Handle
 	// tick is the serialisation time of one byte, as a fraction: 8e9/Rate ns.
 	rate uint64
 }
@@ -116,8 +136,20 @@ func NewSwitch(pool *mbuf.Pool, opts SwitchOptions) (*Switch, error) {
 	if opts.QueueFrames < 1 || opts.Overhead < 0 || opts.Delay < 0 {
 		return nil, badOptions("SwitchOptions: QueueFrames must be positive, Overhead and Delay not negative")
 	}
+	if opts.Ports != nil && len(opts.Ports) != n {
+		return nil, badOptions("SwitchOptions.Ports: %d ports for %d stations (give one per entry of IPs)", len(opts.Ports), n)
+	}
+	if opts.MACs != nil && len(opts.MACs) != n {
+		return nil, badOptions("SwitchOptions.MACs: %d MACs for %d stations (give one per entry of IPs)", len(opts.MACs), n)
+	}
 	s := &Switch{name: opts.Name, pool: pool, opts: opts, ports: make([]swPort, n), ips: make(map[netip.Addr]int, n),
-		buf: make([]mbuf.Handle, 64), one: make([]mbuf.Handle, 1), rate: opts.Rate}
+		buf: make([]mbuf.Handle, 64), one: make([]mbuf.Handle, 1), rate: opts.Rate, ownSides: opts.Ports == nil}
+	if opts.MACs != nil {
+		s.macs = make(map[[6]byte]int, n)
+		for i, m := range opts.MACs {
+			s.macs[m] = i
+		}
+	}
 	for i, ip := range opts.IPs {
 		if !ip.IsValid() {
 			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d] is not an address", i), s.closeAll())
@@ -127,6 +159,10 @@ func NewSwitch(pool *mbuf.Pool, opts SwitchOptions) (*Switch, error) {
 			return nil, errors.Join(badOptions("SwitchOptions.IPs[%d]: %v is given twice", i, ip), s.closeAll())
 		}
 		s.ips[ip] = i
+		if opts.Ports != nil {
+			s.ports[i] = swPort{side: opts.Ports[i], q: make([]swEntry, opts.QueueFrames)}
+			continue
+		}
 		station, side, err := mem.NewPair(pool, mem.PairOptions{Name: fmt.Sprintf("%s-p%d", opts.Name, i), Size: opts.Ring})
 		if err != nil {
 			return nil, errors.Join(badOptions("SwitchOptions.Ring: %v", err), s.closeAll())
@@ -143,7 +179,8 @@ func (s *Switch) Name() string { return s.name }
 func (s *Switch) Ports() int { return len(s.ports) }
 
 // Port returns station i's port: the endpoint of the station with IPs[i]
-// transmits into it and receives from it.
+// transmits into it and receives from it (nil with SwitchOptions.Ports:
+// the caller's links reach the stations).
 func (s *Switch) Port(i int) port.Port { return s.ports[i].station }
 
 // PortStats returns port i's counters (poll-loop goroutine).
@@ -157,6 +194,8 @@ func (s *Switch) Stats() SwitchPortStats {
 		t.Rx += p.Rx
 		t.Tx += p.Tx
 		t.Unknown += p.Unknown
+		t.Filtered += p.Filtered
+		t.Injected += p.Injected
 		t.QueueFull += p.QueueFull
 		t.Refused += p.Refused
 		t.MaxQueue = max(t.MaxQueue, p.MaxQueue)
@@ -164,10 +203,16 @@ func (s *Switch) Stats() SwitchPortStats {
 	return t
 }
 
-// route returns the output port of a frame by destination IP, or -1.
+// route returns the output port of a frame by destination MAC (with
+// SwitchOptions.MACs), else by destination IP, or -1.
 func (s *Switch) route(raw []byte) int {
 	if len(raw) < 14 {
 		return -1
+	}
+	if s.macs != nil {
+		if i, ok := s.macs[[6]byte(raw[:6])]; ok {
+			return i
+		}
 	}
 	switch binary.BigEndian.Uint16(raw[12:]) {
 	case 0x0800:
@@ -202,6 +247,14 @@ func (s *Switch) Poll(now clock.Time) int {
 				s.ports[from].stats.Unknown++
 				s.free(h)
 				continue
+			}
+			if s.Drop != nil && s.Drop(from, to, raw) {
+				s.ports[from].stats.Filtered++
+				s.free(h)
+				continue
+			}
+			if s.Observe != nil {
+				s.Observe(from, to, raw)
 			}
 			s.enqueue(&s.ports[to], h, len(raw), now)
 		}
@@ -258,6 +311,23 @@ func (s *Switch) free(h mbuf.Handle) {
 	s.pool.Free(s.one)
 }
 
+// Inject sends raw out of port to at once (past its queue), as if the
+// switch had forwarded it: a replayed or forged frame. It reports false
+// when the pool is empty or the port refuses it.
+func (s *Switch) Inject(to int, raw []byte) bool {
+	if s.pool.AllocBulk(s.one) != 1 {
+		return false
+	}
+	h := s.one[0]
+	copy(s.pool.Append(h, len(raw)), raw)
+	if s.ports[to].side.TxBurst(0, s.one) == 0 {
+		s.free(h)
+		return false
+	}
+	s.ports[to].stats.Injected++
+	return true
+}
+
 // NextDeadline returns when the next queued frame is due.
 func (s *Switch) NextDeadline() (clock.Time, bool) {
 	var t clock.Time
@@ -293,8 +363,12 @@ func (s *Switch) Stop(clock.Time) {
 	}
 }
 
-// Close closes the switch's ends of the station pairs (after Stop).
+// Close closes the switch's ends of the station pairs (after Stop); ports
+// the caller gave (SwitchOptions.Ports) are the caller's to close.
 func (s *Switch) Close() error {
+	if !s.ownSides {
+		return nil
+	}
 	var errs []error
 	for i := range s.ports {
 		if p := s.ports[i].side; p != nil {

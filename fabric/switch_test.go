@@ -1,6 +1,7 @@
 package fabric
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
 // sendTo makes n test frames of size bytes addressed to dst and sends them
@@ -76,4 +79,62 @@ func TestSwitchOptionsErrors(t *testing.T) {
 	_, err = NewSwitch(pool, SwitchOptions{IPs: []netip.Addr{a, a}})
 	require.ErrorIs(t, err, ErrInvalidOptions)
 	require.ErrorContains(t, err, "given twice")
+}
+
+// TestSwitchOnCallersLinks: on ports the caller made (SwitchOptions.Ports)
+// the switch routes by destination MAC before IP, Drop loses what it
+// picks (Filtered), Observe sees the rest, Inject sends past the queue,
+// and Close leaves the caller's ports open.
+func TestSwitchOnCallersLinks(t *testing.T) {
+	pool := newPool(t, 256)
+	var stations, sides []port.Port
+	for i := range 3 {
+		a, b, err := mem.NewPair(pool, mem.PairOptions{Name: fmt.Sprintf("l%d", i), Size: 64})
+		require.NoError(t, err)
+		stations, sides = append(stations, a), append(sides, b)
+	}
+	ips := []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")}
+	macs := [][6]byte{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, {2, 0, 0, 0, 0, 3}}
+	s, err := NewSwitch(pool, SwitchOptions{IPs: ips, MACs: macs, Ports: sides})
+	require.NoError(t, err)
+	require.Nil(t, s.Port(0))
+	var seen []int
+	s.Observe = func(from, to int, _ []byte) { seen = append(seen, to) }
+	s.Drop = func(_, to int, _ []byte) bool { return to == 2 }
+	send := func(from int, mac [6]byte, ip netip.Addr) {
+		hs := make([]mbuf.Handle, 1)
+		require.Equal(t, 1, pool.AllocBulk(hs))
+		b := pool.Append(hs[0], 100)
+		writeFrame(b, 0, uint16(from))
+		copy(b[:6], mac[:])
+		d := ip.As4()
+		copy(b[ethHeaderLen+16:], d[:])
+		require.Equal(t, 1, stations[from].TxBurst(0, hs))
+	}
+	send(0, macs[1], ips[2])                                              // MAC says 1, IP says 2: MAC wins
+	send(0, [6]byte{2, 9, 9, 9, 9, 9}, ips[1])                            // unknown MAC: by IP
+	send(1, macs[2], ips[2])                                              // to 2: dropped by Drop
+	send(1, [6]byte{2, 9, 9, 9, 9, 9}, netip.MustParseAddr("198.18.9.9")) // nowhere
+	s.Poll(clock.Time(1000))
+	require.Equal(t, []int{1, 1}, seen)
+	buf := make([]mbuf.Handle, 8)
+	n := stations[1].RxBurst(0, buf)
+	require.Equal(t, 2, n, "delivered in the Poll that took them (no rate, no delay)")
+	pool.Free(buf[:n])
+	st := s.Stats()
+	require.Equal(t, uint64(4), st.Rx)
+	require.Equal(t, uint64(2), st.Tx)
+	require.Equal(t, uint64(1), st.Filtered)
+	require.Equal(t, uint64(1), st.Unknown)
+	require.True(t, s.Inject(0, make([]byte, 60)))
+	require.Equal(t, uint64(1), s.Stats().Injected)
+	require.Equal(t, 1, stations[0].RxBurst(0, buf))
+	pool.Free(buf[:1])
+	s.Stop(clock.Time(2000))
+	require.NoError(t, s.Close())
+	for i := range 3 {
+		require.NoError(t, stations[i].Close())
+		require.NoError(t, sides[i].Close(), "the caller's port was still open")
+	}
+	require.Zero(t, pool.InUse())
 }

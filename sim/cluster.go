@@ -126,7 +126,7 @@ type Cluster struct {
 	Clock  *clock.Virtual
 	Pool   *mbuf.Pool
 	Nodes  []*Node
-	Switch *Switch
+	Switch *fabric.Switch
 	// OnTransmit, when set, sees every frame a node's port accepted from
 	// its incarnation (raw is valid during the call): what the transport
 	// put on the wire, before any impairment.
@@ -190,7 +190,14 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		macs = append(macs, [6]byte(a.Info().MAC))
 		ips = append(ips, n.IP)
 	}
-	c.Switch = NewSwitch(c.Pool, swPorts, macs, ips)
+	// The fabric's N-port switch, on the nodes' links: no rate and no
+	// delay of its own (the links carry the impairments), so a frame
+	// leaves in the Poll that took it; by MAC, then by IP.
+	sw, err := fabric.NewSwitch(c.Pool, fabric.SwitchOptions{Name: "switch", IPs: ips, MACs: macs, Ports: swPorts})
+	if err != nil {
+		return nil, c.fail(err)
+	}
+	c.Switch = sw
 	c.Switch.Observe = c.observe
 	tl, err := newTimeline(c, cfg.Faults)
 	if err != nil {
@@ -438,7 +445,7 @@ func (c *Cluster) Stop() {
 			}
 		}
 		if c.Switch != nil {
-			c.Switch.Stop()
+			c.Switch.Stop(now)
 		}
 		for _, n := range c.Nodes {
 			for {

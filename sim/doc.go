@@ -42,7 +42,8 @@
 //
 // # Clusters and faults
 //
-// A Cluster joins N nodes (two or more) through an emulated Switch, each
+// A Cluster joins N nodes (two or more) through the fabric's N-port
+// switch (fabric.Switch, the one the MCSQ network and the demo use), each
 // node on its own fabric link (a Profile per direction), on one virtual
 // clock, in the same loop. A node is an address and a port; its
 // incarnation (a Peer: an rt.Endpoint, a txn.Endpoint) is made by

@@ -155,6 +155,12 @@ func (a *Appliance) Readies() []string {
 	return out
 }
 
+// starter is a Running with goroutines of its own (the MCSQ initiator's
+// posters) that start once the loops run.
+type starter interface {
+	Start(ctx context.Context)
+}
+
 // RunOptions say how the appliance runs.
 type RunOptions struct {
 	// Duration overrides run.duration when DurationSet (0: until every
@@ -167,7 +173,8 @@ type RunOptions struct {
 	Started func()
 	// Stopping is called when the run ends (its time is up, every stage
 	// finished, or ctx ended), before the drain.
-	Stopping func(interrupted bool)
+	// finished says every stage with an end had finished.
+	Stopping func(interrupted, finished bool)
 }
 
 // Result is how a run ended.
@@ -222,6 +229,11 @@ func (a *Appliance) Run(ctx, hurry context.Context, o RunOptions) Result {
 		res.Err = errors.Join(fieldPath(err), a.Pipeline.Stop())
 		return res
 	}
+	for _, b := range a.Stages {
+		if s, ok := b.Running.(starter); ok {
+			s.Start(ctx)
+		}
+	}
 	if o.Started != nil {
 		o.Started()
 	}
@@ -247,7 +259,7 @@ func (a *Appliance) Run(ctx, hurry context.Context, o RunOptions) Result {
 	elapsed, interrupted, err := a.Pipeline.Run(ctx, ro)
 	res.Elapsed, res.Interrupted = elapsed, interrupted
 	if o.Stopping != nil {
-		o.Stopping(interrupted)
+		o.Stopping(interrupted, !interrupted && done != nil && done())
 	}
 	drainCtx, cancel := context.WithTimeout(hurry, f.Run.Drain.D())
 	for _, b := range a.Stages {

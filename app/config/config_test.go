@@ -133,6 +133,25 @@ lcores: [{name: a}]
 ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}]
 pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p1, qp: "qpn=1"}]}]
 `, []string{`pipelines[0].stages[0].qp: line 4: a roce stage has no field "qp"`}},
+		{"mcsq: bad values and what it excludes", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:q/0"}, {name: p1, spec: "mem:q/1"}, {name: p2, spec: "mem:r/0"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, targets: -1, dc_sqs: 61, sizes: [512, 4KiB], sends: 2, ioi: "on", pull_every: 4, window: 8},
+  {kind: transport, role: initiator, port: p2, ip: 198.18.0.3, peer_mac: "02:00:00:00:00:01", peer_ip: 198.18.0.2, region_key: "0x10001", targets: 10, msg_size: 512},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, targets: 5, global_qpns: true}]}]
+`, []string{
+			`pipelines[0].stages[0].targets: -1 is out of range: use 1..1048576`,
+			`pipelines[0].stages[0].dc_sqs: 61 is out of range: use 1..60 (a target accepts 64 connections)`,
+			`pipelines[0].stages[0].sizes: [512 4KiB]: an initiator with targets pushes one message size: give msg_size`,
+			`pipelines[0].stages[0].sends: an initiator with targets does not use sends (it posts pushes through the multi-channel send queue)`,
+			`pipelines[0].stages[0].ioi: an initiator with targets`,
+			`pipelines[0].stages[0].pull_every: an initiator with targets`,
+			`pipelines[0].stages[0].window: an initiator with targets`,
+			`pipelines[0].stages[0].targets: target "tgt" runs on global QP numbers and the MCSQ initiator on local ones`,
+			`pipelines[0].stages[1].region_size: an initiator with targets needs the target's region length`,
+			`pipelines[0].stages[2].targets: only an initiator posts through a multi-channel send queue`,
+		}},
 		{"initiator bigger than its in-process target", `
 lcores: [{name: a}]
 ports: [{name: p0, spec: "mem:t/0"}, {name: p1, spec: "mem:t/1"}]
@@ -211,4 +230,37 @@ pipelines: [{lcore: a, stages: [{kind: fabric, a: a, b: b, profile: "loss=1%"}, 
 	require.Contains(t, names, "peregrine_fabric_drops_total")
 	require.Contains(t, names, "peregrine_forwarder_drops_total")
 	require.Contains(t, names, "peregrine_sink_frames_total")
+}
+
+// TestExportMCSQ: an MCSQ initiator stage registers its transport
+// counters, its connections' RTT and windows and the MCSQ's counters; its
+// target its RTT and windows too.
+func TestExportMCSQ(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:xm/0"}, {name: p1, spec: "mem:xm/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, name: ini, role: initiator, port: p0, ip: 198.18.0.1, peer: tgt, msg_size: 512, targets: 10, dc_sqs: 2, count: 100},
+  {kind: transport, name: tgt, role: target, port: p1, ip: 198.18.0.2, msg_size: 512}]}]
+`))
+	require.NoError(t, err)
+	a, err := config.Build(c, nil)
+	require.NoError(t, err)
+	defer a.Pipeline.Stop()
+	reg := metrics.New()
+	require.NoError(t, config.Export(a, reg))
+	mfs, err := reg.Gatherer().Gather()
+	require.NoError(t, err)
+	series := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				series[mf.GetName()+"/"+l.GetValue()] = true
+			}
+		}
+	}
+	for _, want := range []string{"peregrine_mcsq_wrs_ok_total/ini", "peregrine_mcsq_dc_connects_total/ini", "peregrine_transport_ops_completed_total/ini",
+		"peregrine_transport_srtt_seconds/ini", "peregrine_transport_cwnd_packets/ini", "peregrine_transport_srtt_seconds/tgt"} {
+		require.True(t, series[want], "no %s", want)
+	}
 }

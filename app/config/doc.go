@@ -27,7 +27,9 @@
 // ends) are the transport subcommand's flags of the same names
 // (configs/transport-mechanisms.yaml); a roce stage is the RoCEv2
 // QP-translation stage of the roce subcommand (configs/roce-pcap.yaml).
-// The multi-channel send queue (transport --targets) has no key yet.
+// An initiator's targets (with dc_sqs, posters, burst) posts through the
+// multi-channel send queue instead, as transport --targets and --dc-sqs do
+// (app.AddMCSQInitiator; configs/transport-mcsq.yaml).
 //
 // The YAML library is go.yaml.in/yaml/v3, the maintained continuation of
 // gopkg.in/yaml.v3 (already in the module graph): its Decoder.KnownFields

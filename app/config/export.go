@@ -32,13 +32,14 @@ func (r *fabricRun) Export(name string, reg *metrics.Registry) error { return re
 // Export implements exporter.
 func (r *transportRun) Export(name string, reg *metrics.Registry) error {
 	stats := func() rt.Stats { return r.t.Endpoint.Transport().Stats() }
+	conns := reg.Conns(name, r.t.Sampler.Sample) // initiator and target
 	if r.t.Load == nil {
-		return reg.Transport(name, stats, nil)
+		return errors.Join(reg.Transport(name, stats, nil), conns)
 	}
-	return errors.Join(reg.Transport(name, stats, func() (uint64, uint64, uint64) {
+	return errors.Join(conns, reg.Transport(name, stats, func() (uint64, uint64, uint64) {
 		s := r.t.Load.Stats()
 		return s.Completed, s.Failed, s.Bytes
-	}), reg.Conns(name, r.t.Sampler.Sample))
+	}))
 }
 
 // Export implements exporter.

@@ -3,14 +3,17 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/internal/units"
 )
 
@@ -118,22 +121,59 @@ func AllowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// CheckCPU refuses a CPU this process may not use, naming the ones it may
-// (-1, unpinned, is always allowed).
-func CheckCPU(cpu int) error {
-	if cpu == -1 {
-		return nil
-	}
+// CheckCPUs refuses a CPU that does not exist or that this process may
+// not use, naming the ones it may.
+func CheckCPUs(cpus []int) error {
 	allowed, err := AllowedCPUs()
 	if err != nil {
 		return nil // the loop's own check reports it when it starts
 	}
-	for _, c := range allowed {
-		if c == cpu {
-			return nil
+	for _, cpu := range cpus {
+		if cpu < 0 || cpu > lcore.MaxCPU {
+			return fmt.Errorf("CPU %d does not exist: use CPUs from %s", cpu, lcore.FormatCPUList(allowed))
+		}
+		if !slices.Contains(allowed, cpu) {
+			return fmt.Errorf("CPU %d is not one this process may use: use CPUs from %s", cpu, lcore.FormatCPUList(allowed))
 		}
 	}
-	return fmt.Errorf("CPU %d is not one this process may use: use CPUs from %s (or -1 for an unpinned loop)", cpu, lcore.FormatCPUList(allowed))
+	return nil
+}
+
+// CheckCPU refuses one loop's CPU as CheckCPUs does; -1, unpinned, is
+// always allowed.
+func CheckCPU(cpu int) error {
+	if cpu == -1 {
+		return nil
+	}
+	if err := CheckCPUs([]int{cpu}); err != nil {
+		return fmt.Errorf("%w (or -1 for an unpinned loop)", err)
+	}
+	return nil
+}
+
+// CheckTargetRegion refuses message sizes whose target region, at the
+// given window, would exceed MaxRegion.
+func CheckTargetRegion(window int, sizes []int) error {
+	if need := txnload.TargetMemoryLen(window, sizes); need > MaxRegion {
+		return fmt.Errorf("with window %d these need a %d B target region (2 × window × largest size): at most %d B; lower the window or the largest size", window, need, MaxRegion)
+	}
+	return nil
+}
+
+// CheckIdle refuses an idle policy lcore does not know.
+func CheckIdle(s string) error {
+	if _, err := lcore.ParseIdleMode(s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CheckPSNWindow refuses a transport PSN window rt does not take.
+func CheckPSNWindow(n int) error {
+	if n < rt.MinWindowSize || n > rt.MaxWindowSize || n%64 != 0 {
+		return fmt.Errorf("%d is out of range: use %d..%d, a multiple of 64", n, rt.MinWindowSize, rt.MaxWindowSize)
+	}
+	return nil
 }
 
 // ParseRate reads a rate: "max", "" or "0" is as fast as possible (0);

@@ -74,6 +74,15 @@ type Transport struct {
 	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
 	// --global-qpns); it changes the wire, so both ends set it.
 	GlobalQPNs bool `yaml:"global_qpns"`
+	// Targets (initiator) posts through a multi-channel send queue
+	// instead of the conns workload (transport --targets, mcsq.go):
+	// Posters goroutines (default 4) post bursts of Burst (default 8)
+	// pushes of the one message size to that many DC targets, slices of
+	// the peer's region, over DCSQs DC send queues (default 16, --dc-sqs).
+	Targets int `yaml:"targets"`
+	DCSQs   int `yaml:"dc_sqs"`
+	Posters int `yaml:"posters"`
+	Burst   int `yaml:"burst"`
 
 	opts app.TransportOptions
 }
@@ -105,8 +114,8 @@ func (s *Transport) Check(c *Checker) {
 	sizes, err := ParseByteSizes(list, 16, txn.MaxMessage)
 	if err != nil {
 		c.Err(sizesField, err)
-	} else if need := txnload.TargetMemoryLen(s.Window, sizes); s.Window <= 4096 && need > MaxRegion {
-		c.Errorf(sizesField, "with window %d these need a %d B target region (2 × window × largest size): at most %d B; lower the window or the largest size", s.Window, need, MaxRegion)
+	} else if s.Window <= 4096 {
+		c.Err(sizesField, CheckTargetRegion(s.Window, sizes))
 	}
 	c.Err("region_size", CheckRange(s.RegionSize, 0, MaxRegion))
 	if s.Conns == 0 {
@@ -125,9 +134,7 @@ func (s *Transport) Check(c *Checker) {
 	if s.PSNWindow == 0 {
 		s.PSNWindow = 512
 	}
-	if s.PSNWindow < rt.MinWindowSize || s.PSNWindow > rt.MaxWindowSize || s.PSNWindow%64 != 0 {
-		c.Errorf("psn_window", "%d is out of range: use %d..%d, a multiple of 64", s.PSNWindow, rt.MinWindowSize, rt.MaxWindowSize)
-	}
+	c.Err("psn_window", CheckPSNWindow(s.PSNWindow))
 	mode := ioi.ModeOff
 	if s.IOI != "" {
 		if mode, err = ioi.ParseMode(s.IOI); err != nil {
@@ -144,6 +151,7 @@ func (s *Transport) Check(c *Checker) {
 		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv, GlobalQPNs: s.GlobalQPNs,
 	}
 	c.KeepFrames(TransportFrames)
+	mcsqInit := s.checkMCSQ(c, sizes, sizesField)
 	if s.Role != "initiator" {
 		for _, f := range []struct{ field, v string }{{"peer", s.Peer}, {"peer_mac", s.PeerMAC}, {"peer_ip", s.PeerIP}, {"region_key", s.RegionKey}} {
 			if f.v != "" {
@@ -173,7 +181,7 @@ func (s *Transport) Check(c *Checker) {
 		}
 		// The target sizes its region for its own window and sizes; this
 		// initiator's must fit in it.
-		if sizes != nil {
+		if sizes != nil && !mcsqInit {
 			need := txnload.TargetMemoryLen(s.Window, sizes)
 			tsizes, terr := ParseByteSizes(t.sizeList(), 16, txn.MaxMessage)
 			tw := t.Window
@@ -192,10 +200,10 @@ func (s *Transport) Check(c *Checker) {
 				c.Errorf("sends", "target %q uses sizes %v and this initiator %v: Sends need the same sizes on both sides", s.Peer, t.sizeList(), list)
 			}
 		}
-		if s.Sends > 0 && t.PostRecv == 0 {
+		if s.Sends > 0 && t.PostRecv == 0 && !mcsqInit {
 			c.Errorf("sends", "target %q posts no receive WQEs, so every Send would wait: give it post_recv (e.g. 32)", s.Peer)
 		}
-		if s.GlobalQPNs != t.GlobalQPNs {
+		if s.GlobalQPNs != t.GlobalQPNs && !mcsqInit {
 			c.Errorf("global_qpns", "%v here and %v at target %q: global QP numbers change the wire, so set the same on both ends", s.GlobalQPNs, t.GlobalQPNs, s.Peer)
 		}
 		return
@@ -248,6 +256,9 @@ func (s *Transport) Build(b *Builder) (Running, error) {
 		o.Peer = rt.PeerAddr{MAC: [6]byte(peer.mac), IP: peer.ip}
 		o.RegionKey = peer.t.Region.Key
 		o.RegionLen = peer.t.Region.Len
+	}
+	if s.Targets > 0 {
+		return s.buildMCSQ(b, o)
 	}
 	t, err := b.Pipeline.AddTransport(o)
 	if err != nil {
@@ -386,9 +397,9 @@ func (r *transportRun) Counters() map[string]float64 {
 	if r.t.Load != nil {
 		ls := r.t.Load.Stats()
 		out["ops_posted"], out["ops_completed"], out["ops_failed"], out["bytes"] = float64(ls.Posted), float64(ls.Completed), float64(ls.Failed), float64(ls.Bytes)
-		srtt, cwnd, _ := r.t.Sampler.Sample()
-		out["srtt_seconds"], out["cwnd_packets"] = srtt.Seconds(), float64(cwnd)
 	}
+	srtt, cwnd, _ := r.t.Sampler.Sample() // initiator and target
+	out["srtt_seconds"], out["cwnd_packets"] = srtt.Seconds(), float64(cwnd)
 	return out
 }
 

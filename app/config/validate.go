@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/pmd"
 )
 
@@ -23,9 +22,7 @@ func (c *Config) validate(errs Errors) error {
 			errs = append(errs, &Error{path, err})
 		}
 	}
-	if _, err := lcore.ParseIdleMode(f.Idle); err != nil {
-		top("idle", err)
-	}
+	top("idle", CheckIdle(f.Idle))
 	if len(f.Lcores) == 0 {
 		top("lcores", fmt.Errorf("none given: give at least one, e.g. lcores: [{name: a, cpu: 0}]"))
 	}
@@ -43,9 +40,7 @@ func (c *Config) validate(errs Errors) error {
 			top(path+".cpu", CheckCPU(*lc.CPU))
 		}
 		if lc.Idle != "" {
-			if _, err := lcore.ParseIdleMode(lc.Idle); err != nil {
-				top(path+".idle", err)
-			}
+			top(path+".idle", CheckIdle(lc.Idle))
 		}
 	}
 	if len(f.Ports) == 0 {

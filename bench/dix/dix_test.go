@@ -58,5 +58,34 @@ func TestRunSmall(t *testing.T) {
 	_, _, err := Run(context.Background(), Options{Out: &out, Sends: 200, WrapTxns: 20_000, FullWrapSends: 2000, RxPackets: 2000})
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "BENCH-SUMMARY")
+	require.Contains(t, out.String(), "SERIES dix_p99_completion_vs_loss buffered 1 ") // --report's figure
 	t.Log(out.String())
+}
+
+func TestStackWrapThroughTheStack(t *testing.T) {
+	n := 30_000
+	if testing.Short() || raceEnabled {
+		n = 3_000
+	}
+	res, err := StackWrap(coredix.Config{Kind: coredix.Relative, Width: 8}, n, 4)
+	require.NoError(t, err)
+	require.Zero(t, res.Misplaced, "%+v", res)
+	require.Equal(t, n, res.Sends)
+	require.NotZero(t, res.Elements, "the fabric reorders: some Sends bind through elements")
+}
+
+// The open-loop and FIFO drivers of the from-posting matrix place every
+// Send byte-exact too.
+func TestOpenLoopAndFIFOWorkloads(t *testing.T) {
+	for _, w := range []Workload{
+		{Window: 16, Load: 0.5, LineRate: 10e9},
+		{Window: 16, Load: 0.5, LineRate: 10e9, FIFO: true, Mice: 0.9},
+	} {
+		w.Profile, w.Sends, w.Min, w.Max, w.Seed = "loss=1%,rate=10gbit,paths=4,spread=30us,delay=10us", 100, minSend, maxSend, 6
+		w.Index = coredix.Config{Kind: coredix.FreeRunning, Width: 16}
+		r, err := SimulateWorkload(w)
+		require.NoError(t, err)
+		require.Zero(t, r.Mismatches+r.CompletionErr, "%+v", w)
+		require.LessOrEqual(t, r.P99, r.PostP99)
+	}
 }

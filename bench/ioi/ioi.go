@@ -134,6 +134,14 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 				r.IOI.PeakOPC, r.IOI.PeakUPC, r.IOI.Threshold, r.Retransmits)
 		}
 	}
+	// The figure of --report: completion time against message size, one
+	// line per policy.
+	for _, m := range modes {
+		for _, size := range []int{64 << 10, 1 << 20, 16 << 20} {
+			fmt.Fprintln(opts.Out, report.Point{Figure: "ioi_completion_vs_message_size", Series: m.String(), X: float64(size >> 10),
+				Y: float64(res[size][m].Completion.Microseconds()), XLabel: "message_size_KiB", YLabel: "completion_us"}.Line())
+		}
+	}
 	ratio := func(a, b Result) float64 { return a.Completion.Seconds() / b.Completion.Seconds() }
 	for _, size := range []int{1 << 20, 16 << 20} {
 		in, sp, io := res[size][cioi.ModeInOrder], res[size][cioi.ModeSprayed], res[size][cioi.ModeIOI]

@@ -21,9 +21,15 @@ func TestDesignsMove(t *testing.T) {
 		require.NoError(t, err)
 		ops, err := b.throughput(context.Background(), 2, 8, 200*time.Millisecond, 1)
 		rs := b.n.Init.Transport().Stats()
-		t.Logf("%v: %.0f WR/s; queue %+v; transport sent %d data, %d retransmitted, %d probes", d, ops, b.q.Stats(), rs.TxData, rs.TxRetransmit, rs.KeepAliveSent)
+		t.Logf("%v: %.0f WR/s; queue %+v; transport sent %d data, %d retransmitted, %d probes (%d keepalive)", d, ops, b.q.Stats(), rs.TxData, rs.TxRetransmit, rs.AwaitProbes, rs.KeepAliveSent)
 		require.NoError(t, b.n.Close())
 		require.NoError(t, err)
 		require.Positive(t, ops, "%v completed nothing", d)
+		// No probe flood: the MCSQ's DC connections run on the
+		// transport's default liveness policy, which probes a connection
+		// whose transaction has sent and then hears nothing for an RTO —
+		// on a loaded real clock a share of the data, never a multiple of
+		// it. (The naive design's idle-timeout policy sends none.)
+		require.Less(t, rs.AwaitProbes+rs.KeepAliveSent, rs.TxData/2, "%v: %d probes for %d data packets", d, rs.AwaitProbes+rs.KeepAliveSent, rs.TxData)
 	}
 }

@@ -73,6 +73,12 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		if err != nil {
 			return 0, 0, err
 		}
+		for _, s := range []struct { // --report's figure
+			name string
+			ns   float64
+		}{{"qpx", qNs}, {"map", mNs}} {
+			fmt.Fprintln(o.Out, report.Point{Figure: "qpx_lookup_ns_vs_live_qps", Series: s.name, X: float64(n), Y: s.ns, XLabel: "live_QPs", YLabel: "ns_per_lookup"}.Line())
+		}
 		rep.Add(report.Ratio{Name: fmt.Sprintf("qpx_lookup_vs_map_%d", n), Value: mNs / qNs, Op: report.AtLeast, Target: 2,
 			Detail: fmt.Sprintf("%d live QPs, random order: qpx Translate %.2f ns, map[uint32]int32 %.2f ns", n, qNs, mNs)})
 	}
@@ -106,6 +112,8 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		stageNs += s
 		floorNs += f
 		mpps[i] = 1e3 / s
+		fmt.Fprintln(o.Out, report.Point{Figure: "roce_stage_ns_vs_frame_size", Series: "stage", X: float64(fs.size), Y: s, XLabel: "frame_size_B", YLabel: "ns_per_packet"}.Line())
+		fmt.Fprintln(o.Out, report.Point{Figure: "roce_stage_ns_vs_frame_size", Series: "floor", X: float64(fs.size), Y: f, XLabel: "frame_size_B", YLabel: "ns_per_packet"}.Line())
 		rep.Note("%d-byte frames: stage %.1f ns/packet, floor %.1f ns/packet (%.2fx)", fs.size, s, f, s/f)
 	}
 	rep.Add(report.Ratio{Name: "roce_stage_cost_vs_floor", Value: stageNs / floorNs, Op: report.AtMost, Target: 1.5,

@@ -21,6 +21,7 @@ func TestRunsBriefly(t *testing.T) {
 		"RATIO qpx_lookup_vs_map_64 ", "RATIO qpx_lookup_vs_map_65536 ", "RATIO icrc_vs_crc32_ieee ",
 		"RATIO roce_stage_cost_vs_floor ", "MPPS roce_stage_64B ", "MPPS roce_stage_1KiB ",
 		"FIGURE retire_reopen_ns_64 ", "RATIO allocs_per_packet 0.000 goal <= 0 PASS", "BENCH-SUMMARY pass=",
+		"SERIES qpx_lookup_ns_vs_live_qps map 65536 ", "SERIES roce_stage_ns_vs_frame_size floor 1024 ", // --report's figures
 	} {
 		require.Contains(t, s, want)
 	}

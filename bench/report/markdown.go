@@ -228,9 +228,36 @@ func plotSeries(path string, fig []Point) error {
 		p.Legend.Add(name, l, s)
 	}
 	p.Legend.Top = true
-	p.Y.Min = 0
+	p.Legend.Left = true
+	// A figure whose values span more than two decades (message sizes
+	// from 64 KiB to 16 MiB, their completion times) is drawn on a log
+	// axis, or its small end is a flat line at zero.
+	if xs, ys := spans(fig); xs {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.X.Label.Text += " (log)"
+		if ys {
+			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+			p.Y.Label.Text += " (log)"
+		}
+	}
+	if _, ok := p.Y.Scale.(plot.LogScale); !ok {
+		p.Y.Min = 0
+	}
 	if err := p.Save(5*vg.Inch, 3.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("report: %s: %w", fig[0].Figure, err)
 	}
 	return nil
+}
+
+// spans reports whether a figure's x and y values are all positive and
+// span more than a factor of 100 (a log axis shows them better).
+func spans(fig []Point) (x, y bool) {
+	wide := func(v func(Point) float64) bool {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, p := range fig {
+			lo, hi = math.Min(lo, v(p)), math.Max(hi, v(p))
+		}
+		return lo > 0 && hi/lo > 100
+	}
+	return wide(func(p Point) float64 { return p.X }), wide(func(p Point) float64 { return p.Y })
 }

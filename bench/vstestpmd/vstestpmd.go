@@ -246,6 +246,14 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 					c.name(), size, round, o.pps/1e6, o.detail, t.pps/1e6, t.detail)
 			}
 			mo, mt := median(ours), median(theirs)
+			// --report's figure of the comparison: Mpps against frame size.
+			for _, side := range []struct {
+				name string
+				mpps float64
+			}{{"peregrine", mo / 1e6}, {"testpmd", mt / 1e6}} {
+				fmt.Fprintln(out, report.Point{Figure: c.name() + "_vs_testpmd", Series: side.name, X: float64(size), Y: side.mpps,
+					XLabel: "frame_size_B", YLabel: "median_Mpps"}.Line())
+			}
 			rep.Add(report.Ratio{
 				Name: fmt.Sprintf("%s_%dB_vs_testpmd", c.name(), size), Value: mo / mt, Op: report.AtLeast, Target: 1.0,
 				Detail: fmt.Sprintf("median Mpps: peregrine %.3f %s, testpmd %.3f %s", mo/1e6, mppsList(ours), mt/1e6, mppsList(theirs)),

@@ -81,6 +81,10 @@ func TestRunQuick(t *testing.T) {
 		"afxdp_rxonly_64B_vs_testpmd", "afxdp_txonly_64B_vs_testpmd", "afxdp_io_64B_vs_testpmd",
 		"afpacket_rxonly_64B_vs_testpmd", "afpacket_io_64B_vs_testpmd", "fwd_loop_heap_allocs_per_pkt",
 	}, ratios)
+	// --report's figures: each row's peregrine and testpmd Mpps.
+	require.Contains(t, out.String(), "SERIES afxdp_io_vs_testpmd peregrine 64 ")
+	require.Contains(t, out.String(), "SERIES afxdp_io_vs_testpmd testpmd 64 ")
+	require.Equal(t, 2*(len(ratios)-1), strings.Count(out.String(), "SERIES "))
 	last := lines[len(lines)-1]
 	require.Regexp(t, summaryLine, last, "the summary is the last line")
 	require.Equal(t, len(ratios), pass+fail)

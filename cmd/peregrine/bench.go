@@ -37,6 +37,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchIOICommand())
 	cmd.AddCommand(newBenchDixCommand(), newBenchQPXCommand())
 	cmd.AddCommand(newBenchMCSQCommand())
+	cmd.AddCommand(newBenchCaptureCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.

@@ -32,6 +32,9 @@ an initiator and 16 target hosts on the fabric emulator's switch:
   mcsq_vs_per_target_bytes_per_target  connection state per target           (goal <= 0.10)
   dc_10k_targets_complete              10,000 targets via 64 DC SQs, all WRs
                                        completed (virtual time)              (goal = 1)
+  mcsq_lookahead_vs_strict_virtual_X   virtual time, queue kept full: the
+                                       distributor's plain wait (StrictHOL) /
+                                       its lookahead (exact)                 (goal >= 1.0)
   ordered_cq_cost_vs_unordered         CPU ns per WR, ordered CQ / unordered  (goal <= 1.20)
   allocs_per_wr                        heap allocations per WR, steady state (goal = 0)`,
 		Example: `  peregrine bench mcsq

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -41,4 +42,30 @@ func TestBenchReportFlag(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, st.Size(), int64(1000))
 	}
+}
+
+// TestBenchIOIReport: `bench ioi --report DIR` writes the Markdown report
+// with a plot per ratio and the figure of completion time against message
+// size (in order, sprayed, IOI), from one run of the real scenario (its
+// simulated part is exact and quick; the real-clock cost ratio is
+// reported, not judged here).
+func TestBenchIOIReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the ioi scenario (seconds); -short skips it")
+	}
+	dir := filepath.Join(t.TempDir(), "ioi")
+	out, _ := runCLI(t, "bench", "ioi", "--report", dir)
+	require.Contains(t, out, "SERIES ioi_completion_vs_message_size ioi 16384 ")
+	require.Contains(t, out, "report: "+filepath.Join(dir, "README.md")+" (8 ratios, a plot each; 1 figures)")
+	md, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "![ioi_completion_vs_message_size](ioi_completion_vs_message_size.png)")
+	require.Contains(t, string(md), "| ioi_vs_inorder_speedup_16MiB |")
+	for _, png := range []string{"ioi_completion_vs_message_size.png", "ioi_vs_inorder_speedup_16MiB.png", "below_threshold_unchanged_64KiB.png"} {
+		st, err := os.Stat(filepath.Join(dir, png))
+		require.NoError(t, err)
+		require.Greater(t, st.Size(), int64(1000))
+	}
+	points := benchreport.ParseSeries(strings.NewReader(out))
+	require.Len(t, points, 9, "three policies at three sizes")
 }

@@ -32,8 +32,8 @@ const defaultDrain = 10 * time.Second
 // demoDrainCheck is the check that the demo's operations all ended after
 // its load stopped, the drain never going stall without one completing.
 func demoDrainCheck(drained bool, ls txnload.Stats, stall, took time.Duration) check {
-	return check{drained, fmt.Sprintf("every outstanding operation completed after the load stopped (in %v; none for %v is a stall; %d still outstanding)",
-		took.Round(time.Millisecond), stall, ls.Posted-ls.Completed-ls.Failed)}
+	return check{drained, fmt.Sprintf("every outstanding operation completed after the load stopped, never %v without one completing (drain %v; %d still outstanding)",
+		stall, took.Round(time.Millisecond), ls.Posted-ls.Completed-ls.Failed)}
 }
 
 type demoConfig struct {
@@ -94,7 +94,10 @@ creates (198.18.0.0/15 only) and removes again (also on SIGINT, SIGTERM or an
 error; hack/topo.sh down pgdemo removes what a kill -9 leaves), joined by veth pairs and opened
 with --driver (afxdp or afpacket): the initiator (or generator) in one, the
 fabric (or forwarder) in a second, the target (or sink) in a third. The forward
-workload sends at --rate there (default 50kpps, safe on a busy two-core machine).`,
+workload sends at --rate there (default 50kpps, safe on a busy two-core machine).
+The transport workload's MCSQ part then crosses a veth pair of its own, from the
+initiator's namespace (198.19.0.1) to the target's, where its switch of target
+hosts sits behind a bridge.`,
 		Example: `  peregrine demo
   peregrine demo --profile loss=1%,delay=50us --window 64 --duration 10s
   peregrine demo --lcores 0 --idle busy     # everything on one core
@@ -274,7 +277,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	drained := demo.Drain(2 * time.Second)
+	drained := drainOrHurry(ctx, func() bool { return demo.Drain(2 * time.Second) })
 	runErr := p.StopLoops()
 	// Close's leak check and the pool's close are reported by the checks.
 	_ = p.Close()

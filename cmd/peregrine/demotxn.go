@@ -26,12 +26,13 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		return false, fmt.Errorf("--profile: %w", err)
 	}
 	var (
-		topo *app.VethTopology
-		ipA  = netip.MustParseAddr("198.18.0.1")
-		ipB  = netip.MustParseAddr("198.18.0.6")
-		over = "mem ports"
-		clk  = clock.NewReal()
-		opts = app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus), Idle: lcore.IdlePolicy{Mode: idle}, Clock: clk}
+		topo   *app.VethTopology
+		mqVeth *app.MCSQDemoVeth
+		ipA    = netip.MustParseAddr("198.18.0.1")
+		ipB    = netip.MustParseAddr("198.18.0.6")
+		over   = "mem ports"
+		clk    = clock.NewReal()
+		opts   = app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus), Idle: lcore.IdlePolicy{Mode: idle}, Clock: clk}
 	)
 	if cfg.veth {
 		if topo, err = demoTopology(cfg.driver); err != nil {
@@ -41,6 +42,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		onKill(ctx, func() { _ = topo.Delete() })
 		opts.Ports = topo.Specs()
 		opts.Ports[0] = app.WithCapture(opts.Ports[0], cfg.capture)
+		// The MCSQ part crosses its own veth pair, gen to sink (demo_mcsq.go).
+		if mqVeth, err = mcsqDemoVeth(topo, &opts); err != nil {
+			return false, err
+		}
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
@@ -66,12 +71,14 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	initiator, target, load, fab, sizes := demo.Initiator, demo.Target, demo.Load, demo.Fabric, demo.Sizes
 	obs.watchTransport("initiator", initiator, load)
 	obs.watchTransport("target", target, nil)
+	obs.watchConns("initiator", demo.Samplers[0])
+	obs.watchConns("target", demo.Samplers[1])
 	obs.watchFabric("fabric", fab)
 	// In memory, with a pool that holds its endpoints' caches too: client
 	// goroutines post through MCSQs to hosts on a switch.
 	var mq *app.MCSQDemo
-	if !cfg.veth && cfg.frames >= 8192 {
-		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed}); err != nil {
+	if cfg.frames >= 8192 {
+		if mq, err = p.AddMCSQDemo(app.MCSQDemoOptions{Seed: cfg.seed, Veth: mqVeth}); err != nil {
 			return false, err
 		}
 	}
@@ -98,8 +105,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if cfg.drain == 0 {
 		cfg.drain = defaultDrain
 	}
-	drained := demo.Drain(cfg.drain)
-	mqDrained := mq == nil || mq.Drain(cfg.drain)
+	drainStart := time.Now()
+	drained := drainOrHurry(ctx, func() bool { return demo.Drain(cfg.drain) })
+	drainTook := time.Since(drainStart)
+	mqDrained := mq == nil || drainOrHurry(ctx, func() bool { return mq.Drain(cfg.drain) })
 	runErr := p.StopLoops()
 	fs := fab.Stats()
 	// Close's leak check is reported by the checks below.
@@ -136,7 +145,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		demoDrainCheck(drained, ls, cfg.drain, demo.DrainTook()),
+		demoDrainCheck(drained, ls, cfg.drain, drainTook),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
-	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // The flag rules every subcommand shares, so the same mistake gets the same
@@ -50,83 +46,49 @@ func usage(errs ...error) error {
 // shows.
 const minPeriod = time.Millisecond
 
-func checkInt(flag string, v, lo, hi int) error {
-	if v < lo || v > hi {
-		return fmt.Errorf("--%s %d is out of range: use %d..%d", flag, v, lo, hi)
+// The value rules below are app/config's (rules.go): one rule for flags
+// and config files, one message, with the flag in front where the file
+// puts the field's path.
+
+// flagged puts the flag in front of a rule's error ("--window 0 is out of
+// range: use 1..4096"); nil stays nil.
+func flagged(flag string, err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("--%s %w", flag, err)
 }
+
+func checkInt(flag string, v, lo, hi int) error { return flagged(flag, config.CheckRange(v, lo, hi)) }
 
 // checkDuration applies the duration rule: never negative; zero only when
 // zeroMeans says what it means (empty: zero is refused too).
 func checkDuration(flag string, d time.Duration, zeroMeans string) error {
-	switch {
-	case d < 0:
-		if zeroMeans != "" {
-			return fmt.Errorf("--%s %v is negative: use a positive duration such as 10s, or 0 to %s", flag, d, zeroMeans)
-		}
-		return fmt.Errorf("--%s %v is negative: use a positive duration such as 10s", flag, d)
-	case d == 0 && zeroMeans == "":
-		return fmt.Errorf("--%s 0 is not allowed: use a positive duration such as 5s", flag)
-	}
-	return nil
+	return flagged(flag, config.CheckDuration(d, zeroMeans))
 }
 
 // checkPositiveDuration refuses a period or timeout below min.
 func checkPositiveDuration(flag string, d, min time.Duration) error {
-	if d < min {
-		return fmt.Errorf("--%s %v is too short: use %v or more, e.g. 1s", flag, d, min)
-	}
-	return nil
+	return flagged(flag, config.CheckAtLeast(d, min))
 }
 
 func checkPeriod(d time.Duration) error { return checkPositiveDuration("stats-period", d, minPeriod) }
 
-// checkFrames and checkFrameSize are app/config's pool rules (one rule
-// for flags and config files), naming the flag.
+// checkFrames and checkFrameSize are the pool rules.
 func checkFrames(n, loops, extra, frameSize int) error {
-	if err := config.CheckFrames(n, loops, extra, frameSize); err != nil {
-		return fmt.Errorf("--frames %w", err)
-	}
-	return nil
+	return flagged("frames", config.CheckFrames(n, loops, extra, frameSize))
 }
 
-func checkFrameSize(n int) error {
-	if err := config.CheckFrameSize(n); err != nil {
-		return fmt.Errorf("--frame-size %w", err)
-	}
-	return nil
-}
+func checkFrameSize(n int) error { return flagged("frame-size", config.CheckFrameSize(n)) }
 
 // allowedCPUs is the set of CPUs this process may run on.
-func allowedCPUs() ([]int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, err
-	}
-	var cpus []int
-	for c := range lcore.MaxCPU + 1 {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
-}
+func allowedCPUs() ([]int, error) { return config.AllowedCPUs() }
 
-// checkCPUs refuses a CPU this process may not use, naming the ones it may.
+// checkCPUs refuses a CPU that does not exist or this process may not
+// use, naming the ones it may.
 func checkCPUs(flag, typed string, cpus []int) error {
-	allowed, err := allowedCPUs()
-	if err != nil {
-		return nil // the loop's own check reports it when it starts
-	}
-	ok := make(map[int]bool, len(allowed))
-	for _, c := range allowed {
-		ok[c] = true
-	}
-	for _, c := range cpus {
-		if !ok[c] {
-			return fmt.Errorf("--%s %s: CPU %d is not one this process may use: use CPUs from %s", flag, typed, c, lcore.FormatCPUList(allowed))
-		}
+	if err := config.CheckCPUs(cpus); err != nil {
+		return fmt.Errorf("--%s %s: %w", flag, typed, err)
 	}
 	return nil
 }
@@ -140,17 +102,12 @@ func parseCPUs(flag, s string) ([]int, error) {
 	return cpus, checkCPUs(flag, s, cpus)
 }
 
-// checkCPU is checkCPUs for a flag naming one CPU.
-func checkCPU(flag string, cpu int) error {
-	if cpu < 0 || cpu > lcore.MaxCPU {
-		allowed, _ := allowedCPUs()
-		return fmt.Errorf("--%s %d is not a CPU number: use one of %s", flag, cpu, lcore.FormatCPUList(allowed))
-	}
-	return checkCPUs(flag, fmt.Sprint(cpu), []int{cpu})
-}
+// checkCPU is checkCPUs for a flag naming one CPU. Flags pin: unlike a
+// config's lcores[].cpu, -1 (unpinned) is not a value they take.
+func checkCPU(flag string, cpu int) error { return checkCPUs(flag, fmt.Sprint(cpu), []int{cpu}) }
 
 func checkIdle(s string) error {
-	if _, err := lcore.ParseIdleMode(s); err != nil {
+	if err := config.CheckIdle(s); err != nil {
 		return fmt.Errorf("--idle: %w", err)
 	}
 	return nil
@@ -159,16 +116,7 @@ func checkIdle(s string) error {
 // parseRate reads a --rate: "max", "" or "0" is as fast as possible; else
 // a rate as internal/units reads it, a bit rate turned into frames per
 // second with the mean frame size.
-func parseRate(s string, meanFrame float64) (float64, error) {
-	if t := strings.ToLower(strings.TrimSpace(s)); t == "" || t == "max" {
-		return 0, nil
-	}
-	r, err := units.ParseRate(s)
-	if err != nil {
-		return 0, err
-	}
-	return r.FramesPerSecond(meanFrame), nil
-}
+func parseRate(s string, meanFrame float64) (float64, error) { return config.ParseRate(s, meanFrame) }
 
 // checkSizesAndRate validates a --size spec and a --rate for generated
 // traffic.
@@ -183,28 +131,13 @@ func checkSizesAndRate(size, rate string) error {
 	return nil
 }
 
-// maxFlows is the most flows a generator tells apart (UDP source ports
-// from traffic.BaseSrcPort up).
-const maxFlows = 65535 - traffic.BaseSrcPort
+// maxFlows is the most flows a generator tells apart.
+const maxFlows = config.MaxFlows
 
 // parseByteSizes reads a comma-separated list of message sizes (512,4KiB,
 // 1MiB), each within lo..hi bytes.
 func parseByteSizes(spec string, lo, hi int) ([]int, error) {
-	var out []int
-	for item := range strings.SplitSeq(spec, ",") {
-		n, err := units.ParseSize(strings.TrimSpace(item))
-		if err != nil {
-			return nil, err
-		}
-		if n < int64(lo) || n > int64(hi) {
-			return nil, fmt.Errorf("size %q is out of range: use %d..%d bytes, e.g. 512, 4KiB, 1MiB", item, lo, hi)
-		}
-		out = append(out, int(n))
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no sizes given")
-	}
-	return out, nil
+	return config.ParseByteSizes(strings.Split(spec, ","), lo, hi)
 }
 
 // formatInts writes a list flag's default as the user would type it.

@@ -110,6 +110,13 @@ func (o *observer) watchConns(name string, s *app.ConnSampler) {
 	}
 }
 
+// watchMCSQ exports an MCSQ initiator's counters (WRs of size bytes).
+func (o *observer) watchMCSQ(name string, m *app.MCSQInitiator, size int) {
+	if o.reg != nil {
+		o.warn(config.ExportMCSQ(o.reg, name, m, size))
+	}
+}
+
 // watchFabric exports a fabric's counters.
 func (o *observer) watchFabric(name string, f *fabric.Fabric) {
 	if o.reg != nil {
@@ -168,37 +175,52 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
-// signalContexts returns ctx, which ends on the first SIGINT or SIGTERM
-// (stop posting, drain, stop), and hurry, which ends on the second (cut
-// the drain short and stop at once). stop releases the signals.
-// onSecond, when set, is called on the second signal.
-func signalContexts(parent context.Context, onSecond func(os.Signal)) (ctx, hurry context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(parent)
+// notifyContext is signal.NotifyContext for SIGINT and SIGTERM with the
+// appliance's signal rules, the same as run's: the first signal ends ctx
+// (the command stops posting, drains and stops in order); the second cuts
+// the drain short (drainOrHurry returns at once) and the command still
+// stops its loops, closes its ports — flushing a capture's last records —
+// and reports the pool and what was abandoned, exiting non-zero; a third
+// stops the process at once — the signal's default action, after a line
+// on stderr. What the command registered with onKill (say, its network
+// namespaces) is undone first: stopping at once abandons work, never the
+// machine's state.
+func notifyContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	hooks := &killHooks{}
+	parent = context.WithValue(parent, killHooksKey{}, hooks)
 	hurry, cancelHurry := context.WithCancel(parent)
-	ch := make(chan os.Signal, 2)
+	ctx, cancel := context.WithCancel(context.WithValue(parent, hurryKey{}, hurry))
+	ch := make(chan os.Signal, 3)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
-		for n := 0; n < 2; n++ {
+		for n := 0; ; n++ {
+			var sig os.Signal
 			select {
-			case sig := <-ch:
-				if n == 0 {
-					slog.Info("signal: stopping (a second signal stops at once)", "signal", sig.String())
-					cancel()
-				} else {
-					slog.Warn("second signal: cutting the drain short", "signal", sig.String())
-					cancelHurry()
-					if onSecond != nil {
-						onSecond(sig)
-					}
-				}
+			case sig = <-ch:
 			case <-done:
+				return
+			}
+			switch n {
+			case 0:
+				slog.Info("signal: stopping (a second signal cuts the drain short, a third stops at once)", "signal", sig.String())
+				cancel()
+			case 1:
+				fmt.Fprintln(stderr, "peregrine: second signal: cutting the drain short (operations still in flight are abandoned); stopping the loops and closing the ports (a third signal stops at once)")
+				cancelHurry()
+			default:
+				fmt.Fprintln(stderr, "peregrine: third signal: stopping at once, without closing (in-flight operations and frames are abandoned)")
+				hooks.run()
+				signal.Reset(os.Interrupt, syscall.SIGTERM)
+				if s, ok := sig.(syscall.Signal); ok {
+					syscall.Kill(os.Getpid(), s)
+				}
 				return
 			}
 		}
 	}()
 	var once sync.Once
-	return ctx, hurry, func() {
+	return ctx, func() {
 		once.Do(func() {
 			signal.Stop(ch)
 			close(done)
@@ -208,29 +230,41 @@ func signalContexts(parent context.Context, onSecond func(os.Signal)) (ctx, hurr
 	}
 }
 
-// notifyContext is signal.NotifyContext for SIGINT and SIGTERM with the
-// appliance's second-signal rule: the first signal ends ctx (the command
-// stops posting, drains and stops in order); a second one stops the
-// process at once — the signal's default action, after a line on stderr
-// saying that in-flight work is abandoned.
-// What the command registered with onKill (say, its network namespaces)
-// is undone first: stopping at once abandons work, never the machine's
-// state.
-func notifyContext(parent context.Context, stderr io.Writer) (context.Context, func()) {
-	hooks := &killHooks{}
-	parent = context.WithValue(parent, killHooksKey{}, hooks)
-	ctx, _, stop := signalContexts(parent, func(sig os.Signal) {
-		fmt.Fprintln(stderr, "peregrine: second signal: stopping at once, without draining (in-flight operations and frames are abandoned)")
-		hooks.run()
-		signal.Reset(os.Interrupt, syscall.SIGTERM)
-		if s, ok := sig.(syscall.Signal); ok {
-			syscall.Kill(os.Getpid(), s)
-		}
-	})
-	return ctx, stop
+// hurryKey holds, in a notifyContext context, the context the second
+// signal ends.
+type hurryKey struct{}
+
+// hurryOf returns the context the second signal ends (one that never
+// ends when ctx is not notifyContext's).
+func hurryOf(ctx context.Context) context.Context {
+	if h, ok := ctx.Value(hurryKey{}).(context.Context); ok {
+		return h
+	}
+	return context.Background()
 }
 
-// killHooks are what a second signal undoes before the process stops at
+// drainOrHurry runs drain (a wait for in-flight work, with a timeout of
+// its own) and returns its result, or false at once when a second signal
+// comes first: the command goes on to stop its loops and close its ports.
+// A drain left behind only reads counters the stages publish for any
+// goroutine, so it may run on while they stop. Without notifyContext's
+// context it just runs drain.
+func drainOrHurry(ctx context.Context, drain func() bool) bool {
+	hurry, ok := ctx.Value(hurryKey{}).(context.Context)
+	if !ok {
+		return drain()
+	}
+	res := make(chan bool, 1)
+	go func() { res <- drain() }()
+	select {
+	case ok := <-res:
+		return ok
+	case <-hurry.Done():
+		return false
+	}
+}
+
+// killHooks are what a third signal undoes before the process stops at
 // once: the command's side effects outside the process.
 type killHooks struct {
 	mu  sync.Mutex
@@ -240,7 +274,7 @@ type killHooks struct {
 
 type killHooksKey struct{}
 
-// onKill registers undo to run if a second signal stops the process at
+// onKill registers undo to run if a third signal stops the process at
 // once (a no-op for a context notifyContext did not make). The command
 // still undoes it itself on a normal exit; undo must tolerate running
 // twice.

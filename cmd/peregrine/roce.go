@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,6 +82,62 @@ ends when the capture is read.`,
 	f.StringArrayVar(&cfg.qps, "qp", nil, "one more QP: qpn=N,dest=N,pkey=N,psn=N,access=rw (repeat)")
 	f.IntVar(&cfg.pmtu, "pmtu", 1024, "path MTU sizing RDMA READ responses (256..4096)")
 	f.BoolVar(&cfg.strictPSN, "strict-psn", false, "drop out-of-sequence and duplicate PSNs instead of counting and passing them")
+	cmd.AddCommand(newRoCESampleCommand())
+	return cmd
+}
+
+// newRoCESampleCommand is `roce sample -o FILE`: a capture of RoCEv2
+// frames to feed the stage (configs/roce-pcap.yaml's roce-in.pcap).
+func newRoCESampleCommand() *cobra.Command {
+	var path string
+	var qpns []string
+	cmd := &cobra.Command{
+		Use:   "sample -o FILE",
+		Short: "Write a pcap of RoCEv2 frames to feed the roce stage (e.g. configs/roce-pcap.yaml's roce-in.pcap)",
+		Long: `sample writes a capture of RoCEv2 SEND Only frames (8-byte payload, a correct
+ICRC) from 198.18.0.1 to 198.18.0.2, one per --qpn in order, each QPN's
+frames numbered from PSN 0. The default QPNs suit configs/roce-pcap.yaml:
+its open QPs 3, 4 and 0x100 (four frames forwarded) and its retired QPN 2
+(two stale frames, dropped and counted).`,
+		Example: `  peregrine roce sample -o roce-in.pcap && peregrine run -c configs/roce-pcap.yaml
+  peregrine roce sample -o in.pcap --qpn 0x11,0x11,0x12`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return usage(fmt.Errorf("-o FILE is required: where to write the capture, e.g. -o roce-in.pcap"))
+			}
+			var list []uint32
+			for _, q := range qpns {
+				v, err := strconv.ParseUint(strings.TrimSpace(q), 0, 32)
+				if err != nil || v > qpx.MaxQPN {
+					return usage(fmt.Errorf("--qpn %q: give a 24-bit QP number, e.g. 3 or 0x100", q))
+				}
+				list = append(list, uint32(v))
+			}
+			if len(list) == 0 {
+				return usage(fmt.Errorf("--qpn: give at least one QP number"))
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				return fmt.Errorf("-o: %w", err)
+			}
+			n, err := app.WriteRoCESample(f, list)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("-o %s: %w", path, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %d RoCEv2 frames to %s (QPNs %s)\n", n, path, strings.Join(qpns, ","))
+			return nil
+		},
+	}
+	def := make([]string, len(app.DefaultRoCESampleQPNs))
+	for i, q := range app.DefaultRoCESampleQPNs {
+		def[i] = fmt.Sprintf("%#x", q)
+	}
+	cmd.Flags().StringVarP(&path, "output", "o", "", "the capture file to write (required)")
+	cmd.Flags().StringSliceVar(&qpns, "qpn", def, "destination QPN of each frame, in order")
 	return cmd
 }
 

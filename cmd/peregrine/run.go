@@ -40,7 +40,9 @@ the fix. --check stops there.
 On SIGINT or SIGTERM run stops posting and sending, waits for in-flight
 operations and frames for up to run.drain, stops the loops, closes the
 ports and checks that every frame is back in the pool; it exits 0 only
-then, else 1 naming what was lost. A second signal cuts the drain short.
+then, else 1 naming what was lost. A second signal cuts the drain short;
+a third stops the process at once. demo, fwd, gen, fabric and transport
+stop the same way.
 
 Examples of every use are in configs/ (configs/demo.yaml first: the
 transport demo in memory, no privileges).`,
@@ -66,7 +68,8 @@ transport demo in memory, no privileges).`,
 				fmt.Fprintf(out, "%s: ok (%d port(s), %d stage(s) on %d lcore(s))\n", cfg.file, len(c.File.Ports), len(c.Stages), len(c.File.Pipelines))
 				return nil
 			}
-			ctx, hurry, stop := signalContexts(cmd.Context(), nil)
+			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
+			hurry := hurryOf(ctx)
 			defer stop()
 			ok, err := runAppliance(ctx, hurry, cfg, c, out)
 			if err != nil {
@@ -129,10 +132,13 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			}
 			fmt.Fprintf(out, "[%5.1fs] %-12s %d/%d in use\n", at.Seconds(), "pool", pool.InUse(), pool.Frames())
 		},
-		Stopping: func(interrupted bool) {
+		Stopping: func(interrupted, finished bool) {
 			why := "its time is up"
-			if interrupted {
+			switch {
+			case interrupted:
 				why = "a signal"
+			case finished:
+				why = "every stage with an end finished"
 			}
 			obs.log.Info("stopping", "why", why, "drain", c.File.Run.Drain.D())
 			obs.textf("stopping (%s): draining in-flight work for up to %v (a second signal cuts it short)\n", why, c.File.Run.Drain.D())

@@ -26,7 +26,7 @@ func transportRecvSummary(out io.Writer, tp *app.Transport) bool {
 		return true
 	}
 	rs, ts := tp.Recv.Stats(), tp.Endpoint.SendStats()
-	fmt.Fprintf(out, "  receives: %d WQEs received ok (%d B), %d in error, %d flushed at close, %d with wrong bytes; placement %d packets direct, %d through an element (peak %d elements), RNR NACKs sent %d\n",
-		rs.Received, rs.Bytes, rs.RecvFailed, rs.Flushed, rs.BadData, ts.PlacedDirect, ts.PlacedElement, ts.PeakElements, ts.RNRSent)
-	return rs.BadData == 0 && rs.RecvFailed == 0
+	fmt.Fprintf(out, "  receives: %d WQEs received ok (%d B), %d in error, %d flushed at close, %d with wrong bytes; placement %d packets direct, %d through an element (peak %d elements), RNR NACKs sent %d, refused for an index of another depth %d\n",
+		rs.Received, rs.Bytes, rs.RecvFailed, rs.Flushed, rs.BadData, ts.PlacedDirect, ts.PlacedElement, ts.PeakElements, ts.RNRSent, ts.IndexMismatch)
+	return rs.BadData == 0 && rs.RecvFailed == 0 && ts.IndexMismatch == 0
 }

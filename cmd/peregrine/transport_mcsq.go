@@ -18,13 +18,18 @@ import (
 // runTransportMCSQ is `transport initiator --targets N --dc-sqs M`: client
 // goroutines post pushes of the first --sizes for N targets (slices of the
 // target's region) through one DC MCSQ of M SQs, and every CQE is checked.
-func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, peer rt.PeerAddr, idle lcore.IdleMode, sizes []int, out io.Writer) (bool, error) {
+func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, peer rt.PeerAddr, idle lcore.IdleMode, sizes []int, out io.Writer, js *jsonRun) (bool, error) {
 	if cfg.dcSQs < 1 || cfg.dcSQs > 60 {
 		return false, usage(fmt.Errorf("--dc-sqs %d: use 1..60 (the target accepts 64 connections)", cfg.dcSQs))
 	}
 	if cfg.regionLen == 0 {
 		return false, usage(fmt.Errorf("--targets needs --region-size: the len= of the target's READY line"))
 	}
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	pipe, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "transport", Frames: cfg.frames, FrameSize: cfg.frameSize},
 		Ports:  []string{cfg.port},
@@ -36,12 +41,14 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
 	}
 	defer pipe.Stop()
+	obs.watchPipeline(pipe)
 	pool := pipe.Pool()
 	m, err := pipe.AddMCSQInitiator(app.MCSQInitiatorOptions{LocalIP: ip, Peer: peer, RegionKey: cfg.regionKey, RegionLen: cfg.regionLen,
 		Targets: cfg.targets, DCSQs: cfg.dcSQs, Size: sizes[0], Count: cfg.count, MinRTO: cfg.minRTO, Seed: cfg.seed})
 	if err != nil {
 		return false, flagError(err, map[string]string{"Targets": "--targets", "DCSQs": "--dc-sqs", "Size": "--sizes"})
 	}
+	obs.watchMCSQ(cfg.role, m, sizes[0])
 	if err := pipe.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcore"})
 	}
@@ -53,6 +60,7 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	var last app.MCSQInitiatorStats
 	var lastAt time.Duration
 	elapsed, interrupted, err := pipe.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Done: done, Tick: func(at time.Duration) {
+		js.interval(at.Seconds(), mcsqCounters(m))
 		if cfg.quiet {
 			return
 		}
@@ -65,14 +73,14 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	if err != nil {
 		return false, err
 	}
-	drained := m.Drain(5 * time.Second)
+	drained := drainOrHurry(ctx, func() bool { return m.Drain(5 * time.Second) })
 	runErr := pipe.StopLoops()
 	_ = pipe.Close()
 	s, ps, qs := m.Stats(), m.Pool.Stats(), m.Queue.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs: %d WRs to %d targets over %d DC SQs: %d ok, %d failed, %.0f WRs/s\n",
 		elapsed.Seconds(), s.Posted, cfg.targets, cfg.dcSQs, s.OK, s.Failed, float64(s.OK)/elapsed.Seconds())
-	fmt.Fprintf(out, "  SQ binds %d (%d WRs found theirs bound), DC connects %d / disconnects %d, head-of-line waits %d (%.1f ms); blacklist adds %d (refused %d, unreachable %d, retries exhausted %d, remote error %d)\n",
-		ps.Binds, ps.BoundHits, ps.DCConnects, ps.DCDisconnects, qs.HOLNoSQ+qs.HOLSQFull, float64(qs.HOLWaitNs)/1e6, ps.BlacklistAdds,
+	fmt.Fprintf(out, "  SQ binds %d (%d WRs found theirs bound), DC connects %d / disconnects %d, head-of-line waits %d (%.1f ms, %d WRs placed past a waiting head); blacklist adds %d (refused %d, unreachable %d, retries exhausted %d, remote error %d)\n",
+		ps.Binds, ps.BoundHits, ps.DCConnects, ps.DCDisconnects, qs.HOLNoSQ+qs.HOLSQFull, float64(qs.HOLWaitNs)/1e6, qs.Overtook, ps.BlacklistAdds,
 		ps.Failures[mcsq.CauseRefused], ps.Failures[mcsq.CauseUnreachable], ps.Failures[mcsq.CauseRetryExhausted], ps.Failures[mcsq.CauseRemoteError])
 	fmt.Fprintf(out, "  CQEs %d for %d WRs (ordered CQ, %d WRs folded into a later CQE)\n", s.CQEs, s.Covered, qs.Coalesced)
 	checks := []check{
@@ -82,5 +90,6 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 		{s.OutOfOrder == 0, fmt.Sprintf("CQEs in posting order (%d out of order)", s.OutOfOrder)},
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
+	js.summary(elapsed.Seconds(), map[string]any{"counters": mcsqCounters(m), "pool_in_use": pool.InUse(), "targets": cfg.targets, "dc_sqs": cfg.dcSQs}, checks, interrupted)
 	return report(out, checks, interrupted), nil
 }

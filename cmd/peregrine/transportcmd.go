@@ -106,7 +106,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 		},
 	}
 	f := cmd.Flags()
-	cfg.obs.registerMetrics(f)
+	cfg.obs.register(f) // --json, --metrics
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?netns=a (required)")
 	f.StringVar(&cfg.ip, "ip", "", "this endpoint's IP address (required)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "initiator: the target's MAC")
@@ -146,6 +146,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if cfg.role != "initiator" && cfg.role != "target" {
 		return false, fmt.Errorf("role %q: use initiator or target", cfg.role)
 	}
+	out, js := jsonOutput(cfg.obs.json, out)
 	if cfg.port == "" {
 		return false, errors.New("--port is required, e.g. --port afxdp:veth0?netns=a")
 	}
@@ -187,7 +188,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	}
 	clk := clock.NewReal()
 	if cfg.role == "initiator" && cfg.targets > 0 {
-		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out)
+		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out, js)
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
@@ -224,6 +225,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	obs.watchConns(cfg.role, tp.Sampler)
 	if cfg.role == "target" {
 		fmt.Fprintf(out, "READY key=%#x len=%d mac=%s ip=%s\n", tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
+		js.ready(tp.Region.Key, tp.Region.Len, net.HardwareAddr(p.Info().MAC), ip)
 		if cfg.ready != nil {
 			cfg.ready(tp.Region.Key, tp.Region.Len)
 		}
@@ -243,6 +245,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 	}
 	elapsed, interrupted, err := pipe.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Done: done, Tick: func(at time.Duration) {
+		js.interval(at.Seconds(), transportCounters(ep, load, tp.Sampler))
 		if cfg.quiet {
 			return
 		}
@@ -262,7 +265,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	if load != nil {
 		atEnd = load.Stats()
 	}
-	drained := tp.Drain()
+	drained := drainOrHurry(ctx, tp.Drain)
 	runErr := pipe.StopLoops()
 	ps := p.Stats()
 	// Close's leak check is reported below (pool back to zero in use).
@@ -284,6 +287,12 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			st.RequestsDelivered, st.BytesPlaced, st.BytesServed, st.GrantsIssued, st.GrantedMax, st.RefusedUnregistered+st.RefusedAccess+st.RefusedTooSmall,
 			pushes, badPushes)
 		recvOK := transportRecvSummary(out, tp)
+		js.summary(elapsed.Seconds(), map[string]any{"counters": transportCounters(ep, nil, tp.Sampler), "pool_in_use": pool.InUse()}, []check{
+			{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
+			{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+			{badPushes == 0, fmt.Sprintf("every push's bytes are right (%d wrong)", badPushes)},
+			{recvOK, "every received WQE holds its Send's bytes"},
+		}, interrupted)
 		return runErr == nil && pool.CheckLeaks() == nil && badPushes == 0 && recvOK, runErr
 	}
 	ls := load.Stats()
@@ -310,5 +319,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	fmt.Fprintf(out, "RESULT proto=peregrine ops=%d bytes=%d seconds=%.3f goodput_gbps=%.4f p50_us=%.1f p99_us=%.1f p999_us=%.1f\n",
 		atEnd.Completed, atEnd.Bytes, secs, float64(atEnd.Bytes)*8/secs/1e9,
 		float64(lat.Quantile(0.5))/1e3, float64(lat.Quantile(0.99))/1e3, float64(lat.Quantile(0.999))/1e3)
+	js.summary(secs, map[string]any{"counters": transportCounters(ep, load, tp.Sampler), "pool_in_use": pool.InUse(),
+		"ops": atEnd.Completed, "bytes": atEnd.Bytes, "goodput_gbps": float64(atEnd.Bytes) * 8 / secs / 1e9,
+		"p50_us": float64(lat.Quantile(0.5)) / 1e3, "p99_us": float64(lat.Quantile(0.99)) / 1e3, "p999_us": float64(lat.Quantile(0.999)) / 1e3}, checks, interrupted)
 	return ok, nil
 }

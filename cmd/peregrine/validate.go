@@ -9,9 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/peregrine-net/peregrine/app/txnload"
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/core/fwd"
-	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
 )
@@ -21,11 +20,12 @@ import (
 // first bad flag. The run functions keep their own checks for callers that
 // build a config directly (tests).
 
-const maxBurst = 256
+// The bounds are app/config's: a flag and a config key take the same.
+const maxBurst = config.MaxBurst
 
 // maxRegion bounds the memory a transport target registers (its region is
 // 2 × --window × the largest of --sizes unless --region-size says more).
-const maxRegion = 4 << 30
+const maxRegion = config.MaxRegion
 
 func (c *genConfig) validate() error {
 	if c.port == "" {
@@ -154,13 +154,10 @@ func (c *transportConfig) validate() error {
 	if err := usage(checkInt("window", c.window, 1, 4096)); err != nil {
 		return err
 	}
-	if need := txnload.TargetMemoryLen(c.window, sizes); need > maxRegion {
-		return usage(fmt.Errorf("--sizes %s with --window %d needs a %d B target region (2 × window × largest size): at most %d B; lower --window or the largest size", c.sizes, c.window, need, maxRegion))
+	if err := config.CheckTargetRegion(c.window, sizes); err != nil {
+		return usage(fmt.Errorf("--sizes %s: %w", c.sizes, err))
 	}
-	var psn error
-	if c.rtWindow < rt.MinWindowSize || c.rtWindow > rt.MaxWindowSize || c.rtWindow%64 != 0 {
-		psn = fmt.Errorf("--psn-window %d is out of range: use %d..%d, a multiple of 64", c.rtWindow, rt.MinWindowSize, rt.MaxWindowSize)
-	}
+	psn := flagged("psn-window", config.CheckPSNWindow(c.rtWindow))
 	zero := "serve until a signal"
 	if c.role == "initiator" {
 		zero = "post until --count or a signal"
@@ -182,15 +179,12 @@ func (c *transportConfig) validate() error {
 }
 
 // demoTransportFrames is what the transport workload holds on top of the
-// loops' caches: granted and unsolicited data in flight, the reorder
-// engines' held packets and the fabric's delayed frames. Grants bound it,
-// not --window (measured: one loop and 1024 frames stalls at any window,
-// 1536 completes at windows 32 to 4096).
-const demoTransportFrames = 512
+// loops' caches (config.TransportFrames: grants bound it, not --window).
+const demoTransportFrames = config.TransportFrames
 
 // afxdpFillFrames is what an AF_XDP port keeps in its fill ring: demo
 // --veth opens four of them.
-const afxdpFillFrames = 2048
+const afxdpFillFrames = config.AFXDPFillFrames
 
 func (c *demoConfig) validate() error {
 	if err := usage(checkDuration("duration", c.duration, ""), checkDuration("drain", c.drain, "take the default, "+defaultDrain.String())); err != nil {

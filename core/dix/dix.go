@@ -67,6 +67,10 @@ const MaxOutstanding = 1 << 16
 // kind's own window).
 const DefaultOutstanding = 256
 
+// MaxDepth is the largest Config.Depth: an absolute index fits in 24
+// bits, so the top byte of the header field is free for the depth tag.
+const MaxDepth = 1 << 24
+
 // ErrConfig is wrapped by every error Config.Validate returns.
 var ErrConfig = errors.New("dix: invalid delivery-index configuration")
 
@@ -79,7 +83,10 @@ type Config struct {
 	Carry Carry
 	Where Where
 	// Depth is the receive queue's ring size, a power of two of at most
-	// 2^Width (Absolute only; the receiver's must be the same).
+	// 2^Width and MaxDepth (Absolute only). It must equal the receiver's
+	// depth: every packet carrying an absolute index also carries
+	// log2(Depth) (DepthTag), and a receiver whose queue has another depth
+	// refuses the packet rather than place it in the wrong WQE.
 	Depth int
 	// Outstanding is the most Sends the sender has unacknowledged on the
 	// connection (default DefaultOutstanding, at most the kind's window:
@@ -116,8 +123,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, cfgErr("a relative index in the header field shares it with its 8-bit base tag: Width %d must be at most 24 (or set Where = dix.InExtension)", c.Width)
 	}
 	if c.Kind == Absolute {
-		if c.Depth < 2 || c.Depth&(c.Depth-1) != 0 || uint64(c.Depth) > 1<<uint(c.Width) {
-			return c, cfgErr("Depth %d must be a power of two from 2 to 2^Width (the receive queue's ring size, the same at both ends)", c.Depth)
+		if c.Depth < 2 || c.Depth&(c.Depth-1) != 0 || uint64(c.Depth) > 1<<uint(c.Width) || c.Depth > MaxDepth {
+			return c, cfgErr("Depth %d must be a power of two from 2 to 2^Width and at most 2^24 (the receive queue's ring size, the same at both ends: the target's txn.Options.RecvDepth)", c.Depth)
 		}
 	}
 	w := c.kindWindow()
@@ -150,11 +157,13 @@ func (c Config) kindWindow() int {
 func mask(width int) uint32 { return uint32(uint64(1)<<uint(width) - 1) }
 
 // Encode returns the index of Send k given the sender's base (the oldest
-// Send it has not seen acknowledged), and the base's tag (Relative only).
+// Send it has not seen acknowledged), and the tag that travels with it:
+// the base's low 8 bits (Relative), or DepthTag(Depth) (Absolute), so
+// that the receiver checks the depth the index counts modulo.
 func (c *Config) Encode(k, base uint32) (index uint32, tag uint8) {
 	switch c.Kind {
 	case Absolute:
-		return k & uint32(c.Depth-1), 0
+		return k & uint32(c.Depth-1), DepthTag(uint32(c.Depth))
 	case Relative:
 		return (k - base) & mask(c.Width), uint8(base)
 	case FreeRunning:
@@ -163,16 +172,42 @@ func (c *Config) Encode(k, base uint32) (index uint32, tag uint8) {
 	return k, 0
 }
 
+// DepthTag is the tag an absolute index travels with: log2(depth), for
+// a power of two depth.
+func DepthTag(depth uint32) uint8 {
+	t := uint8(0)
+	for depth > 1 {
+		depth >>= 1
+		t++
+	}
+	return t
+}
+
+// DepthMismatch reports whether a packet whose absolute index came with
+// tag was built for a receive queue of another depth than depth (a
+// power of two), and that depth (0 when the tag names none: 2^tag beyond
+// MaxDepth, or under 2).
+func DepthMismatch(tag uint8, depth uint32) (sent uint32, mismatch bool) {
+	if tag == DepthTag(depth) {
+		return depth, false
+	}
+	if tag < 1 || tag > 24 {
+		return 0, true
+	}
+	return 1 << tag, true
+}
+
 // Decode recovers a Send's number from its index, against the receiver's
 // head (the oldest WQE neither completed nor aborted) and, for Absolute,
-// the receiver's ring depth (a power of two). ok is false for an index
-// the kind and width cannot have produced.
+// the receiver's ring depth (a power of two), which the tag must name
+// (DepthMismatch). ok is false for an index the kind and width cannot
+// have produced, or an absolute index counted modulo another depth.
 func Decode(kind Kind, width int, depth uint32, index uint32, tag uint8, head uint32) (k uint32, ok bool) {
 	switch kind {
 	case None:
 		return index, true
 	case Absolute:
-		if depth < 2 || depth&(depth-1) != 0 || index >= depth || uint64(depth) > uint64(1)<<uint(width) {
+		if depth < 2 || depth&(depth-1) != 0 || index >= depth || uint64(depth) > uint64(1)<<uint(width) || tag != DepthTag(depth) {
 			return 0, false
 		}
 		return nearest(head, index, depth-1), true

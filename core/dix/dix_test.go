@@ -163,3 +163,27 @@ func BenchmarkDecodeRelative8(b *testing.B) {
 	}
 	_ = sink
 }
+
+// An absolute index travels with log2 of the depth it counts modulo; a
+// receiver of another depth sees the mismatch and Decode refuses it.
+func TestAbsoluteDepthTag(t *testing.T) {
+	c, err := Config{Kind: Absolute, Width: 16, Depth: 64}.WithDefaults()
+	require.NoError(t, err)
+	idx, tag := c.Encode(1000, 990)
+	require.Equal(t, uint32(1000%64), idx)
+	require.Equal(t, uint8(6), tag)
+	_, bad := DepthMismatch(tag, 64)
+	require.False(t, bad)
+	sent, bad := DepthMismatch(tag, 128)
+	require.True(t, bad)
+	require.Equal(t, uint32(64), sent)
+	_, ok := Decode(Absolute, 16, 128, idx, tag, 990)
+	require.False(t, ok, "counted modulo 64, decoded modulo 128")
+	k, ok := Decode(Absolute, 16, 64, idx, tag, 990)
+	require.True(t, ok)
+	require.Equal(t, uint32(1000), k)
+	sent, bad = DepthMismatch(0, 64)
+	require.True(t, bad)
+	require.Zero(t, sent, "tag 0 names no depth")
+	require.ErrorIs(t, Config{Kind: Absolute, Width: 32, Depth: 1 << 25}.Validate(), ErrConfig, "beyond MaxDepth")
+}

@@ -24,7 +24,11 @@
 //
 //   - Absolute: the WQE's slot in the receive queue's ring, k mod Depth
 //     (a host queue index, as the WQE index of a verbs CQE). Both ends
-//     agree on Depth, a power of two.
+//     must agree on Depth, a power of two, and nothing else makes them:
+//     so every packet carrying the index carries log2(Depth) beside it
+//     (DepthTag), and a receiver whose queue has another depth refuses
+//     the packet (DepthMismatch) instead of placing it in the WQE the
+//     index would name in its ring.
 //   - Relative: k minus the sender's base, the oldest Send it has not seen
 //     acknowledged (so the number stays small and few bits suffice). The
 //     receiver cannot know which acknowledgements reached the sender, so
@@ -51,11 +55,21 @@
 // the receiver has bound the transaction to its WQE and finds later
 // packets by their request sequence number. It travels in a dedicated
 // header field (the Send's SSN field, which a Send does not otherwise
-// use; a relative index puts its tag in the top byte, so Width is at most
-// 24 there) or in the Placement extension (wire.ExtPlacement; the tag, if
-// any, then goes in the SSN field's top byte). A descriptor byte (Desc)
-// in every Send packet says which: kind, width, where, and whether this
+// use; a relative index puts its base tag in the top byte, so Width is
+// at most 24 there, and an absolute index its depth tag, so Depth is at
+// most 2^24) or in the Placement extension (wire.ExtPlacement; the tag
+// then goes in the SSN field's top byte). A descriptor byte (Desc) in
+// every Send packet says which: kind, width, where, and whether this
 // packet omits the index.
+//
+// So everything the two ends must agree on travels with the index and is
+// checked by the receiver: the kind, width and place in the descriptor
+// (the receiver has no setting of its own for them: it decodes whatever
+// the descriptor says), the absolute depth in the tag (checked against
+// the receiver's queue). The carrying mode needs no agreement (a packet
+// that omits the index says so, and is found by its request sequence
+// number), nor does Outstanding (the sender's own bound, within the
+// kind's window).
 //
 // # The receiver
 //

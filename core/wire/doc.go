@@ -143,7 +143,9 @@
 //     equal what the UDP datagram holds (ErrLength).
 //   - Send (type 14, S2): a two-sided send, placed in the target's next
 //     posted receive buffer. Its SSN field is the delivery index's
-//     dedicated field, and the reserved byte 47 is its descriptor
+//     dedicated field (its top byte the index's tag: a relative index's
+//     base, an absolute index's log2 ring depth, which the receiver
+//     checks against its own), and the reserved byte 47 is its descriptor
 //     (Header.Desc, core/dix.Desc: index kind, width, whether the index
 //     is here or in the Placement extension, whether this packet omits
 //     it); other types send byte 47 as 0 and receivers ignore it.

@@ -2,6 +2,7 @@ package mcsq_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -74,6 +75,12 @@ func TestManyPosters(t *testing.T) {
 				case <-done:
 					return
 				default:
+					// Yield when idle: two readers spinning flat out on two
+					// CPUs starve the 64 posters, whose slot grabs from the
+					// free ring publish in ticket order — one descheduled
+					// poster holds up every later one (a convoy that took
+					// 30 s under -race on a loaded machine).
+					runtime.Gosched()
 				}
 			}
 		}()

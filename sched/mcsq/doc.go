@@ -43,23 +43,54 @@
 //
 // # Head-of-line behaviour
 //
-// The distributor never reorders the queue: when the WR at its head
-// cannot be placed — no DC SQ is free or idle (HOLNoSQ), its identifier's
-// SQ already references SQDepth WRs (HOLSQFull), or it is a local
-// operation waiting for the WRs before it to complete (HOLFence) — the
-// head waits, and every WR behind it with it, even those whose SQ is
-// idle, until a later Poll frees what it waits for (as the seed's step 232
-// does). HOLWaitNs sums those waits. The cost falls on traffic that spans
-// more live identifiers than the pool has SQs: with 64 DC SQs and WRs for
-// 1,000 targets drawn at random, most WRs find their identifier unbound
-// and the head waits for a release about once per 64 identifiers in
-// flight; in bursts of 8 WRs per target, an identifier binds once per
-// burst. `peregrine bench mcsq` prints the HOL counters for both.
+// The WR at the head of the queue waits when it cannot be placed: no DC
+// SQ is free or idle (HOLNoSQ), its identifier's SQ already references
+// SQDepth WRs (HOLSQFull), or it is a local operation waiting for the WRs
+// before it to complete (HOLFence). It waits until a later Poll frees
+// what it waits for, as the seed's step 232 does; HOLWaitNs sums those
+// waits. The cost falls on traffic that spans more live identifiers than
+// the pool has SQs: with 64 DC SQs and 1,000 targets, nearly every new
+// identifier finds every SQ busy.
+//
+// With StrictHOL everything behind a waiting head waits with it. By
+// default the distributor looks ahead while the head waits for an SQ
+// (not at a fence): it scans up to QueueOptions.Lookahead WRs behind
+// the head in posting order and places each whose identifier no earlier
+// waiting WR has — one whose identifier is bound to an SQ with room, a
+// blacklisted one (error CQE), an unbound one if a free SQ or an idle SQ
+// already connected to its target's peer is there. Each WR it leaves
+// holds its identifier, so no WR ever overtakes an earlier WR of its own
+// identifier, and the scan stops at a local operation, so nothing
+// overtakes a fence. The head itself first tries for an SQ that needs no
+// new connection; an idle SQ connected elsewhere (it must close and
+// reconnect) goes to a WR behind the head bound for that SQ's peer if
+// the scan finds one, and to the head only if one is left. At most
+// Lookahead WRs overtake one waiting head (Stats.Overtook counts them),
+// so a head waits no longer than the SQs take to finish those; after
+// that it takes any SQ, as under StrictHOL. The ordered CQ is unaffected:
+// the reorder buffer holds the posting order, whatever order WRs are
+// placed in. A scan runs only when an SQ may have changed (a completion,
+// a failure, an unblacklist), the head moved, or the window grew
+// (Stats.LookScans).
+//
+// `peregrine bench mcsq` prints the HOL counters and measures the
+// lookahead against StrictHOL on the virtual clock, the queue kept full:
+// in bursts of 8 WRs per target the same WRs take 2.3 to 2.5 times less
+// virtual time, with well under half the DC connects (an idle SQ goes to
+// a WR for its own peer rather than reconnecting for the head); with a
+// target per WR, ten times less.
 //
 // # Pools
 //
 // An RC pool's SQs are connected once (Pool.AddRC: QPN → peer) and kept
-// connected; their identifier is their QPN. A DC pool's SQs connect on
+// connected; their identifier is their QPN. On an endpoint with global QP
+// numbers (rt.Options.QPN, SEEDS §S4) the transport hands the numbers
+// out: the host opens a connection (Pool.OpenRC, or on the endpoint) and
+// posts the QPN it was given; the distributor translates an unbound QPN
+// through the transport's CAM (txn.Endpoint.ConnByQPN) and binds an SQ to
+// the connection it names. A QPN the CAM does not know (never opened, or
+// retired with its connection) completes with StatusUnknownID and
+// CauseUnknownQPN and goes on the RC blacklist; AddRC is refused there. A DC pool's SQs connect on
 // demand when bound, to the WR's Target (Engine.AddTarget), and
 // disconnect after the last WR in flight is acknowledged — at once
 // (IdleTimeout 0) or after IdleTimeout with nothing new for the same

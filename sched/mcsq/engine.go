@@ -3,9 +3,11 @@ package mcsq
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
+	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -52,6 +54,12 @@ type Engine struct {
 	now      clock.Time
 	stopped  bool
 	dirty    []bool // per queue: a completion may release CQEs
+	// epoch counts events that may let a waiting WR go (a completion, an
+	// SQ failure or release, an idle SQ expiring, an unblacklist): the
+	// lookahead rescans only after one.
+	epoch uint64
+
+	qpn bool // the endpoint names connections by global QPNs (rt.Options.QPN)
 
 	cmdMu      sync.Mutex
 	cmds       []cmd
@@ -74,7 +82,8 @@ func New(opts Options) (*Engine, error) {
 		opts.Name = "mcsq"
 	}
 	return &Engine{opts: opts, ep: opts.Endpoint, targets: make([]rt.PeerAddr, opts.MaxTargets),
-		cbuf: make([]txn.Completion, 64), now: opts.Endpoint.Transport().Now()}, nil
+		cbuf: make([]txn.Completion, 64), now: opts.Endpoint.Transport().Now(),
+		qpn: opts.Endpoint.Transport().Options().QPN.Enabled}, nil
 }
 
 // Endpoint returns the transaction endpoint below.
@@ -156,22 +165,38 @@ func (e *Engine) applyCmds() {
 	for _, c := range e.cmdScratch {
 		c.pool.unblacklist(c.id)
 	}
+	e.epoch++
 }
 
 // ref names a slot of a queue: the queue in the top 8 bits.
 func ref(q *Queue, i uint32) uint32 { return uint32(q.idx)<<24 | i }
 
 // distribute takes one burst of WRs off q's post ring, in posting order,
-// and hands each to its SQ, until one cannot go: then the head waits, and
-// everything behind it (head-of-line), until the next Poll.
+// and hands each to its SQ, until one cannot go: then the head waits
+// (head-of-line) until a later Poll frees what it waits for, and the
+// lookahead places what it can of the WRs behind it.
 func (e *Engine) distribute(q *Queue) int {
 	if q.sn == 0 && q.take() == 0 {
 		return 0
 	}
 	work := 0
+	la := q.opts.Lookahead
 	for q.sn > 0 {
 		i := q.stage[q.sh]
-		if why := e.place(q, i, &q.slots[i]); why >= 0 {
+		s := &q.slots[i]
+		// With the lookahead on, the head first tries for an SQ that needs
+		// no new connection (a free one, or an idle one on its target's
+		// peer); the lookahead then gives idle SQs connected to a peer to
+		// WRs behind the head bound for that peer, and the head takes an
+		// idle SQ that must reconnect only if one is left.
+		why := e.place(q, i, s, la == 0 || q.overtook >= la)
+		if why >= 0 && why != cHOLFence && la > 0 {
+			work += e.lookahead(q)
+			if why == cHOLNoSQ {
+				why = e.place(q, i, s, true)
+			}
+		}
+		if why >= 0 {
 			q.cnt.own[why]++
 			if !q.holding {
 				q.holding, q.holSince = true, int64(e.now)
@@ -182,6 +207,7 @@ func (e *Engine) distribute(q *Queue) int {
 			q.holding = false
 			q.cnt.own[cHOLWaitNs] += uint64(int64(e.now) - q.holSince)
 		}
+		q.overtook, q.rescan = 0, true
 		q.sh++
 		q.sn--
 		work++
@@ -189,13 +215,82 @@ func (e *Engine) distribute(q *Queue) int {
 	return work
 }
 
-// take moves a burst of posted WRs from the post ring to the stage, in
-// posting order: each gets its sequence number and its place in the
-// reorder buffer.
+// lookahead runs while the head of q waits for an SQ (no SQ free, or its
+// SQ full): it looks at up to Lookahead WRs behind the head, in posting
+// order, and places each whose identifier no earlier waiting WR has — a
+// WR for an identifier already bound to an SQ with room, a blacklisted
+// identifier's (an error CQE), an unbound one's if a free SQ is left.
+// Every WR it leaves puts its identifier on the held set, so no WR ever
+// overtakes an earlier one of its own identifier; it stops at a local
+// operation (a fence: nothing after it may start before it). At most
+// Lookahead WRs overtake one waiting head, so the head waits no longer
+// than the SQs take to finish those. A scan runs again only when an SQ
+// may have changed (a completion, a release, a failure, an unblacklist) or
+// the window has grown or the head is a new one.
+func (e *Engine) lookahead(q *Queue) int {
+	la := q.opts.Lookahead
+	if q.overtook >= la {
+		return 0
+	}
+	grown := false
+	if q.sn < la+1 && q.sub.Len() > 0 {
+		// Move the waiting WRs to the front and top the window up.
+		copy(q.stage, q.stage[q.sh:q.sh+q.sn])
+		q.sh = 0
+		n := q.takeInto(q.stage[q.sn : la+1])
+		q.sn += n
+		grown = n > 0
+	}
+	if !grown && !q.rescan && q.scanEpoch == e.epoch {
+		return 0
+	}
+	q.scanEpoch, q.rescan = e.epoch, false
+	q.cnt.own[cLookScans]++
+	q.held.reset()
+	head := q.stage[q.sh]
+	q.held.add(q.slots[head].wr.ID.key())
+	work := 0
+	keep := q.sh + 1 // entries before keep are still waiting, in order
+	end := q.sh + q.sn
+	k := q.sh + 1
+	for ; k < min(end, q.sh+1+la) && q.overtook < la; k++ {
+		i := q.stage[k]
+		s := &q.slots[i]
+		if s.wr.Op.local() {
+			break
+		}
+		key := s.wr.ID.key()
+		if q.held.has(key) || e.place(q, i, s, false) >= 0 {
+			q.held.add(key)
+			q.stage[keep] = i
+			keep++
+			continue
+		}
+		q.overtook++
+		q.cnt.own[cOvertook]++
+		work++
+	}
+	// The rest of the window (after a fence, or past the overtake bound)
+	// keeps its place.
+	n := copy(q.stage[keep:], q.stage[k:end])
+	q.sn = keep + n - q.sh
+	return work
+}
+
+// take moves a burst of posted WRs from the post ring to the (empty)
+// stage.
 func (q *Queue) take() int {
-	n := q.sub.DequeueBurst(q.stage)
-	q.sh, q.sn = 0, n
-	for _, i := range q.stage[:n] {
+	q.sh, q.rescan = 0, true
+	q.sn = q.takeInto(q.stage[:q.opts.Burst])
+	return q.sn
+}
+
+// takeInto moves posted WRs from the post ring into dst, in posting
+// order: each gets its sequence number and its place in the reorder
+// buffer.
+func (q *Queue) takeInto(dst []uint32) int {
+	n := q.sub.DequeueBurst(dst)
+	for _, i := range dst[:n] {
 		s := &q.slots[i]
 		q.nextSeq++
 		s.seq, s.done, s.pool, s.sq = q.nextSeq, false, nil, -1
@@ -208,9 +303,56 @@ func (q *Queue) take() int {
 	return n
 }
 
+// keySet is the lookahead's held identifiers: open addressing over a
+// power-of-two table, cleared in O(1) by a generation stamp.
+type keySet struct {
+	keys []idKey
+	gen  []uint32
+	cur  uint32
+	mask uint64
+}
+
+func newKeySet(n int) keySet {
+	size := 1 << bits.Len(uint(2*n+1))
+	return keySet{keys: make([]idKey, size), gen: make([]uint32, size), cur: 1, mask: uint64(size - 1)}
+}
+
+func (h *keySet) reset() {
+	h.cur++
+	if h.cur == 0 {
+		clear(h.gen)
+		h.cur = 1
+	}
+}
+
+func (h *keySet) slot(k idKey) uint64 {
+	return cam.HashWords(k.kind, k.val, 0x686f6c64) & h.mask
+}
+
+func (h *keySet) has(k idKey) bool {
+	for x := h.slot(k); h.gen[x] == h.cur; x = (x + 1) & h.mask {
+		if h.keys[x] == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *keySet) add(k idKey) {
+	x := h.slot(k)
+	for ; h.gen[x] == h.cur; x = (x + 1) & h.mask {
+		if h.keys[x] == k {
+			return
+		}
+	}
+	h.keys[x], h.gen[x] = k, h.cur
+}
+
 // place distributes one WR; it returns -1 when the WR went (to an SQ, or
 // completed at once), else the head-of-line counter saying why it waits.
-func (e *Engine) place(q *Queue, i uint32, s *slot) int {
+// retarget lets an unbound DC identifier take an idle SQ connected to
+// another peer (it reconnects).
+func (e *Engine) place(q *Queue, i uint32, s *slot, retarget bool) int {
 	wr := &s.wr
 	if wr.Op.local() {
 		if q.outstanding > 0 {
@@ -240,12 +382,26 @@ func (e *Engine) place(q *Queue, i uint32, s *slot) int {
 			p.unidle(x)
 		}
 		p.cnt.own[cBoundHits]++
-	} else {
-		if p.kind == RC {
+	} else if p.kind == RC {
+		if !p.qpnMode() {
 			e.complete(q, i, s, StatusUnknownID, CauseNone, ErrUnknownQPN, 0)
 			return -1
 		}
-		if x = p.takeSQ(&e.targets[wr.Target]); x < 0 {
+		// Global QPNs: the WR's QPN names a connection through the
+		// transport's CAM; an SQ is bound to that connection.
+		var err error
+		if x, err = p.adopt(uint32(wr.ID.N)); err != nil {
+			cause := CauseNone
+			if errors.Is(err, ErrQPNNotInCAM) {
+				cause = CauseUnknownQPN
+				p.cnt.own[cFailBase+int(cause)]++
+				p.blacklistAdd(key, wr.ID, cause)
+			}
+			e.complete(q, i, s, StatusUnknownID, cause, err, 0)
+			return -1
+		}
+	} else {
+		if x = p.takeSQ(&e.targets[wr.Target], retarget); x < 0 {
 			return cHOLNoSQ
 		}
 		if !p.bindTo(x, key, wr.ID) {
@@ -399,6 +555,7 @@ func (e *Engine) onCompletion(c *txn.Completion) {
 	}
 	p, x := sl.pool, sl.sq
 	s := &p.sqs[x]
+	e.epoch++
 	s.inflight--
 	q.outstanding--
 	switch {
@@ -425,6 +582,7 @@ func (e *Engine) onCompletion(c *txn.Completion) {
 // gives its identifier up and returns to the pool once those are in.
 func (e *Engine) failSQ(p *Pool, x int32, cause Cause) {
 	s := &p.sqs[x]
+	e.epoch++
 	s.state, s.cause = sqFailed, cause
 	p.cnt.own[cSQFailures]++
 	p.cnt.own[cFailBase+int(cause)]++

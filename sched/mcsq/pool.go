@@ -73,6 +73,7 @@ const (
 type sq struct {
 	state    uint8
 	active   bool
+	adopted  bool // RC on global QPNs: bound to the connection its QPN names
 	conn     *txn.Conn
 	rc       *rt.Conn // the transport connection below, kept to read why it failed
 	peer     rt.PeerAddr
@@ -174,6 +175,7 @@ func (e *Engine) NewPool(o PoolOptions) (*Pool, error) {
 		}
 	} else {
 		p.sqs = make([]sq, 0, o.SQs)
+		p.free = make([]int32, 0, o.SQs) // RC on global QPNs: slots of dropped SQs
 	}
 	e.pools = append(e.pools, p)
 	return p, nil
@@ -200,6 +202,9 @@ func (p *Pool) Stats() Stats { return p.cnt.snapshot() }
 func (p *Pool) AddRC(qpn uint32, peer rt.PeerAddr) error {
 	if p.kind != RC {
 		return fmt.Errorf("%w: AddRC on a DC pool", ErrWrongKind)
+	}
+	if p.qpnMode() {
+		return fmt.Errorf("%w: the endpoint runs on global QP numbers (rt.Options.QPN), which its transport hands out: open the connection with Pool.OpenRC and post the QPN it returns", ErrInvalidOptions)
 	}
 	if qpn > 1<<24-1 {
 		return fmt.Errorf("%w: QPN %#x is wider than 24 bits", ErrBadWR, qpn)
@@ -229,6 +234,70 @@ func (p *Pool) AddRC(qpn uint32, peer rt.PeerAddr) error {
 	s.state, s.key, s.id = sqBound, key, id
 	p.cnt.own[cBinds]++
 	return nil
+}
+
+// qpnMode reports whether the engine's endpoint names its connections by
+// global QP numbers (rt.Options.QPN): then an RC WR's QPN is translated
+// through the transport's CAM to the connection it names.
+func (p *Pool) qpnMode() bool { return p.e.qpn }
+
+// OpenRC opens a connection to peer on an endpoint with global QP numbers
+// and returns the QPN its transport gave it: RC WRs that name it go to an
+// SQ bound to that connection (bound on the first such WR, through the
+// CAM). A connection opened on the endpoint directly may be named the
+// same way. Before the loop runs, or on the poll loop.
+func (p *Pool) OpenRC(peer rt.PeerAddr) (uint32, error) {
+	if p.kind != RC {
+		return 0, fmt.Errorf("%w: OpenRC on a DC pool", ErrWrongKind)
+	}
+	if !p.qpnMode() {
+		return 0, fmt.Errorf("%w: OpenRC needs an endpoint with global QP numbers (rt.Options.QPN.Enabled); without them name the QPN yourself with Pool.AddRC", ErrInvalidOptions)
+	}
+	c, err := p.e.ep.Open(peer, txn.ConnOptions{Ordered: !p.opts.Unordered, OpTimeout: p.opts.OpTimeout})
+	if err != nil {
+		return 0, err
+	}
+	return c.QPN(), nil
+}
+
+// adopt binds an SQ to the live connection global QPN qpn names (through
+// the transport's CAM). ErrQPNNotInCAM when it names none.
+func (p *Pool) adopt(qpn uint32) (int32, error) {
+	c := p.e.ep.ConnByQPN(qpn)
+	if c == nil {
+		return -1, fmt.Errorf("%w: qpn %#x", ErrQPNNotInCAM, qpn)
+	}
+	var x int32
+	if n := len(p.free); n > 0 {
+		x = p.free[n-1]
+		p.free = p.free[:n-1]
+		p.initSQ(x)
+	} else {
+		if len(p.sqs) == cap(p.sqs) {
+			return -1, fmt.Errorf("%w: %d SQs, qpn %#x", ErrRCPoolFull, cap(p.sqs), qpn)
+		}
+		x = int32(len(p.sqs))
+		p.sqs = p.sqs[:x+1]
+		p.initSQ(x)
+	}
+	s := &p.sqs[x]
+	s.conn, s.rc, s.target, s.adopted = c, c.Transport(), -1, true
+	id := QPN(qpn)
+	if !p.bindTo(x, id.key(), id) {
+		s.conn, s.rc, s.adopted = nil, nil, false
+		p.free = append(p.free, x)
+		return -1, fmt.Errorf("%w: %d SQs, qpn %#x", ErrRCPoolFull, cap(p.sqs), qpn)
+	}
+	return x, nil
+}
+
+// dropAdopted returns a failed adopted RC SQ's slot: its connection, and
+// so its QPN, is gone for good.
+func (p *Pool) dropAdopted(x int32) {
+	s := &p.sqs[x]
+	p.unbind(x)
+	s.state, s.cause, s.adopted, s.conn, s.rc = sqFree, CauseNone, false, nil, nil
+	p.free = append(p.free, x)
 }
 
 // connect opens SQ x's connection: RC to peer, DC to target (0-RTT).
@@ -282,8 +351,15 @@ func (p *Pool) unblacklist(id ID) {
 	p.cnt.own[cBlacklistRemoves]++
 	if p.kind == RC {
 		if k, ok := p.bind.Lookup(key); ok {
-			if s := &p.sqs[p.bindSQ[k]]; s.state == sqFailed && s.inflight == 0 {
-				s.state, s.cause = sqBound, CauseNone
+			x := p.bindSQ[k]
+			if s := &p.sqs[x]; s.state == sqFailed && s.inflight == 0 {
+				if s.adopted {
+					// Its connection's QPN is retired: the next WR naming
+					// it finds it unknown to the CAM.
+					p.dropAdopted(x)
+				} else {
+					s.state, s.cause = sqBound, CauseNone
+				}
 			}
 		}
 	}
@@ -328,9 +404,9 @@ func (p *Pool) blacklistAdd(key idKey, id ID, cause Cause) {
 // takeSQ returns a DC SQ for a new identifier whose first WR goes to
 // peer: an idle one already connected to peer (the connection serves on,
 // no connect), else a free one, else the longest idle one (which loses its
-// identifier and is reconnected), else -1. An idle SQ taken loses its
-// identifier at once.
-func (p *Pool) takeSQ(peer *rt.PeerAddr) int32 {
+// identifier and is reconnected) if retarget allows, else -1. An idle SQ
+// taken loses its identifier at once.
+func (p *Pool) takeSQ(peer *rt.PeerAddr, retarget bool) int32 {
 	for x := p.idleH; x >= 0; x = p.sqs[x].next {
 		if s := &p.sqs[x]; s.conn != nil && s.target >= 0 && p.e.targets[s.target] == *peer {
 			p.unidle(x)
@@ -343,7 +419,7 @@ func (p *Pool) takeSQ(peer *rt.PeerAddr) int32 {
 		p.free = p.free[:n-1]
 		return x
 	}
-	if x := p.idleH; x >= 0 {
+	if x := p.idleH; x >= 0 && retarget {
 		p.unidle(x)
 		p.unbind(x)
 		return x
@@ -412,6 +488,7 @@ func (p *Pool) maybeRelease(x int32, now clock.Time) {
 	if s.fn > 0 || s.inflight > 0 {
 		return
 	}
+	p.e.epoch++ // an SQ may come free: a waiting WR may go (lookahead)
 	switch {
 	case s.state == sqFailed && p.kind == DC:
 		s.state, s.cause = sqFree, CauseNone
@@ -420,7 +497,11 @@ func (p *Pool) maybeRelease(x int32, now clock.Time) {
 		// Stays failed, bound to its QPN, until Unblacklist (or at once, if
 		// the blacklist had no room for it).
 		if _, ok := p.blacklisted(s.key); !ok {
-			s.state, s.cause = sqBound, CauseNone
+			if s.adopted {
+				p.dropAdopted(x)
+			} else {
+				s.state, s.cause = sqBound, CauseNone
+			}
 		}
 	case s.state == sqBound && p.kind == DC:
 		if p.opts.IdleTimeout == 0 {
@@ -448,6 +529,7 @@ func (p *Pool) expireIdle(now clock.Time) {
 		s.state = sqFree
 		p.free = append(p.free, x)
 		p.cnt.own[cIdleCloses]++
+		p.e.epoch++
 	}
 }
 

@@ -104,6 +104,12 @@ func runProperty(t *testing.T, pool *mbuf.Pool, seed uint64) bool {
 			}
 			qo.RC = rc
 		}
+		switch rng.IntN(3) {
+		case 0:
+			qo.StrictHOL = true
+		case 1:
+			qo.Lookahead = 1 + rng.IntN(8)
+		}
 		q, err := f.n.Engine.NewQueue(qo)
 		require.NoError(t, err)
 

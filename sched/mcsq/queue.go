@@ -31,6 +31,17 @@ type QueueOptions struct {
 	// Burst is the most WRs the distributor takes from the queue per poll
 	// (default 64).
 	Burst int
+	// Lookahead is how many WRs behind a waiting head the distributor
+	// looks at, and the most that may overtake one waiting head (default
+	// 256). While the head waits for an SQ, a WR behind it whose
+	// identifier no earlier waiting WR has is placed if it can be (its
+	// identifier bound to an SQ with room, or a free SQ left); a WR never
+	// overtakes an earlier one of its own identifier, nor a local
+	// operation. Set StrictHOL for none: the seed's plain wait.
+	Lookahead int
+	// StrictHOL turns the lookahead off: everything behind a waiting head
+	// waits with it.
+	StrictHOL bool
 }
 
 // slot is one entry of a queue's WR table. Between Post and the CQE poll
@@ -73,6 +84,10 @@ type Queue struct {
 	outstanding int // distributed remote WRs not yet completed (local-op fence)
 	holSince    int64
 	holding     bool
+	overtook    int    // WRs placed past the current waiting head
+	scanEpoch   uint64 // engine epoch of the last lookahead scan
+	rescan      bool   // the head moved since: scan again
+	held        keySet // identifiers of WRs waiting (lookahead)
 	cnt         counters
 }
 
@@ -110,11 +125,23 @@ func (e *Engine) NewQueue(o QueueOptions) (*Queue, error) {
 	if o.Burst < 1 {
 		return nil, fmt.Errorf("%w: QueueOptions.Burst %d must be at least 1", ErrInvalidOptions, o.Burst)
 	}
+	if o.Lookahead == 0 {
+		o.Lookahead = 256
+	}
+	if o.Lookahead < 0 || o.Lookahead > o.Depth {
+		return nil, fmt.Errorf("%w: QueueOptions.Lookahead %d out of range (1 to Depth %d; StrictHOL turns it off)", ErrInvalidOptions, o.Lookahead, o.Depth)
+	}
+	if o.StrictHOL {
+		o.Lookahead = 0
+	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("mcsq%d", len(e.queues))
 	}
 	q := &Queue{e: e, idx: len(e.queues), opts: o, mask: uint32(o.Depth - 1),
-		slots: make([]slot, o.Depth), stage: make([]uint32, o.Burst), space: make(chan struct{}, 1)}
+		slots: make([]slot, o.Depth), stage: make([]uint32, max(o.Burst, o.Lookahead+1)), space: make(chan struct{}, 1)}
+	if o.Lookahead > 0 {
+		q.held = newKeySet(o.Lookahead + 1)
+	}
 	var err error
 	if q.free, err = rings.NewMPMC[uint32](o.Depth); err != nil {
 		return nil, err

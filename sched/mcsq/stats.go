@@ -15,6 +15,8 @@ const (
 	cHOLSQFull
 	cHOLFence
 	cHOLWaitNs
+	cOvertook
+	cLookScans
 	// Pool counters.
 	cBinds
 	cBoundHits
@@ -51,6 +53,11 @@ type Stats struct {
 	HOLSQFull uint64
 	HOLFence  uint64
 	HOLWaitNs uint64
+	// Overtook counts WRs the lookahead placed past a waiting head (their
+	// identifier bound, blacklisted, or given a free SQ); LookScans the
+	// scans it made.
+	Overtook  uint64
+	LookScans uint64
 
 	// Pool.
 	Binds            uint64 // identifiers bound to an SQ
@@ -86,6 +93,7 @@ func (c *counters) snapshot() Stats {
 		Posted: v(cPosted), Completed: v(cCompleted), CompletedErr: v(cCompletedErr), CQEs: v(cCQEs),
 		Coalesced: v(cCoalesced), Blacklisted: v(cBlacklistedWRs), LocalOps: v(cLocalOps),
 		HOLNoSQ: v(cHOLNoSQ), HOLSQFull: v(cHOLSQFull), HOLFence: v(cHOLFence), HOLWaitNs: v(cHOLWaitNs),
+		Overtook: v(cOvertook), LookScans: v(cLookScans),
 		Binds: v(cBinds), BoundHits: v(cBoundHits), DCConnects: v(cDCConnects), DCDisconnects: v(cDCDisconnects),
 		DCRetarget: v(cDCRetarget), ConnectWaits: v(cConnectWaits), SQFailures: v(cSQFailures),
 		BlacklistAdds: v(cBlacklistAdds), BlacklistRemoves: v(cBlacklistRemoves), IdleCloses: v(cIdleCloses),

@@ -240,10 +240,14 @@ const (
 	CauseTimeout
 	// CauseOther: anything else that ended the connection.
 	CauseOther
+	// CauseUnknownQPN: on an endpoint with global QP numbers, an RC WR
+	// named a QPN the transport's CAM does not know (never opened, or
+	// retired with its connection). No SQ failed; the QPN is blacklisted.
+	CauseUnknownQPN
 	numCauses
 )
 
-var causeNames = [numCauses]string{"none", "retry-exhausted", "remote-error", "refused", "unreachable", "peer-gone", "timeout", "other"}
+var causeNames = [numCauses]string{"none", "retry-exhausted", "remote-error", "refused", "unreachable", "peer-gone", "timeout", "other", "unknown-qpn"}
 
 func (c Cause) String() string {
 	if c < numCauses {
@@ -295,10 +299,17 @@ var (
 
 // Errors a CQE carries in Err; match with errors.Is.
 var (
-	ErrBlacklisted   = errors.New("mcsq: identifier is blacklisted (its SQ failed; Pool.Unblacklist it once fixed), WR not executed")
-	ErrSQFailed      = errors.New("mcsq: the SQ failed while the WR was in flight; the remote span is undefined")
-	ErrLocalRegion   = errors.New("mcsq: local region refused (not registered, deregistered, or too small for the span)")
-	ErrUnknownQPN    = errors.New("mcsq: no SQ of the RC pool serves this QPN (add it with Pool.AddRC)")
+	ErrBlacklisted = errors.New("mcsq: identifier is blacklisted (its SQ failed; Pool.Unblacklist it once fixed), WR not executed")
+	ErrSQFailed    = errors.New("mcsq: the SQ failed while the WR was in flight; the remote span is undefined")
+	ErrLocalRegion = errors.New("mcsq: local region refused (not registered, deregistered, or too small for the span)")
+	ErrUnknownQPN  = errors.New("mcsq: no SQ of the RC pool serves this QPN (add it with Pool.AddRC)")
+	// ErrQPNNotInCAM: on an endpoint with global QP numbers, the QPN names
+	// no live connection (open one with Pool.OpenRC, or on the endpoint,
+	// and post the QPN it returns).
+	ErrQPNNotInCAM = errors.New("mcsq: the transport's QPN CAM has no live connection for this QPN (open it with Pool.OpenRC and post the QPN it returns; a closed connection's QPN is retired)")
+	// ErrRCPoolFull: an RC pool on global QPNs has no SQ left to bind a
+	// connection's QPN to.
+	ErrRCPoolFull    = errors.New("mcsq: every SQ of the RC pool is bound (raise PoolOptions.SQs)")
 	ErrFlushed       = errors.New("mcsq: engine stopped before the WR completed")
 	ErrRegisterLocal = errors.New("mcsq: register failed (region table full or empty memory)")
 	ErrRefusedWR     = errors.New("mcsq: the transport refused the WR's shape (see the wrapped error: too long, or a Send on an ordered pool — give Sends a pool with PoolOptions.Unordered)")

@@ -78,7 +78,9 @@ const (
 	// IBV_WC_RNR_RETRY_EXC_ERR.
 	StatusRNRRetryExceeded
 	// StatusRemoteInvalid: a Send was longer than the target's receive
-	// WQE; the target wrote nothing past it. IBV_WC_REM_INV_REQ_ERR.
+	// WQE, or its delivery index does not fit the target's receive queue;
+	// Completion.Refusal says which. The target wrote nothing past the
+	// WQE (nothing at all, for the index). IBV_WC_REM_INV_REQ_ERR.
 	StatusRemoteInvalid
 	// StatusLocalLength: a receive completion whose Send was longer than
 	// the WQE; nothing was written. IBV_WC_LOC_LEN_ERR.
@@ -129,7 +131,8 @@ type Completion struct {
 	RemoteKey  uint32
 	RemoteAddr uint64
 	// Refusal says which check of the remote region failed, for
-	// StatusRemoteAccess.
+	// StatusRemoteAccess, or which check of a Send, for
+	// StatusRemoteInvalid.
 	Refusal Refusal
 	Posted  clock.Time
 	Done    clock.Time
@@ -154,6 +157,12 @@ const (
 	// RefusalRecvTooSmall: a Send is longer than the receive WQE it
 	// belongs in (the sender's completion: StatusRemoteInvalid).
 	RefusalRecvTooSmall
+	// RefusalIndexMismatch: a Send's absolute delivery index counts
+	// modulo another receive-queue depth than the target's
+	// (dix.Config.Depth differs from the target's Options.RecvDepth);
+	// nothing was written (the sender's completion: StatusRemoteInvalid).
+	RefusalIndexMismatch
+	numRefusals
 )
 
 func (r Refusal) String() string {
@@ -166,6 +175,8 @@ func (r Refusal) String() string {
 		return "region too small for the span"
 	case RefusalRecvTooSmall:
 		return "receive WQE too small for the Send"
+	case RefusalIndexMismatch:
+		return "absolute delivery index built for another receive-queue depth (set ConnOptions.Index.Depth to the target's Options.RecvDepth)"
 	}
 	return "unspecified"
 }

@@ -76,7 +76,12 @@
 // every packet is placed on arrival, through an element of the special
 // receive queue when its Send came out of order — or none (the baseline:
 // the receiver places strictly in order and holds early packets in
-// Options.HoldBytes). Sends need unordered connections. send.go and
+// Options.HoldBytes). On an ordered connection packets are still placed
+// on arrival, and the receive completions come in request order with the
+// connection's pushes and pulls (a failed Send's error completion at
+// once, its turn kept by a placeholder). An absolute index carries the
+// depth it counts modulo; a target whose receive queue has another
+// refuses it (StatusRemoteInvalid, RefusalIndexMismatch). send.go and
 // recvq.go say the rest.
 //
 // # The reorder engine

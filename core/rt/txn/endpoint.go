@@ -323,7 +323,7 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 		if ev.HasCookie && ev.Nack.Code == wire.NackULPError {
 			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
 				x.refusal = Refusal(ev.Nack.ULPCode)
-				if x.refusal > RefusalRecvTooSmall {
+				if x.refusal >= numRefusals {
 					x.refusal = RefusalUnspecified
 				}
 			}

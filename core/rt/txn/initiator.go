@@ -375,7 +375,7 @@ func (e *Endpoint) complete(i int32, st Status) {
 		Conn: c.handle, Tag: x.tag, Kind: x.kind, RSN: x.rsn, Bytes: int(x.length), Status: st,
 		RemoteKey: x.remote.Key, RemoteAddr: x.remote.Addr, Posted: x.posted, Done: e.now,
 	}
-	if st == StatusRemoteAccess {
+	if st == StatusRemoteAccess || st == StatusRemoteInvalid {
 		cp.Refusal = x.refusal
 	}
 	if st == StatusOK {

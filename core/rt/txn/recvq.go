@@ -37,8 +37,21 @@ import (
 // the connection ends, its WQEs not yet completed are flushed
 // (StatusFlushed after Abort, else StatusConnFailed), in posting order.
 //
-// An index that names a WQE consumed already is dropped and counted
-// (Stale); one that names a WQE not posted yet, or one beyond the queue,
+// On an ordered connection (the peer's Send packets carry FlagOrdered)
+// every packet is still placed on arrival, but a Send's receive
+// completion waits for its turn in the peer's request order (RSN, shared
+// with its pushes and pulls), as an ordered push's delivery does: a Send
+// placed whole early holds its context and WQE until every request before
+// it is released. A Send that fails (longer than its WQE, given up by the
+// sender, an index of another depth) completes its WQE in error at once
+// and keeps its turn with a placeholder, so the requests after it still
+// wait for nothing that will not come.
+//
+// An absolute index travels with the depth it counts modulo; one counted
+// modulo another depth than this queue's is refused (IndexMismatch; the
+// sender's Send fails with StatusRemoteInvalid, RefusalIndexMismatch)
+// before it can name any WQE. An index that names a WQE consumed already
+// is dropped and counted (Stale); one that names a WQE not posted yet, or one beyond the queue,
 // is refused for now (RNR) and counted; a packet whose index names a WQE
 // bound to another transaction is dropped and counted (Forged): no packet
 // ever writes into a WQE that is not its Send's.
@@ -115,6 +128,7 @@ const (
 	dWindowFull
 	dIndexOmitted
 	dNoticesApplied
+	dIndexMismatch
 	numDixCounters
 )
 
@@ -152,6 +166,12 @@ type SendStats struct {
 	BytesPlaced    uint64 // bytes written into WQEs
 	BytesCopied    uint64 // every byte copy of received Send data: placement plus holding
 	NoticesApplied uint64 // abort notices that consumed or marked a WQE
+	// IndexMismatch: packets (and abort notices) refused because their
+	// absolute index counts modulo another depth than this side's receive
+	// queue (the sender's ConnOptions.Index.Depth is not this side's
+	// Options.RecvDepth). Nothing of them is written; the Send fails at
+	// the sender with StatusRemoteInvalid, RefusalIndexMismatch.
+	IndexMismatch uint64
 }
 
 // dixEP is the endpoint's two-sided state.
@@ -232,7 +252,7 @@ func (e *Endpoint) SendStats() SendStats {
 		PeakElements: v(dPeakElements), RNRSent: v(dRNRSent), Beyond: v(dBeyond), ElementsFull: v(dElementsFull),
 		HoldFull: v(dHoldFull), Held: v(dHeld), HeldBytes: v(dHeldBytes), PeakHeldBytes: v(dPeakHeldBytes),
 		Stale: v(dStale), Forged: v(dForged), TooLong: v(dTooLong), BytesPlaced: v(dBytesPlaced),
-		BytesCopied: v(dBytesCopied), NoticesApplied: v(dNoticesApplied),
+		BytesCopied: v(dBytesCopied), NoticesApplied: v(dNoticesApplied), IndexMismatch: v(dIndexMismatch),
 	}
 }
 
@@ -329,6 +349,8 @@ func (e *Endpoint) decodeIndex(rq *recvQueue, desc dix.Desc, h *wire.Header) (ui
 			return 0, false
 		}
 		idx = h.SSN & 0xffffff
+	case kind == dix.Absolute:
+		idx = h.SSN & 0xffffff // the top byte is the depth tag
 	default:
 		idx = h.SSN
 	}
@@ -339,11 +361,26 @@ func (e *Endpoint) decodeIndex(rq *recvQueue, desc dix.Desc, h *wire.Header) (ui
 func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdict {
 	d := &e.dx
 	desc := dix.Desc(h.Desc)
-	if !desc.Valid() || h.Flags.Has(wire.FlagOrdered) {
+	if !desc.Valid() {
 		d.cnt[dForged]++
 		return rt.Accept
 	}
-	if h.Offset == abortOffset && len(p) == 0 {
+	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
+	notice := h.Offset == abortOffset && len(p) == 0
+	if desc.Kind() == dix.Absolute && !desc.Omitted() {
+		// The depth the index counts modulo must be this queue's: checked
+		// before anything (even whether a WQE is posted), so a
+		// misconfigured pair fails its first Send with a clear refusal
+		// instead of placing Sends in the wrong WQEs.
+		if _, bad := dix.DepthMismatch(uint8(h.SSN>>24), uint32(e.opts.RecvDepth)); bad {
+			d.cnt[dIndexMismatch]++
+			if v := e.holdTurn(ci, c, h, RefusalIndexMismatch); v != rt.Accept || notice {
+				return v
+			}
+			return rt.ULPErrorCode(uint8(RefusalIndexMismatch))
+		}
+	}
+	if notice {
 		return e.onSendNotice(ci, c, h, desc)
 	}
 	if uint64(h.Offset)+uint64(len(p)) > uint64(h.ReqLen) {
@@ -392,8 +429,10 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 		}
 		return w.x, rt.Accept
 	}
-	// Room for a binding before the queue commits to one.
-	if len(e.freeX) == 0 || d.binds.Len() >= d.binds.Cap() {
+	// Room for a binding (and, on an ordered connection, for its turn in
+	// the request order) before the queue commits to one.
+	if len(e.freeX) == 0 || d.binds.Len() >= d.binds.Cap() ||
+		c.peerOrdered && !e.admissible(h.RSN != c.reqBase, 2) {
 		return -1, rt.NoResources
 	}
 	if _, ok := d.binds.Lookup(uint64(c.cid)<<32 | uint64(h.RSN)); ok {
@@ -419,10 +458,11 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 				d.elems--
 			}
 			e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusLocalLength)
+			_ = e.holdTurn(ci, c, h, RefusalRecvTooSmall) // admitted above
 			e.drainHeld(ci, rq)
 			return -1, rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
 		}
-		if !inOrder && h.Offset == 0 && uint64(len(p)) == uint64(h.ReqLen) {
+		if !inOrder && !c.peerOrdered && h.Offset == 0 && uint64(len(p)) == uint64(h.ReqLen) {
 			// The whole Send in one packet: placed and completed at once,
 			// with no context and no binding to find later packets by.
 			copy(w.mem, p)
@@ -448,6 +488,11 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 		d.bindX[ent] = i
 		x.snd.bound, x.snd.entry = true, ent
 		w.x = i
+		if c.peerOrdered && !seqLT(h.RSN, c.reqBase) {
+			if _, taken := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); !taken && e.register(i, c.cid, spacePeerRSN, h.RSN) == nil {
+				x.rsnHeld = true // completes in its turn (sendWhole)
+			}
+		}
 		return i, rt.Accept
 	case dix.Hold:
 		return -1, e.holdPacket(ci, rq, h, p, k)
@@ -484,10 +529,63 @@ func (e *Endpoint) placeSend(ci int32, rq *recvQueue, i int32, h *wire.Header, p
 		d.cnt[dPlacedDirect]++
 	}
 	if x.received == x.length {
-		e.finishSend(ci, rq, i, StatusOK)
-		e.drainHeld(ci, rq)
+		e.sendWhole(ci, rq, i)
 	}
 	return rt.Accept
+}
+
+// sendWhole: target Send context i is placed whole. Unordered, its WQE
+// completes now; ordered, when its turn in the request order comes
+// (release, sendReleased).
+func (e *Endpoint) sendWhole(ci int32, rq *recvQueue, i int32) {
+	x := &e.xacts[i]
+	if x.rsnHeld {
+		x.snd.whole = true
+		e.requestComplete(ci, &e.conns[ci], i)
+		return
+	}
+	e.finishSend(ci, rq, i, StatusOK)
+	e.drainHeld(ci, rq)
+}
+
+// sendReleased is release for a target Send context: its turn in the
+// request order came. A Send placed whole completes its WQE; a failed one
+// (a placeholder) only frees its context.
+func (e *Endpoint) sendReleased(ci int32, i int32) {
+	x := &e.xacts[i]
+	if x.failed || !x.snd.whole {
+		e.maybeFreeTarget(i)
+		return
+	}
+	rq := e.dx.rq[ci]
+	e.finishSend(ci, rq, i, StatusOK)
+	e.drainHeld(ci, rq)
+}
+
+// sendFailOrdered ends target Send context i (holding its turn) with st:
+// its WQE completes in error now, and its turn passes with nothing
+// delivered.
+func (e *Endpoint) sendFailOrdered(ci int32, rq *recvQueue, i int32, st Status) {
+	x := &e.xacts[i]
+	k, rsn, n := x.snd.k, x.rsn, x.length
+	if x.snd.bound {
+		x.snd.bound = false
+		e.dx.unbind(x)
+	}
+	x.failed = true
+	e.recvDone(ci, rq, k, rsn, n, st)
+	e.requestComplete(ci, &e.conns[ci], i)
+}
+
+// holdTurn keeps a failed Send's turn in the peer's request order (an
+// ordered connection) with a placeholder, so the requests after it are
+// not held for it. rt.NoResources when there is no room (the packet
+// comes back), else rt.Accept.
+func (e *Endpoint) holdTurn(ci int32, c *conn, h *wire.Header, why Refusal) rt.Verdict {
+	if !c.peerOrdered {
+		return rt.Accept
+	}
+	return e.placeholder(ci, c, h, OpSend, false, why)
 }
 
 // finishSend completes Send context i's WQE with st and frees the context.
@@ -531,6 +629,9 @@ func (e *Endpoint) onSendNotice(ci int32, c *conn, h *wire.Header, desc dix.Desc
 		d.cnt[dForged]++
 		return rt.Accept
 	}
+	if c.peerOrdered && !e.admissible(h.RSN != c.reqBase, 2) {
+		return rt.NoResources // no room to keep its turn: the notice comes back
+	}
 	switch rq.q.Abort(k) {
 	case dix.Placed:
 		w := &rq.wqes[k&uint32(len(rq.wqes)-1)]
@@ -538,10 +639,19 @@ func (e *Endpoint) onSendNotice(ci int32, c *conn, h *wire.Header, desc dix.Desc
 			d.cnt[dForged]++
 			return rt.Accept
 		}
-		e.finishSend(ci, rq, w.x, StatusRemoteAbandoned)
+		switch x := &e.xacts[w.x]; {
+		case x.snd.whole:
+			return rt.Accept // placed whole already, waiting for its turn
+		case x.rsnHeld:
+			e.sendFailOrdered(ci, rq, w.x, StatusRemoteAbandoned)
+		default:
+			e.finishSend(ci, rq, w.x, StatusRemoteAbandoned)
+		}
 	case dix.BoundDirect: // posted, nothing of it arrived
 		e.recvDone(ci, rq, k, h.RSN, 0, StatusRemoteAbandoned)
+		_ = e.holdTurn(ci, c, h, RefusalUnspecified) // admitted above
 	case dix.NotPosted: // marked
+		_ = e.holdTurn(ci, c, h, RefusalUnspecified)
 	case dix.Beyond:
 		d.cnt[dBeyond]++
 		return rt.NotReady
@@ -638,7 +748,12 @@ func (e *Endpoint) drainHeld(ci int32, rq *recvQueue) {
 		d.cnt[dBytesCopied] += n
 		d.cnt[dPlacedHeld]++
 		if x.received == x.length {
-			e.finishSend(ci, rq, i, StatusOK)
+			if x.rsnHeld {
+				x.snd.whole = true
+				e.requestComplete(ci, &e.conns[ci], i) // may drain again
+			} else {
+				e.finishSend(ci, rq, i, StatusOK)
+			}
 		}
 	}
 }

@@ -18,12 +18,19 @@ import (
 // connection; ConnOptions.Index chooses how the packets say which
 // (core/dix): by a delivery index, so the target places every packet on
 // arrival, or not at all (dix.None, the baseline), so the target places
-// in order and holds what comes early.
+// in order and holds what comes early. On an ordered connection the
+// Send's packets carry FlagOrdered: the target still places them on
+// arrival, and releases the receive completion in the connection's
+// request order (recvq.go); this side completes in posting order.
 //
 // This file is the initiator's side; recvq.go the target's.
 
-// ErrSendOrdered is returned by Send on an ordered connection.
-var ErrSendOrdered = errors.New("txn: Send needs an unordered connection (delivery-index placement is for Sends that arrive out of order; open it with ConnOptions.Ordered false)")
+// ErrSendOrdered was returned by Send on an ordered connection.
+//
+// Deprecated: Sends run on ordered connections too (the target still
+// places every packet on arrival and releases the receive completions in
+// request order); nothing returns it.
+var ErrSendOrdered = errors.New("txn: Send on an ordered connection")
 
 // sendConn is the initiator's Send state of one connection slot.
 type sendConn struct {
@@ -42,6 +49,7 @@ type sendX struct {
 	bound  bool   // target: bound to WQE k (entry in the binding table)
 	entry  uint32 // target: its binding-table entry
 	elem   bool   // target: bound through an element (out of order)
+	whole  bool   // target, ordered connection: placed whole, waiting for its turn
 }
 
 // Send posts a two-sided send of op.Len local bytes (op.Local, op.LocalAddr;
@@ -51,15 +59,14 @@ type sendX struct {
 // completion here comes when every packet is acknowledged: StatusOK, or
 // StatusRNRRetryExceeded when the target had no WQE posted for it through
 // every retry, StatusRemoteInvalid when the message was longer than the
-// WQE, or the errors a push can end with. ErrBusy when the endpoint or
+// WQE (Refusal RefusalRecvTooSmall) or its absolute index counts modulo
+// another depth than the target's receive queue (RefusalIndexMismatch),
+// or the errors a push can end with. ErrBusy when the endpoint or
 // the connection's delivery-index window (dix.Config.Outstanding) is full.
 func (h *Conn) Send(op Op) (rsn uint32, err error) {
 	c := h.live()
 	if c == nil || c.closing {
 		return 0, ErrClosed
-	}
-	if c.ordered {
-		return 0, ErrSendOrdered
 	}
 	e := h.e
 	if op.Len < 0 || op.Len > MaxMessage {
@@ -119,6 +126,9 @@ func (e *Endpoint) sendPacket(ci int32, x *xact, i int32, sh *rt.SendHeader) []b
 	sh.RSN, sh.ReqLen = x.rsn, x.length
 	sh.Cookie = x.cookie(i)
 	sh.PayloadStable = true
+	if e.conns[ci].ordered {
+		sh.Flags |= wire.FlagOrdered
+	}
 	sc := &e.dx.snd[ci]
 	e.putIndex(sc, x, sh, sc.cfg.Carry == dix.CarryUntilAcked && x.snd.acked)
 	off := x.sentPkts * uint32(e.seg)
@@ -159,6 +169,9 @@ func (e *Endpoint) putIndex(sc *sendConn, x *xact, sh *rt.SendHeader, omit bool)
 func (e *Endpoint) sendNoticePacket(ci int32, x *xact, sh *rt.SendHeader) {
 	sh.Type = wire.TypeSend
 	sh.Ext = wire.Ext{}
+	if e.conns[ci].ordered {
+		sh.Flags |= wire.FlagOrdered
+	}
 	e.putIndex(&e.dx.snd[ci], x, sh, false)
 }
 
@@ -181,7 +194,7 @@ func (e *Endpoint) sendResolved(x *xact, st Status) Status {
 	case st == StatusAbandoned && x.snd.rnr:
 		e.dx.cnt[dRNRExceeded]++
 		return StatusRNRRetryExceeded
-	case st == StatusRemoteAccess && x.refusal == RefusalRecvTooSmall:
+	case st == StatusRemoteAccess && (x.refusal == RefusalRecvTooSmall || x.refusal == RefusalIndexMismatch):
 		return StatusRemoteInvalid
 	}
 	return st

@@ -11,16 +11,20 @@ import (
 )
 
 // FuzzSendPlacement hands arbitrary Send packets (descriptor, index, RSN,
-// length, offset, extension, payload) to a live receiver's placement
+// length, offset, extension, ordered or not, payload) to a live receiver's placement
 // path, whose WQE buffers sit between guard bytes: nothing may panic,
 // nothing may be written outside a WQE, and no WQE may complete twice.
 func FuzzSendPlacement(f *testing.F) {
-	f.Add(uint8(0x07), uint32(0), uint32(5), uint32(100), uint32(0), uint32(0), false, []byte("hello"))
-	f.Add(uint8(0x03), uint32(1), uint32(9), uint32(3000), uint32(1024), uint32(0), false, make([]byte, 1024))
-	f.Add(uint8(0x13), uint32(2), uint32(1), uint32(64), uint32(0), uint32(2), true, make([]byte, 64))
-	f.Add(uint8(0x26), uint32(7)|3<<24, uint32(2), uint32(10), uint32(0), uint32(0), false, make([]byte, 10))
-	f.Add(uint8(0x00), uint32(3), uint32(4), uint32(100), uint32(50), uint32(0), false, make([]byte, 50))
-	f.Add(uint8(0x23), uint32(0), uint32(5), uint32(100), ^uint32(0), uint32(0), false, []byte(nil))
+	f.Add(uint8(0x07), uint32(0), uint32(5), uint32(100), uint32(0), uint32(0), false, false, []byte("hello"))
+	f.Add(uint8(0x03), uint32(1), uint32(9), uint32(3000), uint32(1024), uint32(0), false, true, make([]byte, 1024))
+	f.Add(uint8(0x13), uint32(2), uint32(1), uint32(64), uint32(0), uint32(2), true, false, make([]byte, 64))
+	f.Add(uint8(0x26), uint32(7)|3<<24, uint32(2), uint32(10), uint32(0), uint32(0), false, true, make([]byte, 10))
+	f.Add(uint8(0x00), uint32(3), uint32(4), uint32(100), uint32(50), uint32(0), false, false, make([]byte, 50))
+	f.Add(uint8(0x23), uint32(0), uint32(5), uint32(100), ^uint32(0), uint32(0), false, true, []byte(nil))
+	// Absolute, 16 bits: WQE 3 of a 256-deep queue (depth tag 8), and the
+	// same index counted modulo 64 (tag 6): refused as a depth mismatch.
+	f.Add(uint8(0x05), uint32(3)|8<<24, uint32(6), uint32(40), uint32(0), uint32(0), false, false, make([]byte, 40))
+	f.Add(uint8(0x05), uint32(3)|6<<24, uint32(7), uint32(40), uint32(0), uint32(0), false, true, make([]byte, 40))
 	const guard, slot, wqes = 256, 2048, 16
 	sp := newSendPair(f, 1, "", func(a, b *Options) { b.HoldBytes = 64 << 10 })
 	sp.open(dix.Config{Kind: dix.FreeRunning, Width: 8})
@@ -36,7 +40,7 @@ func FuzzSendPlacement(f *testing.F) {
 	}
 	seen := map[uint32]int{}
 	var mu sync.Mutex
-	f.Fuzz(func(t *testing.T, desc uint8, ssn, rsn, reqLen, off, extIdx uint32, ext bool, payload []byte) {
+	f.Fuzz(func(t *testing.T, desc uint8, ssn, rsn, reqLen, off, extIdx uint32, ext, ordered bool, payload []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(payload) > 1500 {
@@ -44,6 +48,9 @@ func FuzzSendPlacement(f *testing.F) {
 		}
 		h := wire.Header{Version: wire.Version, Type: wire.TypeSend, Desc: desc, SSN: ssn, RSN: rsn, ReqLen: reqLen, Offset: off,
 			PayloadLen: uint16(len(payload))}
+		if ordered {
+			h.Flags |= wire.FlagOrdered // the peer asked for request order
+		}
 		if ext {
 			h.Ext = wire.Ext{Present: wire.ExtPlacement, Placement: wire.Placement{Mode: wire.PlacementMode(1 + extIdx%3), Index: extIdx}}
 		}

@@ -73,7 +73,10 @@ func runSendSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (tally sendTally) {
 		sp.close()
 		require.Zero(t, pool.InUse(), "seed %d: pool in use after stop", seed)
 	}()
-	c := sp.open(cfg)
+	// A third of the seeds on an ordered connection: placement on arrival
+	// still, receive completions in request order.
+	ordered := seed%3 == 1
+	c := sp.openWith(ConnOptions{Index: cfg, Ordered: ordered})
 	const n, slot = 20, 6 << 10
 	src := pattern(seed, n*slot)
 	ra, err := sp.a.Register(src, 0)
@@ -103,9 +106,13 @@ func runSendSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (tally sendTally) {
 	}
 	sp.run(func() bool { return len(sp.recvs()) == n && len(sp.cqA) == n }, time.Second)
 	sent := make([]Status, n)
-	for _, cp := range sp.cqA {
+	for j, cp := range sp.cqA {
 		sent[cp.Tag] = cp.Status
+		if ordered {
+			require.Equal(t, uint64(j), cp.Tag, "seed %d cfg %+v: ordered, the initiator's completions in posting order", seed, cfg)
+		}
 	}
+	lastOK := -1
 	got := make([]int, n)
 	for _, cp := range sp.recvs() {
 		i := int(cp.WQE - start)
@@ -113,6 +120,10 @@ func runSendSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (tally sendTally) {
 		require.Equal(t, uint64(i), cp.Tag, "seed %d", seed)
 		got[i]++
 		if cp.Status == StatusOK {
+			if ordered {
+				require.Greater(t, i, lastOK, "seed %d cfg %+v: ordered, receive completions in WQE order", seed, cfg)
+				lastOK = i
+			}
 			require.Equal(t, sizes[i], cp.Bytes, "seed %d cfg %+v: WQE %d length", seed, cfg, i)
 			require.True(t, bytes.Equal(src[i*slot:i*slot+sizes[i]], dst[i*slot:i*slot+sizes[i]]), "seed %d cfg %+v: WQE %d bytes", seed, cfg, i)
 		} else {

@@ -394,6 +394,10 @@ func (e *Endpoint) requestComplete(ci int32, c *conn, i int32) {
 // pull starts sending its data.
 func (e *Endpoint) release(ci int32, c *conn, i int32) {
 	x := &e.xacts[i]
+	if x.kind == OpSend {
+		e.sendReleased(ci, i) // recvq.go
+		return
+	}
 	if x.failed {
 		if x.aborted && e.opts.OnAborted != nil {
 			e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
