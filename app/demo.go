@@ -111,6 +111,9 @@ type TransportDemoOptions struct {
 	// GlobalQPNs runs the endpoints on global QP numbers (rt.QPNOptions;
 	// demo_qpx.go).
 	GlobalQPNs bool
+	// Sizes are the pushes' and pulls' sizes, used in turn (nil:
+	// DemoSizes, up to 1 MiB for IOI; demo_ioi.go).
+	Sizes []int
 }
 
 // TransportDemo is the transport demo's stages.
@@ -127,6 +130,8 @@ type TransportDemo struct {
 	// and windows (connset.go).
 	Samplers    [2]*ConnSampler
 	targetConns connSet
+
+	profile fabric.Profile // the fabric's, for IOILines (demo_ioi.go)
 }
 
 // AddTransportDemo adds the transport demo to p. With four ports (initiator,
@@ -180,7 +185,8 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	if o.CongestionTarget != 0 {
 		sp.BaseTarget = o.CongestionTarget
 	}
-	d := &TransportDemo{Fabric: fab, Sizes: []int{512, 4 << 10, 64 << 10}}
+	sp.MinCwnd = demoMinCwnd // demo_ioi.go
+	d := &TransportDemo{Fabric: fab, Sizes: demoSizes(&o), profile: o.Profile}
 	mk := func(name string, pt port.Port, ip netip.Addr, seed uint64, onRequest func(*txn.Request), onConn func(txn.ConnEvent)) (*txn.Endpoint, error) {
 		ep, err := txn.New(txn.Options{
 			OnRequest: onRequest, OnConnEvent: onConn,
@@ -226,11 +232,12 @@ func (p *Pipeline) AddTransportDemo(o TransportDemoOptions) (*TransportDemo, err
 	return d, nil
 }
 
-// Drain stops the workload posting and waits up to timeout for every
-// outstanding operation to complete; it reports whether they did. The
-// loops must still run.
-func (d *TransportDemo) Drain(timeout time.Duration) bool {
+// Drain stops the workload posting and waits for every outstanding
+// operation to complete; it reports whether they did. Only a stall fails
+// it: it gives up when stall passes with no operation completing (demo_ioi.go).
+// The loops must still run.
+func (d *TransportDemo) Drain(stall time.Duration) bool {
 	d.Load.Stop()
 	d.Sends.Stop()
-	return WaitFor(func() bool { return d.Load.Idle() && d.Sends.Idle() }, timeout)
+	return d.waitDrained(stall)
 }

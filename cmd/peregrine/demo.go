@@ -23,10 +23,18 @@ import (
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
-// defaultDrain is how long the transport demo waits for the operations
-// outstanding when posting stops: far more than a healthy run needs, so
-// only a stall fails it.
+// defaultDrain is how long the transport demo's drain, after posting
+// stops, may go without an operation completing: far more than a healthy
+// run needs between completions, so only a stall fails it
+// (app.TransportDemo.Drain).
 const defaultDrain = 10 * time.Second
+
+// demoDrainCheck is the check that the demo's operations all ended after
+// its load stopped, the drain never going stall without one completing.
+func demoDrainCheck(drained bool, ls txnload.Stats, stall, took time.Duration) check {
+	return check{drained, fmt.Sprintf("every outstanding operation completed after the load stopped, never %v without one completing (drain %v; %d still outstanding)",
+		stall, took.Round(time.Millisecond), ls.Posted-ls.Completed-ls.Failed)}
+}
 
 type demoConfig struct {
 	duration time.Duration
@@ -56,15 +64,19 @@ func newDemoCommand() *cobra.Command {
 		Use:   "demo",
 		Short: "Run the main job on its embedded default (in-memory ports, no privileges)",
 		Long: `demo runs the reliable transport end to end (the default --workload transport):
-an initiator keeps --window pushes (512 B and 4 KiB unsolicited, 64 KiB solicited
-through the target's grants) and pulls outstanding on four connections, two
-ordered and two unordered, to a target through the fabric emulator (--profile,
-each direction). It prints live per-second stats and a summary (goodput, ops/s,
-latency p50/p99/p999, grants, reorder-engine waits, retransmissions, drops by
-reason), and verifies that every operation completed exactly once with no
-error, in posting order on ordered connections, with its bytes where they
-belong, and that every buffer is back in the pool. It exits 0 only if
-verification passes.
+an initiator keeps --window pushes (512 B and 4 KiB unsolicited; 64 KiB, 256 KiB
+and 1 MiB solicited through the target's grants) and pulls outstanding on four
+connections, two ordered and two unordered, to a target through the fabric
+emulator (--profile, each direction; by default four paths, each its own 1 Gbit/s
+link with its own delay). Large messages go with IOI forwarding: an in-order
+head and tail on their flow's path, the middle sprayed over every path. It
+prints live per-second stats and a summary (goodput, ops/s, latency
+p50/p99/p999, grants, reorder-engine waits, retransmissions, drops by reason;
+IOI's messages by mode, packets by phase, peak OPC/UPC, waits for UPC == 0,
+threshold, each path's load), and verifies that every operation completed
+exactly once with no error, in posting order on ordered connections, with its
+bytes where they belong, that IOI sprayed over every path, and that every
+buffer is back in the pool. It exits 0 only if verification passes.
 
 --workload forward runs the datapath foundation instead: a generator →
 forwarder → sink pipeline over in-memory port pairs, verified in order.
@@ -115,7 +127,7 @@ hosts sits behind a bridge.`,
 	cfg.obs.registerMetrics(f)
 	f.BoolVar(&cfg.obs.json, "json", false, "print the per-second figures and the summary (with every check) as JSON lines instead of text")
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long operations are posted (or the generator sends); positive")
-	f.DurationVar(&cfg.drain, "drain", defaultDrain, "transport: how long operations still outstanding when posting stops may take to complete before the run is judged failed (0: the default; a machine starved of CPU, or a build with -race, needs longer)")
+	f.DurationVar(&cfg.drain, "drain", defaultDrain, "transport: how long the drain after posting stops may go without an operation completing before the run is judged failed (a stall; 0: the default)")
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "", "CPUs for the poll loops, e.g. 0,1 (one CPU runs every stage on one loop; default: the first two CPUs this process may use)")

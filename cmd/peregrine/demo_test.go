@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/app"
 )
 
 func TestDemoVerifiesOnOneAndTwoLcores(t *testing.T) {
@@ -32,7 +34,7 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 		t.Run("lcores="+lcores, func(t *testing.T) {
 			var out bytes.Buffer
 			ok, err := runDemo(context.Background(), demoConfig{
-				duration: 500 * time.Millisecond, workload: "transport", profile: "loss=1%,reorder=2%/30us,delay=10us",
+				duration: 500 * time.Millisecond, workload: "transport", profile: app.DemoProfile, // 4 paths of their own: IOI sprays
 				window: 16, seed: 3, target: 200 * time.Microsecond, minRTO: time.Millisecond,
 				lcores: lcores, idle: "sleep", frames: 8192, quiet: true,
 				drain: time.Minute, // generous: a -race build on a busy machine is slow, only a stall should fail
@@ -45,6 +47,8 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 			require.Contains(t, out.String(), "[ok  ] every Send landed byte-exact in the WQE its order names (0 wrong")
 			require.Contains(t, out.String(), "[ok  ] mcsq: every posted WR covered by exactly one CQE")
 			require.Contains(t, out.String(), "DC connects")
+			require.Contains(t, out.String(), "[ok  ] IOI sprayed the middles of large messages (up to 1 MiB) over all 4 paths")
+			require.Contains(t, out.String(), "peak OPC")
 		})
 	}
 }

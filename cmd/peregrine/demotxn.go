@@ -105,7 +105,9 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if cfg.drain == 0 {
 		cfg.drain = defaultDrain
 	}
+	drainStart := time.Now()
 	drained := drainOrHurry(ctx, func() bool { return demo.Drain(cfg.drain) })
+	drainTook := time.Since(drainStart)
 	mqDrained := mq == nil || drainOrHurry(ctx, func() bool { return mq.Drain(cfg.drain) })
 	runErr := p.StopLoops()
 	fs := fab.Stats()
@@ -143,7 +145,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
 		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		drainCheck(drained, ls, cfg.drain),
+		demoDrainCheck(drained, ls, cfg.drain, drainTook),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
 		{ls.BadData == 0, fmt.Sprintf("every completed operation's bytes are where they belong (%d wrong; the target checked %d pushes)", ls.BadData, ls.Checked)},
@@ -154,6 +156,8 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
 	}
 	checks = append(checks, sendChecks...)
+	ioiOK, ioiWhat := demo.IOICheck()
+	checks = append(checks, check{ioiOK, ioiWhat})
 	if mq != nil {
 		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
 	}

@@ -22,10 +22,11 @@ import (
 // bytes in order as they arrive; sprayed middle packets are placed as
 // they arrive and reach the ULP with the whole message (OnRequest, the
 // completion). A flagged packet that arrives out of sequence (an earlier
-// one was lost on the ordered path) is counted (IOIStats.OutOfSequence)
-// and refused with a receiver-not-ready NACK, so its sender resends it
-// after rt.Options.RNRTimeout: it is never placed or handed over ahead
-// of its turn. Message boundaries stay in order on ordered connections by
+// one was lost on the ordered path) is counted (IOIStats.OutOfSequence);
+// within ioi.Window of the next expected it is placed and handed over
+// when its turn comes, beyond that refused with a receiver-not-ready NACK
+// (IOIStats.Refused), so its sender resends it after rt.Options.RNRTimeout:
+// it is never handed over ahead of its turn. Message boundaries stay in order on ordered connections by
 // the reorder engine as before: a message is complete only when all its
 // bytes are placed, whatever path they took.
 //
