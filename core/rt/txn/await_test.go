@@ -1,0 +1,125 @@
+package txn
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// awaitConns is the fan-out of the scheduler-bound tests: as many
+// connections as bench mcsq's naive design keeps open.
+const awaitConns = 1000
+
+// newFanOut builds a pair whose A holds n connections to B, all
+// established, and regions for the operations. B's transport takes a
+// large burst so that only A's scheduler (Burst packets a Poll) is the
+// bottleneck once the starved loop runs.
+func newFanOut(t *testing.T, n, quantum int) (*pair, *faultMem, []*Conn) {
+	t.Helper()
+	p := newPair(t, 97, "delay=10us", func(a, b *Options) {
+		a.Transport.MaxConns, b.Transport.MaxConns = n+8, n+8
+		a.MaxOps, b.MaxOps = 8*n, 8*n
+		a.Transport.Burst = 16
+		b.Transport.Burst = 256
+		a.Quantum = quantum
+	})
+	f := newFaultMem(t, p, 256<<10)
+	conns := make([]*Conn, 0, n)
+	for k := range n {
+		c, err := p.a.Open(p.peerB(), ConnOptions{})
+		require.NoError(t, err)
+		conns = append(conns, c)
+		if (k+1)%32 == 0 || k+1 == n {
+			// A few handshakes at a time: a thousand at once overflow
+			// the rings (bench mcsq opens its naive design the same way).
+			p.run(func() bool {
+				for _, c := range conns {
+					if c.Transport() == nil || c.Transport().State() != rt.StateEstablished {
+						return false
+					}
+				}
+				return true
+			}, 100*time.Millisecond)
+		}
+	}
+	p.run(func() bool { return p.settled() }, 10*time.Millisecond)
+	return p, f, conns
+}
+
+// runStarved polls A and B once per step of virtual time until cond
+// holds: a loop that spends step on each Poll, so A's scheduler hands the
+// transport Burst packets per step and everything else waits in it. It
+// fails the test when limit passes first and returns the time taken.
+func (p *pair) runStarved(cond func() bool, step, limit time.Duration) time.Duration {
+	p.t.Helper()
+	start := p.clk.Now()
+	for !cond() {
+		if p.clk.Now().Sub(start) >= limit {
+			p.t.Fatalf("condition not reached within %v: %d completions at A; A %+v; B %+v", limit, len(p.cqA), p.a.Transport().Stats(), p.b.Transport().Stats())
+		}
+		p.poll()
+		p.clk.Advance(step)
+	}
+	return p.clk.Now().Sub(start)
+}
+
+// A thousand connections to a live peer, each with four two-packet
+// pushes posted at once, behind a scheduler that sends 16 packets per
+// 20 µs: the last connection's packets wait about 10 ms, many RTOs. A
+// connection whose first packets went and were acknowledged while its
+// next wait in our own scheduler is not waiting for its peer: no await
+// probe. A push never waits for its peer with nothing of its own pending
+// (its last packet's ACK completes it, and the retransmission timer
+// covers that ACK), so the bound at A is exactly 0, whatever the
+// scheduler's quantum. Before, every such connection probed its
+// (answering) peer at every RTO from its first packet on: the probes
+// and their answers took the whole transmit budget, and in 1 s of
+// virtual time not one of the 4,000 pushes completed.
+//
+// B, the target, waits for the rest of a push whose first packet came:
+// with a quantum that lets each connection send its whole backlog in its
+// turn it never waits, and sends no probe either. With the default
+// quantum A's turns split the pushes, B waits a scheduler round (many
+// RTOs) for a push's second packet and probes A — A's backlog is B's
+// peer's, which B cannot tell from silence. That count is logged, not
+// bounded here (the probe schedule after an answered probe is the
+// transport's: see the report of session 7).
+func TestSchedulerBacklogIsNotPeerSilence(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		quantum int
+	}{{"whole-turns", 64 << 10}, {"default-quantum", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, f, conns := newFanOut(t, awaitConns, tc.quantum)
+			seg := p.a.Segment()
+			const perConn = 4
+			for k, c := range conns {
+				for j := range perConn {
+					_, err := c.Push(Op{Local: f.rSrc, Len: 2 * seg, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: uint64(k%16) * uint64(2*seg)},
+						Tag: uint64(k*perConn + j), Solicit: SolicitNever})
+					require.NoError(t, err)
+				}
+			}
+			want := awaitConns * perConn
+			took := p.runStarved(func() bool { return len(p.cqA) == want }, 20*time.Microsecond, time.Second)
+			for _, cp := range p.cqA {
+				require.Equal(t, StatusOK, cp.Status, "tag %d", cp.Tag)
+			}
+			sa, sb := p.a.Transport().Stats(), p.b.Transport().Stats()
+			t.Logf("%d pushes on %d connections in %v: A sent %d data packets, %d retransmitted, %d await probes (%d awaiting transitions); B %d await probes",
+				want, awaitConns, took, sa.TxData, sa.TxRetransmit, sa.AwaitProbes, p.a.aw.ons+p.a.aw.offs, sb.AwaitProbes)
+			require.Greater(t, took, 5*p.a.Transport().Options().InitialRTO, "the scheduler held work for many RTOs")
+			require.Zero(t, sa.AwaitProbes, "a connection whose next packets wait in our scheduler does not probe its peer")
+			require.Zero(t, p.a.aw.ons, "a push never hands the peer the move with nothing of its own pending")
+			if tc.quantum > 0 {
+				require.Zero(t, sb.AwaitProbes, "B never waits for a push's rest")
+			}
+			p.run(func() bool { return p.settled() }, 10*time.Millisecond)
+			p.requireSettled()
+		})
+	}
+}
