@@ -18,7 +18,7 @@ const awaitConns = 1000
 // established, and regions for the operations. B's transport takes a
 // large burst so that only A's scheduler (Burst packets a Poll) is the
 // bottleneck once the starved loop runs.
-func newFanOut(t *testing.T, n, quantum int) (*pair, *faultMem, []*Conn) {
+func newFanOut(t *testing.T, n, quantum int, tweak func(a, b *Options)) (*pair, *faultMem, []*Conn) {
 	t.Helper()
 	p := newPair(t, 97, "delay=10us", func(a, b *Options) {
 		a.Transport.MaxConns, b.Transport.MaxConns = n+8, n+8
@@ -26,6 +26,9 @@ func newFanOut(t *testing.T, n, quantum int) (*pair, *faultMem, []*Conn) {
 		a.Transport.Burst = 16
 		b.Transport.Burst = 256
 		a.Quantum = quantum
+		if tweak != nil {
+			tweak(a, b)
+		}
 	})
 	f := newFaultMem(t, p, 256<<10)
 	conns := make([]*Conn, 0, n)
@@ -94,7 +97,7 @@ func TestSchedulerBacklogIsNotPeerSilence(t *testing.T) {
 		quantum int
 	}{{"whole-turns", 64 << 10}, {"default-quantum", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, f, conns := newFanOut(t, awaitConns, tc.quantum)
+			p, f, conns := newFanOut(t, awaitConns, tc.quantum, nil)
 			seg := p.a.Segment()
 			const perConn = 4
 			for k, c := range conns {
@@ -121,5 +124,64 @@ func TestSchedulerBacklogIsNotPeerSilence(t *testing.T) {
 			p.run(func() bool { return p.settled() }, 10*time.Millisecond)
 			p.requireSettled()
 		})
+	}
+}
+
+// The same fan-out to a peer that dies mid-run still ends every operation
+// within the retransmission schedule. Each connection posts a pull, every
+// other one two pushes after it, behind A's starved scheduler; B dies once it has taken half
+// of the pulls' requests, so some connections have acknowledged requests
+// and wait for pull data with nothing of their own pending (only await
+// probes can find B gone: they must fail with ErrRetryExhausted after
+// RetryLimit+1 unanswered probes, so A sends at most that many per
+// connection), and the rest have packets queued or unacknowledged (their
+// retransmission timers find it). Every operation completes exactly
+// once (those B had not served with StatusConnFailed) within the bound;
+// nothing is held afterwards.
+func TestSchedulerBacklogDeadPeerStillFails(t *testing.T) {
+	// B acknowledges every packet at once: the requests it took in its
+	// last Poll are acknowledged and not yet served when it dies.
+	p, f, conns := newFanOut(t, awaitConns, 0, func(_, b *Options) { b.Transport.AckEvery = 1 })
+	seg := p.a.Segment()
+	for k, c := range conns {
+		_, err := c.Pull(Op{Local: f.rDst, LocalAddr: uint64(k%16) * uint64(3*seg), Len: 3 * seg,
+			Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: uint64(3 * k)})
+		require.NoError(t, err)
+		for j := 1; j <= 2 && k%2 == 1; j++ {
+			_, err := c.Push(Op{Local: f.rSrc, Len: 2 * seg, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: uint64(k%16) * uint64(2*seg)},
+				Tag: uint64(3*k + j), Solicit: SolicitNever})
+			require.NoError(t, err)
+		}
+	}
+	p.runStarved(func() bool { return len(p.reqB) >= awaitConns/2 }, 20*time.Microsecond, time.Second)
+	p.deadB = true
+	okBefore := len(p.cqA)
+	want := awaitConns + 2*(awaitConns/2)
+	ro := p.a.Transport().Options()
+	// The slowest connection: its backlog drains (as above, about 10 ms)
+	// and then its last packet, or its last probe, runs RetryLimit+1
+	// timeouts, each at most MaxRTO.
+	bound := 20*time.Millisecond + time.Duration(ro.RetryLimit+1)*ro.MaxRTO
+	took := p.runStarved(func() bool { return len(p.cqA) == want }, 20*time.Microsecond, bound)
+	seen := byTag(t, p.cqA)
+	require.Len(t, seen, want)
+	failed, failedConns := 0, map[uint64]bool{}
+	for _, cp := range p.cqA[okBefore:] {
+		if cp.Status == StatusOK {
+			continue // B's last ACKs and data, already on the wire
+		}
+		require.Equal(t, StatusConnFailed, cp.Status, "tag %d", cp.Tag)
+		failed++
+		failedConns[cp.Tag/3] = true
+	}
+	sa := p.a.Transport().Stats()
+	t.Logf("B died after %d requests; %d operations completed before, %d failed %v after (bound %v); A sent %d await probes, %d connections failed",
+		len(p.reqB), okBefore, failed, took, bound, sa.AwaitProbes, sa.ConnFailed)
+	require.Positive(t, sa.AwaitProbes, "some connections only waited for pull data: probes found B gone")
+	require.LessOrEqual(t, sa.AwaitProbes, uint64(awaitConns*(ro.RetryLimit+1)), "at most RetryLimit+1 probes per connection")
+	require.Equal(t, uint64(len(failedConns)), sa.ConnFailed, "the connections with work in progress failed; the idle ones stay")
+	for _, e := range []*Endpoint{p.a} {
+		require.Zero(t, e.Outstanding(), "contexts held")
+		require.Zero(t, e.sch.Len(), "scheduler items held")
 	}
 }
