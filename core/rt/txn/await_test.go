@@ -185,3 +185,45 @@ func TestSchedulerBacklogDeadPeerStillFails(t *testing.T) {
 		require.Zero(t, e.sch.Len(), "scheduler items held")
 	}
 }
+
+// The transport hears of awaiting on transitions only, and each turn-on
+// (the one that arms its liveness timer) is a wait for the peer, not a
+// packet: a stream of multi-packet pushes never hands the peer the move
+// (no turn-on at all); pulls turn it on at most once each (after the
+// request's ACK, while the data is due), and a pipeline of pulls whose
+// requests go out together at most once per round of responses.
+func TestAwaitingTogglesPerWaitNotPerPacket(t *testing.T) {
+	p := newPair(t, 41, "delay=10us", nil)
+	f := newFaultMem(t, p, 256<<10)
+	c := p.connect(ConnOptions{})
+	seg := p.a.Segment()
+	const k = 40
+	for j := range k {
+		_, err := c.Push(Op{Local: f.rSrc, Len: 3 * seg, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: uint64(j), Solicit: SolicitNever})
+		require.NoError(t, err)
+	}
+	p.run(func() bool { return len(p.cqA) == k && p.settled() }, time.Second)
+	require.Zero(t, p.a.aw.ons, "pushes: nothing of the peer's is awaited")
+	require.Zero(t, p.a.Transport().Stats().AwaitProbes)
+
+	for j := range k {
+		_, err := c.Pull(Op{Local: f.rDst, Len: 3 * seg, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: uint64(k + j)})
+		require.NoError(t, err)
+		p.run(func() bool { return len(p.cqA) == k+j+1 }, time.Second)
+	}
+	ons := p.a.aw.ons
+	require.LessOrEqual(t, ons, uint64(k), "one wait per pull at most")
+	require.Equal(t, p.a.aw.ons, p.a.aw.offs, "every wait ended")
+
+	for j := range k {
+		_, err := c.Pull(Op{Local: f.rDst, Len: 3 * seg, Remote: wire.RegionRef{Key: f.rRem.Key}, Tag: uint64(2*k + j)})
+		require.NoError(t, err)
+	}
+	p.run(func() bool { return len(p.cqA) == 3*k && p.settled() }, time.Second)
+	t.Logf("%d sequential pulls: %d turn-ons; %d pipelined: %d", k, ons, k, p.a.aw.ons-ons)
+	require.Less(t, p.a.aw.ons-ons, uint64(k), "pipelined pulls share their waits")
+	for _, cp := range p.cqA {
+		require.Equal(t, StatusOK, cp.Status)
+	}
+	require.Zero(t, p.a.Transport().Stats().AwaitProbes, "a peer that answers within the RTO is never probed")
+}
