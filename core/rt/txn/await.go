@@ -25,7 +25,8 @@ import (
 // What is left is a connection that has sent all it has and waits for a
 // response: a pull's data, a grant, a push's data after our grant, a
 // peer's request being delivered in order, an abort notice's
-// acknowledgement. A connection that only has work of its own pending
+// acknowledgement — or, closing with no transaction left, the peer's
+// ConnClose. A connection that only has work of its own pending
 // cannot wait forever either: its queued packets go out (the scheduler
 // serves every flow; a blocked one reopens on its ACKs, whose packets are
 // outstanding), and each is then covered by retransmission.
@@ -92,7 +93,15 @@ func (e *Endpoint) settleAwait() {
 // awaitsPeer reports whether live connection ci waits for its peer and
 // for nothing of its own (see awaitSet).
 func (e *Endpoint) awaitsPeer(ci int32, c *conn) bool {
-	if c.count == 0 || c.grantHead >= 0 {
+	if c.count == 0 {
+		// Closing: our ConnClose went (or waits in the transport), and
+		// the connection ends when the peer's comes. A peer that vanished
+		// after acknowledging ours would otherwise leave it closing
+		// forever, with no timer running (fault suite, link-flap seed
+		// 710); probing it fails the connection instead.
+		return c.closeSent
+	}
+	if c.grantHead >= 0 {
 		return false
 	}
 	if e.sch.FlowLen(int(ci), sched.ClassData) > 0 || e.sch.FlowLen(int(ci), sched.ClassRequest) > 0 {

@@ -227,3 +227,23 @@ func TestAwaitingTogglesPerWaitNotPerPacket(t *testing.T) {
 	}
 	require.Zero(t, p.a.Transport().Stats().AwaitProbes, "a peer that answers within the RTO is never probed")
 }
+
+// A closing connection with no transaction left awaits the peer's
+// ConnClose: every ConnClose of B is lost, so A's (acknowledged) close
+// never completes by itself; B's retries run out and B fails its half,
+// and A, probing while it waits, hears the bad-CID NACK and fails
+// (ErrPeerReset) instead of staying closing forever with no timer
+// running (as the fault suite's link-flap seed 710 found).
+func TestClosingAwaitsPeerClose(t *testing.T) {
+	p, m := newFaultPair(t, 5, nil)
+	m.drop = func(fromA bool, h wire.HeaderView) bool {
+		return !fromA && h.Type() == wire.TypeConnClose
+	}
+	c := p.connect(ConnOptions{})
+	rc := c.Transport()
+	p.run(func() bool { return p.settled() }, time.Second)
+	require.NoError(t, c.Close())
+	p.run(func() bool { return rc.State() == rt.StateFailed || rc.State() == rt.StateFree || p.a.Transport().Conns() == 0 }, time.Second)
+	require.Zero(t, p.a.Transport().Conns(), "A's connection ended")
+	require.Positive(t, p.a.Transport().Stats().AwaitProbes, "A probed while it waited for B's ConnClose")
+}

@@ -284,5 +284,6 @@ func (e *Endpoint) maybeClose(ci int32) {
 	if c.live && c.closing && c.count == 0 && !c.closeSent {
 		c.closeSent = true
 		_ = c.rc.Close()
+		e.awaitMark(ci) // now the peer's ConnClose is awaited
 	}
 }
