@@ -243,7 +243,9 @@ func TestClosingAwaitsPeerClose(t *testing.T) {
 	rc := c.Transport()
 	p.run(func() bool { return p.settled() }, time.Second)
 	require.NoError(t, c.Close())
-	p.run(func() bool { return rc.State() == rt.StateFailed || rc.State() == rt.StateFree || p.a.Transport().Conns() == 0 }, time.Second)
+	p.run(func() bool {
+		return rc.State() == rt.StateFailed || rc.State() == rt.StateFree || p.a.Transport().Conns() == 0
+	}, time.Second)
 	require.Zero(t, p.a.Transport().Conns(), "A's connection ended")
 	require.Positive(t, p.a.Transport().Stats().AwaitProbes, "A probed while it waited for B's ConnClose")
 }
