@@ -313,8 +313,9 @@
 //   - Silence while awaiting: a side with nothing unacknowledged has no
 //     retransmission timer, yet its ULP may wait for the peer (a pull's
 //     data, a grant). While the ULP says so (Conn.SetAwaiting: the
-//     transaction layer sets it whenever the connection holds a
-//     transaction) a peer silent for an RTO is probed (an ACK that asks
+//     transaction layer sets it while the connection holds a transaction
+//     and nothing of its own is queued or unacknowledged there — its own
+//     backlog is not the peer's silence) a peer silent for an RTO is probed (an ACK that asks
 //     for an ACK; AwaitProbes), the interval doubling per unanswered
 //     probe up to MaxRTO; RetryLimit+1 unanswered probes fail the
 //     connection (ErrRetryExhausted), a peer that dropped its half

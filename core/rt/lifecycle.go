@@ -350,11 +350,11 @@ func (h *Conn) Abort() {
 }
 
 // SetAwaiting tells the transport whether the ULP awaits the peer on this
-// connection: it has work in progress there (an operation waiting for a
-// pull's data, a grant or its completion, a peer's request being served)
-// even when nothing of its own is unacknowledged. While set, and unless
-// Options.IdleTimeout is the liveness policy, a peer silent for an RTO is
-// probed (an ACK asking for an ACK, counted in AwaitProbes), the
+// connection: the peer holds the next move (a pull's data, a grant, a
+// push's data after our grant, a completion, a peer's request being
+// served) and nothing of the ULP's own is pending there. While set, and
+// unless Options.IdleTimeout is the liveness policy, a peer silent for an
+// RTO is probed (an ACK asking for an ACK, counted in AwaitProbes), the
 // interval doubling per unanswered probe up to MaxRTO, and after
 // RetryLimit+1 unanswered probes the connection fails with
 // ErrRetryExhausted — as it would had a packet been outstanding. A peer
@@ -363,9 +363,20 @@ func (h *Conn) Abort() {
 // acknowledged) has no timer running and would wait forever for a peer
 // that is gone. It sends nothing while the peer talks, and nothing at all
 // on a connection with no work in progress (so an idle endpoint stays
-// idle). The transaction layer sets it from the first packet a
-// transaction sends (or the first request it serves) until the connection
-// holds no transaction.
+// idle).
+//
+// Set it only while the ULP has nothing of its own to send there: work
+// still queued behind the ULP's scheduler (its fair share among many
+// connections, a full window, pacing) is not the peer's silence — probing
+// it answers nothing, and with many connections the probes and their
+// answers take the transmit budget from the work. Packets outstanding
+// need it neither: each has its retransmission timer, which finds a peer
+// gone. Silence is measured from the call that turns it on, so call it on
+// transitions only (each turn-on re-arms the connection's liveness timer;
+// a repeat does nothing, turning off costs nothing). The transaction
+// layer sets it when a connection holds a transaction and has nothing
+// queued, in its grant queue or unacknowledged, and clears it otherwise
+// (core/rt/txn await.go).
 func (h *Conn) SetAwaiting(on bool) {
 	c := h.live()
 	if c == nil || c.awaiting == on {

@@ -99,9 +99,8 @@ type conn struct {
 	closing   bool
 	closeSent bool
 	aborting  bool // Abort runs: the teardown flushes (StatusFlushed)
-	// awaiting mirrors rc.SetAwaiting: on once a transaction of this
-	// connection has sent a packet or serves the peer (await), off when it
-	// holds none.
+	// awaiting mirrors rc.SetAwaiting: on while the connection holds a
+	// transaction and nothing of ours is pending there (await.go).
 	awaiting  bool
 	quiet     bool // Open failed: its teardown is not announced
 	opTimeout time.Duration

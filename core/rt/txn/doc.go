@@ -185,15 +185,15 @@
 //     rest). A peer that dies, or drops its half, while nothing of this
 //     side is unacknowledged (say, right after acknowledging a pull
 //     request) is found all the same: while a connection holds a
-//     transaction that has sent a packet (an initiator's) or serves the
-//     peer (a target's) the transport probes a silent peer
-//     (rt.Conn.SetAwaiting; work still queued behind the scheduler is not
-//     the peer's silence)
-//     and fails the connection after RetryLimit+1 unanswered probes
-//     (rt.ErrRetryExhausted), or at the bad-CID NACK of a peer that lost
-//     it (rt.ErrPeerReset) — unless rt Options.IdleTimeout is set, which
-//     then decides (rt.ErrIdleTimeout). An operation's timeout ends it
-//     sooner if shorter.
+//     transaction and nothing of its own is pending there (nothing queued
+//     in the scheduler or the grant queue, nothing unacknowledged: our
+//     own backlog is not the peer's silence, and an unacknowledged packet
+//     has its retransmission timer) the transport probes a silent peer
+//     (rt.Conn.SetAwaiting, await.go) and fails the connection after
+//     RetryLimit+1 unanswered probes (rt.ErrRetryExhausted), or at the
+//     bad-CID NACK of a peer that lost it (rt.ErrPeerReset) — unless rt
+//     Options.IdleTimeout is set, which then decides (rt.ErrIdleTimeout).
+//     An operation's timeout ends it sooner if shorter.
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving

@@ -66,6 +66,9 @@ type Endpoint struct {
 	cnt      counters
 	ioiCnt   ioiCounters
 	dx       dixEP // two-sided operations (send.go, recvq.go)
+
+	// aw: connections whose awaiting may have changed (await.go).
+	aw awaitSet
 }
 
 // New builds an endpoint and its transport.
@@ -117,6 +120,7 @@ func New(opts Options) (*Endpoint, error) {
 	}
 	e.fire = e.fireTimeout
 	e.grants = newRing(ro.MaxConns)
+	e.aw.init(ro.MaxConns)
 	if err := e.dx.init(e, ro.MaxConns); err != nil {
 		return fail(err)
 	}
@@ -167,7 +171,9 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	n := e.wheel.Advance(now, e.fire)
 	n += e.issueGrants()
 	n += e.schedule(now)
+	e.settleAwait() // before the transport's timers probe
 	n += e.rt.Poll(now)
+	e.settleAwait() // after its ACKs and requests
 	e.publish()
 	e.ioiCnt.publish()
 	return n
@@ -341,6 +347,7 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 		// were all refused waited for an ACK that never came.
 		if i, c := e.connOf(ev.Conn); c != nil {
 			e.unblock(i, c)
+			e.awaitMark(i) // less outstanding
 		}
 	}
 }
@@ -349,6 +356,7 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 func (e *Endpoint) onAcked(rc *rt.Conn, _ wire.Window, _ uint32, cookie uint64) {
 	if i, c := e.connOf(rc); c != nil {
 		e.unblock(i, c)
+		e.awaitMark(i) // less outstanding
 	}
 	e.resolve(cookie, StatusOK)
 }

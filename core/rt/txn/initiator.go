@@ -189,23 +189,8 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	}
 	c.tail = i
 	c.count++
-	if r == roleTarget {
-		e.await(c) // the peer's request is in progress here
-	}
+	e.awaitMark(ci) // work in progress (await.go decides whether the peer has the move)
 	return i, x
-}
-
-// await tells the transport that connection c has work in progress with
-// its peer, so a silent peer is probed (rt.Conn.SetAwaiting). An
-// initiator's transaction counts from its first packet sent, not from
-// posting: work still queued behind the scheduler (thousands of
-// connections, a window full) is not the peer's silence, and probing it
-// would spend the transmit budget on probes instead of the work.
-func (e *Endpoint) await(c *conn) {
-	if !c.awaiting {
-		c.awaiting = true
-		c.rc.SetAwaiting(true)
-	}
 }
 
 // freeXact unlinks and frees a context; its reorder entries must be gone.
@@ -226,10 +211,7 @@ func (e *Endpoint) freeXact(i int32) {
 		c.tail = x.prev
 	}
 	c.count--
-	if c.count == 0 && c.awaiting {
-		c.awaiting = false
-		c.rc.SetAwaiting(false)
-	}
+	e.awaitMark(x.conn)
 	gen := x.gen
 	*x = xact{gen: gen}
 	e.freeX = append(e.freeX, i)
@@ -259,6 +241,7 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 		e.cnt.own[cStaleCookie]++
 		return
 	}
+	e.awaitMark(x.conn) // one packet fewer outstanding
 	if cookie&noticeBit != 0 {
 		e.noticeResolved(i, x, st)
 		return

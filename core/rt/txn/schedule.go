@@ -16,6 +16,7 @@ func (e *Endpoint) enqueue(ci int32, cl sched.Class, i int32) bool {
 		return false
 	}
 	x.inSched = true
+	e.awaitMark(ci) // ours to send: not the peer's move
 	return true
 }
 
@@ -35,6 +36,7 @@ func (e *Endpoint) schedule(now clock.Time) int {
 		x := &e.xacts[i]
 		x.inSched = false
 		c := &e.conns[ci]
+		e.awaitMark(ci) // sent, skipped or requeued: settled after this round
 		if !c.live || !x.live || x.conn != ci {
 			continue
 		}
@@ -79,7 +81,6 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			continue
 		}
 		sent++
-		e.await(c)
 		if x.kind == OpSend {
 			x.notePSN(psn)
 		}
@@ -283,5 +284,6 @@ func (e *Endpoint) maybeClose(ci int32) {
 	if c.live && c.closing && c.count == 0 && !c.closeSent {
 		c.closeSent = true
 		_ = c.rc.Close()
+		e.awaitMark(ci) // now the peer's ConnClose is awaited
 	}
 }
