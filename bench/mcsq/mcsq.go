@@ -100,23 +100,13 @@ func (o *Options) defaults() {
 const dcIdle = 10 * time.Millisecond
 
 // benchTransport is the designs' transport tuning: closing connections
-// hold their table slot 200 us. The MCSQ runs on the transport's own
-// liveness policy (probes of a silent peer from a transaction's first
-// packet sent): a probe per six or so data packets on a loaded machine.
-// The naive design cannot yet: its thousand connections each start a
-// transaction, then wait their turn in the transmit scheduler longer
-// than an RTO, so each peer, acknowledged and with nothing new to
-// acknowledge, looks silent and is probed every RTO — tens of thousands
-// of probes for a few hundred data packets, the data starved (counted in
-// TestDesignsMove). Until the transport measures silence against what it
-// sent (core/rt awaitDue), the naive design's liveness policy is an idle
-// timeout of an hour: never, in a run.
-func benchTransport(d design) func(ro *rt.Options) {
+// hold their table slot 200 us. Both designs run on the transport's own
+// liveness policy: txn awaits (and rt probes) a peer only when the peer
+// holds the next move, so a thousand connections waiting their turn in
+// the transmit scheduler probe nobody (TestDesignsMove counts probes).
+func benchTransport(design) func(ro *rt.Options) {
 	return func(ro *rt.Options) {
 		ro.CloseLinger = 200 * time.Microsecond
-		if d == designPerTarget {
-			ro.IdleTimeout = time.Hour
-		}
 	}
 }
 

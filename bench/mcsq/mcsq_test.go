@@ -25,11 +25,9 @@ func TestDesignsMove(t *testing.T) {
 		require.NoError(t, b.n.Close())
 		require.NoError(t, err)
 		require.Positive(t, ops, "%v completed nothing", d)
-		// No probe flood: the MCSQ's DC connections run on the
-		// transport's default liveness policy, which probes a connection
-		// whose transaction has sent and then hears nothing for an RTO —
-		// on a loaded real clock a share of the data, never a multiple of
-		// it. (The naive design's idle-timeout policy sends none.)
+		// No probe flood: both designs run on the transport's default
+		// liveness policy, which probes only a peer that holds the next
+		// move — never one whose next packet our own scheduler holds.
 		require.Less(t, rs.AwaitProbes+rs.KeepAliveSent, rs.TxData/2, "%v: %d probes for %d data packets", d, rs.AwaitProbes+rs.KeepAliveSent, rs.TxData)
 	}
 }

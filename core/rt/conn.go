@@ -193,6 +193,7 @@ type conn struct {
 	// last spoke, and when the latest went.
 	awaiting  bool
 	probesOut uint16
+	probeExp  uint8 // probes sent in this wait, answered or not: the next one's backoff
 	probeAt   clock.Time
 	bornAt    clock.Time // when the slot took this connection: no RTT sample is older
 

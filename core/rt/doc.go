@@ -316,8 +316,9 @@
 //     transaction layer sets it while the connection holds a transaction
 //     and nothing of its own is queued or unacknowledged there — its own
 //     backlog is not the peer's silence) a peer silent for an RTO is probed (an ACK that asks
-//     for an ACK; AwaitProbes), the interval doubling per unanswered
-//     probe up to MaxRTO; RetryLimit+1 unanswered probes fail the
+//     for an ACK; AwaitProbes), the interval doubling per probe of the
+//     wait, answered or not, up to MaxRTO (a live peer whose own backlog
+//     holds our next move is not probed every RTO); RetryLimit+1 unanswered probes fail the
 //     connection (ErrRetryExhausted), a peer that dropped its half
 //     answers the first with a bad-CID NACK (ErrPeerReset). Nothing is
 //     sent while the peer talks, nor on a connection without work in

@@ -553,3 +553,30 @@ func TestAwaitingProbesSilentPeer(t *testing.T) {
 	require.Zero(t, h.a.Stats().KeepAliveSent, "no keepalive configured: the probes are SetAwaiting's")
 	require.Len(t, eventsOf(h.evA, EventFailed), 1)
 }
+
+// A peer that answers every probe but has nothing else to say (its own
+// backlog holds our next move: a grant, a pull's data) is probed on a
+// backoff that grows through the wait, answered or not, up to MaxRTO —
+// not every RTO, which with a thousand such connections spends the
+// transmit budget on probes (livelock). The wait's first probe still comes
+// one RTO after silence, and a peer that dies afterwards is still found
+// (RetryLimit+1 unanswered probes, at most MaxRTO apart).
+func TestAnsweredProbesBackOff(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, cb := h.connect()
+	h.idle(time.Millisecond)
+	ca.SetAwaiting(true)
+	h.idle(time.Second) // b answers every probe
+	probes := h.a.Stats().AwaitProbes
+	// RTO 100µs..1ms doubling to MaxRTO 100ms: about ten to get there,
+	// then one per 100ms. Every RTO would be a thousand or more.
+	require.Positive(t, probes, "a probed its silent peer")
+	require.LessOrEqual(t, probes, uint64(10+int(time.Second/DefaultMaxRTO)+2), "answered probes back off")
+	require.Equal(t, StateEstablished, ca.State(), "a live peer is never given up on")
+
+	cb.Abort()
+	start := h.clk.Now()
+	h.run(func() bool { return ca.State() == StateFailed }, 2*time.Second)
+	require.ErrorIs(t, ca.Err(), ErrPeerReset)
+	require.LessOrEqual(t, h.clk.Now().Sub(start), DefaultMaxRTO+time.Millisecond, "the next probe finds the dead peer")
+}

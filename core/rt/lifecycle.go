@@ -355,7 +355,9 @@ func (h *Conn) Abort() {
 // served) and nothing of the ULP's own is pending there. While set, and
 // unless Options.IdleTimeout is the liveness policy, a peer silent for an
 // RTO is probed (an ACK asking for an ACK, counted in AwaitProbes), the
-// interval doubling per unanswered probe up to MaxRTO, and after
+// interval doubling per probe of this wait, answered or not, up to
+// MaxRTO (a thousand connections waiting on a busy live peer would
+// otherwise spend the transmit budget on probes), and after
 // RetryLimit+1 unanswered probes the connection fails with
 // ErrRetryExhausted — as it would had a packet been outstanding. A peer
 // that dropped its half answers the first probe with a bad-CID NACK
@@ -389,7 +391,7 @@ func (h *Conn) SetAwaiting(on bool) {
 	e := h.e
 	// Silence is measured from now: work that starts on a connection quiet
 	// for long is not a reason to probe at once.
-	c.probesOut, c.probeAt = 0, e.now
+	c.probesOut, c.probeAt, c.probeExp = 0, e.now, 0
 	if c.state == StateEstablished || c.state == StateClosing {
 		if next, ok := e.nextIdleCheck(c); ok {
 			e.armCtrl(c, next)

@@ -549,6 +549,7 @@ func (e *Endpoint) onIdleTimer(c *conn) {
 			c.probe = true
 			e.ackNow(c)
 			c.probesOut++
+			c.probeExp = uint8(min(int(c.probeExp)+1, 255))
 			c.probeAt = e.now
 			e.cnt.own[cAwaitProbes]++
 		}
@@ -565,12 +566,13 @@ func (e *Endpoint) awaitProbes(c *conn) bool { return c.awaiting && e.opts.IdleT
 
 // awaitDue returns when an awaiting connection sends its next probe: the
 // RTO after the later of the peer's last packet and our last probe,
-// doubled per probe unanswered, at most MaxRTO — a retransmission's
-// schedule, so a peer gone silent is given up on as an unacknowledged
-// packet would be (RetryLimit+1 probes).
+// doubled per probe of this wait (answered or not: a live peer that is
+// busy is not probed every RTO), at most MaxRTO; only unanswered probes
+// count toward giving up (RetryLimit+1), so a peer gone silent is found
+// within RetryLimit+1 intervals of at most MaxRTO.
 func (e *Endpoint) awaitDue(c *conn) clock.Time {
 	from := max(c.lastRx, c.probeAt)
-	return from.Add(c.rtt.backoff(uint8(min(c.probesOut, 255)), e.opts.MaxRTO))
+	return from.Add(c.rtt.backoff(max(uint8(min(c.probesOut, 255)), c.probeExp), e.opts.MaxRTO))
 }
 
 // nextIdleCheck returns when onIdleTimer should look again: when the
@@ -591,7 +593,7 @@ func (e *Endpoint) nextIdleCheck(c *conn) (clock.Time, bool) {
 	if e.awaitProbes(c) {
 		due := e.awaitDue(c)
 		if c.lastRx >= c.probeAt {
-			due = c.lastRx.Add(c.rtt.backoff(0, e.opts.MaxRTO))
+			due = c.lastRx.Add(c.rtt.backoff(c.probeExp, e.opts.MaxRTO))
 		}
 		next, ok = min(next, max(due, e.now)), true
 	}
