@@ -108,8 +108,12 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	for _, m := range []string{"plain", "off", "on", "pcapgo"} {
 		fmt.Fprintf(o.Out, "FIGURE capture_%s_ns_per_packet %.2f\n", m, best[m])
 	}
-	rep.Add(report.Ratio{Name: "capture_off_vs_plain_port", Value: best["off"] / best["plain"], Op: report.AtMost, Target: 1.05,
-		Detail: fmt.Sprintf("%.2f ns/packet through app.New's port without capture=, %.2f through mem.NewPair's (the same code: the ratio is the machine's noise)", best["off"], best["plain"])})
+	// Off is the driver's own port (capture_off_wrapped_ports proves it),
+	// so timing it against mem.NewPair's times the same code twice: on a
+	// quiet machine the two read 0.85..1.13 of each other from run to run.
+	// A goal on that would judge the machine, not the code: printed only.
+	fmt.Fprintf(o.Out, "  # capture off vs plain port %.3f (no goal: the same code, see capture_off_wrapped_ports): %.2f ns/packet through app.New's port without capture=, %.2f through mem.NewPair's\n",
+		best["off"]/best["plain"], best["off"], best["plain"])
 	added := best["on"] - best["off"]
 	rep.Add(report.Ratio{Name: "capture_on_added_vs_pcapgo_write", Value: added / best["pcapgo"], Op: report.AtMost, Target: 1.5,
 		Detail: fmt.Sprintf("capture on %.2f ns/packet, off %.2f: %.2f added; pcapgo.Writer into a buffered file %.2f ns/packet (the floor of writing a capture)",
