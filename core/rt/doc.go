@@ -144,7 +144,10 @@
 // connection sees: every packet acknowledged after a later-sent one gives
 // how late it came (its RTT minus the overtaking packet's), in a slowly
 // decaying maximum (it starts at the first RTT, falls by 1/64 of the gap
-// per sample below it); an early resend found spurious (the ACK came
+// per overtaken sample below it and by 1/1024 of itself per packet that
+// nothing overtook, so the in-order majority of a sprayed connection does
+// not wear it away between one burst of reordering and the next); an
+// early resend found spurious (the ACK came
 // sooner than the resend could have earned it:
 // Stats.SpuriousEarlyRetransmit) widens it at once; it never falls below
 // a quarter of the least RTT. Packets sprayed over paths of different

@@ -470,7 +470,7 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if m.overtaken(at, x.psn) {
 			r.lateness(rtt - m.rtt)
 		} else {
-			r.lateness(0)
+			r.inOrder()
 		}
 	}
 	if !resent {
