@@ -1,12 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,51 +28,18 @@ import (
 // done), bounded generously.
 func TestTransportEndToEndThroughFabricMiddlebox(t *testing.T) {
 	netnstest.SkipUnlessRoot(t)
-	topo, err := netns.ThreeNS(fmt.Sprintf("pgtr-%d", time.Now().UnixNano()%100000), "pgtr", netns.VethOptions{GRO: true})
-	require.NoError(t, err)
-	defer topo.Delete()
-	spec := func(ns *netns.NS, ifn string) string { return fmt.Sprintf("afxdp:%s?netns=%s", ifn, ns.Name) }
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	var fabOut, tgtOut bytes.Buffer
-	var fabErr, tgtErr error
-	fabReady := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		fabErr = runFabric(ctx, fabricConfig{portA: spec(topo.Fwd, topo.FwdGenIf), portB: spec(topo.Fwd, topo.FwdSinkIf),
-			both: "loss=1%,delay=10us", seed: 5, udpPort: 4791, lcores: "1", idle: "yield", period: time.Hour, frames: 16384,
-			ready: func() { close(fabReady) }}, &fabOut)
-	}()
-	<-fabReady
-	tgtReady := make(chan uint32, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, tgtErr = runTransport(ctx, transportConfig{role: "target", port: spec(topo.Sink, topo.SinkIf), ip: topo.SinkAddr.Addr().String(),
-			sizes: "4KiB,64KiB", window: 16, lcore: 1, idle: "yield", frames: 16384, target: testTargetDelay, minRTO: time.Millisecond,
-			seed: 2, quiet: true, postRecv: 16, qpns: true, ready: func(key uint32, _ int) { tgtReady <- key }}, &tgtOut)
-	}()
-	key := <-tgtReady
-
-	var out bytes.Buffer
-	ok, err := runTransport(context.Background(), transportConfig{role: "initiator", port: spec(topo.Gen, topo.GenIf), ip: topo.GenAddr.Addr().String(),
-		peerMAC: net.HardwareAddr(topo.SinkMAC).String(), peerIP: topo.SinkAddr.Addr().String(), regionKey: key,
-		sizes: "4KiB,64KiB", window: 16, conns: 2, pullEvery: 3, count: 100, duration: 5 * time.Minute, lcore: 0, idle: "yield",
-		frames: 16384, target: testTargetDelay, minRTO: time.Millisecond, seed: 1, quiet: true, sends: 4, qpns: true}, &out)
-	cancel()
-	wg.Wait()
-	require.NoError(t, err)
-	require.True(t, ok, "initiator:\n%s\ntarget:\n%s\nfabric:\n%s", out.String(), tgtOut.String(), fabOut.String())
-	require.NoError(t, tgtErr, tgtOut.String())
-	require.NoError(t, fabErr, fabOut.String())
-	require.Contains(t, out.String(), "RESULT proto=peregrine ops=100")
-	require.Contains(t, out.String(), "[ok  ] Sends completed without error")
-	require.Regexp(t, `global QPNs: \d+ opened, [1-9]\d* packets translated through the CAM; dropped: retired 0, unknown 0, misrouted 0, wrong source 0, missing 0`, out.String(), "both ends on global QPNs (--global-qpns)")
-	require.Contains(t, tgtOut.String(), " 0 with wrong bytes; placement")
-	require.True(t, strings.Contains(fabOut.String(), "lost random"), fabOut.String())
+	out, tgtOut, fabOut := vethTransport{prefix: "pgtr", driver: "afxdp", veth: netns.VethOptions{GRO: true},
+		fabric: fabricConfig{both: "loss=1%,delay=10us", seed: 5, udpPort: 4791, lcores: "1", idle: "yield", period: time.Hour, frames: 16384},
+		target: transportConfig{sizes: "4KiB,64KiB", window: 16, lcore: 1, idle: "yield", frames: 16384, target: testTargetDelay, minRTO: time.Millisecond,
+			seed: 2, quiet: true, postRecv: 16, qpns: true},
+		initiator: transportConfig{sizes: "4KiB,64KiB", window: 16, conns: 2, pullEvery: 3, count: 100, duration: 5 * time.Minute, lcore: 0, idle: "yield",
+			frames: 16384, target: testTargetDelay, minRTO: time.Millisecond, seed: 1, quiet: true, sends: 4, qpns: true},
+	}.run(t)
+	require.Contains(t, out, "RESULT proto=peregrine ops=100")
+	require.Contains(t, out, "[ok  ] Sends completed without error")
+	require.Regexp(t, `global QPNs: \d+ opened, [1-9]\d* packets translated through the CAM; dropped: retired 0, unknown 0, misrouted 0, wrong source 0, missing 0`, out, "both ends on global QPNs (--global-qpns)")
+	require.Contains(t, tgtOut, " 0 with wrong bytes; placement")
+	require.True(t, strings.Contains(fabOut, "lost random"), fabOut)
 }
 
 // testTargetDelay is Swift's target delay in the veth tests: above the
