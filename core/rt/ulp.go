@@ -24,6 +24,12 @@ const (
 	// replaces the packet by a resync. If that NACK is lost the packet is
 	// resent and refused again.
 	ULPError
+	// Drop: the ULP will not take the packet and has nothing definite to
+	// tell the sender (a forged or misdirected packet, or a copy of one
+	// whose fate the ULP no longer knows). It is not marked received and
+	// neither acknowledged nor NACKed: the sender resends it and, past its
+	// retries, abandons it. Counted (RxDropped).
+	Drop
 )
 
 // ULPErrorCode is ULPError with a code for the peer's ULP: the NACK
