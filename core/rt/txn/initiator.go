@@ -321,7 +321,7 @@ func (e *Endpoint) checkDone(i int32) {
 			}
 			j := e.byEntry[k]
 			e.xacts[j].rsnHeld = false
-			e.complete(j, e.xacts[j].status)
+			e.completeInTurn(c, j) // cq.go
 		}
 		return
 	}
@@ -373,6 +373,10 @@ func (e *Endpoint) complete(i int32, st Status) {
 	ci := x.conn
 	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {
 		x.completed = true // the context stays until its notice (and given-up packets) resolve
+		if c.ordered && x.noticePending() {
+			x.owesTurn = true
+			c.noticesOwed++
+		}
 		return
 	}
 	e.freeXact(i)

@@ -441,3 +441,24 @@ func (e *Endpoint) maybeFreeTarget(i int32) {
 }
 
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
+
+// heldAtEnd tells the target ULP (OnAborted) of peer request i of
+// connection c, which ends with the connection, if the ULP was never told
+// of it and would have been: a push or pull waiting for its turn or its
+// data (its initiator may have seen every packet of it acknowledged), or
+// one its initiator gave up on. Refused requests and placeholders stay
+// untold, as they always are; a Send's WQE is flushed instead.
+func (e *Endpoint) heldAtEnd(c *conn, i int32) {
+	x := &e.xacts[i]
+	if !x.rsnHeld || x.placeheld || x.kind == OpSend || x.failed && !x.aborted {
+		return
+	}
+	e.cnt.own[cHeldAtEnd]++
+	if e.opts.OnAborted == nil {
+		return
+	}
+	c.closing = true // the ULP may not post on a connection that is going
+	e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
+	e.opts.OnAborted(&e.req)
+	e.req = Request{}
+}
