@@ -460,8 +460,10 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 		return rt.Accept
 	}
 	if h.ReqLen != x.length || uint64(h.Offset)+uint64(len(p)) > uint64(x.length) {
+		// Not our pull's data (forged): not acknowledged, so the packet
+		// that holds this PSN still comes.
 		e.cnt.own[cMalformed]++
-		return rt.Accept
+		return rt.Drop
 	}
 	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
 		return v

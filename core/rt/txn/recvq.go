@@ -50,11 +50,17 @@ import (
 // An absolute index travels with the depth it counts modulo; one counted
 // modulo another depth than this queue's is refused (IndexMismatch; the
 // sender's Send fails with StatusRemoteInvalid, RefusalIndexMismatch)
-// before it can name any WQE. An index that names a WQE consumed already
-// is dropped and counted (Stale); one that names a WQE not posted yet, or one beyond the queue,
-// is refused for now (RNR) and counted; a packet whose index names a WQE
-// bound to another transaction is dropped and counted (Forged): no packet
-// ever writes into a WQE that is not its Send's.
+// before it can name any WQE. Every packet (and every copy) of a Send
+// refused as longer than its WQE is refused again (RefusedAgain). An index
+// that names a WQE consumed already is dropped unacknowledged and counted
+// (Stale): every packet of a Send that completed was accepted, so none
+// comes again. One that names a WQE not posted yet, or one beyond the
+// queue, is refused for now (RNR) and counted; a packet whose index names
+// a WQE bound to another transaction, or whose RSN is bound to another
+// WQE, is dropped unacknowledged and counted (Forged): no packet ever
+// writes into a WQE that is not its Send's, and a WQE bound to one Send
+// is never bound to another. The package doc's "Every promise kept" has
+// the whole table.
 
 // Defaults of the receive-queue options.
 const (

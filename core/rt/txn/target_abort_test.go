@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
@@ -70,30 +71,43 @@ func TestHeldRequestOutlivedByItsInitiatorsOK(t *testing.T) {
 // target's ULP exactly once; every request the target's ULP heard of, it
 // heard of once (handed or aborted, never both).
 func TestEveryOKReachesTheTargetULP(t *testing.T) {
+	pool, err := mbuf.New(mbuf.Options{Name: "held-at-end", Frames: 8192, CacheSize: 64})
+	require.NoError(t, err)
+	defer pool.Close()
 	if *seedFlag >= 0 {
-		runHeldSeed(t, uint64(*seedFlag))
+		runHeldSeed(t, pool, uint64(*seedFlag))
 		return
 	}
 	n := propertySeeds(t)
+	var ok, failed, delivered, aborted int
 	for seed := range uint64(n) {
-		runHeldSeed(t, seed)
+		o, f, d, a := runHeldSeed(t, pool, seed)
+		ok, failed, delivered, aborted = ok+o, failed+f, delivered+d, aborted+a
 	}
+	t.Logf("%d seeds: %d operations completed OK, %d not; the target's ULP was handed %d requests and told of %d held when their connection ended",
+		n, ok, failed, delivered, aborted)
 }
 
-func runHeldSeed(t *testing.T, seed uint64) {
+func runHeldSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (ok, failed, delivered, aborted int) {
 	r := rand.New(rand.NewPCG(seed, 0xab0))
 	var h heardOf
 	listen := listenB(&h)
-	p, m := newFaultPair(t, seed, func(a, b *Options) {
+	sp, m := newTamperPair(t, pool, seed, func(a, b *Options) {
 		listen(a, b)
 		a.SolicitThreshold = 2048
+		a.Transport.RetryLimit, b.Transport.RetryLimit = 2, 2
 	})
+	p := sp.pair
+	defer func() {
+		p.close()
+		require.Zero(t, pool.InUse(), "seed %d: pool in use after stop", seed)
+	}()
 	f := newFaultMem(t, p, 256<<10)
 	ordered := r.IntN(4) != 0
 	lossPct := r.IntN(5)
 	noticeLost := r.IntN(2) == 0
 	cut := false
-	m.drop = func(fromA bool, hv wire.HeaderView) bool {
+	m.hook = func(fromA bool, hv wire.HeaderView, _ []byte) bool {
 		if cut {
 			return true
 		}
@@ -132,10 +146,17 @@ func runHeldSeed(t *testing.T, seed uint64) {
 	require.True(t, done, "seed %d: %d of %d operations ended\nA:\n%s\nB:\n%s", seed, len(p.cqA), ops, p.a.dump(), p.b.dump())
 	for _, cp := range p.cqA {
 		d, a := h.delivered[cp.RSN], h.aborted[cp.RSN]
+		delivered, aborted = delivered+d, aborted+a
+		if cp.Status == StatusOK {
+			ok++
+		} else {
+			failed++
+		}
 		require.LessOrEqual(t, d+a, 1, "seed %d ordered %v: %v %d heard of %d+%d times", seed, ordered, kinds[cp.Tag], cp.Tag, d, a)
 		if cp.Status == StatusOK {
 			require.Equal(t, 1, d, "seed %d ordered %v: %v %d completed OK at the initiator, handed to the target's ULP %d times (aborted %d)",
 				seed, ordered, kinds[cp.Tag], cp.Tag, d, a)
 		}
 	}
+	return ok, failed, delivered, aborted
 }
