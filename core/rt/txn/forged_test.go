@@ -48,7 +48,7 @@ func TestForgedPacketsAreNotAcknowledged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, m := newTamperPair(t, nil, 8, func(a, b *Options) { a.SolicitThreshold = 1024 })
 			forged := 0
-			m.hook = func(fromA bool, h wire.HeaderView, frame []byte) bool {
+			m.tamper = func(fromA bool, h wire.HeaderView, frame []byte) bool {
 				if forged == 0 && tc.forge(fromA, h, frame) {
 					forged++
 				}

@@ -2,7 +2,6 @@ package txn
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -10,105 +9,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
-	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/pmd/mem"
 )
-
-// tamperBox joins a pair's ports with no delay, like middlebox, but hands
-// its hook the whole frame: the hook may drop it (true), or rewrite its
-// transport header in place (a forged or misdirected packet that keeps
-// its valid PSN; the UDP checksum is cleared so the frame still decodes).
-// With late set, one frame in late is held back behind the next one of
-// its direction (reordering).
-type tamperBox struct {
-	pool  *mbuf.Pool
-	a, b  port.Port
-	ports []port.Port
-	buf   []mbuf.Handle
-	hook  func(fromA bool, h wire.HeaderView, frame []byte) bool
-	late  func() bool
-	held  [2]mbuf.Handle
-	has   [2]bool
-}
 
 // udpCsumOff is where the UDP checksum sits in an IPv4 frame.
 const udpCsumOff = wire.EthHeaderLen + wire.IPv4HeaderLen + 6
 
 // forgeSSN rewrites a frame's SSN (a Send's index or number) in place.
-func forgeSSN(frame []byte, ssn uint32) {
-	binary.BigEndian.PutUint32(frame[hdrOff+16:], ssn)
-	frame[udpCsumOff], frame[udpCsumOff+1] = 0, 0
-}
+func forgeSSN(frame []byte, ssn uint32) { forgeWord(frame, 16, ssn) }
 
-func (m *tamperBox) Poll(clock.Time) int {
-	work := 0
-	for di, dir := range []struct {
-		from, to port.Port
-		fromA    bool
-	}{{m.a, m.b, true}, {m.b, m.a, false}} {
-		n := dir.from.RxBurst(0, m.buf)
-		work += n
-		for _, h := range m.buf[:n] {
-			d := m.pool.Data(h)
-			if m.hook != nil && len(d) >= hdrOff+wire.BaseHeaderLen && m.hook(dir.fromA, wire.HeaderView(d[hdrOff:]), d) {
-				m.pool.Free([]mbuf.Handle{h})
-				continue
-			}
-			if !m.has[di] && m.late != nil && m.late() {
-				m.held[di], m.has[di] = h, true
-				continue
-			}
-			m.send(dir.to, h)
-			if m.has[di] {
-				m.has[di] = false
-				m.send(dir.to, m.held[di])
-			}
-		}
-		if n == 0 && m.has[di] {
-			// Nothing to overtake it: it goes now.
-			m.has[di] = false
-			m.send(dir.to, m.held[di])
-			work++
-		}
-	}
-	return work
-}
-
-func (m *tamperBox) send(to port.Port, h mbuf.Handle) {
-	one := []mbuf.Handle{h}
-	if to.TxBurst(0, one) != 1 {
-		m.pool.Free(one)
-	}
-}
-
-func (m *tamperBox) NextDeadline() (clock.Time, bool) { return 0, false }
-func (m *tamperBox) Stop(clock.Time)                  {}
-
-func (m *tamperBox) Close() error {
-	for di := range m.has {
-		if m.has[di] {
-			m.pool.Free([]mbuf.Handle{m.held[di]})
-			m.has[di] = false
-		}
-	}
-	for _, pt := range []port.Port{m.a, m.b} {
-		for n := pt.RxBurst(0, m.buf); n > 0; n = pt.RxBurst(0, m.buf) {
-			m.pool.Free(m.buf[:n])
-		}
-	}
-	for _, pt := range m.ports {
-		_ = pt.Close()
-	}
-	return nil
-}
-
-// newTamperPair is a sendPair joined by a tamperBox; pool nil makes its
-// own (checked and closed at cleanup), else the caller calls close.
-func newTamperPair(t testing.TB, pool *mbuf.Pool, seed uint64, tweak func(a, b *Options)) (*sendPair, *tamperBox) {
+// newTamperPair is a sendPair joined by a middlebox (its tamper and late
+// hooks forge, drop and reorder frames); pool nil makes its own (checked
+// and closed at cleanup), else the caller calls close.
+func newTamperPair(t testing.TB, pool *mbuf.Pool, seed uint64, tweak func(a, b *Options)) (*sendPair, *middlebox) {
 	t.Helper()
 	own := pool == nil
 	if own {
@@ -116,11 +31,7 @@ func newTamperPair(t testing.TB, pool *mbuf.Pool, seed uint64, tweak func(a, b *
 		pool, err = mbuf.New(mbuf.Options{Name: t.Name(), Frames: 8192, CacheSize: 64})
 		require.NoError(t, err)
 	}
-	pa, ma, err := mem.NewPair(pool, mem.PairOptions{Name: "ta", Size: 4096})
-	require.NoError(t, err)
-	pb, mb, err := mem.NewPair(pool, mem.PairOptions{Name: "tb", Size: 4096})
-	require.NoError(t, err)
-	m := &tamperBox{pool: pool, a: ma, b: mb, ports: []port.Port{pa, ma, pb, mb}, buf: make([]mbuf.Handle, 64)}
+	pa, pb, m := newMiddlebox(t, pool)
 	sp := &sendPair{}
 	sp.pair = buildPair(t, pool, pa, pb, m, seed, func(a, b *Options) {
 		for _, o := range []*Options{a, b} {
@@ -173,7 +84,7 @@ func TestSendRefusalRepeatedToEveryResend(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, m := newTamperPair(t, nil, 1, nil)
 			lost := 0
-			m.hook = func(fromA bool, h wire.HeaderView, _ []byte) bool {
+			m.tamper = func(fromA bool, h wire.HeaderView, _ []byte) bool {
 				if isRefusal(fromA, h) && lost < 3 {
 					lost++
 					return true
@@ -221,7 +132,7 @@ func TestHeldTooLongSendKeepsItsTurn(t *testing.T) {
 	// The first transmission of Send 0 (RSN 0) is lost: Send 1, too long,
 	// arrives first and is held back from its WQE.
 	lost := false
-	m.hook = func(fromA bool, h wire.HeaderView, _ []byte) bool {
+	m.tamper = func(fromA bool, h wire.HeaderView, _ []byte) bool {
 		if fromA && h.Type() == wire.TypeSend && h.RSN() == 0 && !lost {
 			lost = true
 			return true
@@ -283,7 +194,7 @@ func TestMisdirectedIndexCannotTakeABoundWQE(t *testing.T) {
 			// transmission is rewritten to name WQE 0, which Send 0's
 			// first packet bound (the box keeps order).
 			forged := 0
-			m.hook = func(fromA bool, h wire.HeaderView, frame []byte) bool {
+			m.tamper = func(fromA bool, h wire.HeaderView, frame []byte) bool {
 				if fromA && h.Type() == wire.TypeSend && h.RSN() == 1 && h.Flags()&wire.FlagRetransmission == 0 && forged == 0 {
 					forged++
 					forgeSSN(frame, h.SSN()-1) // one Send back: WQE 0
@@ -424,7 +335,7 @@ func runIntegritySeed(t *testing.T, pool *mbuf.Pool, seed uint64) (tally integri
 	}
 	sendK := map[uint32]uint32{}
 	m.late = func() bool { return r.IntN(100) < latePct }
-	m.hook = func(fromA bool, h wire.HeaderView, frame []byte) bool {
+	m.tamper = func(fromA bool, h wire.HeaderView, frame []byte) bool {
 		if !fromA && h.Type() == wire.TypeNack && r.IntN(100) < nackLossPct {
 			tally.nacksLost++
 			return true

@@ -107,7 +107,7 @@ func runHeldSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (ok, failed, delive
 	lossPct := r.IntN(5)
 	noticeLost := r.IntN(2) == 0
 	cut := false
-	m.hook = func(fromA bool, hv wire.HeaderView, _ []byte) bool {
+	m.tamper = func(fromA bool, hv wire.HeaderView, _ []byte) bool {
 		if cut {
 			return true
 		}
