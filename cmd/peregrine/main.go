@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -90,36 +91,93 @@ was started.`,
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole run to this file")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log lines (on standard error) as text or json")
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "least severe log level shown: debug, info, warn or error")
-	var stopProfile func()
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
 		if err != nil {
 			return usage(err)
 		}
 		slog.SetDefault(logger)
-		if cpuProfile == "" {
-			return nil
-		}
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
 		return nil
-	}
-	root.PersistentPostRun = func(*cobra.Command, []string) {
-		if stopProfile != nil {
-			stopProfile()
-		}
 	}
 	root.SetVersionTemplate("peregrine {{.Version}}\n")
 	// A flag cobra cannot parse is a usage error (exit 2) like one the
 	// command's own validation refuses.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
+	root.SetHelpCommand(newHelpCommand(root))
+	root.InitDefaultCompletionCmd()
+	refuseUnknownSubcommands(root)
+	onceEach(root)
+	profileRuns(root, &cpuProfile)
 	return root
+}
+
+// profileRuns starts --cpuprofile around every command's run, after its
+// flags were checked (PreRunE): a command line refused writes no file.
+func profileRuns(c *cobra.Command, path *string) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if *path == "" {
+				return run(cmd, args)
+			}
+			f, err := os.Create(*path)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+			return run(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		profileRuns(sub, path)
+	}
+}
+
+// newHelpCommand is `help [command]`: cobra's prints the root's usage and
+// exits 0 for a command that does not exist.
+func newHelpCommand(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			if err != nil || len(rest) > 0 {
+				return usage(fmt.Errorf("help %s: no such command: use one of %s", strings.Join(args, " "), commandNames(root)))
+			}
+			c.InitDefaultHelpFlag()
+			return c.Help()
+		},
+	}
+}
+
+// refuseUnknownSubcommands gives every command that only groups others
+// (completion) an answer to an argument that names none of them: cobra
+// prints the group's help and exits 0.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && !sub.Runnable() {
+			sub.Args = cobra.ArbitraryArgs
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return usage(fmt.Errorf("%s needs a subcommand: %s", cmd.CommandPath(), commandNames(cmd)))
+				}
+				return usage(fmt.Errorf("%s %s: no such subcommand: use one of %s", cmd.CommandPath(), args[0], commandNames(cmd)))
+			}
+		}
+		refuseUnknownSubcommands(sub)
+	}
+}
+
+func commandNames(c *cobra.Command) string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() || sub.Name() == "help" {
+			names = append(names, sub.Name())
+		}
+	}
+	return strings.Join(names, ", ")
 }

@@ -52,7 +52,7 @@ func TestRoCEPcapToPcap(t *testing.T) {
 		period: time.Hour, frames: 1024, slots: 8, retire: 1, open: 2, qps: []string{"qpn=0x100,psn=0"}, pmtu: 1024,
 	}, &o)
 	require.NoError(t, err, o.String())
-	require.Contains(t, o.String(), "retired qpn 0x000002")
+	require.Contains(t, o.String(), "retired 1 QPN(s): 0x000002")
 	require.Contains(t, o.String(), "qp 0x000003 -> local")
 	require.Contains(t, o.String(), "rx=6 fwd=4 other=0 drop{malformed=0 icrc=0 retired_qpn=2 unknown_qpn=0")
 
@@ -67,14 +67,19 @@ func TestRoCEPcapToPcap(t *testing.T) {
 }
 
 func TestRoCEFlagErrors(t *testing.T) {
+	with := func(f func(*roceConfig)) roceConfig {
+		c := roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, lcores: "0", idle: "sleep", frames: 1024, period: time.Second, pmtu: 1024}
+		f(&c)
+		return c
+	}
 	for _, c := range []struct {
 		cfg  roceConfig
 		want string
 	}{
-		{roceConfig{ports: []string{"null:"}, burst: 32, slots: 8}, "--port: give two ports"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 0, slots: 8}, "--burst"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"qpn=1"}, lcores: "0", idle: "sleep", frames: 1024, period: time.Second}, "--qp"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"bogus"}}, "--qp \"bogus\""},
+		{with(func(c *roceConfig) { c.ports = c.ports[:1] }), "--port: give two ports"},
+		{with(func(c *roceConfig) { c.burst = 0 }), "--burst"},
+		{with(func(c *roceConfig) { c.qps = []string{"qpn=1"} }), "--qp"},
+		{with(func(c *roceConfig) { c.qps = []string{"bogus"} }), "--qp \"bogus\""},
 	} {
 		err := runRoCE(context.Background(), c.cfg, &bytes.Buffer{})
 		require.ErrorContains(t, err, c.want)
