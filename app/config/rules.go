@@ -14,6 +14,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/internal/units"
 )
 
@@ -228,6 +229,17 @@ func CheckTransportMemory(window, sends, postRecv int, sizes []int) error {
 	need := int64(txnload.TargetMemoryLen(window, sizes)) + int64(sends+postRecv)*int64(largest)
 	if need > MaxRegion {
 		return fmt.Errorf("window %d and %d Sends and %d receive WQEs of up to %d B need %d B of buffers: at most %d B; lower the window, the counts or the largest size", window, sends, postRecv, largest, need, MaxRegion)
+	}
+	return nil
+}
+
+// CheckTargetDelay refuses a congestion target delay Swift does not take.
+func CheckTargetDelay(d time.Duration) error {
+	if err := CheckAtLeast(d, time.Microsecond); err != nil {
+		return err
+	}
+	if d > swift.MaxBaseTarget {
+		return fmt.Errorf("%v is too long: use at most %v", d, swift.MaxBaseTarget)
 	}
 	return nil
 }

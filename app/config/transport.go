@@ -130,7 +130,7 @@ func (s *Transport) Check(c *Checker) {
 	if s.TargetDelay == 0 {
 		s.TargetDelay = Duration(200 * time.Microsecond)
 	}
-	c.Err("target_delay", CheckAtLeast(s.TargetDelay.D(), time.Microsecond))
+	c.Err("target_delay", CheckTargetDelay(s.TargetDelay.D()))
 	if s.PSNWindow == 0 {
 		s.PSNWindow = 512
 	}

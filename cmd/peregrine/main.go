@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"strings"
 
@@ -102,7 +103,7 @@ was started.`,
 	root.SetVersionTemplate("peregrine {{.Version}}\n")
 	// A flag cobra cannot parse is a usage error (exit 2) like one the
 	// command's own validation refuses.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(plainFlagError(err)) })
 	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
 	root.SetHelpCommand(newHelpCommand(root))
 	root.InitDefaultCompletionCmd()
@@ -160,13 +161,16 @@ func newHelpCommand(root *cobra.Command) *cobra.Command {
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		if sub.HasSubCommands() && !sub.Runnable() {
-			sub.Args = cobra.ArbitraryArgs
-			sub.RunE = func(cmd *cobra.Command, args []string) error {
-				if len(args) == 0 {
-					return usage(fmt.Errorf("%s needs a subcommand: %s", cmd.CommandPath(), commandNames(cmd)))
+			sub.Args = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usage(fmt.Errorf("%s %s: no such subcommand: use one of %s", cmd.CommandPath(), args[0], commandNames(cmd)))
 				}
-				return usage(fmt.Errorf("%s %s: no such subcommand: use one of %s", cmd.CommandPath(), args[0], commandNames(cmd)))
+				return nil
 			}
+			sub.PreRunE = func(cmd *cobra.Command, _ []string) error {
+				return usage(fmt.Errorf("%s needs a subcommand: %s", cmd.CommandPath(), commandNames(cmd)))
+			}
+			sub.RunE = func(*cobra.Command, []string) error { return nil } // PreRunE refused
 		}
 		refuseUnknownSubcommands(sub)
 	}
@@ -180,4 +184,35 @@ func commandNames(c *cobra.Command) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// pflagValue matches pflag's error for a value its type refused.
+var pflagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-[^,]+, )?(--[^"]+)" flag: (.*)$`)
+
+// plainFlagError says what pflag's parsers refused in the user's terms:
+// "--burst "x": not a whole number", not strconv.ParseInt's syntax error.
+func plainFlagError(err error) error {
+	m := pflagValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	val, flag, why := m[1], m[2], m[3]
+	outOfRange := strings.Contains(why, "value out of range")
+	switch {
+	case strings.Contains(why, "strconv.ParseBool"):
+		why = "use true or false (a switch: --" + strings.TrimPrefix(flag, "--") + " alone is true)"
+	case strings.Contains(why, "strconv.ParseUint") && outOfRange:
+		why = "too large for this flag"
+	case strings.Contains(why, "strconv.ParseUint"):
+		why = "not a whole number of 0 or more"
+	case strings.Contains(why, "strconv.") && outOfRange:
+		why = "out of range for this flag"
+	case strings.Contains(why, "strconv.ParseFloat"):
+		why = "not a number"
+	case strings.Contains(why, "strconv."):
+		why = "not a whole number"
+	case strings.HasPrefix(why, "time: "):
+		why = "not a duration: write one as 500ms, 10s or 2m"
+	}
+	return fmt.Errorf("%s %q: %s", flag, val, why)
 }

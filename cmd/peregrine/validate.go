@@ -257,7 +257,7 @@ func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
 		checkFrames(c.frames, 1, 0, c.frameSize),
-		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		flagged("target-delay", config.CheckTargetDelay(c.target)),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		psn,
 	)
@@ -332,7 +332,7 @@ func (c *demoConfig) validate(fs *pflag.FlagSet) error {
 		checkInt("burst", c.burst, 1, maxBurst),
 		checkIdle(c.idle),
 		checkInt("window", c.window, 1, 4096),
-		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		flagged("target-delay", config.CheckTargetDelay(c.target)),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		checkFrames(c.frames, loops, extra, 0),
 	)
