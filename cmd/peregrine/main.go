@@ -72,18 +72,22 @@ Ports are named like DPDK vdevs: mem:PAIR/END, null:, pcap:FILE, pcap-out:FILE,
 afpacket:IFACE?netns=NS, afxdp:IFACE?queue=N&netns=NS.
 
 Flag values, the same in every subcommand:
-  sizes      a byte count: 1500, 4KiB, 1MiB, 1GiB (powers of 1024), 64kB, 1MB,
-             1GB (powers of 1000); units are case-insensitive
+  sizes      a byte count, for every flag that takes bytes: 1500, 4KiB, 1MiB,
+             1GiB (powers of 1024), 64kB, 1MB, 1GB (powers of 1000); units are
+             case-insensitive; a size or count that sizes a buffer is checked
+             against its memory before anything is allocated
   rates      frames per second (1000, 500kpps, 1mpps) or bits per second
-             (100mbit, 10gbit, 10Gbit/s); "max" for as fast as possible
+             (100mbit, 10gbit, 10Gbit/s); "max" for as fast as possible; 0 is
+             refused (it would send nothing)
   durations  Go durations (500ms, 10s, 2m); never negative; --duration 0
              means "until stopped" where the subcommand says so
   counts     a range, given in the error when a value is outside it
 
 Exit status: 0 when the run succeeded; 1 when it failed (a port could not be
 opened, a check failed, a peer went away); 2 for a usage error (an unknown
-subcommand or flag, a bad flag value, a missing argument), before anything
-was started.`,
+subcommand or flag, a bad flag value, a missing argument, a flag that does
+nothing in the mode chosen, a second value for a flag that takes one),
+before anything was started.`,
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
