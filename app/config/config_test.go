@@ -264,3 +264,18 @@ pipelines: [{lcore: a, stages: [
 		require.True(t, series[want], "no %s", want)
 	}
 }
+
+// TestTransportBuffersBounded: Sends and receive WQEs of the largest size
+// count toward the transport's buffers, checked before anything is
+// allocated.
+func TestTransportBuffersBounded(t *testing.T) {
+	_, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:bb/0"}, {name: p1, spec: "mem:bb/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: t, window: 1, msg_size: 1GiB, sends: 4096},
+  {kind: transport, name: t, role: target, port: p1, ip: 198.18.0.2, window: 1, msg_size: 1GiB, post_recv: 256}]}]
+`))
+	require.ErrorContains(t, err, "pipelines[0].stages[0].sends: window 1 and 4096 Sends and 0 receive WQEs of up to 1073741824 B need")
+	require.ErrorContains(t, err, "pipelines[0].stages[1].post_recv: window 1 and 0 Sends and 256 receive WQEs")
+}

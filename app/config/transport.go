@@ -143,6 +143,14 @@ func (s *Transport) Check(c *Checker) {
 	}
 	c.Err("sends", CheckRange(s.Sends, 0, 4096))
 	c.Err("post_recv", CheckRange(s.PostRecv, 0, txn.DefaultRecvDepth))
+	if sizes != nil && s.Window >= 1 && s.Window <= 4096 && s.Sends >= 0 && s.Sends <= 4096 && s.PostRecv >= 0 && s.PostRecv <= txn.DefaultRecvDepth &&
+		CheckTargetRegion(s.Window, sizes) == nil {
+		field := "sends"
+		if s.Sends == 0 {
+			field = "post_recv"
+		}
+		c.Err(field, CheckTransportMemory(s.Window, s.Sends, s.PostRecv, sizes))
+	}
 	c.Err("op_timeout", CheckDuration(s.OpTimeout.D(), "have no operation timeout"))
 	s.opts = app.TransportOptions{
 		Role: s.Role, LocalIP: ip, Window: s.Window, Sizes: sizes, RegionLen: s.RegionSize,

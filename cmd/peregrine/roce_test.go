@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -98,4 +99,29 @@ func TestDemoRoCE(t *testing.T) {
 	require.True(t, ok, out.String())
 	require.Contains(t, out.String(), "no request reached a context that another QP holds (0 did)")
 	require.Contains(t, out.String(), "verification passed")
+}
+
+// TestRoCERetireSummarised: --retire N prints one line, the first and last
+// few numbers with the count between, not a line per number.
+func TestRoCERetireSummarised(t *testing.T) {
+	out, code := runGuarded(t, []string{"roce", "--port", "null:", "--port", "null:", "--retire", "20", "--duration", "20ms", "--quiet"})
+	require.Equal(t, exitOK, code, out)
+	require.Contains(t, out, "retired 20 QPN(s): 0x000002, 0x000003, 0x000004, 0x000005, … (12 more) …, 0x000012, 0x000013, 0x000014, 0x000015\n")
+	require.Equal(t, 1, strings.Count(out, "retired "), out)
+}
+
+// TestRoCEJSON: roce --json prints JSON lines only, the last a summary
+// with the stage's counters.
+func TestRoCEJSON(t *testing.T) {
+	out, code := runGuarded(t, []string{"roce", "--port", "null:", "--port", "null:", "--duration", "30ms", "--stats-period", "10ms", "--json"})
+	require.Equal(t, exitOK, code, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last map[string]any
+	for _, l := range lines {
+		last = nil
+		require.NoError(t, json.Unmarshal([]byte(l), &last), "not a JSON line: %q", l)
+	}
+	require.Equal(t, "summary", last["type"], out)
+	require.Contains(t, out, `"to_host_received"`)
+	require.NotContains(t, out, "<nil>")
 }

@@ -78,6 +78,7 @@ func TestInMemoryConfigsRun(t *testing.T) {
 			out, code := runCLI(t, "run", "-c", f, "--quiet")
 			require.Equal(t, 0, code, out)
 			require.Contains(t, out, "verification passed")
+			require.NotContains(t, out, "<nil>", "a check prints a reason, not a Go nil")
 			require.Regexp(t, `pool: \d+ frames, 0 in use after stop`, out)
 		})
 		ran++
