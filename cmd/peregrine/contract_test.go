@@ -314,7 +314,7 @@ func checkOutcome(args []string, f *pflag.Flag, val string, r outcome, fail func
 	if r.code != exitUsage {
 		fail("%s: exit %d before anything ran, want %d (a usage error):\n%s", line, r.code, exitUsage, r.out)
 	}
-	if !strings.Contains(r.out, "--"+f.Name) {
+	if !regexp.MustCompile(`--` + regexp.QuoteMeta(f.Name) + `([^a-z0-9-]|$)`).MatchString(r.out) {
 		fail("%s: the error does not name --%s:\n%s", line, f.Name, r.out)
 	}
 	if m := findGo(r.out); m != "" {
@@ -630,6 +630,7 @@ func TestContractDefects(t *testing.T) {
 		{[]string{"gen", "--port", "null:", "--rate", "max"}, nil, ""},
 		{with(target, "--lcores", "0"), nil, ""},
 		{with(target, "--lcore", "0"), nil, ""},
+		{with(target, "--lcore", "4096"), []string{"--lcore 4096: CPU 4096 does not exist"}, ""},
 		{with(target, "--lcores", "0,1"), []string{"--lcores"}, ""},
 		{[]string{"fabric", "--port-a", "null:", "--port-b", "null:", "--quiet"}, nil, ""},
 		{with(roce, "--json", "--metrics", "127.0.0.1:0", "--quiet"), nil, ""},

@@ -273,3 +273,14 @@ func because(err error) string {
 	}
 	return ": " + err.Error()
 }
+
+// typedName is the name the user typed of a flag and its deprecated
+// aliases: an error names the flag as typed.
+func typedName(fs *pflag.FlagSet, name string, aliases ...string) string {
+	for _, a := range aliases {
+		if f := fs.Lookup(a); f != nil && f.Changed {
+			return a
+		}
+	}
+	return name
+}

@@ -253,7 +253,7 @@ func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 		checkInt("pull-every", c.pullEvery, 0, 1<<30),
 		checkDuration("duration", c.duration, zero),
 		checkDuration("op-timeout", c.opTimeout, "have no operation timeout"),
-		checkCPU("lcores", c.lcore),
+		checkCPU(typedName(fs, "lcores", "lcore"), c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
 		checkFrames(c.frames, 1, 0, c.frameSize),
