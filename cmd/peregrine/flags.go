@@ -30,6 +30,14 @@ import (
 //   - sizes and rates: internal/units (1500, 4KiB, 1MB; 1mpps, 10gbit).
 //   - --frames: at least config.MinFramesPerLoop per poll loop, at most
 //     mbuf.MaxFrames.
+//   - a flag that does nothing in the mode chosen is refused (inert), and
+//     a flag that holds one value refuses a second (onceValue).
+//
+// How a command keeps the contract (contract_test.go checks it over the
+// whole command tree): every check runs before anything opens — in flag
+// parsing (a pflag.Value's Set), Args, or the command's PreRunE — and
+// returns usage(err), which main maps to exit 2; RunE opens and runs, and
+// its errors exit 1. A flag that takes bytes is a sizeVar.
 
 // usageError marks an error as the user's: a bad flag value, an unknown
 // flag, a missing argument. main exits 2 for it, 1 for a run that failed.
