@@ -144,7 +144,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loops exited cleanly" + because(runErr)},
 		demoDrainCheck(drained, ls, cfg.drain, drainTook),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
@@ -153,7 +153,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
 		{qpnOK, qpnWhat},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 	}
 	checks = append(checks, sendChecks...)
 	ioiOK, ioiWhat := demo.IOICheck()
