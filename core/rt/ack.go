@@ -163,6 +163,7 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 		// RNR NACKs), not a resolution: no cookie.
 		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
 	case wire.NackOutOfWindow:
+		e.refund(c, n.Window, n.PSN)
 		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
 	case wire.NackBadCID:
 		e.failConn(c, ErrPeerReset)

@@ -274,10 +274,13 @@
 //     with the cookie and the peer's code; a resync takes the packet's
 //     place (the retained frame is freed then), and EventResynced tells
 //     when that resync is acknowledged and its window place is free.
-//   - Refusal for now (NotReady, NoResources, out of window): not an end.
+//   - Refusal for now (NotReady, NoResources, OutOfWindow): not an end.
 //     The sender holds off the packet and the ones after it for the NACK's
-//     RNR time, at most MaxRTO (early retransmission too), then resends;
-//     each resend counts toward RetryLimit.
+//     RNR time (an RTO for out of window), at most MaxRTO (early
+//     retransmission too), then resends; each resend counts toward
+//     RetryLimit, except that an out-of-window refusal gives the refused
+//     transmission back (Refunds, at most RetryLimit per packet): the
+//     packet arrived too far ahead of a gap, it was not lost.
 //   - Abandonment: after RetryLimit+1 transmissions and RetryLimit+1
 //     expiries of its timer a resync takes its place; when the peer acknowledges the resync, EventAbandoned gives
 //     the cookie (the packet may or may not have been delivered). The

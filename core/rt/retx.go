@@ -39,6 +39,9 @@ type retxCtx struct {
 	early   bool // queued as an early retransmit
 	resync  bool // the frame is a resync standing in for the abandoned packet
 	nacked  bool // the resync stands in for a packet the peer's ULP refused
+	// refunds: transmissions given back because the peer refused them as
+	// out of window (refund), at most RetryLimit.
+	refunds uint16
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.
@@ -316,6 +319,31 @@ func (e *Endpoint) holdOff(c *conn, w wire.Window, psn uint32, d time.Duration) 
 			}
 		}
 	}
+}
+
+// refund gives packet psn of window w back the transmission an
+// out-of-window NACK refused: the packet arrived, too far ahead for the
+// receiver to take yet (an in-order packet past a gap), so it was not lost
+// and the resend after the hold-off must not spend its retry budget — a
+// loss earlier in the window would otherwise abandon every packet past
+// it. At most RetryLimit refunds per packet, so a peer that refuses a
+// packet forever cannot keep it outstanding forever: it is sent at most
+// 2×(RetryLimit+1) times.
+func (e *Endpoint) refund(c *conn, w wire.Window, psn uint32) {
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
+	if !ok {
+		return
+	}
+	x := &e.ctx[idx]
+	if x.resync || x.tx == 0 || int(x.refunds) >= e.opts.RetryLimit {
+		return
+	}
+	x.refunds++
+	x.tx--
+	if x.timeouts > 0 {
+		x.timeouts-- // the hold-off's end counts one again
+	}
+	e.cnt.own[cRefunds]++
 }
 
 // retriesSpent reports whether the current frame of x was sent

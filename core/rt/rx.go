@@ -382,6 +382,8 @@ func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
 		code = wire.NackResourceExhausted
 	case ULPError:
 		code = wire.NackULPError
+	case OutOfWindow:
+		code = wire.NackOutOfWindow
 	}
 	if v.kind() == ULPError {
 		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn})
