@@ -152,6 +152,9 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 			e.cnt.own[cNackStale]++
 			return true
 		}
+		if !e.nackBound(c, hd) {
+			return true
+		}
 	}
 	switch n.Code {
 	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
@@ -198,6 +201,36 @@ func (e *Endpoint) nackForged(c *conn, n *wire.NackBody) bool {
 	}
 	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
 	return !ok || e.ctx[idx].sends == 0
+}
+
+// nackBound reports whether a NACK that names an outstanding PSN of ours
+// names the packet we sent with it: its TxEcho is the TxTime of the
+// refused packet, which must be one of that PSN's last two transmissions.
+// A PSN alone is not enough: a forged packet with a live CID and our next
+// PSN, refused by the peer, earns a NACK with that PSN, and it may reach
+// us just after our own packet with that PSN left — taken for ours, it
+// would fail an operation the peer served. A mismatch is counted
+// (NackForged) and the NACK ignored whole. A NACK for a resync's PSN
+// refuses the packet the resync replaced: stale (NackStale). (A refusal
+// of a transmission older than the last two, overtaken by two resends,
+// is ignored too: the packet is outstanding and resent anyway.)
+func (e *Endpoint) nackBound(c *conn, hd *wire.Header) bool {
+	n := &hd.Nack
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
+	if !ok {
+		e.cnt.own[cInternal]++ // nackForged found it outstanding
+		return false
+	}
+	x := &e.ctx[idx]
+	if x.resync {
+		e.cnt.own[cNackStale]++
+		return false
+	}
+	if hd.TxEcho == stamp(x.sentAt) || x.prevAt != 0 && hd.TxEcho == stamp(x.prevAt) {
+		return true
+	}
+	e.cnt.own[cNackForged]++
+	return false
 }
 
 // onULPError resolves a packet the peer's ULP refused: the ULP hears of it
@@ -318,7 +351,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 	switch {
 	case nack:
 		hd.Type = wire.TypeNack
-		hd.TxEcho = c.peerTx
+		hd.TxEcho = owed.echo
 		hd.Nack = wire.NackBody{
 			Code:             owed.code,
 			ULPCode:          owed.ulpCode,

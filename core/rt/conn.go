@@ -126,6 +126,11 @@ type pendingNack struct {
 	ulpCode uint8
 	window  wire.Window
 	psn     uint32
+	// echo is the refused packet's TxTime, echoed in the NACK's TxEcho:
+	// the sender checks it against that PSN's transmissions, so a
+	// refusal of a forged packet with a live PSN is not taken for one of
+	// the packet it sent.
+	echo uint32
 }
 
 // conn is one slot of the connection table. Everything is preallocated by
@@ -213,7 +218,8 @@ func (c *conn) window(w wire.Window) int { return int(w) - 1 }
 // queue is full.
 func (c *conn) oweULPNack(n pendingNack) {
 	for i := range c.nULPNack {
-		if c.ulpNacks[i] == n {
+		if q := &c.ulpNacks[i]; q.code == n.code && q.ulpCode == n.ulpCode && q.window == n.window && q.psn == n.psn {
+			q.echo = n.echo // the latest refused transmission
 			return
 		}
 	}

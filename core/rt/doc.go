@@ -367,7 +367,8 @@
 // given up on after their retries; Abandoned also counts the resyncs of
 // packets the ULP gave up, GivenUp), TxRetransmit and TxEarlyRetransmit
 // (with SpuriousEarlyRetransmit),
-// AckForged and NackStale (acknowledgements ignored), RxBadSource
+// AckForged, NackForged (a NACK whose echo names no transmission of its
+// PSN) and NackStale (acknowledgements ignored), RxBadSource
 // (packets from a stranger), RxUnknownCID and RxStaleCID (frames for no
 // connection) with TxBadCIDNack and BadCIDNackSuppressed, AwaitProbes
 // (SetAwaiting's probes), KeepAliveSent and IdleTimeouts, ConnFailed and

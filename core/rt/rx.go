@@ -324,7 +324,7 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	default:
 		if e.deliver != nil {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
-				e.onRefused(c, w, hd.PSN, v)
+				e.onRefused(c, w, hd.PSN, hd.TxTime, v)
 				return
 			}
 			if c.state == StateFree {
@@ -373,8 +373,8 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
 }
 
 // onRefused records the NACK owed for a packet the deliver function did
-// not accept.
-func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
+// not accept; echo is the packet's TxTime, which the NACK echoes.
+func (e *Endpoint) onRefused(c *conn, w wire.Window, psn, echo uint32, v Verdict) {
 	e.cnt.own[cRxRefused]++
 	code := wire.NackReceiverNotReady
 	switch v.kind() {
@@ -386,11 +386,11 @@ func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
 		code = wire.NackOutOfWindow
 	}
 	if v.kind() == ULPError {
-		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn})
+		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn, echo: echo})
 	} else if c.nack.code == 0 {
 		// One NACK at a time, for the first refusal: the sender holds
 		// off that packet and every later one.
-		c.nack = pendingNack{code: code, window: w, psn: psn}
+		c.nack = pendingNack{code: code, window: w, psn: psn, echo: echo}
 	}
 	e.ackNow(c)
 }

@@ -128,8 +128,11 @@
 //     each window. Every bit below it is acknowledged.
 //   - TxTime: the sender's clock in ns, truncated to 32 bits (wraps every
 //     4.29 s). TxEcho: the TxTime of the last packet received from the
-//     peer (for an ACK or NACK: of the packet that triggered it).
-//     RTT = (now - TxEcho) mod 2^32.
+//     peer (for an ACK: of the packet that triggered it; for a NACK:
+//     exactly the refused packet's, which names that transmission — its
+//     sender ignores a NACK whose echo matches none of the PSN's recent
+//     transmissions, so the refusal of a forged packet with a live PSN is
+//     not taken for its own). RTT = (now - TxEcho) mod 2^32.
 //   - HopEcho: the IP hops the echoed packet crossed, which its receiver
 //     infers from the TTL (or hop limit) it arrived with: the smallest
 //     usual initial value (32, 64, 128, 255) at or above it, minus it
