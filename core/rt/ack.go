@@ -88,6 +88,9 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		e.retire(c, k, newly)
 		total += len(newly)
 	}
+	if hd.Ack.Dup != wire.WindowNone && c.state != StateFree {
+		e.onDupReport(c, hd.Ack.Dup, hd.PSN)
+	}
 	var rtt time.Duration
 	if hd.TxEcho != 0 {
 		// Fabric RTT: our time since the echoed packet left, minus the
@@ -313,7 +316,7 @@ func (e *Endpoint) piggybacked(c *conn) {
 	if c.ackCount == 0 && !c.ackNow {
 		return
 	}
-	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 || c.probe {
+	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 || c.probe || c.dupWin != 0 {
 		return
 	}
 	e.ackSent(c)
@@ -325,6 +328,7 @@ func (e *Endpoint) ackSent(c *conn) {
 	c.ackNow = false
 	c.probe = false
 	c.oow, c.oowCount = 0, 0
+	c.dupWin = wire.WindowNone
 	if c.ackTimer != 0 {
 		e.wheel.Cancel(c.ackTimer)
 		c.ackTimer = 0
@@ -369,6 +373,10 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		hd.Ack.OOWCount = c.oowCount
 		if c.probe {
 			hd.Flags |= wire.FlagAckRequested
+		}
+		if c.dupWin != wire.WindowNone {
+			hd.Ack.Dup, hd.PSN = c.dupWin, c.dupPSN
+			e.cnt.own[cTxDupReport]++
 		}
 		if c.rx[0].holes() || c.rx[1].holes() {
 			hd.Type = wire.TypeExtendedAck

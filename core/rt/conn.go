@@ -169,7 +169,11 @@ type conn struct {
 	echoFresh bool   // not yet echoed in an ACK
 	echoTTL   uint8  // the IP TTL it arrived with (HopEcho: wire.HopsFromTTL)
 	peerTx    uint32 // TxTime of the latest packet, echoed on data packets
-	nack      pendingNack
+	// dupWin and dupPSN: a packet that came again (a duplicate or stale
+	// PSN), reported in the next ACK (wire.AckBody.Dup); dupWin 0: none.
+	dupWin wire.Window
+	dupPSN uint32
+	nack   pendingNack
 	// ULP-error NACKs owed, oldest first: unlike an RNR NACK (one at a
 	// time, the sender holds off) each refused packet needs its own, and
 	// one the queue has no room for is owed again when the packet returns.

@@ -150,7 +150,18 @@
 // early resend found spurious (the ACK came
 // sooner than the resend could have earned it:
 // Stats.SpuriousEarlyRetransmit) widens it at once; it never falls below
-// a quarter of the least RTT. Packets sprayed over paths of different
+// a quarter of the least RTT. Duplicate reports tell the sender what
+// timing alone cannot: a receiver that gets a packet it had already (a
+// duplicate, or a PSN before its window) says so in its next ACK
+// (wire.AckBody.Dup, the PSN in the ACK's PSN field; TxDupReport,
+// RxDupReport), as a DSACK does, and a report of a packet whose latest
+// transmission was an early resend (SpuriousDupReport) proves the
+// original late, not lost: the window gets a floor of how late it came,
+// plus a quarter, which wears down by 1/4096 per packet nothing
+// overtook, so bursts of reordering (a queue on one path, frames held
+// back now and then) are covered from one to the next, as RFC 8985 keeps
+// a DSACK-widened window for 16 recoveries. Options.NoDupReports runs
+// without (the behaviour before them, for comparisons). Packets sprayed over paths of different
 // delays, or queued on one ordered path (IOI's head and tail), are thus
 // given the time they take: a hole is not lost either while packets sent
 // with or before it are still being acknowledged (the queue on its path

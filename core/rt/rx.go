@@ -311,7 +311,7 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	rw := &c.rx[c.window(w)]
 	class, off := rw.classify(hd.PSN)
 	if class != rxNew {
-		e.onNotNew(c, w, class)
+		e.onNotNew(c, w, hd.PSN, class)
 		return
 	}
 	switch hd.Type {
@@ -354,11 +354,13 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 }
 
 // onNotNew handles a packet the receive window does not take: before it
-// (stale), past it, or already received; each is answered by an ACK.
-func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
+// (stale), past it, or already received; each is answered by an ACK, and
+// one we had already is reported in it (owedDup).
+func (e *Endpoint) onNotNew(c *conn, w wire.Window, psn uint32, class rxClass) {
 	switch class {
 	case rxStale:
 		e.cnt.own[cRxStalePSN]++
+		e.owedDup(c, w, psn)
 	case rxBeyond:
 		e.cnt.own[cRxOutOfWindow]++
 		c.oow |= wire.OOWFlags(1) << c.window(w)
@@ -368,6 +370,7 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
 	case rxDuplicate:
 		e.cnt.own[cRxDuplicate]++
 		c.stats.Duplicates++
+		e.owedDup(c, w, psn)
 	}
 	e.ackNow(c)
 }

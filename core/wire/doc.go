@@ -162,7 +162,7 @@
 // acked packet's TxTime.
 //
 //	+---------------+---------------+-------------------------------+
-//	|  OOW flags    |  RxBufLevel   |        OOWCount (16)          | 48
+//	|Rsv|Dup|OOW fl.|  RxBufLevel   |        OOWCount (16)          | 48
 //	+---------------+---------------+-------------------------------+
 //	|          Receive time of the echoed packet (RxTime)           | 52
 //	+---------------------------------------------------------------+
@@ -180,6 +180,14 @@
 //   - OOW flags: 0x01 request window, 0x02 data window — the receiver
 //     dropped a packet beyond that window since its previous ACK; the
 //     sender should hold off (stop growing and shrink that window).
+//   - Dup (bits 0x0c of byte 48, value 1 request window, 2 data window,
+//     0 none; 3 reserved, read as none): a duplicate report (DSACK, RFC
+//     2883's idea): a reliable packet of that window came again, one the
+//     receiver had already (received, or before its window). Its PSN is
+//     in the base header's PSN field, which ACKs do not use otherwise.
+//     The sender learns that a resend was not needed and widens its
+//     reordering window (core/rt). Receivers that predate it send 0 and
+//     ignore it: the byte's upper bits were reserved.
 //     OOWCount counts those drops (saturating at 65535). RxBufLevel is the
 //     receiver's buffer occupancy quantised to 0–255.
 //   - RxTime lets the sender take the receiver's turnaround out of the
