@@ -23,8 +23,10 @@
 //     with the transport's early retransmission as it was before
 //     duplicate reports (rt.Options.NoDupReports);
 //   - inorder_2pct_loss_ops_abandoned: operations that did not complete OK
-//     with every data packet in order (ioi.ModeInOrder), transport windows
-//     of 128 and 2 % loss.
+//     with every data packet in order (ioi.ModeInOrder), 128 packets
+//     outstanding per connection (a fixed window the size of the
+//     transport's, no congestion control, the default retry limit) and
+//     2 % loss.
 package integrity
 
 import (
@@ -111,7 +113,7 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	}
 	rep.Note("inorder %s", inorder)
 	rep.Add(report.Ratio{Name: "inorder_2pct_loss_ops_abandoned", Value: float64(inorder.NotOK), Op: report.AtMost, Target: 0,
-		Detail: fmt.Sprintf("every data packet in order, transport windows of 128, 2%% loss: %d operations and Sends completed, %d not OK",
+		Detail: fmt.Sprintf("every data packet in order, 128 packets outstanding (fixed window), 2%% loss: %d operations and Sends completed, %d not OK",
 			inorder.Completed, inorder.NotOK)})
 	p, f := rep.Summary()
 	return p, f, nil
@@ -125,8 +127,9 @@ type SimOptions struct {
 	// Mode is the endpoints' IOI mode (0, ModeOff, is taken as the demo's
 	// ModeIOI).
 	Mode ioi.Mode
-	// Window, when set, is the transports' WindowSize and their fixed
-	// window's MaxOutstanding.
+	// Window, when set, is the transports' WindowSize and the packets they
+	// keep outstanding (a fixed window, MaxOutstanding, instead of Swift),
+	// with the transport's default RetryLimit rather than the demo's 20.
 	Window int
 	// NoDupReports runs the transports as before duplicate reports.
 	NoDupReports bool
@@ -245,8 +248,13 @@ func (s *sim) build(o SimOptions) error {
 			MinRTO: time.Millisecond, RetryLimit: 20, NoDupReports: o.NoDupReports}
 		if o.Window > 0 {
 			tr.WindowSize, tr.MaxOutstanding = o.Window, o.Window
+			tr.RetryLimit = 0 // the transport's default
 		}
-		return txn.New(txn.Options{OnRequest: onReq, OnConnEvent: onConn, Transport: tr, Congestion: &sp, IOI: cfg})
+		to := txn.Options{OnRequest: onReq, OnConnEvent: onConn, Transport: tr, Congestion: &sp, IOI: cfg}
+		if o.Window > 0 {
+			to.Congestion = nil // the transport's fixed window of Window packets
+		}
+		return txn.New(to)
 	}
 	var err error
 	if s.a, err = mk("initiator", s.ports[0], ipA, o.Seed, nil, nil); err != nil {
