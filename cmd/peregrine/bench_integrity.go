@@ -31,14 +31,14 @@ packet it had already, which widens the sender's reordering window):
   inorder_2pct_loss_ops_abandoned  operations not completed OK with every
                                    data packet in order, windows of 128, 2% loss  <= 0
 
-Takes about a minute at the default duration.`,
+Takes about ten seconds at the default duration.`,
 		Example: `  peregrine bench integrity
   peregrine bench integrity --duration 50ms --seed 7`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return usage(checkPositiveDuration("duration", duration, time.Millisecond))
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := usage(checkPositiveDuration("duration", duration, time.Millisecond)); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := integrity.Run(ctx, integrity.Options{Out: cmd.OutOrStdout(), Duration: duration, Seed: seed})
