@@ -57,6 +57,11 @@ const (
 	cGivenUp
 	cAwaitProbes
 	cSpuriousEarly
+	cRefunds
+	cNackForged
+	cTxDupReport
+	cRxDupReport
+	cSpuriousDup
 	cInternal
 	numCounters
 )
@@ -137,6 +142,20 @@ type Stats struct {
 	// earlier transmission arrived. Each widens the connection's
 	// reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
+	// Refunds counts transmissions given back to a packet's retry budget
+	// because the peer refused them as out of window (an in-order packet
+	// past a gap: it arrived, it was not lost).
+	Refunds uint64
+	// NackForged counts NACKs that name a PSN of ours but not the packet
+	// we sent with it (their echo matches none of its transmissions: a
+	// refusal of a forged packet, or a forged NACK), ignored whole.
+	NackForged uint64
+	// TxDupReport counts ACKs that told the peer a packet it sent came
+	// again (a PSN already received: wire.AckDupRequest/AckDupData);
+	// RxDupReport the reports received, and SpuriousDupReport those that
+	// showed a resend of ours was not needed (each widens the
+	// connection's reordering window, like SpuriousEarlyRetransmit).
+	TxDupReport, RxDupReport, SpuriousDupReport uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -179,6 +198,8 @@ func (c *counters) snapshot() Stats {
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
+		Refunds: v[cRefunds], NackForged: v[cNackForged],
+		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		Internal: v[cInternal],
 	}
 }
