@@ -260,7 +260,10 @@ func runAdversarySeed(t *testing.T, pool *mbuf.Pool, seed uint64, forged bool) (
 			advCheck(ops, sp, src, local, dst, orig, wqeMem, ""))
 	}
 	sp.runFor(func() bool { return sp.settled() }, 2*time.Second)
-	return advCheck(ops, sp, src, local, dst, orig, wqeMem, advScenario(cfg, ordered, loss, nackLoss, forge, replay, reorder))
+	if err := advCheck(ops, sp, src, local, dst, orig, wqeMem, advScenario(cfg, ordered, loss, nackLoss, forge, replay, reorder)); err != nil {
+		return fmt.Errorf("%w\nops %+v\nadversary %v", err, ops, acts)
+	}
+	return nil
 }
 
 func advScenario(cfg dix.Config, ordered bool, loss, nackLoss, forge, replay, reorder float64) string {
