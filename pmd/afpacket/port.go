@@ -235,17 +235,9 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 			return 0
 		}
 	}
-	// Every frame handed out gets its whole Meta written below, so a raw
-	// get (no metadata reset) will do when the cache has a full burst.
-	got := q.rxCache.GetBulk(bufs)
+	got := q.getMbufs(bufs)
 	if got == 0 {
-		got = q.rxCache.AllocBurst(bufs)
-	}
-	if got < len(bufs) {
-		q.stats.RxNoBuf.Add(1)
-		if got == 0 {
-			return 0
-		}
+		return 0
 	}
 	// One clock reading per burst maps the kernel's wall-clock stamps onto
 	// the port's clock.
@@ -299,6 +291,21 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 	return q.endRx(bufs, n, got, bytes, dropped, malformed)
 }
 
+// getMbufs takes up to len(bufs) mbufs from the receive cache for a
+// burst, counting a short one in RxNoBuf. Every frame handed out gets its
+// whole Meta written, so a raw get (no metadata reset) will do when the
+// cache has a full burst.
+func (q *queue) getMbufs(bufs []mbuf.Handle) int {
+	got := q.rxCache.GetBulk(bufs)
+	if got == 0 {
+		got = q.rxCache.AllocBurst(bufs)
+	}
+	if got < len(bufs) {
+		q.stats.RxNoBuf.Add(1)
+	}
+	return got
+}
+
 // fits reports whether a received frame arrived whole and fits an mbuf.
 func (q *queue) fits(f *rxFrame) bool {
 	size := f.frameLen()
@@ -348,15 +355,9 @@ func (p *Port) rxV2(q *queue, queue int, bufs []mbuf.Handle) int {
 	if loadStatus(q.slot(q.rxSlot), v2StatusOff)&tpStatusUser == 0 {
 		return 0
 	}
-	got := q.rxCache.GetBulk(bufs)
+	got := q.getMbufs(bufs)
 	if got == 0 {
-		got = q.rxCache.AllocBurst(bufs)
-	}
-	if got < len(bufs) {
-		q.stats.RxNoBuf.Add(1)
-		if got == 0 {
-			return 0
-		}
+		return 0
 	}
 	nowClock := int64(p.clock.Now())
 	nowWall := time.Now().UnixNano()
