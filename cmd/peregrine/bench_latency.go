@@ -45,7 +45,7 @@ error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench latency
   sudo peregrine bench latency --count 2000 --kernel-time 1s --idle-window 200ms   # a quick look`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(
 				checkInt("count", count, 10, 10_000_000),
 				checkPositiveDuration("kernel-time", kernelTime, time.Second),
@@ -56,6 +56,9 @@ error or SIGINT/SIGTERM.`,
 			if kernelTime%time.Second != 0 {
 				return usage(fmt.Errorf("--kernel-time %v: sockperf runs whole seconds (e.g. 2s)", kernelTime))
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchlatency.Run(ctx, benchlatency.Options{
