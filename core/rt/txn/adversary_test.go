@@ -18,6 +18,9 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
+// advTally counts the statuses the operations of a sweep ended with.
+var advTally map[Status]int
+
 var adversarySeed = flag.Int64("adversary.seed", -1, "TestAdversarySweep: replay this one seed")
 
 // advOp is one operation the sweep posted: the ledger's own record.
@@ -84,6 +87,8 @@ func adversarySweep(t *testing.T, forged bool) {
 	require.NoError(t, err)
 	defer pool.Close()
 	failed := 0
+	advTally = map[Status]int{}
+	defer func() { t.Logf("%d seeds; operations by status: %v", n, advTally) }()
 	for seed := first; seed < first+n; seed++ {
 		if err := runAdversarySeed(t, pool, uint64(seed), forged); err != nil {
 			t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -adversary.seed=%d", seed, err, t.Name(), seed)
@@ -279,6 +284,7 @@ func advCheck(ops []advOp, sp *sendPair, src, local, dst, orig, wqeMem []byte, s
 			return fail("tag %d completed twice", cp.Tag)
 		}
 		done[cp.Tag] = cp
+		advTally[cp.Status]++
 	}
 	// B's WQEs (named by the WRID, the tag of the Send whose slot of
 	// memory it is; Sends take WQEs in the order they were posted): each
