@@ -177,26 +177,21 @@ func runAdversarySeed(t *testing.T, pool *mbuf.Pool, seed uint64, forged bool) (
 	const slot = 4096
 	nOps := 3 + r.IntN(10)
 	src := pattern(seed, nOps*slot)
-	ra, err := sp.a.Register(src, 0)
-	if err != nil {
-		return err
-	}
 	local := make([]byte, nOps*slot)
-	rl, err := sp.a.Register(local, 0)
-	if err != nil {
-		return err
-	}
 	dst := pattern(^seed, nOps*slot)
 	orig := append([]byte(nil), dst...)
-	rb, err := sp.b.Register(dst, RemoteWrite|RemoteRead)
-	if err != nil {
-		return err
-	}
 	wqeMem := make([]byte, nOps*slot)
-	rw, err := sp.b.Register(wqeMem, 0)
-	if err != nil {
-		return err
+	var regs [4]Region
+	for i, g := range []struct {
+		e      *Endpoint
+		mem    []byte
+		access Access
+	}{{sp.a, src, 0}, {sp.a, local, 0}, {sp.b, dst, RemoteWrite | RemoteRead}, {sp.b, wqeMem, 0}} {
+		if regs[i], err = g.e.Register(g.mem, g.access); err != nil {
+			return err
+		}
 	}
+	ra, rl, rb, rw := regs[0], regs[1], regs[2], regs[3]
 
 	ops := make([]advOp, nOps)
 	var lateWQEs []int
