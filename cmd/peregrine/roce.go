@@ -53,7 +53,9 @@ destination QPN translated through the CAM (a retired number is a stale
 packet: dropped and counted), its access and PSN checked against the
 context, its destination QP rewritten and a new ICRC written. Toward the
 network the local number selects the context, whose peer QPN and P_Key
-are written, with a new ICRC. Other frames pass untouched.
+are written, with a new ICRC. VLAN-tagged (802.1Q, QinQ) and IPv4-optioned
+RoCEv2 frames are handled like plain ones; a RoCEv2 datagram behind IPv6
+extension headers is dropped (unsupported=). Other frames pass untouched.
 
 QPs: --retire N opens and closes N QPs first (their numbers are retired),
 --open N opens N QPs under the next numbers of the rotation, --qp SPEC
@@ -87,7 +89,7 @@ ends when the capture is read.`,
 	f.IntVar(&cfg.retire, "retire", 0, "QPs to open and close first: their numbers are retired (0..16777213)")
 	f.StringArrayVar(&cfg.qps, "qp", nil, "one more QP: qpn=N,dest=N,pkey=N,psn=N,access=rw (repeat)")
 	sizeVar(f, &cfg.pmtu, "pmtu", 1024, "path MTU sizing RDMA READ responses: 256, 512, 1KiB, 2KiB or 4KiB")
-	f.BoolVar(&cfg.strictPSN, "strict-psn", false, "drop out-of-sequence and duplicate PSNs instead of counting and passing them")
+	f.BoolVar(&cfg.strictPSN, "strict-psn", false, "drop requests whose PSN is ahead of the expected one (leaving the expectation, so a resend recovers) instead of counting and passing them; duplicates always pass")
 	cmd.AddCommand(newRoCESampleCommand())
 	return cmd
 }

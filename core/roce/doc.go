@@ -5,7 +5,8 @@
 // core/qpx table.
 //
 // Network → host (the packet disassembler): each RoCEv2 frame (UDP port
-// Options.UDPPort, 4791 by default) is parsed in place (wire.ParseRoCE:
+// Options.UDPPort, 4791 by default; untagged, 802.1Q-tagged or QinQ, over
+// IPv4 with or without options or IPv6) is parsed in place (wire.ParseRoCE:
 // BTH and the opcode's extended headers — RETH, AETH, DETH …), its ICRC
 // checked (the IBA invariant CRC: eight 0xFF bytes for the LRH, then the
 // IP, UDP and BTH headers with IP TOS/TTL/checksum or traffic class/flow
@@ -27,11 +28,16 @@
 // A PSN ahead of the expected one is counted out of sequence (and moves
 // the expectation past it), one behind counted a duplicate; both pass,
 // since the endpoint past the stage is the responder that NAKs or
-// re-acknowledges them, unless Options.StrictPSN drops them. An RDMA READ
-// request occupies one PSN per response packet (its DMA length over
-// Options.PMTU). Frames that are not RoCEv2 at all (ARP, other UDP) pass
-// untouched both ways and are counted. Every drop has its reason's counter
-// (Stats).
+// re-acknowledges them. Options.StrictPSN drops the ones ahead and leaves
+// the expectation where it was, so one loss upstream costs the requester
+// one go-back-N resend and a forged far-ahead PSN moves nothing;
+// duplicates pass even then, or a lost acknowledgement would lock the
+// queue pair. An RDMA READ request occupies one PSN per response packet
+// (its DMA length over Options.PMTU). Frames that are not RoCEv2 at all
+// (ARP, other UDP) pass untouched both ways and are counted; a RoCEv2
+// datagram the stage cannot locate (behind IPv6 extension headers) is
+// dropped, never passed on untranslated. Every drop has its reason's
+// counter (Stats).
 //
 // # Who owns a frame
 //

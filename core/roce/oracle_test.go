@@ -26,7 +26,7 @@ import (
 // oracle: written by someone else, it shares no code with ours.
 const scapyScript = `
 import sys
-from scapy.all import Ether, IP, UDP, Raw, wrpcap, rdpcap, raw
+from scapy.all import Ether, Dot1Q, Dot1AD, IP, UDP, Raw, IPOption_Router_Alert, wrpcap, rdpcap, raw
 from scapy.contrib.roce import BTH, AETH
 
 def gen(out, qpns):
@@ -55,14 +55,39 @@ def gen(out, qpns):
                     IP(src='198.18.0.1', dst='198.18.0.2', tos=i % 4, ttl=64 - i % 3, flags='DF') / udp / bth)
     wrpcap(out, pkts)
 
+def gen_forms(out, qpns):
+    pkts = []
+    psn = {}
+    for i in range(32):
+        q = qpns[i % len(qpns)]
+        p = psn.get(q, 100)
+        psn[q] = p + 1
+        form = (i // len(qpns)) % 4
+        eth = Ether(src='02:00:00:00:00:01', dst='02:00:00:00:00:02')
+        if form == 0:
+            eth = eth / Dot1Q(vlan=5)
+        elif form == 1:
+            eth = eth / Dot1AD(vlan=7) / Dot1Q(vlan=9)
+        elif form == 3:
+            eth = eth / Dot1Q(vlan=11)
+        opts = [IPOption_Router_Alert()] if form >= 2 else []
+        udp = UDP(sport=49152 + i, dport=4791)
+        if i % 2 == 0:
+            udp.chksum = 0
+        bth = BTH(opcode=0x04, dqpn=q, psn=p, ackreq=1) / Raw(bytes(range(i, i + 16 + 4 * (i % 3))))
+        pkts.append(eth / IP(src='198.18.0.1', dst='198.18.0.2', tos=i % 4, ttl=64, options=opts) / udp / bth)
+    wrpcap(out, pkts)
+
 def check(path):
     for p in rdpcap(path):
         b = p[BTH]
-        carried = raw(p)[:len(p[IP]) + 14][-4:]
+        carried = raw(p[IP])[:p[IP].len][-4:]
         print('%d %d %d %s %s' % (b.opcode, b.dqpn, b.psn, carried.hex(), b.compute_icrc(None).hex()))
 
 if sys.argv[1] == 'gen':
     gen(sys.argv[2], [int(x, 0) for x in sys.argv[3:]])
+elif sys.argv[1] == 'gen-forms':
+    gen_forms(sys.argv[2], [int(x, 0) for x in sys.argv[3:]])
 else:
     check(sys.argv[2])
 `
@@ -109,7 +134,19 @@ func runPy(t *testing.T, py, script string, args ...string) string {
 // decodes every emitted frame as InfiniBand with the local QP number and
 // the PSN we expect, and scapy recomputes each emitted frame's ICRC and
 // finds the one we wrote.
-func TestOracleScapyAndTshark(t *testing.T) {
+func TestOracleScapyAndTshark(t *testing.T) { oracleRun(t, "gen", 48) }
+
+// TestOracleTaggedAndOptioned: the same oracles over frames in the forms
+// the stage locates besides the plain one: 802.1Q-tagged, QinQ
+// (802.1ad outer tag), IPv4 with a Router Alert option, and tagged with
+// the option. The stale QP's frames are dropped in every form, and every
+// emitted frame is translated with a right ICRC, tags and options kept.
+func TestOracleTaggedAndOptioned(t *testing.T) { oracleRun(t, "gen-forms", 32) }
+
+// oracleRun has scapy build frames (its mode) for three live QPs and one
+// retired, frames in all, one in four for each; runs the stage pcap to
+// pcap; and checks the output with tshark and scapy.
+func oracleRun(t *testing.T, mode string, frames int) {
 	py := scapyPython(t)
 	tshark := toolstest.Path(t, "tshark")
 	dir := t.TempDir()
@@ -133,7 +170,7 @@ func TestOracleScapyAndTshark(t *testing.T) {
 
 	in := filepath.Join(dir, "in.pcap")
 	out := filepath.Join(dir, "out.pcap")
-	runPy(t, py, script, append([]string{"gen", in}, qpns...)...)
+	runPy(t, py, script, append([]string{mode, in}, qpns...)...)
 
 	// The stage, pcap to pcap.
 	pool, err := mbuf.New(mbuf.Options{Name: "oracle", Frames: 1024})
@@ -144,7 +181,7 @@ func TestOracleScapyAndTshark(t *testing.T) {
 	require.NoError(t, err)
 	st, err := roce.New(roce.Options{Net: r, Host: w, Pool: pool, Table: tb})
 	require.NoError(t, err)
-	for i := 0; i < 1000 && st.Stats().ToHost.Received < 48; i++ {
+	for i := 0; i < 1000 && st.Stats().ToHost.Received < uint64(frames); i++ {
 		st.Poll(0)
 	}
 	st.Stop(0)
@@ -153,8 +190,9 @@ func TestOracleScapyAndTshark(t *testing.T) {
 	require.NoError(t, pool.CheckLeaks())
 	require.NoError(t, pool.Close())
 	s := st.Stats().ToHost
-	require.Equal(t, roce.DirStats{Received: 48, Forwarded: 36, DropRetired: 12}, s,
-		"scapy's ICRCs all check; the retired QP's 12 frames are stale")
+	kept := uint64(frames * 3 / 4)
+	require.Equal(t, roce.DirStats{Received: uint64(frames), Forwarded: kept, DropRetired: uint64(frames) - kept}, s,
+		"scapy's ICRCs all check; the retired QP's frames are stale")
 
 	// tshark: every emitted frame is RoCE, with the local QP number.
 	cmd := exec.Command(tshark, "-r", out, "-T", "fields", "-E", "separator=;",
@@ -165,15 +203,15 @@ func TestOracleScapyAndTshark(t *testing.T) {
 	tsOut, err := cmd.Output()
 	require.NoError(t, err, "tshark: %s", stderr.String())
 	tsLines := strings.Split(strings.TrimSpace(string(tsOut)), "\n")
-	require.Len(t, tsLines, 36, "tshark:\n%s", tsOut)
+	require.Len(t, tsLines, int(kept), "tshark:\n%s", tsOut)
 
 	// scapy: the ICRC we wrote is the one it computes.
 	scLines := strings.Split(strings.TrimSpace(runPy(t, py, script, "check", out)), "\n")
-	require.Len(t, scLines, 36)
+	require.Len(t, scLines, int(kept))
 
 	// The expected sequence: scapy's frames in order, minus the stale QP's.
 	n := 0
-	for i := range 48 {
+	for i := range frames {
 		q := mustUint(t, qpns[i%4])
 		if q == uint64(stale) {
 			continue

@@ -43,8 +43,12 @@ type Options struct {
 	// PMTU is the path MTU that sizes an RDMA READ's responses, for the
 	// PSNs its request occupies (256..4096, default 1024).
 	PMTU int
-	// StrictPSN drops packets whose PSN is out of sequence or a duplicate
-	// instead of counting them and passing them on.
+	// StrictPSN drops requests whose PSN is ahead of the expected one
+	// instead of counting them and passing them on, and leaves the
+	// expectation where it was, so the requester's go-back-N resend of the
+	// missing PSN is in order and a forged far-ahead PSN moves nothing.
+	// Duplicates (behind) still pass: the responder must see them to
+	// acknowledge again when its acknowledgement was lost.
 	StrictPSN bool
 }
 
@@ -59,6 +63,7 @@ const (
 	cDropUnknown
 	cDropAccess
 	cDropStrictPSN
+	cDropUnsupported
 	cDropTxFull
 	cOutOfSequence
 	cDuplicate
@@ -75,9 +80,11 @@ type DirStats struct {
 	// opcode IBA does not define); a bad ICRC; a destination QPN that is
 	// retired (a stale packet) or never handed out (toward the host), or a
 	// local number with no live QP (toward the network); an opcode the
-	// context's access forbids; a PSN out of sequence or duplicate under
-	// StrictPSN; the output refusing the frame.
-	DropMalformed, DropICRC, DropRetired, DropUnknown, DropAccess, DropStrictPSN, DropTxFull uint64
+	// context's access forbids; a PSN ahead under StrictPSN; a RoCEv2
+	// datagram the stage cannot locate (IPv6 extension headers before the
+	// UDP header), which it never passes on untranslated; the output
+	// refusing the frame.
+	DropMalformed, DropICRC, DropRetired, DropUnknown, DropAccess, DropStrictPSN, DropUnsupported, DropTxFull uint64
 	// OutOfSequence and Duplicate count requests whose PSN was ahead of or
 	// behind the context's expectation (passed unless StrictPSN).
 	OutOfSequence, Duplicate uint64
@@ -85,12 +92,12 @@ type DirStats struct {
 
 // Dropped sums every drop.
 func (d DirStats) Dropped() uint64 {
-	return d.DropMalformed + d.DropICRC + d.DropRetired + d.DropUnknown + d.DropAccess + d.DropStrictPSN + d.DropTxFull
+	return d.DropMalformed + d.DropICRC + d.DropRetired + d.DropUnknown + d.DropAccess + d.DropStrictPSN + d.DropUnsupported + d.DropTxFull
 }
 
 func (d DirStats) String() string {
-	return fmt.Sprintf("rx=%d fwd=%d other=%d drop{malformed=%d icrc=%d retired_qpn=%d unknown_qpn=%d access=%d strict_psn=%d tx_full=%d} psn{out_of_seq=%d dup=%d}",
-		d.Received, d.Forwarded, d.PassedOther, d.DropMalformed, d.DropICRC, d.DropRetired, d.DropUnknown, d.DropAccess, d.DropStrictPSN, d.DropTxFull, d.OutOfSequence, d.Duplicate)
+	return fmt.Sprintf("rx=%d fwd=%d other=%d drop{malformed=%d icrc=%d retired_qpn=%d unknown_qpn=%d access=%d strict_psn=%d unsupported=%d tx_full=%d} psn{out_of_seq=%d dup=%d}",
+		d.Received, d.Forwarded, d.PassedOther, d.DropMalformed, d.DropICRC, d.DropRetired, d.DropUnknown, d.DropAccess, d.DropStrictPSN, d.DropUnsupported, d.DropTxFull, d.OutOfSequence, d.Duplicate)
 }
 
 // Stats are the stage's counters: each direction's, and the CAM's.
@@ -106,7 +113,7 @@ func (c *counters) dir() DirStats {
 		Received: c[cReceived], Forwarded: c[cForwarded], PassedOther: c[cPassedOther],
 		DropMalformed: c[cDropMalformed], DropICRC: c[cDropICRC], DropRetired: c[cDropRetired],
 		DropUnknown: c[cDropUnknown], DropAccess: c[cDropAccess], DropStrictPSN: c[cDropStrictPSN],
-		DropTxFull: c[cDropTxFull], OutOfSequence: c[cOutOfSequence], Duplicate: c[cDuplicate],
+		DropUnsupported: c[cDropUnsupported], DropTxFull: c[cDropTxFull], OutOfSequence: c[cOutOfSequence], Duplicate: c[cDuplicate],
 	}
 }
 
@@ -251,9 +258,13 @@ func (s *Stage) ProcessToNet(frame []byte) bool {
 func (s *Stage) process(dir int, c *counters, b []byte) bool {
 	v := &s.view
 	if err := wire.ParseRoCE(b, s.opts.UDPPort, v); err != nil {
-		if err == wire.ErrNotRoCE {
+		switch err {
+		case wire.ErrNotRoCE:
 			c[cPassedOther]++
 			return true
+		case wire.ErrRoCEUnsupported:
+			c[cDropUnsupported]++
+			return false
 		}
 		c[cDropMalformed]++
 		return false
@@ -280,7 +291,7 @@ func (s *Stage) process(dir int, c *counters, b []byte) bool {
 			return false
 		}
 		if isRequest(v.Opcode) {
-			if !s.psn(c, ctx.CheckRx(v.PSN, s.span(b))) {
+			if !s.psn(c, &ctx.ExpectedPSN, v.PSN, s.span(b)) {
 				return false
 			}
 		}
@@ -293,7 +304,7 @@ func (s *Stage) process(dir int, c *counters, b []byte) bool {
 		}
 		ctx = s.tb.Context(local)
 		if isRequest(v.Opcode) {
-			if !s.psn(c, ctx.CheckTx(v.PSN, s.span(b))) {
+			if !s.psn(c, &ctx.NextPSN, v.PSN, s.span(b)) {
 				return false
 			}
 		}
@@ -308,20 +319,26 @@ func (s *Stage) process(dir int, c *counters, b []byte) bool {
 	return true
 }
 
-// psn counts a PSN's order and says whether the packet goes on.
-func (s *Stage) psn(c *counters, o qpx.PSNOrder) bool {
-	switch o {
+// psn places a request's PSN against the context's expectation *exp,
+// counts its order and says whether the packet goes on. A packet that goes
+// on in order or ahead moves the expectation past the PSNs it occupies
+// (span); one behind leaves it. A packet StrictPSN drops moves nothing:
+// had it moved, the resends of the PSNs it skipped would all fall behind
+// and, with any check on them, the queue pair could never recover.
+func (s *Stage) psn(c *counters, exp *uint32, psn, span uint32) bool {
+	switch qpx.ComparePSN(*exp, psn) {
+	case qpx.PSNInOrder:
 	case qpx.PSNAhead:
 		c[cOutOfSequence]++
-	case qpx.PSNBehind:
-		c[cDuplicate]++
+		if s.opts.StrictPSN {
+			c[cDropStrictPSN]++
+			return false
+		}
 	default:
+		c[cDuplicate]++
 		return true
 	}
-	if s.opts.StrictPSN {
-		c[cDropStrictPSN]++
-		return false
-	}
+	*exp = qpx.AddPSN(psn, span)
 	return true
 }
 

@@ -450,35 +450,56 @@ type RoCEView struct {
 
 // ErrNotRoCE is returned by ParseRoCE for a frame that is not a RoCEv2
 // datagram at all (not IP, not UDP, another port): a stage passes such
-// frames on. Any other error is a RoCEv2 frame that is malformed.
-var ErrNotRoCE = errors.New("wire: not a RoCEv2 frame")
+// frames on. ErrRoCEUnsupported is a RoCEv2 datagram in a form ParseRoCE
+// does not locate (IPv6 extension headers before the UDP header): a stage
+// must not pass it on untranslated. Any other error is a RoCEv2 frame that
+// is malformed.
+var (
+	ErrNotRoCE         = errors.New("wire: not a RoCEv2 frame")
+	ErrRoCEUnsupported = errors.New("wire: RoCEv2 frame in an unsupported form")
+)
 
-// ParseRoCE locates a RoCEv2 frame (Ethernet, IPv4 without options or
-// IPv6 without extension headers, UDP to port, BTH, the opcode's extended
-// headers, payload, ICRC) in b. It checks what it reads — IP version,
-// lengths against each other and the buffer, fragments, TVer 0, an opcode
-// IBA defines, room for the extended headers and the ICRC — but no
-// checksum: the ICRC is the caller's (CheckICRC). It does not allocate and
-// never panics. Errors: ErrNotRoCE, ErrShort, ErrLength, ErrIPHeader,
+// VLAN tag protocol identifiers ParseRoCE steps over: 802.1Q, 802.1ad
+// (QinQ's outer tag) and the pre-standard QinQ 0x9100.
+const (
+	etherTypeVLAN   = 0x8100
+	etherTypeQinQ   = 0x88a8
+	etherTypeQinQv1 = 0x9100
+)
+
+// ParseRoCE locates a RoCEv2 frame (Ethernet with any number of 802.1Q or
+// 802.1ad tags, IPv4 with or without options or IPv6 without extension
+// headers, UDP to port, BTH, the opcode's extended headers, payload, ICRC)
+// in b. It checks what it reads — IP version, lengths against each other
+// and the buffer, fragments, TVer 0, an opcode IBA defines, room for the
+// extended headers and the ICRC — but no checksum: the ICRC is the
+// caller's (CheckICRC). It does not allocate and never panics. Errors:
+// ErrNotRoCE, ErrRoCEUnsupported, ErrShort, ErrLength, ErrIPHeader,
 // ErrFragment, ErrVersion, ErrType.
 func ParseRoCE(b []byte, port uint16, v *RoCEView) error {
-	if len(b) < EthHeaderLen+IPv4HeaderLen+UDPHeaderLen {
-		if len(b) >= EthHeaderLen {
-			if et := be.Uint16(b[12:]); et != EtherTypeIPv4 && et != EtherTypeIPv6 {
-				return ErrNotRoCE
-			}
+	l3 := EthHeaderLen
+	if len(b) < l3 {
+		return ErrShort
+	}
+	et := be.Uint16(b[12:])
+	for et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQv1 {
+		if len(b) < l3+4 {
+			return ErrNotRoCE
 		}
+		et = be.Uint16(b[l3+2:])
+		l3 += 4
+	}
+	if et != EtherTypeIPv4 && et != EtherTypeIPv6 {
+		return ErrNotRoCE
+	}
+	if len(b) < l3+IPv4HeaderLen+UDPHeaderLen {
 		return ErrShort
 	}
 	var end int
-	switch be.Uint16(b[12:]) {
-	case EtherTypeIPv4:
-		ip := b[EthHeaderLen:]
-		if ip[0] != 0x45 {
-			if ip[0]>>4 != 4 || ip[0]&0xf < 5 {
-				return ErrIPHeader
-			}
-			return ErrNotRoCE // options: not a frame RoCE NICs send
+	ip := b[l3:]
+	if et == EtherTypeIPv4 {
+		if ip[0]>>4 != 4 || ip[0]&0xf < 5 {
+			return ErrIPHeader
 		}
 		if ip[9] != ProtocolUDP {
 			return ErrNotRoCE
@@ -486,23 +507,24 @@ func ParseRoCE(b []byte, port uint16, v *RoCEView) error {
 		if be.Uint16(ip[6:])&0x3fff != 0 {
 			return ErrFragment
 		}
-		end = EthHeaderLen + int(be.Uint16(ip[2:]))
-		v.L3Off, v.L4Off, v.IPv6 = EthHeaderLen, EthHeaderLen+IPv4HeaderLen, false
-	case EtherTypeIPv6:
-		if len(b) < EthHeaderLen+IPv6HeaderLen+UDPHeaderLen {
+		ihl := int(ip[0]&0xf) * 4
+		if len(ip) < ihl+UDPHeaderLen {
 			return ErrShort
 		}
-		ip := b[EthHeaderLen:]
+		end = l3 + int(be.Uint16(ip[2:]))
+		v.L3Off, v.L4Off, v.IPv6 = l3, l3+ihl, false
+	} else {
+		if len(b) < l3+IPv6HeaderLen+UDPHeaderLen {
+			return ErrShort
+		}
 		if ip[0]>>4 != 6 {
 			return ErrIPHeader
 		}
+		end = l3 + IPv6HeaderLen + int(be.Uint16(ip[4:]))
+		v.L3Off, v.L4Off, v.IPv6 = l3, l3+IPv6HeaderLen, true
 		if ip[6] != ProtocolUDP {
-			return ErrNotRoCE
+			return ipv6ExtToRoCE(b, ip[6], v.L4Off, port)
 		}
-		end = EthHeaderLen + IPv6HeaderLen + int(be.Uint16(ip[4:]))
-		v.L3Off, v.L4Off, v.IPv6 = EthHeaderLen, EthHeaderLen+IPv6HeaderLen, true
-	default:
-		return ErrNotRoCE
 	}
 	udp := b[v.L4Off:]
 	if be.Uint16(udp[2:]) != port {
@@ -542,6 +564,37 @@ func ParseRoCE(b []byte, port uint16, v *RoCEView) error {
 	return nil
 }
 
+// ipv6ExtToRoCE walks IPv6 extension headers from next header nh at off:
+// ErrRoCEUnsupported when they lead to a UDP datagram to port, ErrNotRoCE
+// otherwise (another protocol, an encrypted payload, a later fragment, a
+// chain running off the frame).
+func ipv6ExtToRoCE(b []byte, nh uint8, off int, port uint16) error {
+	for range 8 {
+		if off+8 > len(b) {
+			return ErrNotRoCE
+		}
+		switch nh {
+		case ProtocolUDP:
+			if be.Uint16(b[off+2:]) == port {
+				return ErrRoCEUnsupported
+			}
+			return ErrNotRoCE
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			nh, off = b[off], off+(int(b[off+1])+1)*8
+		case 44: // fragment: only the first one holds the UDP header
+			if be.Uint16(b[off+2:])&0xfff8 != 0 {
+				return ErrNotRoCE
+			}
+			nh, off = b[off], off+8
+		case 51: // authentication header
+			nh, off = b[off], off+(int(b[off+1])+2)*4
+		default:
+			return ErrNotRoCE
+		}
+	}
+	return ErrNotRoCE
+}
+
 // lrhCRC is the CRC (crc32.Update from 0) of the eight 0xFF bytes that
 // stand in for the LRH: every ICRC continues from it. A test recomputes it.
 const lrhCRC = 0x2144df1c
@@ -564,7 +617,9 @@ const icrcInPlaceFrom = 256
 // caller's alone for the call (a stage's received frame, a decoded
 // capture's).
 func (v *RoCEView) ICRC(b []byte) uint32 {
-	if v.ICRCOff-v.L3Off >= icrcInPlaceFrom {
+	// The word path knows the plain headers' layout; IPv4 options move the
+	// UDP header, so such a frame takes the in-place pass.
+	if v.ICRCOff-v.L3Off >= icrcInPlaceFrom || !v.IPv6 && v.L4Off-v.L3Off != IPv4HeaderLen {
 		return v.icrcInPlace(b)
 	}
 	h := b[v.L3Off:v.ExtOff]
