@@ -9,7 +9,7 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/gopacket/gopacket/layers"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -74,11 +74,17 @@ type Reader struct {
 	passesLeft int
 	src        io.ReadSeeker
 	file       *os.File // nil when the caller gave Source
-	r          *pcapgo.Reader
+	r          Source
 	cache      *mbuf.Cache
 	room       int
 	stats      *portstat.Counters
 	closed     atomic.Bool
+	stamps     *stampTable
+
+	// What the replay could not deliver (Loss), for any goroutine.
+	oversize atomic.Uint64
+	largest  atomic.Int64
+	damaged  atomic.Pointer[string]
 
 	// The next packet, read but not yet delivered (recorded timing keeps it
 	// until it is due, or the pool was empty). data aliases the pcapgo
@@ -86,6 +92,7 @@ type Reader struct {
 	pending bool
 	data    []byte
 	due     clock.Time
+	stamp   int64 // its capture timestamp, ns since the Unix epoch
 
 	eof          bool
 	ended        atomic.Bool // eof, published for Ended
@@ -148,9 +155,13 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		r.file, r.src = f, f
 	}
 	var err error
-	if r.r, err = pcapgo.NewReader(r.src); err != nil {
+	if r.r, err = OpenSource(opts.Name, r.src); err != nil {
 		r.closeFile()
-		return nil, fmt.Errorf("pcap: %s: not a pcap capture: %w", opts.Name, err)
+		return nil, fmt.Errorf("pcap: %w", err)
+	}
+	if lt := r.r.LinkType(); lt != layers.LinkTypeEthernet {
+		r.closeFile()
+		return nil, fmt.Errorf("pcap: %s: link type %s (%d): a pcap: port replays Ethernet captures only (capture on an interface, not -i any, or convert with editcap -T ether)", opts.Name, lt, int(lt))
 	}
 	var caps port.Capability = port.CapRxTimestamp
 	if opts.Timing == TimingRecorded {
@@ -165,7 +176,30 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		Caps:   caps,
 	}
 	r.cache = pool.NewCache()
+	r.stamps = acquireStamps(pool)
 	return r, nil
+}
+
+// Loss is what a replay could not deliver.
+type Loss struct {
+	// Oversize counts records longer than a frame's room (Room bytes),
+	// skipped; Largest is the longest of them.
+	Oversize uint64
+	Largest  int
+	Room     int
+	// Damaged is the read error that ended a pass before the end of the
+	// file ("" when none did).
+	Damaged string
+}
+
+// Loss reports what the replay has skipped so far. Safe from any
+// goroutine.
+func (r *Reader) Loss() Loss {
+	l := Loss{Oversize: r.oversize.Load(), Largest: int(r.largest.Load()), Room: r.room}
+	if d := r.damaged.Load(); d != nil {
+		l.Damaged = *d
+	}
+	return l
 }
 
 // RxBurst copies up to len(bufs) packets from the capture into new frames.
@@ -193,6 +227,9 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		size := len(r.data)
 		if size > r.room {
 			dropped++
+			if int64(size) > r.largest.Load() {
+				r.largest.Store(int64(size))
+			}
 			r.pending = false
 			continue
 		}
@@ -209,12 +246,14 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		} else {
 			m.RxTime = int64(now)
 		}
+		r.stamps.set(h, m.RxTime, r.stamp)
 		r.pending = false
 		bytes += uint64(size)
 		n++
 	}
 	if dropped > 0 {
 		st.RxDropped.Add(uint64(dropped))
+		r.oversize.Add(uint64(dropped))
 	}
 	st.AddRx(n, bytes)
 	return n
@@ -227,6 +266,7 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 		data, ci, err := r.r.ZeroCopyReadPacketData()
 		if err == nil {
 			stamp := ci.Timestamp.UnixNano()
+			r.stamp = stamp
 			if r.passPackets == 0 {
 				r.firstStamp = stamp
 			}
@@ -243,6 +283,8 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 			st.RxErrors.Add(1)
 			if !r.passErrorLog {
 				r.passErrorLog = true
+				why := fmt.Sprintf("damaged after %d records: %v", r.passPackets, err)
+				r.damaged.CompareAndSwap(nil, &why)
 				r.log.Warn("pcap: damaged capture, ending this pass", "port", r.info.Name, "packets", r.passPackets, "err", err)
 			}
 		}
@@ -271,7 +313,7 @@ func (r *Reader) rewind() error {
 	if _, err := r.src.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	pr, err := pcapgo.NewReader(r.src)
+	pr, err := OpenSource(r.info.Name, r.src)
 	if err != nil {
 		return err
 	}
@@ -312,6 +354,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.cache.Close()
+	releaseStamps(r.pool)
 	return r.closeFile()
 }
 
