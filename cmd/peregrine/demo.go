@@ -305,6 +305,11 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	}
 	cerr := pool.Close()
 	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	capLines, capChecks := captureChecks(p.Ports())
+	for _, l := range capLines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(checks, capChecks...)
 	js.summary(secs, map[string]any{"generated_frames": gs.Sent, "generated_bytes": gs.Bytes, "forwarded_frames": fs.Tx, "forward_dropped": fs.Dropped,
 		"received_frames": ss.Received, "in_order": ss.InOrder, "gaps": ss.Gaps, "late": ss.Late, "foreign": ss.Foreign,
 		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "pool_in_use": pool.InUse()}, checks, interrupted)

@@ -161,6 +161,11 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	if mq != nil {
 		checks = append(checks, mcsqDemoSummary(out, mq, mqDrained)...)
 	}
+	capLines, capChecks := captureChecks(p.Ports())
+	for _, l := range capLines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(checks, capChecks...)
 	js.summary(secs, demoJSONSummary(ls, ir, tr, fs, lat, pool), checks, interrupted)
 	return report(out, checks, interrupted), nil
 }

@@ -63,7 +63,11 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
-			return runFwd(ctx, cfg, cmd.OutOrStdout())
+			ok, err := runFwd(ctx, cfg, cmd.OutOrStdout())
+			if err == nil && !ok {
+				return exitError{exitFailed}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -83,41 +87,43 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	return cmd
 }
 
-func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
+// runFwd forwards. It reports false when a check failed: a pcap input not
+// replayed whole, a capture not written whole.
+func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	if n := len(cfg.ports); n < 1 || n > 2 {
-		return fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
+		return false, fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
 	}
 	cpus, err := lcore.ParseCPUList(cfg.lcores)
 	if err != nil {
-		return fmt.Errorf("--lcores: %w", err)
+		return false, fmt.Errorf("--lcores: %w", err)
 	}
 	idle, err := lcore.ParseIdleMode(cfg.idle)
 	if err != nil {
-		return fmt.Errorf("--idle: %w", err)
+		return false, fmt.Errorf("--idle: %w", err)
 	}
 	txonly := cfg.mode == "txonly"
 	fopts := app.ForwarderOptions{Mode: cfg.mode, Burst: cfg.burst, Flows: cfg.flows}
 	if err := app.ValidateForwarders(fopts); err != nil {
-		return flagError(err, map[string]string{"Mode": "--mode"})
+		return false, flagError(err, map[string]string{"Mode": "--mode"})
 	}
 	if cfg.peerMAC != "" {
 		if fopts.PeerMAC, err = net.ParseMAC(cfg.peerMAC); err != nil {
-			return fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
+			return false, fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
 		}
 	}
 	if txonly {
 		if fopts.Sizes, err = traffic.ParseSizes(cfg.size, traffic.MaxFrame); err != nil {
-			return fmt.Errorf("--size: %w", err)
+			return false, fmt.Errorf("--size: %w", err)
 		}
 		if fopts.Rate, err = parseRate(cfg.rate, fopts.Sizes.Mean()); err != nil {
-			return fmt.Errorf("--rate: %w", err)
+			return false, fmt.Errorf("--rate: %w", err)
 		}
 	}
 
 	obs, err := cfg.obs.start(out)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
@@ -127,34 +133,42 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	fw, err := p.AddForwarders(fopts)
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(p.Ports()), len(fw.Stages), cpus, cfg.burst)
 	if err := p.Start(); err != nil {
-		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+		return false, joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
 	if cfg.ready != nil {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	stopErr := p.Stop()
+	lines, checks := captureChecks(p.Ports())
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
-	meter.summary(out, elapsed)
+	meter.summary(out, elapsed, checks, interrupted)
 	if !txonly {
 		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fw.Dropped())
+	}
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
 	}
 	if txonly {
 		warnRateOfStages(out, fopts.Rate, cfg.rate, fw.Stages, elapsed)
 	}
-	return stopErr
+	ok := true
+	if len(checks) > 0 {
+		ok = report(out, checks, interrupted)
+	}
+	return ok, stopErr
 }

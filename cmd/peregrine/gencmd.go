@@ -64,14 +64,15 @@ as possible or at the capture's own timing (--timing recorded).`,
 			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
+			run := runGenTx
 			if cfg.rx {
-				ok, err := runGenRx(ctx, cfg, cmd.OutOrStdout())
-				if err == nil && !ok {
-					return exitError{1}
-				}
-				return err
+				run = runGenRx
 			}
-			return runGenTx(ctx, cfg, cmd.OutOrStdout())
+			ok, err := run(ctx, cfg, cmd.OutOrStdout())
+			if err == nil && !ok {
+				return exitError{exitFailed}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -111,30 +112,38 @@ func genLoopSetup(cfg genConfig) ([]int, lcore.IdleMode, error) {
 	return cpus, idle, nil
 }
 
-func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
+// runGenTx transmits. It reports false when a check failed: a pcap input
+// not replayed whole, a capture not written whole.
+func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
 	if err != nil {
-		return fmt.Errorf("--size: %w", err)
+		return false, fmt.Errorf("--size: %w", err)
 	}
 	rate, err := parseRate(cfg.rate, sizes.Mean())
 	if err != nil {
-		return fmt.Errorf("--rate: %w", err)
+		return false, fmt.Errorf("--rate: %w", err)
 	}
 	specs := []string{cfg.port}
 	if cfg.replay != "" {
 		if cfg.timing != "fast" && cfg.timing != "recorded" {
-			return fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
+			return false, fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
 		}
-		specs = append(specs, fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop))
+		// Parameters only when not the defaults: the spec names the port
+		// in the summary.
+		spec := "pcap:" + cfg.replay
+		if cfg.timing != "fast" || cfg.loop != 1 {
+			spec += fmt.Sprintf("?timing=%s&loop=%d", cfg.timing, cfg.loop)
+		}
+		specs = append(specs, spec)
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
@@ -144,22 +153,23 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	out0 := p.Port(0)
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
+	generated := func() {}
 	if cfg.replay != "" {
 		r, err := p.AddReplay(app.ReplayOptions{Source: 1, Out: 0, Burst: cfg.burst})
 		if err != nil {
-			return joinStop(err, p)
+			return false, joinStop(err, p)
 		}
 		done = r.Done
 	} else {
 		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
 		if err != nil {
-			return joinStop(err, p)
+			return false, joinStop(err, p)
 		}
 		rateCheck = func(elapsed time.Duration) {
 			warnRate(out, rate, cfg.rate, gens.Stats().Sent, len(gens.Gens), elapsed)
@@ -167,35 +177,45 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		if cfg.count > 0 {
 			done = gens.Done
 		}
-		defer func() {
+		generated = func() {
 			total := gens.Stats()
 			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
-		}()
+		}
 	}
 	fmt.Fprintf(out, "peregrine gen: %s, %d queue(s), frames %s B, rate %s, burst %d\n", out0.Info().Name, out0.Info().Queues, sizes, cfg.rate, cfg.burst)
 	if err := p.Start(); err != nil {
-		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+		return false, joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
 	if cfg.ready != nil {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports()[:1])
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	stopErr := p.Stop()
+	lines, checks := captureChecks(p.Ports())
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
-	meter.summary(out, elapsed)
+	meter.summary(out, elapsed, checks, interrupted)
+	generated()
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
 	if rateCheck != nil {
 		rateCheck(elapsed)
 	}
-	return stopErr
+	ok := true
+	if len(checks) > 0 {
+		ok = report(out, checks, interrupted)
+	}
+	return ok, stopErr
 }
 
-// runGenRx receives and measures. It reports false when --expect was given
-// and frames were lost.
+// runGenRx receives and measures. It reports false when nothing arrived,
+// when --expect was given and frames were lost, or when a capture check
+// failed.
 func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
@@ -245,7 +265,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -264,16 +284,14 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	hintForeign(out, total.Foreign, cfg.flows)
 	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
 		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
-	ok := cfg.expect == 0 || total.Received == cfg.expect
+	lines, checks := captureChecks(p.Ports())
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(rxChecks(total.Received, cfg.expect), checks...)
 	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
 		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
-		expectChecks(ok, total.Received, cfg.expect), false)
-	if cfg.expect > 0 {
-		verdict := "every expected frame arrived"
-		if !ok {
-			verdict = fmt.Sprintf("MISSING %d of %d expected frames", int64(cfg.expect)-int64(total.Received), cfg.expect)
-		}
-		fmt.Fprintf(out, "  %s\n", verdict)
-	}
+		checks, interrupted)
+	ok := report(out, checks, interrupted)
 	return ok, stopErr
 }

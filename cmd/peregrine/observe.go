@@ -346,11 +346,19 @@ func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check
 	jsonEncode(j.w, map[string]any{"type": "summary", "elapsed_s": elapsed, "totals": totals, "checks": cs, "interrupted": interrupted, "ok": ok})
 }
 
-// expectChecks is gen --rx's check for --json: every expected frame
-// arrived (none without --expect).
-func expectChecks(ok bool, received, expect uint64) []check {
-	if expect == 0 {
-		return nil
+// rxChecks are gen --rx's checks: something arrived (a receiver that got
+// nothing has measured nothing), and with --expect every expected frame.
+func rxChecks(received, expect uint64) []check {
+	cs := []check{{received > 0, fmt.Sprintf("frames arrived (%d received)", received)}}
+	if received == 0 {
+		cs[0].what = "frames arrived (0 received: is the sender running, towards this port, with the same --flows?)"
 	}
-	return []check{{ok, fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)}}
+	if expect > 0 {
+		what := fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)
+		if received != expect {
+			what = fmt.Sprintf("every expected frame arrived: %d of %d received, %d MISSING", received, expect, int64(expect)-int64(received))
+		}
+		cs = append(cs, check{received == expect, what})
+	}
+	return cs
 }

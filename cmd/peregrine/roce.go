@@ -195,7 +195,7 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 		s := r.Stage.Stats()
 		fmt.Fprintf(out, "%7.2fs to-host %v\n         to-net  %v\n", elapsed.Seconds(), s.ToHost, s.ToNet)
 	}
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
 		Done: func() bool { return r.Done(p, 0) }})
 	if err != nil {
 		return joinStop(err, p)
@@ -203,5 +203,8 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 	stopErr := p.Stop()
 	s := r.Stage.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  to-host %v\n  to-net  %v\n  qpx     %v\n", elapsed.Seconds(), s.ToHost, s.ToNet, s.QPX)
+	if !captureReport(out, p.Ports(), interrupted) && stopErr == nil {
+		return exitError{exitFailed}
+	}
 	return stopErr
 }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/app"
+)
+
+// writeFrames writes a capture of Ethernet frames of the sizes given (a
+// RoCE sample frame padded or not: what matters is the size).
+func writeFrames(t *testing.T, sizes ...int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pcapgo.NewWriter(&buf)
+	require.NoError(t, w.WriteFileHeader(262144, layers.LinkTypeEthernet))
+	for i, n := range sizes {
+		b := make([]byte, n)
+		copy(b, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0xb5})
+		require.NoError(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(int64(i), 0), CaptureLength: n, Length: n}, b))
+	}
+	return buf.Bytes()
+}
+
+// Frames too large for a pool frame (9 KB, 70 KB) in a pcap input fail the
+// run that replays them, naming how many and why; so does a capture
+// damaged part-way. Neither is only a counter or a log line.
+func TestCaptureInputLossFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.pcap")
+	require.NoError(t, os.WriteFile(big, writeFrames(t, 60, 9000, 70000, 100), 0o644))
+	whole := writeFrames(t, 60, 60, 60)
+	damaged := filepath.Join(dir, "damaged.pcap")
+	require.NoError(t, os.WriteFile(damaged, whole[:len(whole)-20], 0o644))
+	var samples bytes.Buffer
+	_, err := app.WriteRoCESample(&samples, app.DefaultRoCESampleQPNs)
+	require.NoError(t, err)
+
+	for _, in := range []string{big, damaged} {
+		for name, args := range map[string][]string{
+			"gen --replay": {"gen", "--port", "pcap-out:" + filepath.Join(dir, "gen.pcap"), "--replay", in, "--stats-period", "1h", "--duration", "30s"},
+			"roce":         {"roce", "--port", "pcap:" + in, "--port", "pcap-out:" + filepath.Join(dir, "roce.pcap"), "--stats-period", "1h", "--duration", "30s", "--frames", "1024"},
+		} {
+			out, code := runCLI(t, args...)
+			require.Equal(t, 1, code, "%s of %s: %s", name, in, out)
+			require.Contains(t, out, "[FAIL] pcap:"+in+" replayed whole: ", name)
+			require.Contains(t, out, "verification FAILED", name)
+		}
+	}
+	out, code := runCLI(t, "roce", "--port", "pcap:"+big, "--port", "pcap-out:"+filepath.Join(dir, "roce.pcap"), "--stats-period", "1h", "--duration", "30s", "--frames", "1024")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "2 records larger than a pool frame's room of", "both the 9 KB and the 70 KB frame")
+	require.Contains(t, out, "(the largest 70000 B)")
+
+	cfg := filepath.Join(dir, "fwd.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`lcores: [{name: a, cpu: 0}]
+ports:
+  - {name: in, spec: "pcap:`+big+`"}
+  - {name: out, spec: "pcap-out:`+filepath.Join(dir, "run.pcap")+`"}
+pipelines:
+  - lcore: a
+    stages:
+      - {kind: forwarder, ports: [in, out]}
+run: {duration: 1s}
+`), 0o644))
+	out, code = runCLI(t, "run", "-c", cfg)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "[FAIL] pcap:"+big+" replayed whole: 2 records larger")
+}
+
+// A capture that cannot be written whole (a full disk) fails demo as it
+// fails run, rather than passing with a truncated file.
+func TestDemoCaptureToFullDiskFails(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this machine")
+	}
+	for _, w := range []string{"forward", "transport"} {
+		out, code := runCLI(t, "demo", "--workload", w, "--capture", "/dev/full", "--duration", "300ms", "--quiet")
+		require.Equal(t, 1, code, "%s: %s", w, out)
+		require.Contains(t, out, "[FAIL] capture /dev/full written whole: ", w)
+		require.Contains(t, out, "no space left on device", w)
+	}
+}
+
+// gen --rx that received nothing has not measured anything: it fails.
+func TestGenRxNothingReceivedFails(t *testing.T) {
+	out, code := runCLI(t, "gen", "--rx", "--port", "null:", "--duration", "200ms", "--stats-period", "1h")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "[FAIL] frames arrived (0 received")
+}
