@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -184,7 +185,7 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 	ss := &Sinks{}
 	for q := range in.Info().Queues {
 		loop := p.spread(o.Loops, q)
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, Cache: p.Cache(loop)})
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, Clock: p.latencyClock(), Cache: p.Cache(loop)})
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +195,16 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 		ss.Sinks = append(ss.Sinks, sk)
 	}
 	return ss, nil
+}
+
+// latencyClock is the clock sinks read their latency with: the
+// pipeline's, or a real one, which reads the same CLOCK_MONOTONIC as the
+// loops' own real clocks.
+func (p *Pipeline) latencyClock() clock.Clock {
+	if p.opts.Clock != nil {
+		return p.opts.Clock
+	}
+	return clock.NewReal()
 }
 
 // spread returns the loop of the i-th stage spread round-robin over loops

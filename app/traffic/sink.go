@@ -21,6 +21,12 @@ type SinkOptions struct {
 	// sink read the same clock (same process, or clock.Real in processes on
 	// one machine).
 	Latency bool
+	// Clock, when set, is read once per burst received, after RxBurst,
+	// for the latency: the loop's timestamp is taken when its iteration
+	// starts, the same reading a generator on the same loop stamped its
+	// frames with (a latency of 0). nil uses the loop's timestamp. It must
+	// be the sender's clock, or one comparable to it (clock.Real).
+	Clock clock.Clock
 	// Cache is the poll loop's mbuf cache to free into; nil makes one.
 	Cache *mbuf.Cache
 }
@@ -80,6 +86,9 @@ func (s *Sink) Poll(now clock.Time) int {
 		return 0
 	}
 	bufs := s.burst[:n]
+	if s.opts.Latency && s.opts.Clock != nil {
+		now = max(now, s.opts.Clock.Now())
+	}
 	for _, h := range bufs {
 		data := s.opts.Pool.Data(h)
 		s.local.Bytes += uint64(len(data))

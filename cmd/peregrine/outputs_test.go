@@ -40,3 +40,11 @@ func TestRunJSONKeepsReady(t *testing.T) {
 	}
 	require.NotZero(t, ready["key"])
 }
+
+// configs/gen-sink.yaml runs the generator and the sink on one loop: the
+// one-way latency is a real figure, not the 0 of a shared loop timestamp.
+func TestGenSinkLatencyIsMeasured(t *testing.T) {
+	out, code := runCLI(t, "run", "-c", "../../configs/gen-sink.yaml", "--quiet")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `one-way latency p50 [1-9][0-9.]* ?(ns|µs|ms|s) p99 [1-9]`, out)
+}
