@@ -24,6 +24,9 @@ func captureChecks(ports []port.Port) (lines []string, checks []check) {
 			if l.Oversize > 0 {
 				why = append(why, fmt.Sprintf("%d records larger than a pool frame's room of %d B skipped (the largest %d B)", l.Oversize, l.Room, l.Largest))
 			}
+			if l.Malformed > 0 {
+				why = append(why, fmt.Sprintf("%d records too short for their link header skipped", l.Malformed))
+			}
 			if l.Damaged != "" {
 				why = append(why, "the file is "+l.Damaged)
 			}

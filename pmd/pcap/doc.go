@@ -7,7 +7,9 @@
 //	pcap:FILE[?timing=fast|recorded&loop=N]
 //	pcap-out:FILE[?snaplen=N&max=SIZE&linktype=ethernet|raw|linux_sll|N]
 //
-// Input is pcap (gzip-compressed too) or pcapng, of Ethernet frames: other
+// Input is pcap (gzip-compressed too) or pcapng, of Ethernet frames, Linux
+// cooked frames (tcpdump -i any: SLL, SLL2) or raw IPv4/IPv6, the latter
+// replayed with an Ethernet header of zero addresses (ToEthernet); other
 // link types are refused at open rather than replayed as Ethernet. Output
 // is classic libpcap format with nanosecond timestamps and opens in
 // Wireshark and tshark. max=SIZE (1GiB) bounds an output file: records

@@ -53,8 +53,9 @@ func TestReaderLoss(t *testing.T) {
 	require.NoError(t, pool.CheckLeaks())
 }
 
-// pcap: ports read pcapng as decode does, and refuse link types other than
-// Ethernet instead of replaying their bytes as Ethernet frames.
+// pcap: ports read pcapng as decode does, and Linux cooked or raw IP
+// captures as Ethernet; link types they do not know are refused rather
+// than replayed as Ethernet.
 func TestReaderPcapng(t *testing.T) {
 	pool := newPool(t, 64)
 	recs := []record{{0, frame(0, 60)}, {time.Millisecond, frame(1, 1500)}}
@@ -66,8 +67,21 @@ func TestReaderPcapng(t *testing.T) {
 	require.Equal(t, [][]byte{recs[0].data, recs[1].data}, frames)
 	require.NoError(t, p.Close())
 
-	_, err = pcap.NewReader(pool, pcap.ReaderOptions{Source: bytes.NewReader(writeNg(t, layers.LinkTypeLinuxSLL, recs))})
-	require.ErrorContains(t, err, "Ethernet captures only")
+	// A Linux cooked capture (tcpdump -i any) replays as Ethernet frames;
+	// a record too short for its header is counted and skipped.
+	sll := make([]byte, 16, 16+100)
+	sll[15] = 0x08 // protocol 0x0008: not IP, carried as EtherType as given
+	r, err := pcap.NewReader(pool, pcap.ReaderOptions{Source: bytes.NewReader(writeNg(t, layers.LinkTypeLinuxSLL,
+		[]record{{0, append(sll, frame(0, 100)...)}, {0, sll[:3]}}))})
+	require.NoError(t, err)
+	frames, _ = drain(t, pool, r)
+	require.Len(t, frames, 1)
+	require.Equal(t, frame(0, 100), frames[0][14:])
+	require.Equal(t, uint64(1), r.Loss().Malformed)
+	require.NoError(t, r.Close())
+
+	_, err = pcap.NewReader(pool, pcap.ReaderOptions{Source: bytes.NewReader(writeNg(t, layers.LinkTypeIEEE802_11, recs))})
+	require.ErrorContains(t, err, "is not one this reads")
 	require.NoError(t, pool.CheckLeaks())
 }
 

@@ -75,6 +75,8 @@ type Reader struct {
 	src        io.ReadSeeker
 	file       *os.File // nil when the caller gave Source
 	r          Source
+	link       layers.LinkType
+	conv       []byte // a record of another link type, as Ethernet (ToEthernet)
 	cache      *mbuf.Cache
 	room       int
 	stats      *portstat.Counters
@@ -82,9 +84,10 @@ type Reader struct {
 	stamps     *stampTable
 
 	// What the replay could not deliver (Loss), for any goroutine.
-	oversize atomic.Uint64
-	largest  atomic.Int64
-	damaged  atomic.Pointer[string]
+	oversize  atomic.Uint64
+	malformed atomic.Uint64
+	largest   atomic.Int64
+	damaged   atomic.Pointer[string]
 
 	// The next packet, read but not yet delivered (recorded timing keeps it
 	// until it is due, or the pool was empty). data aliases the pcapgo
@@ -159,9 +162,10 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		r.closeFile()
 		return nil, fmt.Errorf("pcap: %w", err)
 	}
-	if lt := r.r.LinkType(); lt != layers.LinkTypeEthernet {
+	r.link = r.r.LinkType()
+	if err := CheckLinkType(r.link); err != nil {
 		r.closeFile()
-		return nil, fmt.Errorf("pcap: %s: link type %s (%d): a pcap: port replays Ethernet captures only (capture on an interface, not -i any, or convert with editcap -T ether)", opts.Name, lt, int(lt))
+		return nil, fmt.Errorf("pcap: %s: %w", opts.Name, err)
 	}
 	var caps port.Capability = port.CapRxTimestamp
 	if opts.Timing == TimingRecorded {
@@ -187,6 +191,9 @@ type Loss struct {
 	Oversize uint64
 	Largest  int
 	Room     int
+	// Malformed counts records too short for their link type's header
+	// (a Linux cooked or raw IP capture), skipped.
+	Malformed uint64
 	// Damaged is the read error that ended a pass before the end of the
 	// file ("" when none did).
 	Damaged string
@@ -195,7 +202,7 @@ type Loss struct {
 // Loss reports what the replay has skipped so far. Safe from any
 // goroutine.
 func (r *Reader) Loss() Loss {
-	l := Loss{Oversize: r.oversize.Load(), Largest: int(r.largest.Load()), Room: r.room}
+	l := Loss{Oversize: r.oversize.Load(), Largest: int(r.largest.Load()), Room: r.room, Malformed: r.malformed.Load()}
 	if d := r.damaged.Load(); d != nil {
 		l.Damaged = *d
 	}
@@ -264,6 +271,15 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 func (r *Reader) readNext(st *portstat.Queue) bool {
 	for {
 		data, ci, err := r.r.ZeroCopyReadPacketData()
+		if err == nil && r.link != layers.LinkTypeEthernet {
+			conv, cerr := ToEthernet(r.link, data, r.conv)
+			if cerr != nil {
+				r.malformed.Add(1)
+				st.RxDropped.Add(1)
+				continue
+			}
+			data, r.conv = conv, conv
+		}
 		if err == nil {
 			stamp := ci.Timestamp.UnixNano()
 			r.stamp = stamp

@@ -22,7 +22,7 @@ func init() {
 	pmd.Register(pmd.Driver{
 		Name:   ReaderDriverName,
 		Syntax: "pcap:FILE[?timing=fast|recorded&loop=N]",
-		Help:   "replays a capture file (pcap or pcapng, Ethernet), receive only (loop=0 replays forever)",
+		Help:   "replays a capture file (pcap or pcapng; Ethernet, Linux cooked or raw IP), receive only (loop=0 replays forever)",
 		Open:   openReader,
 	})
 	pmd.Register(pmd.Driver{
