@@ -205,7 +205,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":
 	case "roce":
-		return runDemoRoCE(ctx, cfg, cpus, idle, out) // demoroce.go
+		return runDemoRoCE(ctx, cfg, cpus, idle, out, js) // demoroce.go
 	default:
 		return false, fmt.Errorf("--workload %q: use transport, forward or roce", cfg.workload)
 	}
@@ -295,16 +295,15 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop; allocation failures %d\n", pool.Frames(), pool.InUse(), pool.Stats().AllocFails)
 
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
-		{drained, "pipeline drained within 2s of the generator stopping"},
-		{gs.Sent > 0, "frames were sent"},
+		errCheck("poll loops exited cleanly", runErr),
+		{drained, fmt.Sprintf("pipeline drained within 2s of the generator stopping (%d frames sent, %d received)", gs.Sent, sink.Frames())},
+		progress(gs.Sent > 0, fmt.Sprintf("frames were sent (%d)", gs.Sent)),
 		{ss.Received == gs.Sent, fmt.Sprintf("every frame sent was received (%d of %d)", ss.Received, gs.Sent)},
 		{ss.InOrder == gs.Sent && ss.Late == 0 && ss.Gaps == 0, "every frame arrived in order"},
 		{ss.Foreign == 0, "no foreign frames"},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		leakCheck(pool),
 	}
-	cerr := pool.Close()
-	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	checks = append(checks, errCheck("pool closed", pool.Close()))
 	capLines, capChecks := captureChecks(p.Ports())
 	for _, l := range capLines {
 		fmt.Fprintf(out, "  %s\n", l)

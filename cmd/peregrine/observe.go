@@ -340,8 +340,9 @@ func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check
 	ok := true
 	var cs []map[string]any
 	for _, c := range checks {
-		ok = ok && c.ok
-		cs = append(cs, map[string]any{"ok": c.ok, "what": c.what})
+		what, cok, waived := c.verdict(interrupted)
+		ok = ok && cok
+		cs = append(cs, map[string]any{"ok": cok, "what": what, "waived": waived})
 	}
 	jsonEncode(j.w, map[string]any{"type": "summary", "elapsed_s": elapsed, "totals": totals, "checks": cs, "interrupted": interrupted, "ok": ok})
 }

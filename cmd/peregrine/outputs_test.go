@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/app"
 )
 
 // jsonLines parses every line of out as a JSON object.
@@ -47,4 +52,50 @@ func TestGenSinkLatencyIsMeasured(t *testing.T) {
 	out, code := runCLI(t, "run", "-c", "../../configs/gen-sink.yaml", "--quiet")
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `one-way latency p50 [1-9][0-9.]* ?(ns|µs|ms|s) p99 [1-9]`, out)
+}
+
+// A demo interrupted before anything could complete has lost nothing: the
+// checks that something happened are not reached, not failed, and the run
+// passes; a check that fails says why in its text.
+func TestDemoInterruptedEarlyPasses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // interrupted before the first operation
+	for _, w := range []string{"transport", "forward", "roce"} {
+		var out bytes.Buffer
+		ok, err := runDemo(ctx, demoConfig{workload: w, duration: 5 * time.Second, window: 32, size: "64", burst: 32, idle: "sleep", frames: 16384,
+			profile: app.DemoProfile, seed: 1, target: 200 * time.Microsecond, minRTO: time.Millisecond, quiet: true}, &out)
+		require.NoError(t, err, w)
+		require.True(t, ok, "%s: %s", w, out.String())
+		require.Contains(t, out.String(), "verification passed", w)
+		require.NotContains(t, out.String(), "[FAIL]", w)
+		require.NotContains(t, out.String(), "<nil>", w)
+	}
+
+	c := coverCheck("mcsq: ", false, 3862, 3862)
+	require.False(t, c.ok)
+	require.Contains(t, c.what, "(3862 posted, 3862 covered): the drain was cut short")
+	c = coverCheck("", true, 10, 7)
+	require.Contains(t, c.what, ": 3 not covered")
+}
+
+// demo --workload roce honours --json, --metrics and --capture as the
+// other workloads do.
+func TestDemoRoCEJSONAndCapture(t *testing.T) {
+	capture := t.TempDir() + "/roce.pcap"
+	out, code := runCLI(t, "demo", "--workload", "roce", "--duration", "300ms", "--json", "--capture", capture)
+	require.Equal(t, 0, code, out)
+	objs := jsonLines(t, out)
+	require.NotEmpty(t, objs, out)
+	last := objs[len(objs)-1]
+	require.Equal(t, "summary", last["type"])
+	require.Equal(t, true, last["ok"])
+	require.NotZero(t, last["totals"].(map[string]any)["to_host_forwarded"])
+	var d bytes.Buffer
+	require.NoError(t, decodeFile(capture, 0, 0, &d))
+	require.Contains(t, d.String(), "roce RC SEND Only", "the requests the stage received")
+	require.Contains(t, d.String(), "roce RC Acknowledge", "and the ACKs it sent back")
+
+	out, code = runCLI(t, "demo", "--workload", "roce", "--duration", "300ms", "--metrics", "127.0.0.1:0", "--quiet")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "metrics on http://127.0.0.1:")
 }
