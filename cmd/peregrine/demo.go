@@ -20,6 +20,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/units"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
@@ -33,7 +34,7 @@ const defaultDrain = 10 * time.Second
 // its load stopped, the drain never going stall without one completing.
 func demoDrainCheck(drained bool, ls txnload.Stats, stall, took time.Duration) check {
 	return check{drained, fmt.Sprintf("every outstanding operation completed after the load stopped, never %v without one completing (drain %v; %d still outstanding)",
-		stall, took.Round(time.Millisecond), ls.Posted-ls.Completed-ls.Failed)}
+		stall, formatDur(took), ls.Posted-ls.Completed-ls.Failed)}
 }
 
 type demoConfig struct {
@@ -290,8 +291,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		gs.Sent, gs.Bytes, float64(gs.Sent)/secs/1e6, float64(gs.Bytes)*8/secs/1e9)
 	fmt.Fprintf(out, "  forwarded %d (dropped %d), received %d in order %d, gaps %d, late %d, foreign %d\n",
 		fs.Tx, fs.Dropped, ss.Received, ss.InOrder, ss.Gaps, ss.Late, ss.Foreign)
-	fmt.Fprintf(out, "  latency gen→sink: p50 %v  p99 %v  p999 %v  max %v\n",
-		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
+	fmt.Fprintf(out, "  latency gen→sink: %s\n", latencies(&lat))
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop; allocation failures %d\n", pool.Frames(), pool.InUse(), pool.Stats().AllocFails)
 
 	checks := []check{
@@ -335,24 +335,12 @@ func (m *demoMeter) line(now time.Duration) string {
 	gs, fw, frames := m.gen.Stats(), m.fwd.Stats().Tx, m.sink.Frames()
 	dt := (now - m.last).Seconds()
 	lat := m.sink.Latency()
-	s := fmt.Sprintf("[%5.1fs] gen %6.2f Mpps %6.2f Gbit/s | fwd %6.2f Mpps | sink %6.2f Mpps, p99 %v | pool %d/%d in use",
-		now.Seconds(),
-		float64(gs.Sent-m.lastGen.Sent)/dt/1e6, float64(gs.Bytes-m.lastGen.Bytes)*8/dt/1e9,
-		float64(fw-m.lastFwd)/dt/1e6, float64(frames-m.lastFrames)/dt/1e6,
-		roundDur(lat.Quantile(0.99)), m.pool.InUse(), m.pool.Frames())
+	s := liveLine(now, fmt.Sprintf("gen %s %s | fwd %s | sink %s, p99 %s | pool %d/%d in use",
+		formatRate(float64(gs.Sent-m.lastGen.Sent)/dt), formatBits(float64(gs.Bytes-m.lastGen.Bytes)*8/dt),
+		formatRate(float64(fw-m.lastFwd)/dt), formatRate(float64(frames-m.lastFrames)/dt),
+		units.FormatLatency(lat.Quantile(0.99), lat.Count()), m.pool.InUse(), m.pool.Frames()))
 	m.last, m.lastGen, m.lastFwd, m.lastFrames = now, gs, fw, frames
 	return s
-}
-
-// roundDur shows a nanosecond figure with three significant digits.
-func roundDur(ns uint64) time.Duration {
-	d := time.Duration(ns)
-	for unit := time.Duration(1); unit < time.Hour; unit *= 10 {
-		if d < 1000*unit {
-			return d.Round(unit)
-		}
-	}
-	return d.Round(time.Second)
 }
 
 // driverCheck refuses a --driver demo --veth cannot use.

@@ -14,6 +14,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // runDemoTransport is the demo's default workload: an initiator keeps a
@@ -122,8 +123,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", secs)
 	fmt.Fprintf(out, "  operations: %d posted, %d completed ok, %d failed: %.0f ops/s, goodput %.3f Gbit/s\n",
 		ls.Posted, ls.Completed, ls.Failed, float64(ls.Completed)/secs, float64(ls.Bytes)*8/secs/1e9)
-	fmt.Fprintf(out, "  latency post→completion: p50 %v  p99 %v  p999 %v  max %v\n",
-		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
+	fmt.Fprintf(out, "  latency post→completion: %s\n", latencies(lat))
 	fmt.Fprintf(out, "  pushes %d (solicited %d, unsolicited %d), pulls %d; grants issued %d (peak %d B granted); reorder-engine waits %d (initiator) %d (target)\n",
 		is.Pushes, is.Solicited, is.Unsolicited, is.Pulls, ts.GrantsIssued, ts.GrantedMax, is.ReorderWaits, ts.ReorderWaits)
 	fmt.Fprintf(out, "  retransmissions: %d timeout + %d early (initiator), %d + %d (target); resyncs %d\n",
@@ -180,9 +180,9 @@ type loadMeter struct {
 func (m *loadMeter) line(at time.Duration, retransmits uint64, pool *mbuf.Pool) string {
 	s := m.load.Stats()
 	dt := (at - m.at).Seconds()
-	line := fmt.Sprintf("[%5.1fs] %8.0f ops/s %7.3f Gbit/s goodput | retransmits %d | pool %d/%d in use",
-		at.Seconds(), float64(s.Completed-m.last.Completed)/dt, float64(s.Bytes-m.last.Bytes)*8/dt/1e9,
-		retransmits, pool.InUse(), pool.Frames())
+	line := liveLine(at, fmt.Sprintf("%s ops/s, %s goodput | retransmits %d | pool %d/%d in use",
+		units.Sig3(float64(s.Completed-m.last.Completed)/dt), formatBits(float64(s.Bytes-m.last.Bytes)*8/dt),
+		retransmits, pool.InUse(), pool.Frames()))
 	m.last, m.at = s, at
 	return line
 }

@@ -282,8 +282,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	fmt.Fprintf(out, "  lost %d, reordered (late) %d, in order %d\n", max(lost, 0), total.Late, total.InOrder)
 	hintForeign(out, total.Foreign, cfg.flows)
-	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
-		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
+	fmt.Fprintf(out, "  one-way latency: %s\n", latencies(&lat))
 	lines, checks := captureChecks(p.Ports())
 	for _, l := range lines {
 		fmt.Fprintf(out, "  %s\n", l)

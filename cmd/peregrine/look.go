@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // One look for every subcommand's output: a live line starts with the
@@ -19,31 +20,14 @@ func liveLine(at time.Duration, body string) string {
 	return fmt.Sprintf("[%5.1fs] %s", at.Seconds(), body)
 }
 
-// formatDur prints a duration with three significant digits and a unit
-// (ns, µs, ms, s), as "176 ms" or "2.05 s".
-func formatDur(d time.Duration) string {
-	if d < 0 {
-		return "-" + formatDur(-d)
-	}
-	v, unit := float64(d), "ns"
-	for _, u := range []struct {
-		scale float64
-		name  string
-	}{{1e3, "µs"}, {1e6, "ms"}, {1e9, "s"}} {
-		if float64(d) >= u.scale*0.9995 {
-			v, unit = float64(d)/u.scale, u.name
-		}
-	}
-	return sig3(v) + " " + unit
-}
+// formatDur is units.FormatDuration: "176 ms", "655 µs".
+func formatDur(d time.Duration) string { return units.FormatDuration(d) }
 
-// formatLatency is formatDur of a histogram's nanoseconds, or "n/a" when
-// nothing was measured (count 0).
-func formatLatency(ns uint64, count uint64) string {
-	if count == 0 {
-		return "n/a"
-	}
-	return formatDur(time.Duration(ns))
+// latencies prints a histogram's p50, p99, p999 and max, or "n/a" when it
+// holds nothing.
+func latencies(h *hist.Histogram) string {
+	f := func(ns uint64) string { return units.FormatLatency(ns, h.Count()) }
+	return fmt.Sprintf("p50 %s  p99 %s  p999 %s  max %s", f(h.Quantile(0.5)), f(h.Quantile(0.99)), f(h.Quantile(0.999)), f(h.Max()))
 }
 
 // formatRate prints frames (or operations) per second as "1.23 Mpps",
@@ -51,23 +35,22 @@ func formatLatency(ns uint64, count uint64) string {
 func formatRate(pps float64) string {
 	switch {
 	case pps >= 999.5e3:
-		return sig3(pps/1e6) + " Mpps"
+		return units.Sig3(pps/1e6) + " Mpps"
 	case pps >= 999.5:
-		return sig3(pps/1e3) + " kpps"
+		return units.Sig3(pps/1e3) + " kpps"
 	}
-	return sig3(pps) + " pps"
+	return units.Sig3(pps) + " pps"
 }
 
-// sig3 prints v with three significant digits (at least the integer
-// part): 1.23, 12.3, 123, 1234.
-func sig3(v float64) string {
+// formatBits prints bits per second as "9.87 Gbit/s", "655 Mbit/s".
+func formatBits(bps float64) string {
 	switch {
-	case v >= 99.95:
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	case v >= 9.995:
-		return strconv.FormatFloat(v, 'f', 1, 64)
+	case bps >= 999.5e6:
+		return units.Sig3(bps/1e9) + " Gbit/s"
+	case bps >= 999.5e3:
+		return units.Sig3(bps/1e6) + " Mbit/s"
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return units.Sig3(bps/1e3) + " kbit/s"
 }
 
 // leakCheck is the check that every frame is back in the pool, naming how

@@ -325,11 +325,26 @@ func (j *jsonRun) interval(elapsed float64, counters map[string]float64) {
 	rates := map[string]float64{}
 	if dt := elapsed - j.at; dt > 0 {
 		for k, v := range counters {
-			rates[k+"_per_s"] = (v - j.last[k]) / dt
+			if !isGauge(k) {
+				rates[k+"_per_s"] = (v - j.last[k]) / dt
+			}
 		}
 	}
 	j.last, j.at = counters, elapsed
 	jsonEncode(j.w, map[string]any{"type": "interval", "elapsed_s": elapsed, "counters": counters, "rates": rates})
+}
+
+// gauges are the --json interval figures that are levels, not counts:
+// they have no rate.
+var gauges = map[string]bool{"pool_in_use": true, "srtt_seconds": true, "cwnd_packets": true, "connections": true}
+
+// isGauge reports whether the interval figure k (perhaps under a
+// "PREFIX." of its own) is a gauge.
+func isGauge(k string) bool {
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		k = k[i+1:]
+	}
+	return gauges[k] || strings.HasSuffix(k, "_in_use")
 }
 
 // summary writes the last line: the totals, every check and the verdict.

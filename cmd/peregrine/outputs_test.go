@@ -99,3 +99,43 @@ func TestDemoRoCEJSONAndCapture(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "metrics on http://127.0.0.1:")
 }
+
+// --json interval lines give rates of counters only: a gauge (the pool's
+// frames in use, an RTT) has no rate.
+func TestJSONNoRatesOfGauges(t *testing.T) {
+	out, code := runCLI(t, "demo", "--workload", "forward", "--duration", "2500ms", "--json")
+	require.Equal(t, 0, code, out)
+	n := 0
+	for _, o := range jsonLines(t, out) {
+		if o["type"] != "interval" {
+			continue
+		}
+		n++
+		rates := o["rates"].(map[string]any)
+		require.Contains(t, rates, "generated_frames_per_s")
+		require.NotContains(t, rates, "pool_in_use_per_s")
+	}
+	require.Positive(t, n, out)
+	require.True(t, isGauge("initiator.srtt_seconds"))
+	require.False(t, isGauge("0:mem:a.rx_packets"))
+}
+
+// Live lines and summaries read the same in every subcommand: the elapsed
+// time in brackets, latencies as "176 ms", not raw Go durations.
+func TestOneLook(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--workload", "forward", "--duration", "1500ms"},
+		{"demo", "--workload", "roce", "--duration", "1500ms"},
+		{"demo", "--duration", "1500ms"},
+		{"run", "-c", "../../configs/demo.yaml", "--duration", "1500ms"},
+	} {
+		out, code := runCLI(t, args...)
+		require.Equal(t, 0, code, "%v: %s", args, out)
+		require.Regexp(t, `(?m)^\[  1\.0s\] `, out, "%v: the live line", args)
+		require.NotRegexp(t, `\d+\.\d{3,}(ns|µs|ms|s)\b|\d{4,}(ns|µs|ms)\b`, out, "%v: a raw Go duration", args)
+		if strings.Contains(out, "latency") {
+			require.Regexp(t, `latency[^\n]* p50 (n/a|[\d.]+ (ns|µs|ms|s)) `, out, "%v: latencies in one format", args)
+		}
+	}
+	require.Equal(t, "[  1.0s] to-host x", liveLine(time.Second, "to-host x"))
+}

@@ -193,7 +193,7 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 	}
 	tick := func(elapsed time.Duration) {
 		s := r.Stage.Stats()
-		fmt.Fprintf(out, "%7.2fs to-host %v\n         to-net  %v\n", elapsed.Seconds(), s.ToHost, s.ToNet)
+		fmt.Fprintf(out, "%s\n%s\n", liveLine(elapsed, fmt.Sprintf("to-host %v", s.ToHost)), liveLine(elapsed, fmt.Sprintf("to-net  %v", s.ToNet)))
 	}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
 		Done: func() bool { return r.Done(p, 0) }})
