@@ -28,6 +28,7 @@ type fwdConfig struct {
 	rate     string
 	flows    int
 	frames   int
+	quiet    bool
 	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
@@ -37,12 +38,17 @@ func newFwdCommand() *cobra.Command {
 	var cfg fwdConfig
 	cmd := &cobra.Command{
 		Use:   "fwd",
-		Short: "Forward between ports like dpdk-testpmd (io, mac, macswap, rxonly, txonly)",
+		Short: "Forward between ports like dpdk-testpmd (io, mac, macswap, 5tswap, icmpecho, csum, rxonly, txonly)",
 		Long: `fwd runs testpmd's forwarding modes on poll loops:
 
   io       forward frames untouched
   mac      rewrite source MAC to the output port's, destination to --peer-mac
   macswap  swap source and destination MAC
+  5tswap   swap MACs, IP addresses (v4, v6) and TCP/UDP ports; checksums stay valid
+  icmpecho answer ICMP and ICMPv6 echo requests back out the port; other frames
+           are dropped and counted
+  csum     verify IPv4 header and TCP/UDP/ICMP checksums, count bad ones, forward
+           untouched
   rxonly   receive and free
   txonly   transmit generated frames (--size, --rate, --flows), receive nothing
 
@@ -73,7 +79,8 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	f := cmd.Flags()
 	cfg.obs.register(f)
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
-	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
+	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, 5tswap, icmpecho, csum, rxonly, txonly")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
@@ -149,7 +156,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -158,7 +165,14 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed, checks, interrupted)
 	if !txonly {
-		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fw.Dropped())
+		fs := fw.Stats()
+		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fs.Dropped)
+		switch cfg.mode {
+		case "csum":
+			fmt.Fprintf(out, "  checksums: %d bad IPv4 header, %d bad TCP/UDP/ICMP of %d frames\n", fs.BadIPChecksum, fs.BadL4Checksum, fs.Rx)
+		case "icmpecho":
+			fmt.Fprintf(out, "  echo replies %d; dropped, not an echo request: %d\n", fs.Rx-fs.NotEcho, fs.NotEcho)
+		}
 	}
 	for _, l := range lines {
 		fmt.Fprintf(out, "  %s\n", l)

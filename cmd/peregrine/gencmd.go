@@ -32,6 +32,7 @@ type genConfig struct {
 	expect   uint64
 	idleExit time.Duration
 	frames   int
+	quiet    bool
 	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
@@ -94,6 +95,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
 	return cmd
 }
 
@@ -191,7 +193,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports()[:1])
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -265,7 +267,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}

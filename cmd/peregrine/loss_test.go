@@ -96,3 +96,23 @@ func TestGenRxNothingReceivedFails(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "[FAIL] frames arrived (0 received")
 }
+
+// fwd --mode csum counts bad checksums; --quiet prints no live line.
+func TestFwdCsumQuiet(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.pcap")
+	frames := writeFrames(t) // header only
+	var buf bytes.Buffer
+	buf.Write(frames)
+	w := pcapgo.NewWriter(&buf)
+	// An IPv4/UDP frame with a wrong header checksum (all zero).
+	f := make([]byte, 60)
+	copy(f, []byte{2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2, 0x9c, 0x40, 0, 9, 0, 8, 0, 0})
+	require.NoError(t, w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1, 0), CaptureLength: 60, Length: 60}, f))
+	require.NoError(t, os.WriteFile(in, buf.Bytes(), 0o644))
+	out, code := runCLI(t, "fwd", "--port", "pcap:"+in, "--port", "pcap-out:"+filepath.Join(dir, "out.pcap"), "--mode", "csum",
+		"--duration", "1500ms", "--stats-period", "500ms", "--quiet")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "checksums: 1 bad IPv4 header, 0 bad TCP/UDP/ICMP of 1 frames")
+	require.NotContains(t, out, "[  0.5s]", "--quiet")
+}

@@ -96,6 +96,13 @@ func (m *portMeter) print(w io.Writer, elapsed time.Duration) {
 	}
 }
 
+// tick prints one period's rates, unless quiet (--json lines still go).
+func (m *portMeter) tick(w io.Writer, elapsed time.Duration, quiet bool) {
+	if !quiet || m.js != nil {
+		m.print(w, elapsed)
+	}
+}
+
 // summary prints each port's totals (with --json, and the checks).
 func (m *portMeter) summary(w io.Writer, elapsed time.Duration, checks []check, interrupted bool) {
 	if m.js != nil {
