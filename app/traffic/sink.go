@@ -17,6 +17,9 @@ type SinkOptions struct {
 	Pool  *mbuf.Pool
 	Burst int // frames per RxBurst (0 → 32)
 	Flows int // flows to track sequence numbers for (0 → 1); others count as foreign
+	// SrcPort is flow 0's UDP source port, the generator's
+	// Addressing.SrcPort (0: BaseSrcPort).
+	SrcPort uint16
 	// Latency records now − transmit stamp. Meaningful only when sender and
 	// sink read the same clock (same process, or clock.Real in processes on
 	// one machine).
@@ -68,6 +71,9 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if err := checkEndpoint("sink", opts.Port, opts.Pool, opts.Queue, &opts.Burst, &opts.Flows); err != nil {
 		return nil, err
 	}
+	if opts.SrcPort == 0 {
+		opts.SrcPort = BaseSrcPort
+	}
 	return &Sink{
 		opts:  opts,
 		cache: cacheOr(opts.Cache, opts.Pool),
@@ -93,6 +99,7 @@ func (s *Sink) Poll(now clock.Time) int {
 		data := s.opts.Pool.Data(h)
 		s.local.Bytes += uint64(len(data))
 		st, ok := ReadStamp(data)
+		st.Flow = st.SrcPort - s.opts.SrcPort
 		if !ok || int(st.Flow) >= len(s.next) {
 			s.local.Foreign++
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,7 +34,11 @@ type genConfig struct {
 	idleExit time.Duration
 	frames   int
 	quiet    bool
-	obs      observeFlags
+	// Addresses, ports and VLAN of generated frames (addressing()).
+	srcMAC, dstMAC, srcIP, dstIP, dstPort string
+	srcPort                               uint16
+	vlan                                  uint16
+	obs                                   observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -45,6 +50,9 @@ func newGenCommand() *cobra.Command {
 		Short: "Generate stamped traffic (pktgen-style), replay a capture, or receive and measure it",
 		Long: `gen transmits Ethernet/IPv4/UDP frames (198.18.0.1 → 198.18.0.2) on every queue
 of a port, each stamped with a per-flow sequence number and its transmit time.
+--src-mac, --dst-mac, --src-ip, --dst-ip (IPv4 or IPv6), --src-port, --dst-port
+and --vlan set the headers; an IP or destination-port range
+(198.18.0.1-198.18.0.200) is walked one step per frame, as pktgen's ranges.
 
 With --rx it is the receiving side instead: it reports rate, loss (from
 sequence gaps, or exactly against --expect), reordering (frames behind the
@@ -56,6 +64,8 @@ as possible or at the capture's own timing (--timing recorded).`,
 		Example: `  peregrine gen --port afxdp:veth0 --rate 1mpps --size 64 --duration 10s
   peregrine gen --port afxdp:veth0 --rate 10gbit --size imix --flows 16
   peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
+  peregrine gen --port afxdp:veth0 --src-ip 198.18.0.1-198.18.0.200 --dst-port 1000-1099 --vlan 7
+  peregrine gen --port afxdp:veth0 --src-ip 2001:db8::1 --dst-ip 2001:db8::2 --size 128
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
 		Args: cobra.NoArgs,
@@ -96,6 +106,13 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
+	f.StringVar(&cfg.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC of generated frames")
+	f.StringVar(&cfg.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC of generated frames")
+	f.StringVar(&cfg.srcIP, "src-ip", "198.18.0.1", "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
+	f.StringVar(&cfg.dstIP, "dst-ip", "198.18.0.2", "destination IP (the same family as --src-ip), or a range")
+	f.Uint16Var(&cfg.srcPort, "src-port", traffic.BaseSrcPort, "UDP source port of flow 0 (flow i sends from it + i); the receiver must use the same")
+	f.StringVar(&cfg.dstPort, "dst-port", "9", "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
+	f.Uint16Var(&cfg.vlan, "vlan", 0, "tag frames with this 802.1Q VLAN ID (1..4094; 0: untagged)")
 	return cmd
 }
 
@@ -129,6 +146,10 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	rate, err := parseRate(cfg.rate, sizes.Mean())
 	if err != nil {
 		return false, fmt.Errorf("--rate: %w", err)
+	}
+	addr, srcMAC, dstMAC, err := cfg.addressing()
+	if err != nil {
+		return false, err
 	}
 	specs := []string{cfg.port}
 	if cfg.replay != "" {
@@ -169,7 +190,8 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		}
 		done = r.Done
 	} else {
-		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
+		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count,
+			SrcMAC: srcMAC, DstMAC: dstMAC, Addressing: addr})
 		if err != nil {
 			return false, joinStop(err, p)
 		}
@@ -240,7 +262,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	obs.watchPipeline(p)
 	in := p.Port(0)
-	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
+	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true, SrcPort: cfg.srcPort})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -295,4 +317,47 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		checks, interrupted)
 	ok := report(out, checks, interrupted)
 	return ok, stopErr
+}
+
+// addressing reads the address, port and VLAN flags.
+func (cfg genConfig) addressing() (*traffic.Addressing, net.HardwareAddr, net.HardwareAddr, error) {
+	// A genConfig built in code (tests) leaves the flags' defaults empty.
+	inCode := cfg.srcMAC == ""
+	for p, def := range map[*string]string{&cfg.srcMAC: "02:00:00:00:00:01", &cfg.dstMAC: "02:00:00:00:00:02", &cfg.srcIP: "198.18.0.1",
+		&cfg.dstIP: "198.18.0.2", &cfg.dstPort: "9"} {
+		if *p == "" {
+			*p = def
+		}
+	}
+	if cfg.srcPort == 0 && inCode {
+		cfg.srcPort = traffic.BaseSrcPort
+	}
+	srcMAC, err := net.ParseMAC(cfg.srcMAC)
+	if err != nil || len(srcMAC) != 6 {
+		return nil, nil, nil, usage(fmt.Errorf("--src-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:01", cfg.srcMAC))
+	}
+	dstMAC, err := net.ParseMAC(cfg.dstMAC)
+	if err != nil || len(dstMAC) != 6 {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:02", cfg.dstMAC))
+	}
+	a := &traffic.Addressing{SrcPort: cfg.srcPort, VLAN: cfg.vlan}
+	if a.SrcIP, err = traffic.ParseIPRange(cfg.srcIP); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--src-ip: %w", err))
+	}
+	if a.DstIP, err = traffic.ParseIPRange(cfg.dstIP); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-ip: %w", err))
+	}
+	if a.SrcIP.Lo.Is4() != a.DstIP.Lo.Is4() {
+		return nil, nil, nil, usage(fmt.Errorf("--src-ip %s and --dst-ip %s: give both IPv4 or both IPv6", cfg.srcIP, cfg.dstIP))
+	}
+	if a.DstPort, err = traffic.ParsePortRange(cfg.dstPort); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-port: %w", err))
+	}
+	if cfg.srcPort == 0 || int(cfg.srcPort)+cfg.flows-1 > 65535 {
+		return nil, nil, nil, usage(fmt.Errorf("--src-port %d: give 1..%d, so that the --flows %d source ports fit under 65536", cfg.srcPort, 65536-max(cfg.flows, 1), cfg.flows))
+	}
+	if cfg.vlan > 4094 {
+		return nil, nil, nil, usage(fmt.Errorf("--vlan %d: give a VLAN ID 1..4094, or 0 for untagged frames", cfg.vlan))
+	}
+	return a, srcMAC, dstMAC, nil
 }

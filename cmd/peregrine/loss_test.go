@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,4 +116,37 @@ func TestFwdCsumQuiet(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "checksums: 1 bad IPv4 header, 0 bad TCP/UDP/ICMP of 1 frames")
 	require.NotContains(t, out, "[  0.5s]", "--quiet")
+}
+
+// gen's address options: an IPv6 range with a VLAN tag and a destination
+// port range, captured and decoded, received whole by gen --rx told the
+// same source port.
+func TestGenAddressing(t *testing.T) {
+	capture := filepath.Join(t.TempDir(), "gen.pcap")
+	out, code := runCLI(t, "gen", "--port", "pcap-out:"+capture, "--count", "40", "--size", "128", "--flows", "2",
+		"--src-ip", "2001:db8::1-2001:db8::4", "--dst-ip", "2001:db8::100", "--src-port", "30000", "--dst-port", "7000-7009",
+		"--vlan", "42", "--dst-mac", "02:aa:00:00:00:01", "--stats-period", "1h")
+	require.Equal(t, 0, code, out)
+	data, err := os.ReadFile(capture)
+	require.NoError(t, err)
+	r, err := pcapgo.NewReader(bytes.NewReader(data))
+	require.NoError(t, err)
+	var frame []byte
+	for range 4 {
+		frame, _, err = r.ReadPacketData()
+		require.NoError(t, err)
+	}
+	p := gopacket.NewPacket(frame, layers.LayerTypeEthernet, gopacket.Default)
+	require.Equal(t, uint16(42), p.Layer(layers.LayerTypeDot1Q).(*layers.Dot1Q).VLANIdentifier)
+	require.Equal(t, "02:aa:00:00:00:01", p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet).DstMAC.String())
+	ip := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+	udp := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
+	require.Equal(t, "2001:db8::4 30001 2001:db8::100 7003", fmt.Sprint(ip.SrcIP, " ", uint16(udp.SrcPort), " ", ip.DstIP, " ", uint16(udp.DstPort)), "the fourth frame")
+	out, code = runCLI(t, "gen", "--rx", "--port", "pcap:"+capture, "--flows", "2", "--src-port", "30000", "--expect", "40", "--duration", "30s", "--stats-period", "1h")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "[ok  ] every expected frame arrived (40 of 40)")
+
+	out, code = runCLI(t, "gen", "--port", "null:", "--src-ip", "198.18.0.1", "--dst-ip", "2001:db8::1", "--count", "1")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "--src-ip 198.18.0.1 and --dst-ip 2001:db8::1")
 }
