@@ -141,18 +141,24 @@ func (w *walker) apply(b []byte, l3 int, v6 bool) {
 	src, dst := w.srcLo+uint32(w.src), w.dstLo+uint32(w.dst)
 	port := w.portLo + uint16(w.port)
 	if v6 {
+		// Only the addresses' low 32 bits and the port change: the
+		// template's UDP checksum is updated for those words (RFC 1624)
+		// rather than summed again over the payload.
 		l4 := l3 + wire.IPv6HeaderLen
-		binary.BigEndian.PutUint32(b[l3+20:], src)
-		binary.BigEndian.PutUint32(b[l3+36:], dst)
-		binary.BigEndian.PutUint16(b[l4+2:], port)
-		udp := b[l4:]
-		binary.BigEndian.PutUint16(udp[6:], 0)
-		s := csum(csum(0, b[l3+8:l3+40]), udp) + uint64(17) + uint64(len(udp))
-		ck := ^fold(s)
+		ck := binary.BigEndian.Uint16(b[l4+6:])
+		put := func(off int, v uint16) {
+			ck = wire.UpdateChecksum(ck, binary.BigEndian.Uint16(b[off:]), v)
+			binary.BigEndian.PutUint16(b[off:], v)
+		}
+		put(l3+20, uint16(src>>16))
+		put(l3+22, uint16(src))
+		put(l3+36, uint16(dst>>16))
+		put(l3+38, uint16(dst))
+		put(l4+2, port)
 		if ck == 0 {
 			ck = 0xffff
 		}
-		binary.BigEndian.PutUint16(udp[6:], ck)
+		binary.BigEndian.PutUint16(b[l4+6:], ck)
 	} else {
 		binary.BigEndian.PutUint32(b[l3+12:], src)
 		binary.BigEndian.PutUint32(b[l3+16:], dst)
@@ -169,24 +175,6 @@ func (w *walker) apply(b []byte, l3 int, v6 bool) {
 	if w.port++; w.port == w.portSpan {
 		w.port = 0
 	}
-}
-
-func csum(s uint64, b []byte) uint64 {
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint64) uint16 {
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }
 
 // tagVLAN turns the untagged frame the template wrote at b[4:] into one

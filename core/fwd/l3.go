@@ -1,6 +1,10 @@
 package fwd
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/peregrine-net/peregrine/core/wire"
+)
 
 var be = binary.BigEndian
 
@@ -111,7 +115,7 @@ func echoReply(d []byte) bool {
 	}
 	old := be.Uint16(d[l4:])
 	d[l4] = reply
-	be.PutUint16(d[l4+2:], updateChecksum(be.Uint16(d[l4+2:]), old, be.Uint16(d[l4:])))
+	be.PutUint16(d[l4+2:], wire.UpdateChecksum(be.Uint16(d[l4+2:]), old, be.Uint16(d[l4:])))
 	swap(d[0:6], d[6:12])
 	if ether == etherIPv4 {
 		swap(d[ip+12:ip+16], d[ip+16:ip+20])
@@ -129,7 +133,7 @@ func checksums(d []byte) (ipOK, l4OK bool) {
 	switch ether {
 	case etherIPv4:
 		ihl := int(d[ip]&0xf) * 4
-		ipOK = fold(sum(0, d[ip:ip+ihl])) == 0xffff
+		ipOK = wire.IPv4HeaderChecksum(d[ip:ip+ihl]) == 0
 	case etherIPv6:
 		ipOK = true
 	default:
@@ -180,13 +184,4 @@ func fold(s uint64) uint16 {
 		s = s>>16 + s&0xffff
 	}
 	return uint16(s)
-}
-
-// updateChecksum is RFC 1624's HC' = ~(~HC + ~m + m') for one changed
-// 16-bit word.
-func updateChecksum(ck, old, new uint16) uint16 {
-	s := uint32(^ck) + uint32(^old) + uint32(new)
-	s = s>>16 + s&0xffff
-	s += s >> 16
-	return ^uint16(s)
 }

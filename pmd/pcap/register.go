@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -155,19 +154,5 @@ func SplitCapture(spec string) (string, Capture, error) {
 	if c.Max, err = maxParam(s.Driver, s.Params); err != nil {
 		return "", c, err
 	}
-	head, query, _ := strings.Cut(rest, "?")
-	var keep []string
-	for pair := range strings.SplitSeq(query, "&") {
-		k, _, _ := strings.Cut(pair, "=")
-		if key, err := url.QueryUnescape(k); err == nil && (key == "snaplen" || key == "max") {
-			continue
-		}
-		if pair != "" {
-			keep = append(keep, pair)
-		}
-	}
-	if len(keep) == 0 {
-		return head, c, nil
-	}
-	return head + "?" + strings.Join(keep, "&"), c, nil
+	return pmd.WithoutParams(rest, "snaplen", "max"), c, nil
 }
