@@ -105,11 +105,9 @@ hosts sits behind a bridge.`,
   peregrine demo --workload forward --size 1518 --burst 64
   sudo peregrine demo --veth --driver afxdp
   sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			// SIGTERM as well as SIGINT: either ends the run through the
 			// same path, which removes --veth's namespaces.
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())

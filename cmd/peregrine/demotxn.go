@@ -128,6 +128,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		is.Pushes, is.Solicited, is.Unsolicited, is.Pulls, ts.GrantsIssued, ts.GrantedMax, is.ReorderWaits, ts.ReorderWaits)
 	fmt.Fprintf(out, "  retransmissions: %d timeout + %d early (initiator), %d + %d (target); resyncs %d\n",
 		ir.TxRetransmit, ir.TxEarlyRetransmit, tr.TxRetransmit, tr.TxEarlyRetransmit, ir.ResyncSent+tr.ResyncSent)
+	resends, drops := ir.TxRetransmit+ir.TxEarlyRetransmit+tr.TxRetransmit+tr.TxEarlyRetransmit, app.FabricDrops(fs)
+	fmt.Fprintf(out, "  retransmissions per fabric loss: %.2f (%d resends for %d frames dropped); copies the receivers had already %d; duplicate reports %d, resends they showed spurious %d\n",
+		float64(resends)/float64(max(drops, 1)), resends, drops, ir.RxDuplicate+tr.RxDuplicate+ir.RxStalePSN+tr.RxStalePSN,
+		ir.TxDupReport+tr.TxDupReport, ir.SpuriousDupReport+tr.SpuriousDupReport)
 	fmt.Fprintf(out, "  fabric drops: loss %d, burst %d, queue %d, limit %d, ttl expired %d; corrupted %d, duplicated %d, reordered %d\n",
 		fs.AtoB.LossRandom+fs.BtoA.LossRandom, fs.AtoB.LossBurst+fs.BtoA.LossBurst, fs.AtoB.QueueFull+fs.BtoA.QueueFull,
 		fs.AtoB.LimitFull+fs.BtoA.LimitFull, fs.AtoB.TTLExpired+fs.BtoA.TTLExpired,

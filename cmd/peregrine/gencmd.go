@@ -68,11 +68,9 @@ as possible or at the capture's own timing (--timing recorded).`,
   peregrine gen --port afxdp:veth0 --src-ip 2001:db8::1 --dst-ip 2001:db8::2 --size 128
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			run := runGenTx
@@ -311,7 +309,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	for _, l := range lines {
 		fmt.Fprintf(out, "  %s\n", l)
 	}
-	checks = append(rxChecks(total.Received, cfg.expect), checks...)
+	checks = append(rxChecks(total.Received, total.Foreign, cfg.expect), checks...)
 	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
 		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
 		checks, interrupted)

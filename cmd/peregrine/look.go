@@ -55,21 +55,11 @@ func formatBits(bps float64) string {
 
 // leakCheck is the check that every frame is back in the pool, naming how
 // many are not.
-func leakCheck(pool *mbuf.Pool) check {
-	if err := pool.CheckLeaks(); err != nil {
-		return check{false, fmt.Sprintf("pool back to zero in use: %v", err)}
-	}
-	return check{true, "pool back to zero in use"}
-}
+func leakCheck(pool *mbuf.Pool) check { return errCheck("pool back to zero in use", pool.CheckLeaks()) }
 
 // errCheck is a check that err is nil, with the error as the reason when
 // it is not.
-func errCheck(what string, err error) check {
-	if err != nil {
-		return check{false, fmt.Sprintf("%s: %v", what, err)}
-	}
-	return check{true, what}
-}
+func errCheck(what string, err error) check { return check{err == nil, what + because(err)} }
 
 // coverCheck is the MCSQ check that every posted WR was covered by one
 // CQE; a drain cut short is its own reason, apart from the counts.

@@ -93,7 +93,7 @@ func TestDemoCaptureToFullDiskFails(t *testing.T) {
 
 // gen --rx that received nothing has not measured anything: it fails.
 func TestGenRxNothingReceivedFails(t *testing.T) {
-	out, code := runCLI(t, "gen", "--rx", "--port", "null:", "--duration", "200ms", "--stats-period", "1h")
+	out, code := runCLI(t, "gen", "--rx", "--port", "mem:nothing/1", "--duration", "200ms", "--stats-period", "1h")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "[FAIL] frames arrived (0 received")
 }

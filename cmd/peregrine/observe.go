@@ -45,6 +45,11 @@ func (o *observeFlags) validate() error {
 	if o.metricsPublic && o.metricsAddr == "" {
 		return fmt.Errorf("--metrics-public needs --metrics ADDR")
 	}
+	if o.metricsAddr != "" {
+		if err := metrics.CheckAddr(o.metricsAddr, o.metricsPublic); err != nil {
+			return fmt.Errorf("--metrics %w", err)
+		}
+	}
 	return nil
 }
 
@@ -364,10 +369,10 @@ func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check
 
 // rxChecks are gen --rx's checks: something arrived (a receiver that got
 // nothing has measured nothing), and with --expect every expected frame.
-func rxChecks(received, expect uint64) []check {
-	cs := []check{{received > 0, fmt.Sprintf("frames arrived (%d received)", received)}}
-	if received == 0 {
-		cs[0].what = "frames arrived (0 received: is the sender running, towards this port, with the same --flows?)"
+func rxChecks(received, other, expect uint64) []check {
+	cs := []check{progress(received+other > 0, fmt.Sprintf("frames arrived (%d stamped, %d other)", received, other))}
+	if received+other == 0 {
+		cs[0] = progress(false, "frames arrived (0 received: is the sender running, towards this port?)")
 	}
 	if expect > 0 {
 		what := fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)
