@@ -180,17 +180,17 @@ func New(opts Options) (*Pipeline, error) {
 // open opens one port spec; a capture=FILE parameter (pmd.CaptureParam)
 // wraps the port in a pcap mirror of its received and transmitted frames.
 func (p *Pipeline) open(spec string) (port.Port, error) {
-	base, capture, err := pmd.SplitCapture(spec)
+	base, capture, err := pcap.SplitCapture(spec)
 	if err != nil {
 		return nil, err
 	}
 	pt, err := pmd.Open(p.env, base)
-	if err != nil || capture == "" {
+	if err != nil || capture.File == "" {
 		return pt, err
 	}
-	m, err := pcap.NewMirror(pt, p.pool, pcap.MirrorOptions{Path: capture, Clock: p.opts.Clock})
+	m, err := pcap.NewMirror(pt, p.pool, pcap.MirrorOptions{Path: capture.File, Snaplen: capture.Snaplen, Max: capture.Max, Clock: p.opts.Clock})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("%s=%s: %w (give a file this process can create)", pmd.CaptureParam, capture, err), pt.Close())
+		return nil, errors.Join(fmt.Errorf("%s=%s: %w (give a file this process can create)", pmd.CaptureParam, capture.File, err), pt.Close())
 	}
 	return m, nil
 }

@@ -63,7 +63,7 @@ func (p *Pipeline) AddForwardDemo(o ForwardDemoOptions) (*ForwardDemo, error) {
 	if err != nil {
 		return nil, err
 	}
-	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: p.pool, Burst: o.Burst, Latency: true, Cache: p.Cache(loopA)})
+	sink, err := traffic.NewSink(traffic.SinkOptions{Port: sinkIn, Pool: p.pool, Burst: o.Burst, Latency: true, Clock: p.latencyClock(), Cache: p.Cache(loopA)})
 	if err != nil {
 		return nil, err
 	}

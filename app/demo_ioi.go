@@ -7,6 +7,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // DemoProfile is the transport demo's default fabric, each direction: four
@@ -66,7 +67,7 @@ func (d *TransportDemo) IOILines() []string {
 			i.PktHead+t.PktHead, i.PktMiddle+t.PktMiddle, i.PktTail+t.PktTail, i.PktInOrder+t.PktInOrder),
 		fmt.Sprintf("IOI: peak OPC %d, peak UPC %d; last packets held for UPC == 0: %d; threshold now %d B (RTT %v, %.2f Gbit/s effective)",
 			max(i.PeakOPC, t.PeakOPC), max(i.PeakUPC, t.PeakUPC), i.UPCWaits+t.UPCWaits, i.Threshold,
-			time.Duration(i.RTT).Round(time.Microsecond), float64(i.Bandwidth)*8/1e9),
+			units.FormatDuration(time.Duration(i.RTT)), float64(i.Bandwidth)*8/1e9),
 		fmt.Sprintf("IOI receive: in-order packets handed over in sequence %d, out of sequence %d (placed, handed over in their turn; %d too far ahead, refused and resent), forged %d, stale %d, unknown message %d",
 			i.InSequence+t.InSequence, i.OutOfSequence+t.OutOfSequence, i.Refused+t.Refused, i.Forged+t.Forged, i.Stale+t.Stale, i.Unknown+t.Unknown),
 	}

@@ -120,6 +120,9 @@ type RoCEDemoOptions struct {
 	Payload int
 	// Burst is the frames per burst (default 32).
 	Burst int
+	// Capture, when set, mirrors the stage's network port, both
+	// directions (requests in, ACKs out), to this pcap file.
+	Capture string
 }
 
 // RoCEDemo is the RoCE demo's stages.
@@ -349,7 +352,11 @@ func (p *Pipeline) AddRoCEDemo(o RoCEDemoOptions) (*RoCEDemo, error) {
 	if err != nil {
 		return nil, errors.Join(err, netPeer.Close(), net.Close())
 	}
-	for _, pt := range []port.Port{netPeer, net, host, hostPeer} {
+	var netPort port.Port = net
+	if netPort, err = p.captureDemo(o.Capture, net); err != nil {
+		return nil, errors.Join(err, netPeer.Close(), host.Close(), hostPeer.Close())
+	}
+	for _, pt := range []port.Port{netPeer, netPort, host, hostPeer} {
 		p.AddPort(pt)
 	}
 	spec := roce.FrameSpec{
@@ -373,7 +380,7 @@ func (p *Pipeline) AddRoCEDemo(o RoCEDemoOptions) (*RoCEDemo, error) {
 			return nil, err
 		}
 	}
-	st, err := roce.New(roce.Options{Net: net, Host: host, Pool: p.pool, Cache: cache, Table: tb, Burst: o.Burst})
+	st, err := roce.New(roce.Options{Net: netPort, Host: host, Pool: p.pool, Cache: cache, Table: tb, Burst: o.Burst})
 	if err != nil {
 		return nil, err
 	}

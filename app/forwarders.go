@@ -15,7 +15,8 @@ import (
 // config file's forwarder stage build through it, so both place and
 // configure stages the same way.
 type ForwarderOptions struct {
-	// Mode is io, mac, macswap, rxonly (a fwd.Forwarder per queue) or
+	// Mode is io, mac, macswap, rxonly, 5tswap, icmpecho, csum (a
+	// fwd.Forwarder per queue) or
 	// txonly (a traffic.Generator per queue, receiving nothing).
 	Mode string
 	// Burst is the frames per burst of each stage.
@@ -62,6 +63,19 @@ type Forwarders struct {
 	// Stages holds a *fwd.Forwarder or, in txonly mode, a
 	// *traffic.Generator per queue.
 	Stages []lcore.Stage
+}
+
+// Stats sums the forwarders' counters (txonly's generators have none).
+func (f *Forwarders) Stats() fwd.Stats {
+	var t fwd.Stats
+	for _, st := range f.Stages {
+		if fw, ok := st.(*fwd.Forwarder); ok {
+			s := fw.Stats()
+			t.Rx, t.Tx, t.Dropped, t.Short = t.Rx+s.Rx, t.Tx+s.Tx, t.Dropped+s.Dropped, t.Short+s.Short
+			t.BadIPChecksum, t.BadL4Checksum, t.NotEcho = t.BadIPChecksum+s.BadIPChecksum, t.BadL4Checksum+s.BadL4Checksum, t.NotEcho+s.NotEcho
+		}
+	}
+	return t
 }
 
 // Dropped sums the frames the forwarders' outputs refused.

@@ -2,8 +2,10 @@ package app
 
 import (
 	"errors"
+	"net"
 
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -24,6 +26,10 @@ type GeneratorsOptions struct {
 	Flows int
 	Rate  float64
 	Count uint64
+	// SrcMAC, DstMAC and Addressing set the frames' addresses, ports and
+	// VLAN (traffic.GeneratorOptions; nil: the defaults).
+	SrcMAC, DstMAC net.HardwareAddr
+	Addressing     *traffic.Addressing
 	// Loops are the loops the queues' generators are spread over (nil:
 	// every loop).
 	Loops []int
@@ -66,7 +72,8 @@ func (p *Pipeline) AddGenerators(o GeneratorsOptions) (*Generators, error) {
 	gs := &Generators{}
 	for q := range out.Info().Queues {
 		loop := p.spread(o.Loops, q)
-		g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out, Queue: q, Pool: p.pool, Burst: o.Burst, Sizes: o.Sizes, Flows: o.Flows, Rate: o.Rate, Count: o.Count, Cache: p.Cache(loop)})
+		g, err := traffic.NewGenerator(traffic.GeneratorOptions{Port: out, Queue: q, Pool: p.pool, Burst: o.Burst, Sizes: o.Sizes, Flows: o.Flows, Rate: o.Rate, Count: o.Count,
+			SrcMAC: o.SrcMAC, DstMAC: o.DstMAC, Addressing: o.Addressing, Cache: p.Cache(loop)})
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +144,8 @@ type SinksOptions struct {
 	Burst   int
 	Flows   int
 	Latency bool
+	// SrcPort is the sender's flow 0 source port (0: traffic.BaseSrcPort).
+	SrcPort uint16
 	// Loops are the loops the queues' sinks are spread over (nil: every
 	// loop).
 	Loops []int
@@ -184,7 +193,7 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 	ss := &Sinks{}
 	for q := range in.Info().Queues {
 		loop := p.spread(o.Loops, q)
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, Cache: p.Cache(loop)})
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, SrcPort: o.SrcPort, Clock: p.latencyClock(), Cache: p.Cache(loop)})
 		if err != nil {
 			return nil, err
 		}
@@ -194,6 +203,16 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 		ss.Sinks = append(ss.Sinks, sk)
 	}
 	return ss, nil
+}
+
+// latencyClock is the clock sinks read their latency with: the
+// pipeline's, or a real one, which reads the same CLOCK_MONOTONIC as the
+// loops' own real clocks.
+func (p *Pipeline) latencyClock() clock.Clock {
+	if p.opts.Clock != nil {
+		return p.opts.Clock
+	}
+	return clock.NewReal()
 }
 
 // spread returns the loop of the i-th stage spread round-robin over loops

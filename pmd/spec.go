@@ -185,11 +185,17 @@ func SplitCapture(spec string) (rest, file string, err error) {
 	if file == "" {
 		return "", "", fmt.Errorf("%w: %q: %s= needs a file name, e.g. %s=port0.pcap", ErrBadParam, spec, CaptureParam, CaptureParam)
 	}
+	return WithoutParams(spec, CaptureParam), file, nil
+}
+
+// WithoutParams returns spec without the parameters named keys; the others
+// keep their order and spelling.
+func WithoutParams(spec string, keys ...string) string {
 	head, query, _ := strings.Cut(spec, "?")
 	var keep []string
 	for pair := range strings.SplitSeq(query, "&") {
 		k, _, _ := strings.Cut(pair, "=")
-		if key, err := url.QueryUnescape(k); err == nil && key == CaptureParam {
+		if key, err := url.QueryUnescape(k); err == nil && slices.Contains(keys, key) {
 			continue
 		}
 		if pair != "" {
@@ -197,9 +203,9 @@ func SplitCapture(spec string) (rest, file string, err error) {
 		}
 	}
 	if len(keep) == 0 {
-		return head, file, nil
+		return head
 	}
-	return head + "?" + strings.Join(keep, "&"), file, nil
+	return head + "?" + strings.Join(keep, "&")
 }
 
 // SamePort reports whether specs a and b open the same device: the same

@@ -11,6 +11,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // Forwarder is testpmd's forwarding modes between one or two ports
@@ -261,7 +262,8 @@ func (r *sinkRun) Report() ([]string, []Check) {
 	st, lat := r.s.Stats()
 	lines := []string{
 		fmt.Sprintf("received %d stamped frames, in order %d, gaps %d, late %d, foreign %d", st.Received, st.InOrder, st.Gaps, st.Late, st.Foreign),
-		fmt.Sprintf("one-way latency p50 %v p99 %v p999 %v", time.Duration(lat.Quantile(0.5)), time.Duration(lat.Quantile(0.99)), time.Duration(lat.Quantile(0.999))),
+		fmt.Sprintf("one-way latency p50 %s p99 %s p999 %s", units.FormatLatency(lat.Quantile(0.5), lat.Count()),
+			units.FormatLatency(lat.Quantile(0.99), lat.Count()), units.FormatLatency(lat.Quantile(0.999), lat.Count())),
 	}
 	var checks []Check
 	if r.expect > 0 {

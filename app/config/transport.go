@@ -15,6 +15,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/internal/units"
 )
 
 // MaxRegion bounds the memory a transport target registers.
@@ -302,8 +303,8 @@ func (r *transportRun) Live(dt float64) string {
 	}
 	s := r.t.Load.Stats()
 	srtt, cwnd, _ := r.t.Sampler.Sample()
-	line := fmt.Sprintf("%.0f ops/s %.3f Gbit/s goodput | retransmits %d | srtt %v cwnd %d", float64(s.Completed-r.last.Completed)/dt, float64(s.Bytes-r.last.Bytes)*8/dt/1e9, retx,
-		srtt.Round(time.Microsecond), cwnd)
+	line := fmt.Sprintf("%.0f ops/s %.3f Gbit/s goodput | retransmits %d | srtt %s cwnd %d", float64(s.Completed-r.last.Completed)/dt, float64(s.Bytes-r.last.Bytes)*8/dt/1e9, retx,
+		units.FormatDuration(srtt), cwnd)
 	r.last = s
 	return line
 }
@@ -358,7 +359,8 @@ func (r *transportRun) Report() ([]string, []Check) {
 	lat := &r.t.Load.Latency
 	lines = append(lines,
 		fmt.Sprintf("operations: %d posted, %d completed ok, %d failed, %d B", ls.Posted, ls.Completed, ls.Failed, ls.Bytes),
-		fmt.Sprintf("latency post→completion: p50 %v p99 %v p999 %v", time.Duration(lat.Quantile(0.5)), time.Duration(lat.Quantile(0.99)), time.Duration(lat.Quantile(0.999))))
+		fmt.Sprintf("latency post→completion: p50 %s p99 %s p999 %s", units.FormatLatency(lat.Quantile(0.5), lat.Count()),
+			units.FormatLatency(lat.Quantile(0.99), lat.Count()), units.FormatLatency(lat.Quantile(0.999), lat.Count())))
 	checks = append(checks,
 		Check{ls.Completed > 0, "operations completed"},
 		Check{ls.Failed == 0, fmt.Sprintf("no operation failed (%d%s)", ls.Failed, failureCauses(ls))},

@@ -26,6 +26,9 @@ type GeneratorOptions struct {
 	Count uint64
 	// SrcMAC/DstMAC default to locally administered 02:00:00:00:00:01/02.
 	SrcMAC, DstMAC net.HardwareAddr
+	// Addressing sets the IP addresses (v4 or v6), UDP ports and VLAN,
+	// with ranges (nil: the defaults).
+	Addressing *Addressing
 	// Cache is the poll loop's mbuf cache to allocate from; nil makes one.
 	// Sharing the loop's cache with its ports keeps frames on one CPU's
 	// LIFO stack (see fwd.Options.Cache).
@@ -37,6 +40,12 @@ type Generator struct {
 	opts     GeneratorOptions
 	cache    *mbuf.Cache
 	hdr      wire.FrameTemplate
+	walk     walker
+	l2       int  // 14, or 18 with a VLAN tag
+	v6       bool // the template is IPv6
+	vlan     uint16
+	hdrLen   int // up to the UDP payload, where the stamp goes
+	srcPort  int // flow 0's
 	flowSeq  []uint64
 	flow     int
 	sizeIdx  int
@@ -64,6 +73,13 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 	if opts.Sizes.pattern == nil {
 		opts.Sizes = FixedSize(MinFrame)
 	}
+	var addr Addressing
+	if opts.Addressing != nil {
+		addr = *opts.Addressing
+	}
+	if err := addr.check(); err != nil {
+		return nil, fmt.Errorf("traffic: %w", err)
+	}
 	room := opts.Pool.FrameSize() - opts.Pool.Headroom()
 	if opts.Sizes.Max() > room {
 		return nil, fmt.Errorf("traffic: frame size %d exceeds the pool's room of %d bytes per frame (frame size %d - headroom %d)",
@@ -76,11 +92,30 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 		burst:   make([]mbuf.Handle, opts.Burst),
 		pending: make([]mbuf.Handle, 0, opts.Burst),
 	}
-	hdr, err := newHeaderTemplate(macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1}), macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2}))
+	t := addr.addrs(macOr(opts.SrcMAC, [6]byte{0x02, 0, 0, 0, 0, 1}), macOr(opts.DstMAC, [6]byte{0x02, 0, 0, 0, 0, 2}))
+	hdr, err := wire.NewFrameTemplate(&t)
 	if err != nil {
 		return nil, fmt.Errorf("traffic: %w", err)
 	}
-	g.hdr = hdr
+	g.hdr, g.v6, g.vlan, g.walk = hdr, t.IPv6(), addr.VLAN, newWalker(&addr, &t)
+	g.srcPort = BaseSrcPort
+	if addr.SrcPort != 0 {
+		g.srcPort = int(addr.SrcPort)
+	}
+	if g.srcPort+opts.Flows-1 > 65535 {
+		return nil, fmt.Errorf("traffic: source ports %d.. for %d flows run past 65535", g.srcPort, opts.Flows)
+	}
+	g.l2 = ethLen
+	if g.vlan != 0 {
+		g.l2 += 4
+	}
+	g.hdrLen = g.l2 + ipv4Len + udpLen
+	if g.v6 {
+		g.hdrLen = g.l2 + wire.IPv6HeaderLen + udpLen
+	}
+	if min := g.hdrLen + StampLen; opts.Sizes.Min() < min {
+		return nil, fmt.Errorf("traffic: frame size %d is too small for these headers and the stamp: use %d or more", opts.Sizes.Min(), min)
+	}
 	return g, nil
 }
 
@@ -192,8 +227,25 @@ func (g *Generator) build(h mbuf.Handle, now clock.Time) int {
 	if g.flow == g.opts.Flows {
 		g.flow = 0
 	}
-	writeStamp(frame, g.flowSeq[flow], int64(now))
-	g.hdr.PutUDP(frame, uint16(BaseSrcPort+flow))
+	if g.hdrLen == HeaderLen {
+		writeStamp(frame, g.flowSeq[flow], int64(now))
+		g.hdr.PutUDP(frame, uint16(g.srcPort+flow))
+		if g.walk.on {
+			g.walk.apply(frame, ethLen, false)
+		}
+	} else {
+		writeStampAt(frame, g.hdrLen, g.flowSeq[flow], int64(now))
+		// The template writes an untagged frame; a tag goes in front of
+		// its EtherType afterwards.
+		l2 := frame[g.l2-ethLen:]
+		g.hdr.PutUDP(l2, uint16(g.srcPort+flow))
+		if g.walk.on {
+			g.walk.apply(l2, ethLen, g.v6)
+		}
+		if g.vlan != 0 {
+			tagVLAN(frame, g.vlan)
+		}
+	}
 	g.flowSeq[flow]++
 	g.opts.Pool.Meta(h).FlowHash = uint32(flow)
 	return size

@@ -17,10 +17,19 @@ type SinkOptions struct {
 	Pool  *mbuf.Pool
 	Burst int // frames per RxBurst (0 → 32)
 	Flows int // flows to track sequence numbers for (0 → 1); others count as foreign
+	// SrcPort is flow 0's UDP source port, the generator's
+	// Addressing.SrcPort (0: BaseSrcPort).
+	SrcPort uint16
 	// Latency records now − transmit stamp. Meaningful only when sender and
 	// sink read the same clock (same process, or clock.Real in processes on
 	// one machine).
 	Latency bool
+	// Clock, when set, is read once per burst received, after RxBurst,
+	// for the latency: the loop's timestamp is taken when its iteration
+	// starts, the same reading a generator on the same loop stamped its
+	// frames with (a latency of 0). nil uses the loop's timestamp. It must
+	// be the sender's clock, or one comparable to it (clock.Real).
+	Clock clock.Clock
 	// Cache is the poll loop's mbuf cache to free into; nil makes one.
 	Cache *mbuf.Cache
 }
@@ -62,6 +71,9 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if err := checkEndpoint("sink", opts.Port, opts.Pool, opts.Queue, &opts.Burst, &opts.Flows); err != nil {
 		return nil, err
 	}
+	if opts.SrcPort == 0 {
+		opts.SrcPort = BaseSrcPort
+	}
 	return &Sink{
 		opts:  opts,
 		cache: cacheOr(opts.Cache, opts.Pool),
@@ -80,10 +92,14 @@ func (s *Sink) Poll(now clock.Time) int {
 		return 0
 	}
 	bufs := s.burst[:n]
+	if s.opts.Latency && s.opts.Clock != nil {
+		now = max(now, s.opts.Clock.Now())
+	}
 	for _, h := range bufs {
 		data := s.opts.Pool.Data(h)
 		s.local.Bytes += uint64(len(data))
 		st, ok := ReadStamp(data)
+		st.Flow = st.SrcPort - s.opts.SrcPort
 		if !ok || int(st.Flow) >= len(s.next) {
 			s.local.Foreign++
 			continue

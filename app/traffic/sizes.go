@@ -99,6 +99,17 @@ func FixedSize(n int) Sizes {
 
 func (s Sizes) String() string { return s.spec }
 
+// Min returns the smallest frame size.
+func (s Sizes) Min() int {
+	m := 0
+	for i, n := range s.pattern {
+		if i == 0 || int(n) < m {
+			m = int(n)
+		}
+	}
+	return m
+}
+
 // Max returns the largest size in the pattern.
 func (s Sizes) Max() int {
 	m := 0

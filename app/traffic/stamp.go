@@ -31,9 +31,10 @@ const (
 
 // Stamp is what the sink reads back from a frame.
 type Stamp struct {
-	Flow uint16 // UDP source port minus BaseSrcPort
-	Seq  uint64
-	Time int64
+	Flow    uint16 // UDP source port minus BaseSrcPort
+	SrcPort uint16 // the UDP source port
+	Seq     uint64
+	Time    int64
 }
 
 // newHeaderTemplate builds the headers of every frame of a generator,
@@ -50,26 +51,46 @@ func newHeaderTemplate(src, dst [6]byte) (wire.FrameTemplate, error) {
 	})
 }
 
-func writeStamp(frame []byte, seq uint64, t int64) {
-	_ = frame[MinFrame-1]
-	binary.BigEndian.PutUint16(frame[offMagic:], stampMagic)
-	binary.BigEndian.PutUint64(frame[offSeq:], seq)
-	binary.BigEndian.PutUint64(frame[offTime:], uint64(t))
+func writeStamp(frame []byte, seq uint64, t int64) { writeStampAt(frame, HeaderLen, seq, t) }
+
+// writeStampAt writes the stamp at the UDP payload's offset off.
+func writeStampAt(frame []byte, off int, seq uint64, t int64) {
+	_ = frame[off+StampLen-1]
+	binary.BigEndian.PutUint16(frame[off:], stampMagic)
+	binary.BigEndian.PutUint64(frame[off+2:], seq)
+	binary.BigEndian.PutUint64(frame[off+10:], uint64(t))
 }
 
-// ReadStamp decodes the stamp of a generated frame. It reports false for a
-// frame too short, not IPv4/UDP, or without the magic number; it never panics.
+// ReadStamp decodes the stamp of a generated frame: Ethernet, an 802.1Q
+// tag or none, IPv4 or IPv6, UDP. It reports false for a frame too short,
+// of another kind, or without the magic number; it never panics and does
+// not allocate.
 func ReadStamp(frame []byte) (Stamp, bool) {
-	if len(frame) < MinFrame ||
-		binary.BigEndian.Uint16(frame[12:14]) != 0x0800 ||
-		frame[ethLen]>>4 != 4 || frame[ethLen+9] != 17 ||
-		binary.BigEndian.Uint16(frame[offMagic:]) != stampMagic {
+	if len(frame) < MinFrame {
 		return Stamp{}, false
 	}
-	srcPort := binary.BigEndian.Uint16(frame[ethLen+ipv4Len:])
+	l3, et := ethLen, binary.BigEndian.Uint16(frame[12:14])
+	if et == 0x8100 {
+		l3, et = ethLen+4, binary.BigEndian.Uint16(frame[16:18])
+	}
+	var l4 int
+	switch {
+	case et == 0x0800 && len(frame) >= l3+ipv4Len && frame[l3]>>4 == 4 && frame[l3+9] == 17:
+		l4 = l3 + int(frame[l3]&0xf)*4
+	case et == 0x86dd && len(frame) >= l3+40 && frame[l3]>>4 == 6 && frame[l3+6] == 17:
+		l4 = l3 + 40
+	default:
+		return Stamp{}, false
+	}
+	off := l4 + udpLen
+	if len(frame) < off+StampLen || binary.BigEndian.Uint16(frame[off:]) != stampMagic {
+		return Stamp{}, false
+	}
+	srcPort := binary.BigEndian.Uint16(frame[l4:])
 	return Stamp{
-		Flow: srcPort - BaseSrcPort,
-		Seq:  binary.BigEndian.Uint64(frame[offSeq:]),
-		Time: int64(binary.BigEndian.Uint64(frame[offTime:])),
+		Flow:    srcPort - BaseSrcPort,
+		SrcPort: srcPort,
+		Seq:     binary.BigEndian.Uint64(frame[off+2:]),
+		Time:    int64(binary.BigEndian.Uint64(frame[off+10:])),
 	}, true
 }

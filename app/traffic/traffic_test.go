@@ -59,7 +59,7 @@ func TestStampRoundTrip(t *testing.T) {
 	frame := testFrame(t, 128, 7, 1<<40+3, -5)
 	st, ok := ReadStamp(frame)
 	require.True(t, ok)
-	require.Equal(t, Stamp{Flow: 7, Seq: 1<<40 + 3, Time: -5}, st)
+	require.Equal(t, Stamp{Flow: 7, SrcPort: BaseSrcPort + 7, Seq: 1<<40 + 3, Time: -5}, st)
 	require.Zero(t, wire.IPv4HeaderChecksum(frame[ethLen:ethLen+ipv4Len]), "header checksum verifies to zero")
 
 	_, ok = ReadStamp(frame[:MinFrame-1])

@@ -17,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
@@ -131,7 +132,7 @@ func TestDissectorMatchesDecode(t *testing.T) {
 		compared++
 	}
 	require.Equal(t, len(want), compared, "tshark and peregrine decode found different numbers of transport packets")
-	for _, typ := range []string{"ConnOpen", "ConnAccept", "PushUnsolicitedData", "PushRequest", "PushGrant", "PushSolicitedData", "PullRequest", "PullData", "Ack"} {
+	for _, typ := range []string{"ConnOpen", "ConnAccept", "PushUnsolicitedData", "PushRequest", "PushGrant", "PushSolicitedData", "PullRequest", "PullData", "Ack", "Send"} {
 		require.True(t, types[typ], "the demo capture has no %s packet (types seen: %v)", typ, types)
 	}
 	require.True(t, exts["3"] && exts["4"], "source-CID (3) and region (4) extensions decoded: %v", exts)
@@ -148,8 +149,10 @@ func TestDissectorEveryTypeAndExtension(t *testing.T) {
 	addrs := wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
 		SrcIP: netip.MustParseAddr("198.18.0.1"), DstIP: netip.MustParseAddr("198.18.0.2")}
 	var frames [][]byte
-	var want []string
-	for typ := wire.TypeConnOpen; typ <= wire.TypeNack; typ++ {
+	var want, names []string
+	// Every type decode knows (wire.Type's one list), so a new type fails
+	// here until the dissector knows it.
+	for typ := wire.TypeConnOpen; typ.Valid(); typ++ {
 		h := wire.Header{Version: wire.Version, DestCID: 0x10000 + uint32(typ), Type: typ, Flags: wire.FlagOrdered | wire.FlagAckRequested,
 			Retry: 3, Phase: wire.PhaseMiddle, PSN: 100 + uint32(typ), RSN: 7, SSN: 9, ReqEBSN: 11, DataEBSN: 13, TxTime: 17, TxEcho: 19,
 			ReqLen: 4096, Offset: 1024, HopEcho: 2}
@@ -174,6 +177,12 @@ func TestDissectorEveryTypeAndExtension(t *testing.T) {
 		case wire.TypeResync:
 			h.Resync = wire.ResyncBody{Code: wire.ResyncTimeout, OrigType: wire.TypePushRequest}
 			payload = nil
+		case wire.TypeSend:
+			// An absolute 16-bit index in the header: tag 5 (a ring of
+			// 32), index 300.
+			cfg := dix.Config{Kind: dix.Absolute, Width: 16}
+			h.Desc = uint8(cfg.Desc(false))
+			h.SSN = 5<<24 | 300
 		}
 		buf := make([]byte, 2048)
 		n, err := wire.EncodeFrame(buf, &addrs, &h, payload)
@@ -189,6 +198,22 @@ func TestDissectorEveryTypeAndExtension(t *testing.T) {
 			body = "2|6"
 		}
 		want = append(want, fmt.Sprintf("%d|0x%06x|%d|%d|3|2|%d|%d|%s|%s", typ, h.DestCID, h.PSN, h.RSN, h.ReqLen, len(payload), body, ext))
+		names = append(names, typ.String())
+	}
+	// Sends with the index in the Placement extension, and omitted.
+	for _, c := range []struct {
+		cfg  dix.Config
+		omit bool
+	}{{dix.Config{Kind: dix.FreeRunning, Width: 24, Where: dix.InExtension}, false}, {dix.Config{Kind: dix.Relative, Width: 8}, true}} {
+		h := wire.Header{Version: wire.Version, DestCID: 0x20000, Type: wire.TypeSend, PSN: 1, SSN: 7 << 24, ReqLen: 9,
+			Desc: uint8(c.cfg.Desc(c.omit))}
+		if c.cfg.Where == dix.InExtension {
+			h.Ext.Present, h.Ext.Placement = wire.ExtPlacement, wire.Placement{Mode: wire.PlacementFreeRunning, Index: 4242}
+		}
+		buf := make([]byte, 2048)
+		n, err := wire.EncodeFrame(buf, &addrs, &h, []byte("peregrine"))
+		require.NoError(t, err)
+		frames = append(frames, buf[:n])
 	}
 	path := filepath.Join(t.TempDir(), "types.pcap")
 	f, err := os.Create(path)
@@ -211,14 +236,33 @@ func TestDissectorEveryTypeAndExtension(t *testing.T) {
 	args = append(args, "-e", "peregrine.ack.rxbuf", "-e", "peregrine.ack.oow_count", "-e", "peregrine.ack.rx_time",
 		"-e", "peregrine.nack.code", "-e", "peregrine.nack.psn", "-e", "peregrine.nack.rnr_us",
 		"-e", "peregrine.resync.code", "-e", "peregrine.resync.orig_type", "-e", "peregrine.ext.type",
-		"-e", "peregrine.ext.source_cid", "-e", "peregrine.ext.region.key", "-e", "peregrine.ext.placement.index", "-e", "peregrine.ext.qpn.dst")
+		"-e", "peregrine.ext.source_cid", "-e", "peregrine.ext.region.key", "-e", "peregrine.ext.placement.index", "-e", "peregrine.ext.qpn.dst",
+		"-e", "peregrine.send.desc", "-e", "peregrine.send.desc.kind", "-e", "peregrine.send.desc.width", "-e", "peregrine.send.desc.in_extension",
+		"-e", "peregrine.send.desc.omitted", "-e", "peregrine.send.tag", "-e", "peregrine.send.index")
 	out, err := exec.Command(tshark, args...).Output()
 	if ee, ok := err.(*exec.ExitError); ok {
 		t.Fatalf("tshark: %v\n%s", err, ee.Stderr)
 	}
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Len(t, lines, len(want), string(out))
+	require.Len(t, lines, len(want)+2, string(out))
+	sends := lines[len(want):]
+	lines = lines[:len(want)]
+	// The descriptor's fields, and the index where the descriptor puts it.
+	require.Equal(t, "0x05|1|1|0|0|5|300", strings.Join(strings.Split(lines[wire.TypeSend-1], "|")[21:], "|"))
+	extSend := strings.Split(sends[0], "|")
+	require.Equal(t, "4242", extSend[19], "the index in the Placement extension")
+	require.Equal(t, "0x1b|3|2|1|0|7|", strings.Join(extSend[21:], "|"))
+	require.Equal(t, "0x22|2|0|0|1||", strings.Join(strings.Split(sends[1], "|")[21:], "|"), "an omitted index")
+
+	// The Info column names each type as decode does.
+	summary, err := exec.Command(tshark, "-n", "-X", "lua_script:"+lua, "-r", path, "-Y", "peregrine").Output()
+	require.NoError(t, err)
+	info := regexp.MustCompile(`PEREGRINE \d+ (\S+) cid=`).FindAllStringSubmatch(string(summary), -1)
+	require.Len(t, info, len(names)+2, string(summary))
+	for i, name := range names {
+		require.Equal(t, name, info[i][1], "frame %d", i+1)
+	}
 	for i, l := range lines {
 		f := strings.Split(l, "|")
 		body := strings.Join(nonEmpty(f[8:16]), "|")

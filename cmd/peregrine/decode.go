@@ -1,20 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/gopacket/gopacket/layers"
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/core/wire/wirelayers"
+	"github.com/peregrine-net/peregrine/pmd/pcap"
 )
 
 func newDecodeCommand() *cobra.Command {
@@ -27,7 +25,9 @@ func newDecodeCommand() *cobra.Command {
 		Short: "Print peregrine transport headers (and RoCEv2 BTH) from a capture",
 		Long: `decode reads a capture, pcap or pcapng (Wireshark's and tcpdump's formats;
 for example one written by a pcap-out: port), from FILE or, with -, from
-standard input, and prints one line per frame: peregrine transport frames
+standard input, of Ethernet frames, Linux cooked frames (tcpdump -i any:
+SLL, SLL2) or raw IPv4/IPv6 (other link types are refused), and prints one
+line per frame: peregrine transport frames
 (UDP port --udp-port) with their header fields, RoCEv2 frames (UDP 4791)
 with their BTH fields, extended headers (RETH, AETH, DETH) and ICRC status
 (ok, or BAD with the value it should have), other frames by their
@@ -70,51 +70,34 @@ func decodeFile(path string, udpPort uint16, limit int, out io.Writer) error {
 	return decodeStream(path, f, udpPort, limit, out)
 }
 
-// packetSource is what pcapgo's Reader and NgReader have in common.
-type packetSource interface {
-	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-}
-
-// pcapngMagic is the block type of a pcapng Section Header Block, the
-// first four bytes of every pcapng file (the same in either byte order).
-var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
-
-// openCapture reads the first bytes to tell pcapng from pcap, so a stream
-// (standard input) works as well as a file.
-func openCapture(name string, in io.Reader) (packetSource, error) {
-	br := bufio.NewReader(in)
-	magic, err := br.Peek(4)
-	if err != nil {
-		return nil, fmt.Errorf("%s: not a capture: %d bytes, too short for a pcap or pcapng header", name, len(magic))
-	}
-	if bytes.Equal(magic, pcapngMagic) {
-		r, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return nil, fmt.Errorf("%s: a pcapng capture that cannot be read: %w", name, err)
-		}
-		return r, nil
-	}
-	r, err := pcapgo.NewReader(br)
-	if err != nil {
-		return nil, fmt.Errorf("%s: neither a pcap nor a pcapng capture (starts % x): %w", name, magic, err)
-	}
-	return r, nil
-}
-
 func decodeStream(name string, in io.Reader, udpPort uint16, limit int, out io.Writer) error {
-	r, err := openCapture(name, in)
+	r, err := pcap.OpenSource(name, in)
 	if err != nil {
 		return err
 	}
+	link := r.LinkType()
+	if err := pcap.CheckLinkType(link); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	var buf []byte
 	for n := 1; limit == 0 || n <= limit; n++ {
-		data, ci, err := r.ReadPacketData()
+		data, ci, err := r.ZeroCopyReadPacketData()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("%s: frame %d: %w", name, n, err)
 		}
-		fmt.Fprintf(out, "%6d %s %s\n", n, ci.Timestamp.UTC().Format("15:04:05.000000"), wirelayers.Summary(data, udpPort))
+		at := ci.Timestamp.UTC().Format("15:04:05.000000")
+		frame, err := pcap.ToEthernet(link, data, buf)
+		if err != nil {
+			fmt.Fprintf(out, "%6d %s %v\n", n, at, err)
+			continue
+		}
+		if link != layers.LinkTypeEthernet {
+			buf = frame
+		}
+		fmt.Fprintf(out, "%6d %s %s\n", n, at, wirelayers.Summary(frame, udpPort))
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/units"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
@@ -33,7 +34,7 @@ const defaultDrain = 10 * time.Second
 // its load stopped, the drain never going stall without one completing.
 func demoDrainCheck(drained bool, ls txnload.Stats, stall, took time.Duration) check {
 	return check{drained, fmt.Sprintf("every outstanding operation completed after the load stopped, never %v without one completing (drain %v; %d still outstanding)",
-		stall, took.Round(time.Millisecond), ls.Posted-ls.Completed-ls.Failed)}
+		stall, formatDur(took), ls.Posted-ls.Completed-ls.Failed)}
 }
 
 type demoConfig struct {
@@ -203,7 +204,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":
 	case "roce":
-		return runDemoRoCE(ctx, cfg, cpus, idle, out) // demoroce.go
+		return runDemoRoCE(ctx, cfg, cpus, idle, out, js) // demoroce.go
 	default:
 		return false, fmt.Errorf("--workload %q: use transport, forward or roce", cfg.workload)
 	}
@@ -288,21 +289,24 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 		gs.Sent, gs.Bytes, float64(gs.Sent)/secs/1e6, float64(gs.Bytes)*8/secs/1e9)
 	fmt.Fprintf(out, "  forwarded %d (dropped %d), received %d in order %d, gaps %d, late %d, foreign %d\n",
 		fs.Tx, fs.Dropped, ss.Received, ss.InOrder, ss.Gaps, ss.Late, ss.Foreign)
-	fmt.Fprintf(out, "  latency gen→sink: p50 %v  p99 %v  p999 %v  max %v\n",
-		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
+	fmt.Fprintf(out, "  latency gen→sink: %s\n", latencies(&lat))
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop; allocation failures %d\n", pool.Frames(), pool.InUse(), pool.Stats().AllocFails)
 
 	checks := []check{
-		{runErr == nil, "poll loops exited cleanly" + because(runErr)},
-		{drained, "pipeline drained within 2s of the generator stopping"},
-		{gs.Sent > 0, "frames were sent"},
+		errCheck("poll loops exited cleanly", runErr),
+		{drained, fmt.Sprintf("pipeline drained within 2s of the generator stopping (%d frames sent, %d received)", gs.Sent, sink.Frames())},
+		progress(gs.Sent > 0, fmt.Sprintf("frames were sent (%d)", gs.Sent)),
 		{ss.Received == gs.Sent, fmt.Sprintf("every frame sent was received (%d of %d)", ss.Received, gs.Sent)},
 		{ss.InOrder == gs.Sent && ss.Late == 0 && ss.Gaps == 0, "every frame arrived in order"},
 		{ss.Foreign == 0, "no foreign frames"},
-		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
+		leakCheck(pool),
 	}
-	cerr := pool.Close()
-	checks = append(checks, check{cerr == nil, "pool closed" + because(cerr)})
+	checks = append(checks, errCheck("pool closed", pool.Close()))
+	capLines, capChecks := captureChecks(p.Ports())
+	for _, l := range capLines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(checks, capChecks...)
 	js.summary(secs, map[string]any{"generated_frames": gs.Sent, "generated_bytes": gs.Bytes, "forwarded_frames": fs.Tx, "forward_dropped": fs.Dropped,
 		"received_frames": ss.Received, "in_order": ss.InOrder, "gaps": ss.Gaps, "late": ss.Late, "foreign": ss.Foreign,
 		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "pool_in_use": pool.InUse()}, checks, interrupted)
@@ -329,24 +333,12 @@ func (m *demoMeter) line(now time.Duration) string {
 	gs, fw, frames := m.gen.Stats(), m.fwd.Stats().Tx, m.sink.Frames()
 	dt := (now - m.last).Seconds()
 	lat := m.sink.Latency()
-	s := fmt.Sprintf("[%5.1fs] gen %6.2f Mpps %6.2f Gbit/s | fwd %6.2f Mpps | sink %6.2f Mpps, p99 %v | pool %d/%d in use",
-		now.Seconds(),
-		float64(gs.Sent-m.lastGen.Sent)/dt/1e6, float64(gs.Bytes-m.lastGen.Bytes)*8/dt/1e9,
-		float64(fw-m.lastFwd)/dt/1e6, float64(frames-m.lastFrames)/dt/1e6,
-		roundDur(lat.Quantile(0.99)), m.pool.InUse(), m.pool.Frames())
+	s := liveLine(now, fmt.Sprintf("gen %s %s | fwd %s | sink %s, p99 %s | pool %d/%d in use",
+		formatRate(float64(gs.Sent-m.lastGen.Sent)/dt), formatBits(float64(gs.Bytes-m.lastGen.Bytes)*8/dt),
+		formatRate(float64(fw-m.lastFwd)/dt), formatRate(float64(frames-m.lastFrames)/dt),
+		units.FormatLatency(lat.Quantile(0.99), lat.Count()), m.pool.InUse(), m.pool.Frames()))
 	m.last, m.lastGen, m.lastFwd, m.lastFrames = now, gs, fw, frames
 	return s
-}
-
-// roundDur shows a nanosecond figure with three significant digits.
-func roundDur(ns uint64) time.Duration {
-	d := time.Duration(ns)
-	for unit := time.Duration(1); unit < time.Hour; unit *= 10 {
-		if d < 1000*unit {
-			return d.Round(unit)
-		}
-	}
-	return d.Round(time.Second)
 }
 
 // driverCheck refuses a --driver demo --veth cannot use.

@@ -32,14 +32,14 @@ func mcsqDemoSummary(out io.Writer, d *app.MCSQDemo, drained bool) []check {
 	fmt.Fprintf(out, "  mcsq CQEs: %d for %d WRs (ordered DC CQ: %d CQEs, %d WRs folded into a later CQE)\n",
 		s.CQEs, s.Covered, dq.CQEs, dq.Coalesced)
 	checks := []check{
-		{drained && s.Posted == s.Covered, fmt.Sprintf("mcsq: every posted WR covered by exactly one CQE (%d posted, %d covered)", s.Posted, s.Covered)},
+		coverCheck("mcsq: ", drained, s.Posted, s.Covered),
 		{s.OutOfOrder == 0, fmt.Sprintf("mcsq: the ordered CQ released CQEs in posting order (%d out of order)", s.OutOfOrder)},
 		{s.WrongFailures == 0, fmt.Sprintf("mcsq: only the refusing host's identifiers failed (%d others)", s.WrongFailures)},
-		{dp.BlacklistAdds > 0, "mcsq: the refusing host's flows were blacklisted"},
+		progress(dp.BlacklistAdds > 0, "mcsq: the refusing host's flows were blacklisted"),
 	}
 	if d.OverVeth() {
 		in, back, _ := d.Bridged()
-		checks = append(checks, check{in > 0 && back > 0 && s.OK > 0, fmt.Sprintf("mcsq: WRs completed over the veth pair (%d frames each way at least)", min(in, back))})
+		checks = append(checks, progress(in > 0 && back > 0 && s.OK > 0, fmt.Sprintf("mcsq: WRs completed over the veth pair (%d frames each way at least)", min(in, back))))
 	}
 	return checks
 }

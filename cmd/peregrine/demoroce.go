@@ -15,26 +15,39 @@ import (
 // between simulated requesters and a host over mem ports, on one lcore,
 // with QPs closed and reopened as it runs and the closed QPs' last frames
 // arriving late.
-func runDemoRoCE(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer) (bool, error) {
+func runDemoRoCE(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.IdleMode, out io.Writer, js *jsonRun) (bool, error) {
+	obs, err := cfg.obs.start(out)
+	if err != nil {
+		return false, err
+	}
+	defer obs.close()
 	p, err := app.New(app.Options{Pool: mbuf.Options{Name: "demo", Frames: cfg.frames}, Lcores: demoLcores(cpus[:1]), Idle: lcore.IdlePolicy{Mode: idle}})
 	if err != nil {
 		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	defer p.Stop() // on early returns; the checks below report the normal stop
-	d, err := p.AddRoCEDemo(app.RoCEDemoOptions{Burst: cfg.burst})
+	d, err := p.AddRoCEDemo(app.RoCEDemoOptions{Burst: cfg.burst, Capture: cfg.capture})
 	if err != nil {
-		return false, flagError(err, map[string]string{"Burst": "--burst"})
+		return false, flagError(err, map[string]string{"Burst": "--burst", "Capture": "--capture"})
 	}
+	obs.watchPipeline(p)
 	fmt.Fprintf(out, "peregrine demo: RoCEv2 QP translation: requesters send RDMA SENDs by global QPN -> stage (ICRC, CAM, PSN) -> host by local QP number, ACKs back; %d local contexts, a QP closed and reopened every 512 frames; lcore %d, for %v\n",
 		d.Stage.Stats().QPX.Slots, cpus[0], cfg.duration)
 	if err := p.Start(); err != nil {
 		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
 	}
+	var last app.RoCEDemoNetStats
+	lastAt := time.Duration(0)
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: time.Second, Tick: func(at time.Duration) {
+		s, ns := d.Stage.Stats(), d.Net.Stats()
+		js.interval(at.Seconds(), map[string]float64{"requests_sent": float64(ns.Sent), "to_host_forwarded": float64(s.ToHost.Forwarded),
+			"retired_qpn_drops": float64(s.ToHost.DropRetired), "qps_opened": float64(s.QPX.Opened), "acks": float64(ns.Acks)})
 		if !cfg.quiet {
-			s := d.Stage.Stats()
-			fmt.Fprintf(out, "%6.1fs to-host %d fwd, %d retired-QPN drops; QPs opened %d\n", at.Seconds(), s.ToHost.Forwarded, s.ToHost.DropRetired, s.QPX.Opened)
+			dt := (at - lastAt).Seconds()
+			fmt.Fprintln(out, liveLine(at, fmt.Sprintf("%s requests | to-host %d fwd, %d retired-QPN drops | QPs opened %d | pool %d/%d in use",
+				formatRate(float64(ns.Sent-last.Sent)/dt), s.ToHost.Forwarded, s.ToHost.DropRetired, s.QPX.Opened, p.Pool().InUse(), p.Pool().Frames())))
 		}
+		last, lastAt = ns, at
 	}})
 	if err != nil {
 		return false, err
@@ -49,13 +62,21 @@ func runDemoRoCE(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.Idl
 	fmt.Fprintf(out, "  host: %d requests, %d in the wrong context; %.2f Mpps through the stage each way\n", hs.Got, hs.Wrong, float64(s.ToHost.Forwarded)/secs/1e6)
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", p.Pool().Frames(), p.Pool().InUse())
 	checks := []check{
-		{runErr == nil, "poll loop exited cleanly" + because(runErr)},
-		{s.ToHost.Forwarded > 0 && ns.Churns > 0, fmt.Sprintf("requests crossed the stage (%d) while QPs were closed and reopened (%d)", s.ToHost.Forwarded, ns.Churns)},
+		errCheck("poll loop exited cleanly", runErr),
+		progress(s.ToHost.Forwarded > 0 && ns.Churns > 0, fmt.Sprintf("requests crossed the stage (%d) while QPs were closed and reopened (%d)", s.ToHost.Forwarded, ns.Churns)),
 		{hs.Wrong == 0, fmt.Sprintf("no request reached a context that another QP holds (%d did)", hs.Wrong)},
 		{s.ToHost.DropRetired == ns.StaleSent, fmt.Sprintf("every frame for a closed QP was dropped as retired (%d sent, %d dropped)", ns.StaleSent, s.ToHost.DropRetired)},
 		{s.ToHost.DropICRC+s.ToHost.DropMalformed+s.ToNet.Dropped() == 0 && ns.AcksBad == 0, "every ICRC checked and every ACK came back with a global QPN"},
 		{s.ToHost.OutOfSequence+s.ToHost.Duplicate == 0, fmt.Sprintf("every PSN in sequence (%d out, %d duplicate)", s.ToHost.OutOfSequence, s.ToHost.Duplicate)},
-		{p.Pool().CheckLeaks() == nil, "pool back to zero in use" + because(p.Pool().CheckLeaks())},
+		leakCheck(p.Pool()),
 	}
+	capLines, capChecks := captureChecks(p.Ports())
+	for _, l := range capLines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(checks, capChecks...)
+	js.summary(secs, map[string]any{"requests_sent": ns.Sent, "stale_sent": ns.StaleSent, "churns": ns.Churns, "acks": ns.Acks, "acks_bad": ns.AcksBad,
+		"to_host_forwarded": s.ToHost.Forwarded, "retired_qpn_drops": s.ToHost.DropRetired, "host_requests": hs.Got, "host_wrong_context": hs.Wrong,
+		"pool_in_use": p.Pool().InUse()}, checks, interrupted)
 	return report(out, checks, interrupted), nil
 }

@@ -28,6 +28,7 @@ type fwdConfig struct {
 	rate     string
 	flows    int
 	frames   int
+	quiet    bool
 	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
@@ -37,12 +38,17 @@ func newFwdCommand() *cobra.Command {
 	var cfg fwdConfig
 	cmd := &cobra.Command{
 		Use:   "fwd",
-		Short: "Forward between ports like dpdk-testpmd (io, mac, macswap, rxonly, txonly)",
+		Short: "Forward between ports like dpdk-testpmd (io, mac, macswap, 5tswap, icmpecho, csum, rxonly, txonly)",
 		Long: `fwd runs testpmd's forwarding modes on poll loops:
 
   io       forward frames untouched
   mac      rewrite source MAC to the output port's, destination to --peer-mac
   macswap  swap source and destination MAC
+  5tswap   swap MACs, IP addresses (v4, v6) and TCP/UDP ports; checksums stay valid
+  icmpecho answer ICMP and ICMPv6 echo requests back out the port; other frames
+           are dropped and counted
+  csum     verify IPv4 header and TCP/UDP/ICMP checksums, count bad ones, forward
+           untouched
   rxonly   receive and free
   txonly   transmit generated frames (--size, --rate, --flows), receive nothing
 
@@ -61,13 +67,18 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
-			return runFwd(ctx, cfg, cmd.OutOrStdout())
+			ok, err := runFwd(ctx, cfg, cmd.OutOrStdout())
+			if err == nil && !ok {
+				return exitError{exitFailed}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
 	cfg.obs.register(f)
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec (repeat for a second port), e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0, null:")
-	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, rxonly, txonly")
+	f.StringVar(&cfg.mode, "mode", "io", "forwarding mode: io, mac, macswap, 5tswap, icmpecho, csum, rxonly, txonly")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
@@ -81,41 +92,43 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	return cmd
 }
 
-func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
+// runFwd forwards. It reports false when a check failed: a pcap input not
+// replayed whole, a capture not written whole.
+func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	if n := len(cfg.ports); n < 1 || n > 2 {
-		return fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
+		return false, fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n)
 	}
 	cpus, err := lcore.ParseCPUList(cfg.lcores)
 	if err != nil {
-		return fmt.Errorf("--lcores: %w", err)
+		return false, fmt.Errorf("--lcores: %w", err)
 	}
 	idle, err := lcore.ParseIdleMode(cfg.idle)
 	if err != nil {
-		return fmt.Errorf("--idle: %w", err)
+		return false, fmt.Errorf("--idle: %w", err)
 	}
 	txonly := cfg.mode == "txonly"
 	fopts := app.ForwarderOptions{Mode: cfg.mode, Burst: cfg.burst, Flows: cfg.flows}
 	if err := app.ValidateForwarders(fopts); err != nil {
-		return flagError(err, map[string]string{"Mode": "--mode"})
+		return false, flagError(err, map[string]string{"Mode": "--mode"})
 	}
 	if cfg.peerMAC != "" {
 		if fopts.PeerMAC, err = net.ParseMAC(cfg.peerMAC); err != nil {
-			return fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
+			return false, fmt.Errorf("--peer-mac %q: %w", cfg.peerMAC, err)
 		}
 	}
 	if txonly {
 		if fopts.Sizes, err = traffic.ParseSizes(cfg.size, traffic.MaxFrame); err != nil {
-			return fmt.Errorf("--size: %w", err)
+			return false, fmt.Errorf("--size: %w", err)
 		}
 		if fopts.Rate, err = parseRate(cfg.rate, fopts.Sizes.Mean()); err != nil {
-			return fmt.Errorf("--rate: %w", err)
+			return false, fmt.Errorf("--rate: %w", err)
 		}
 	}
 
 	obs, err := cfg.obs.start(out)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
@@ -125,34 +138,49 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) error {
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	fw, err := p.AddForwarders(fopts)
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	fmt.Fprintf(out, "peregrine fwd: mode %s, %d port(s), %d stage(s) on lcores %v, burst %d\n", cfg.mode, len(p.Ports()), len(fw.Stages), cpus, cfg.burst)
 	if err := p.Start(); err != nil {
-		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+		return false, joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
 	if cfg.ready != nil {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }})
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	stopErr := p.Stop()
+	lines, checks := captureChecks(p.Ports())
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
-	meter.summary(out, elapsed)
+	meter.summary(out, elapsed, checks, interrupted)
 	if !txonly {
-		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fw.Dropped())
+		fs := fw.Stats()
+		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fs.Dropped)
+		switch cfg.mode {
+		case "csum":
+			fmt.Fprintf(out, "  checksums: %d bad IPv4 header, %d bad TCP/UDP/ICMP of %d frames\n", fs.BadIPChecksum, fs.BadL4Checksum, fs.Rx)
+		case "icmpecho":
+			fmt.Fprintf(out, "  echo replies %d; dropped, not an echo request: %d\n", fs.Rx-fs.NotEcho, fs.NotEcho)
+		}
+	}
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
 	}
 	if txonly {
 		warnRateOfStages(out, fopts.Rate, cfg.rate, fw.Stages, elapsed)
 	}
-	return stopErr
+	ok := true
+	if len(checks) > 0 {
+		ok = report(out, checks, interrupted)
+	}
+	return ok, stopErr
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,12 @@ type genConfig struct {
 	expect   uint64
 	idleExit time.Duration
 	frames   int
-	obs      observeFlags
+	quiet    bool
+	// Addresses, ports and VLAN of generated frames (addressing()).
+	srcMAC, dstMAC, srcIP, dstIP, dstPort string
+	srcPort                               uint16
+	vlan                                  uint16
+	obs                                   observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -44,6 +50,9 @@ func newGenCommand() *cobra.Command {
 		Short: "Generate stamped traffic (pktgen-style), replay a capture, or receive and measure it",
 		Long: `gen transmits Ethernet/IPv4/UDP frames (198.18.0.1 → 198.18.0.2) on every queue
 of a port, each stamped with a per-flow sequence number and its transmit time.
+--src-mac, --dst-mac, --src-ip, --dst-ip (IPv4 or IPv6), --src-port, --dst-port
+and --vlan set the headers; an IP or destination-port range
+(198.18.0.1-198.18.0.200) is walked one step per frame, as pktgen's ranges.
 
 With --rx it is the receiving side instead: it reports rate, loss (from
 sequence gaps, or exactly against --expect), reordering (frames behind the
@@ -55,6 +64,8 @@ as possible or at the capture's own timing (--timing recorded).`,
 		Example: `  peregrine gen --port afxdp:veth0 --rate 1mpps --size 64 --duration 10s
   peregrine gen --port afxdp:veth0 --rate 10gbit --size imix --flows 16
   peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
+  peregrine gen --port afxdp:veth0 --src-ip 198.18.0.1-198.18.0.200 --dst-port 1000-1099 --vlan 7
+  peregrine gen --port afxdp:veth0 --src-ip 2001:db8::1 --dst-ip 2001:db8::2 --size 128
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
 		Args:    cobra.NoArgs,
@@ -62,14 +73,15 @@ as possible or at the capture's own timing (--timing recorded).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
+			run := runGenTx
 			if cfg.rx {
-				ok, err := runGenRx(ctx, cfg, cmd.OutOrStdout())
-				if err == nil && !ok {
-					return exitError{1}
-				}
-				return err
+				run = runGenRx
 			}
-			return runGenTx(ctx, cfg, cmd.OutOrStdout())
+			ok, err := run(ctx, cfg, cmd.OutOrStdout())
+			if err == nil && !ok {
+				return exitError{exitFailed}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -91,6 +103,14 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
+	f.StringVar(&cfg.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC of generated frames")
+	f.StringVar(&cfg.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC of generated frames")
+	f.StringVar(&cfg.srcIP, "src-ip", "198.18.0.1", "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
+	f.StringVar(&cfg.dstIP, "dst-ip", "198.18.0.2", "destination IP (the same family as --src-ip), or a range")
+	f.Uint16Var(&cfg.srcPort, "src-port", traffic.BaseSrcPort, "UDP source port of flow 0 (flow i sends from it + i); the receiver must use the same")
+	f.StringVar(&cfg.dstPort, "dst-port", "9", "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
+	f.Uint16Var(&cfg.vlan, "vlan", 0, "tag frames with this 802.1Q VLAN ID (1..4094; 0: untagged)")
 	return cmd
 }
 
@@ -109,30 +129,42 @@ func genLoopSetup(cfg genConfig) ([]int, lcore.IdleMode, error) {
 	return cpus, idle, nil
 }
 
-func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
+// runGenTx transmits. It reports false when a check failed: a pcap input
+// not replayed whole, a capture not written whole.
+func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
 	if err != nil {
-		return fmt.Errorf("--size: %w", err)
+		return false, fmt.Errorf("--size: %w", err)
 	}
 	rate, err := parseRate(cfg.rate, sizes.Mean())
 	if err != nil {
-		return fmt.Errorf("--rate: %w", err)
+		return false, fmt.Errorf("--rate: %w", err)
+	}
+	addr, srcMAC, dstMAC, err := cfg.addressing()
+	if err != nil {
+		return false, err
 	}
 	specs := []string{cfg.port}
 	if cfg.replay != "" {
 		if cfg.timing != "fast" && cfg.timing != "recorded" {
-			return fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
+			return false, fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
 		}
-		specs = append(specs, fmt.Sprintf("pcap:%s?timing=%s&loop=%d", cfg.replay, cfg.timing, cfg.loop))
+		// Parameters only when not the defaults: the spec names the port
+		// in the summary.
+		spec := "pcap:" + cfg.replay
+		if cfg.timing != "fast" || cfg.loop != 1 {
+			spec += fmt.Sprintf("?timing=%s&loop=%d", cfg.timing, cfg.loop)
+		}
+		specs = append(specs, spec)
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
@@ -142,22 +174,24 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	out0 := p.Port(0)
 	var done func() bool
 	var rateCheck func(elapsed time.Duration) // warns when --rate was not reached
+	generated := func() {}
 	if cfg.replay != "" {
 		r, err := p.AddReplay(app.ReplayOptions{Source: 1, Out: 0, Burst: cfg.burst})
 		if err != nil {
-			return joinStop(err, p)
+			return false, joinStop(err, p)
 		}
 		done = r.Done
 	} else {
-		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count})
+		gens, err := p.AddGenerators(app.GeneratorsOptions{Port: 0, Burst: cfg.burst, Sizes: sizes, Flows: cfg.flows, Rate: rate, Count: cfg.count,
+			SrcMAC: srcMAC, DstMAC: dstMAC, Addressing: addr})
 		if err != nil {
-			return joinStop(err, p)
+			return false, joinStop(err, p)
 		}
 		rateCheck = func(elapsed time.Duration) {
 			warnRate(out, rate, cfg.rate, gens.Stats().Sent, len(gens.Gens), elapsed)
@@ -165,35 +199,45 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) error {
 		if cfg.count > 0 {
 			done = gens.Done
 		}
-		defer func() {
+		generated = func() {
 			total := gens.Stats()
 			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
-		}()
+		}
 	}
 	fmt.Fprintf(out, "peregrine gen: %s, %d queue(s), frames %s B, rate %s, burst %d\n", out0.Info().Name, out0.Info().Queues, sizes, cfg.rate, cfg.burst)
 	if err := p.Start(); err != nil {
-		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
+		return false, joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
 	if cfg.ready != nil {
 		cfg.ready()
 	}
 	meter := newPortMeter(p.Ports()[:1])
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
-		return joinStop(err, p)
+		return false, joinStop(err, p)
 	}
 	stopErr := p.Stop()
+	lines, checks := captureChecks(p.Ports())
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
-	meter.summary(out, elapsed)
+	meter.summary(out, elapsed, checks, interrupted)
+	generated()
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
 	if rateCheck != nil {
 		rateCheck(elapsed)
 	}
-	return stopErr
+	ok := true
+	if len(checks) > 0 {
+		ok = report(out, checks, interrupted)
+	}
+	return ok, stopErr
 }
 
-// runGenRx receives and measures. It reports false when --expect was given
-// and frames were lost.
+// runGenRx receives and measures. It reports false when nothing arrived,
+// when --expect was given and frames were lost, or when a capture check
+// failed.
 func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	out, js := jsonOutput(cfg.obs.json, out)
 	cpus, idle, err := genLoopSetup(cfg)
@@ -216,7 +260,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	obs.watchPipeline(p)
 	in := p.Port(0)
-	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true})
+	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true, SrcPort: cfg.srcPort})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -243,7 +287,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.print(out, e) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -260,18 +304,58 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	fmt.Fprintf(out, "  lost %d, reordered (late) %d, in order %d\n", max(lost, 0), total.Late, total.InOrder)
 	hintForeign(out, total.Foreign, cfg.flows)
-	fmt.Fprintf(out, "  one-way latency: p50 %v  p99 %v  p999 %v  max %v\n",
-		roundDur(lat.Quantile(0.5)), roundDur(lat.Quantile(0.99)), roundDur(lat.Quantile(0.999)), roundDur(lat.Max()))
-	ok := cfg.expect == 0 || total.Received == cfg.expect
+	fmt.Fprintf(out, "  one-way latency: %s\n", latencies(&lat))
+	lines, checks := captureChecks(p.Ports())
+	for _, l := range lines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	checks = append(rxChecks(total.Received, total.Foreign, cfg.expect), checks...)
 	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
 		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
-		expectChecks(ok, total.Received, cfg.expect), false)
-	if cfg.expect > 0 {
-		verdict := "every expected frame arrived"
-		if !ok {
-			verdict = fmt.Sprintf("MISSING %d of %d expected frames", int64(cfg.expect)-int64(total.Received), cfg.expect)
-		}
-		fmt.Fprintf(out, "  %s\n", verdict)
-	}
+		checks, interrupted)
+	ok := report(out, checks, interrupted)
 	return ok, stopErr
+}
+
+// addressing reads the address, port and VLAN flags.
+func (cfg genConfig) addressing() (*traffic.Addressing, net.HardwareAddr, net.HardwareAddr, error) {
+	// A genConfig built in code (tests) leaves the flags' defaults empty.
+	inCode := cfg.srcMAC == ""
+	for p, def := range map[*string]string{&cfg.srcMAC: "02:00:00:00:00:01", &cfg.dstMAC: "02:00:00:00:00:02", &cfg.srcIP: "198.18.0.1",
+		&cfg.dstIP: "198.18.0.2", &cfg.dstPort: "9"} {
+		if *p == "" {
+			*p = def
+		}
+	}
+	if cfg.srcPort == 0 && inCode {
+		cfg.srcPort = traffic.BaseSrcPort
+	}
+	srcMAC, err := net.ParseMAC(cfg.srcMAC)
+	if err != nil || len(srcMAC) != 6 {
+		return nil, nil, nil, usage(fmt.Errorf("--src-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:01", cfg.srcMAC))
+	}
+	dstMAC, err := net.ParseMAC(cfg.dstMAC)
+	if err != nil || len(dstMAC) != 6 {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:02", cfg.dstMAC))
+	}
+	a := &traffic.Addressing{SrcPort: cfg.srcPort, VLAN: cfg.vlan}
+	if a.SrcIP, err = traffic.ParseIPRange(cfg.srcIP); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--src-ip: %w", err))
+	}
+	if a.DstIP, err = traffic.ParseIPRange(cfg.dstIP); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-ip: %w", err))
+	}
+	if a.SrcIP.Lo.Is4() != a.DstIP.Lo.Is4() {
+		return nil, nil, nil, usage(fmt.Errorf("--src-ip %s and --dst-ip %s: give both IPv4 or both IPv6", cfg.srcIP, cfg.dstIP))
+	}
+	if a.DstPort, err = traffic.ParsePortRange(cfg.dstPort); err != nil {
+		return nil, nil, nil, usage(fmt.Errorf("--dst-port: %w", err))
+	}
+	if cfg.srcPort == 0 || int(cfg.srcPort)+cfg.flows-1 > 65535 {
+		return nil, nil, nil, usage(fmt.Errorf("--src-port %d: give 1..%d, so that the --flows %d source ports fit under 65536", cfg.srcPort, 65536-max(cfg.flows, 1), cfg.flows))
+	}
+	if cfg.vlan > 4094 {
+		return nil, nil, nil, usage(fmt.Errorf("--vlan %d: give a VLAN ID 1..4094, or 0 for untagged frames", cfg.vlan))
+	}
+	return a, srcMAC, dstMAC, nil
 }

@@ -330,11 +330,26 @@ func (j *jsonRun) interval(elapsed float64, counters map[string]float64) {
 	rates := map[string]float64{}
 	if dt := elapsed - j.at; dt > 0 {
 		for k, v := range counters {
-			rates[k+"_per_s"] = (v - j.last[k]) / dt
+			if !isGauge(k) {
+				rates[k+"_per_s"] = (v - j.last[k]) / dt
+			}
 		}
 	}
 	j.last, j.at = counters, elapsed
 	jsonEncode(j.w, map[string]any{"type": "interval", "elapsed_s": elapsed, "counters": counters, "rates": rates})
+}
+
+// gauges are the --json interval figures that are levels, not counts:
+// they have no rate.
+var gauges = map[string]bool{"pool_in_use": true, "srtt_seconds": true, "cwnd_packets": true, "connections": true}
+
+// isGauge reports whether the interval figure k (perhaps under a
+// "PREFIX." of its own) is a gauge.
+func isGauge(k string) bool {
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		k = k[i+1:]
+	}
+	return gauges[k] || strings.HasSuffix(k, "_in_use")
 }
 
 // summary writes the last line: the totals, every check and the verdict.
@@ -345,17 +360,26 @@ func (j *jsonRun) summary(elapsed float64, totals map[string]any, checks []check
 	ok := true
 	var cs []map[string]any
 	for _, c := range checks {
-		ok = ok && c.ok
-		cs = append(cs, map[string]any{"ok": c.ok, "what": c.what})
+		what, cok, waived := c.verdict(interrupted)
+		ok = ok && cok
+		cs = append(cs, map[string]any{"ok": cok, "what": what, "waived": waived})
 	}
 	jsonEncode(j.w, map[string]any{"type": "summary", "elapsed_s": elapsed, "totals": totals, "checks": cs, "interrupted": interrupted, "ok": ok})
 }
 
-// expectChecks is gen --rx's check for --json: every expected frame
-// arrived (none without --expect).
-func expectChecks(ok bool, received, expect uint64) []check {
-	if expect == 0 {
-		return nil
+// rxChecks are gen --rx's checks: something arrived (a receiver that got
+// nothing has measured nothing), and with --expect every expected frame.
+func rxChecks(received, other, expect uint64) []check {
+	cs := []check{progress(received+other > 0, fmt.Sprintf("frames arrived (%d stamped, %d other)", received, other))}
+	if received+other == 0 {
+		cs[0] = progress(false, "frames arrived (0 received: is the sender running, towards this port?)")
 	}
-	return []check{{ok, fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)}}
+	if expect > 0 {
+		what := fmt.Sprintf("every expected frame arrived (%d of %d)", received, expect)
+		if received != expect {
+			what = fmt.Sprintf("every expected frame arrived: %d of %d received, %d MISSING", received, expect, int64(expect)-int64(received))
+		}
+		cs = append(cs, check{received == expect, what})
+	}
+	return cs
 }

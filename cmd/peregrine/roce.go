@@ -242,7 +242,7 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 		if cfg.quiet {
 			return
 		}
-		fmt.Fprintf(out, "%7.2fs to-host %v\n         to-net  %v\n", elapsed.Seconds(), s.ToHost, s.ToNet)
+		fmt.Fprintf(out, "%s\n%s\n", liveLine(elapsed, fmt.Sprintf("to-host %v", s.ToHost)), liveLine(elapsed, fmt.Sprintf("to-net  %v", s.ToNet)))
 	}
 	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
 		Done: func() bool { return r.Done(p, 0) }})
@@ -256,6 +256,14 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 	for k, v := range config.RoCECounters(s) {
 		totals[k] = v
 	}
-	js.summary(elapsed.Seconds(), totals, []check{{stopErr == nil, "loop and ports stopped cleanly" + because(stopErr)}}, interrupted)
+	capLines, capChecks := captureChecks(p.Ports())
+	checks := append([]check{{stopErr == nil, "loop and ports stopped cleanly" + because(stopErr)}}, capChecks...)
+	js.summary(elapsed.Seconds(), totals, checks, interrupted)
+	for _, l := range capLines {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	if len(capChecks) > 0 && !report(out, checks, interrupted) && stopErr == nil {
+		return exitError{exitFailed}
+	}
 	return stopErr
 }

@@ -115,6 +115,9 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 	obs.textf("peregrine run: %s: %d port(s), %d stage(s) on %d lcore(s)\n", cfg.file, len(c.File.Ports), len(a.Stages), len(c.File.Pipelines))
 	for _, line := range a.Readies() {
 		obs.textf("%s\n", line)
+		if cfg.obs.json {
+			obs.jsonLine(readyRecord(line))
+		}
 	}
 	pool := a.Pipeline.Pool()
 	last := time.Duration(0)
@@ -154,8 +157,16 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			obs.textf("stopping (%s): draining in-flight work for up to %v (a second signal cuts it short)\n", why, c.File.Run.Drain.D())
 		},
 	})
+	capLines, capChecks := captureChecks(a.Pipeline.Ports())
+	capOK := true
+	for _, c := range capChecks {
+		capOK = capOK && c.ok
+	}
 	if cfg.obs.json {
-		obs.jsonLine(summaryRecord(res))
+		rec := summaryRecord(res)
+		rec["ok"] = res.OK() && capOK
+		rec["captures"] = jsonChecks(capChecks)
+		obs.jsonLine(rec)
 	} else {
 		fmt.Fprintf(out, "\nsummary after %.2fs:\n", res.Elapsed.Seconds())
 		var checks []check
@@ -168,16 +179,20 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			}
 		}
 		fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", pool.Frames(), res.PoolInUse)
+		for _, l := range capLines {
+			fmt.Fprintf(out, "  %s\n", l)
+		}
 		for _, l := range res.Lost {
 			fmt.Fprintf(out, "  LOST %s\n", l)
 		}
 		checks = append(checks,
 			check{len(res.Lost) == 0, fmt.Sprintf("drained and stopped with nothing lost (%d lost)", len(res.Lost))},
 			check{res.Err == nil, "loops and ports stopped cleanly" + because(res.Err)})
+		checks = append(checks, capChecks...)
 		report(out, checks, res.Interrupted)
 	}
-	obs.log.Info("stopped", "ok", res.OK(), "lost", res.Lost, "pool_in_use", res.PoolInUse)
-	return res.OK(), nil
+	obs.log.Info("stopped", "ok", res.OK() && capOK, "lost", res.Lost, "pool_in_use", res.PoolInUse)
+	return res.OK() && capOK, nil
 }
 
 // intervalRecord is one --json line per stats period.

@@ -96,14 +96,21 @@ func (m *portMeter) print(w io.Writer, elapsed time.Duration) {
 	}
 }
 
-// summary prints each port's totals.
-func (m *portMeter) summary(w io.Writer, elapsed time.Duration) {
+// tick prints one period's rates, unless quiet (--json lines still go).
+func (m *portMeter) tick(w io.Writer, elapsed time.Duration, quiet bool) {
+	if !quiet || m.js != nil {
+		m.print(w, elapsed)
+	}
+}
+
+// summary prints each port's totals (with --json, and the checks).
+func (m *portMeter) summary(w io.Writer, elapsed time.Duration, checks []check, interrupted bool) {
 	if m.js != nil {
 		totals := map[string]any{}
 		for k, v := range m.counters() {
 			totals[k] = v
 		}
-		m.js.summary(elapsed.Seconds(), totals, nil, false)
+		m.js.summary(elapsed.Seconds(), totals, checks, interrupted)
 	}
 	secs := elapsed.Seconds()
 	for _, p := range m.ports {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -19,6 +20,30 @@ func (j *jsonRun) ready(key uint32, length int, mac net.HardwareAddr, ip netip.A
 		return
 	}
 	jsonEncode(j.w, map[string]any{"type": "ready", "key": key, "len": length, "mac": mac.String(), "ip": ip.String()})
+}
+
+// readyRecord is a READY line of run's transport target (app/config's
+// text, the same as transport target prints) as transport target --json's
+// "ready" object.
+func readyRecord(line string) map[string]any {
+	var (
+		key     uint32
+		length  int
+		mac, ip string
+	)
+	if n, _ := fmt.Sscanf(line, "READY key=%v len=%d mac=%s ip=%s", &key, &length, &mac, &ip); n != 4 {
+		return map[string]any{"type": "ready", "line": line}
+	}
+	return map[string]any{"type": "ready", "key": key, "len": length, "mac": mac, "ip": ip}
+}
+
+// jsonChecks are checks as the summary object lists them.
+func jsonChecks(checks []check) []map[string]any {
+	cs := []map[string]any{}
+	for _, c := range checks {
+		cs = append(cs, map[string]any{"ok": c.ok, "what": c.what})
+	}
+	return cs
 }
 
 // transportCounters are an endpoint's cumulative figures: the transport's

@@ -64,7 +64,7 @@ func TestGenFwdSinkOverVeth(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				defer func() { toolEnded <- struct{}{} }()
-				fwdErr = runFwd(fwdCtx, fwdConfig{ports: []string{spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf)},
+				_, fwdErr = runFwd(fwdCtx, fwdConfig{ports: []string{spec(topo.Fwd, topo.FwdGenIf), spec(topo.Fwd, topo.FwdSinkIf)},
 					mode: "io", burst: 32, lcores: "1", idle: "sleep", period: time.Hour, frames: 4096, ready: func() { close(fwdReady) }}, &fwdOut)
 			}()
 			for _, ch := range []chan struct{}{rxReady, fwdReady} {
@@ -76,7 +76,7 @@ func TestGenFwdSinkOverVeth(t *testing.T) {
 					t.Fatalf("a tool ended before the sender started: rx %v %s\nfwd %v %s", rxErr, rxOut.String(), fwdErr, fwdOut.String())
 				}
 			}
-			txErr = runGenTx(ctx, genConfig{port: spec(topo.Gen, topo.GenIf), flows: 4, count: count, rate: "20kpps",
+			_, txErr = runGenTx(ctx, genConfig{port: spec(topo.Gen, topo.GenIf), flows: 4, count: count, rate: "20kpps",
 				size: "64-1000", burst: 16, lcores: "0", idle: "sleep", period: time.Hour, frames: 4096}, &txOut)
 			wg.Wait()
 			require.NoError(t, txErr, txOut.String())
@@ -119,8 +119,9 @@ func TestFabricMiddleboxOverVeth(t *testing.T) {
 	}()
 	<-rxReady
 	<-fabReady
-	require.NoError(t, runGenTx(ctx, genConfig{port: spec(topo.Gen, topo.GenIf), count: count, rate: "20kpps", flows: 1,
-		size: "64", burst: 16, lcores: "0", idle: "sleep", period: time.Hour, frames: 4096}, &txOut))
+	_, txErr := runGenTx(ctx, genConfig{port: spec(topo.Gen, topo.GenIf), count: count, rate: "20kpps", flows: 1,
+		size: "64", burst: 16, lcores: "0", idle: "sleep", period: time.Hour, frames: 4096}, &txOut)
+	require.NoError(t, txErr)
 	wg.Wait()
 	require.NoError(t, rxErr, rxOut.String())
 	require.NoError(t, fabErr, fabOut.String())

@@ -16,13 +16,16 @@ import (
 type Mode int
 
 const (
-	ModeIO      Mode = iota // forward untouched
-	ModeMAC                 // set source MAC to the output port's, destination to Options.PeerMAC
-	ModeMACSwap             // swap source and destination MAC
-	ModeRxOnly              // receive and free
+	ModeIO       Mode = iota // forward untouched
+	ModeMAC                  // set source MAC to the output port's, destination to Options.PeerMAC
+	ModeMACSwap              // swap source and destination MAC
+	ModeRxOnly               // receive and free
+	Mode5TSwap               // swap MACs, IP addresses and TCP/UDP ports (checksums stay valid)
+	ModeICMPEcho             // answer ICMP and ICMPv6 echo requests back out; drop and count anything else
+	ModeCsum                 // verify IPv4 header and TCP/UDP/ICMP checksums, count bad ones, forward untouched
 )
 
-var modeNames = [...]string{"io", "mac", "macswap", "rxonly"}
+var modeNames = [...]string{"io", "mac", "macswap", "rxonly", "5tswap", "icmpecho", "csum"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
@@ -78,6 +81,7 @@ type Forwarder struct {
 	peerMAC [6]byte
 
 	rx, tx, dropped, short atomic.Uint64
+	badIP, badL4, notEcho  atomic.Uint64
 }
 
 // New validates opts and builds a forwarder.
@@ -158,11 +162,45 @@ func (f *Forwarder) Poll(clock.Time) int {
 	case ModeMACSwap:
 		for _, h := range bufs {
 			if d := f.opts.Pool.Data(h); len(d) >= 12 {
-				var tmp [6]byte
-				copy(tmp[:], d[0:6])
-				copy(d[0:6], d[6:12])
-				copy(d[6:12], tmp[:])
+				swap(d[0:6], d[6:12])
 			}
+		}
+	case Mode5TSwap:
+		for _, h := range bufs {
+			swap5Tuple(f.opts.Pool.Data(h))
+		}
+	case ModeCsum:
+		var badIP, badL4 uint64
+		for _, h := range bufs {
+			ipOK, l4OK := checksums(f.opts.Pool.Data(h))
+			if !ipOK {
+				badIP++
+			}
+			if !l4OK {
+				badL4++
+			}
+		}
+		if badIP+badL4 > 0 {
+			f.badIP.Add(badIP)
+			f.badL4.Add(badL4)
+		}
+	case ModeICMPEcho:
+		// Replies are compacted to the front of the burst; the rest is
+		// freed and counted.
+		k := 0
+		for i, h := range bufs {
+			if echoReply(f.opts.Pool.Data(h)) {
+				bufs[k], bufs[i] = h, bufs[k]
+				k++
+			}
+		}
+		if k < len(bufs) {
+			f.notEcho.Add(uint64(len(bufs) - k))
+			f.cache.Free(bufs[k:])
+		}
+		bufs = bufs[:k]
+		if k == 0 {
+			return n
 		}
 	}
 	sent := f.opts.Out.TxBurst(f.opts.OutQueue, bufs)
@@ -195,9 +233,15 @@ type Stats struct {
 	Rx, Tx  uint64
 	Dropped uint64 // refused by the output and freed (FullDrop), or still held at Stop
 	Short   uint64 // bursts the output did not take whole
+	// BadIPChecksum and BadL4Checksum count frames csum mode found with a
+	// wrong IPv4 header checksum, or a wrong TCP, UDP or ICMP checksum.
+	BadIPChecksum, BadL4Checksum uint64
+	// NotEcho counts frames icmpecho mode dropped: not an echo request.
+	NotEcho uint64
 }
 
 // Stats is safe to call from any goroutine.
 func (f *Forwarder) Stats() Stats {
-	return Stats{Rx: f.rx.Load(), Tx: f.tx.Load(), Dropped: f.dropped.Load(), Short: f.short.Load()}
+	return Stats{Rx: f.rx.Load(), Tx: f.tx.Load(), Dropped: f.dropped.Load(), Short: f.short.Load(),
+		BadIPChecksum: f.badIP.Load(), BadL4Checksum: f.badL4.Load(), NotEcho: f.notEcho.Load()}
 }

@@ -5,10 +5,24 @@
 // Specs:
 //
 //	pcap:FILE[?timing=fast|recorded&loop=N]
-//	pcap-out:FILE[?snaplen=N&linktype=ethernet|raw|linux_sll|N]
+//	pcap-out:FILE[?snaplen=N&max=SIZE&linktype=ethernet|raw|linux_sll|N]
 //
-// Files are classic libpcap format (gzip-compressed input is accepted);
-// output uses nanosecond timestamps and opens in Wireshark and tshark.
+// Input is pcap (gzip-compressed too) or pcapng, of Ethernet frames, Linux
+// cooked frames (tcpdump -i any: SLL, SLL2) or raw IPv4/IPv6, the latter
+// replayed with an Ethernet header of zero addresses (ToEthernet); other
+// link types are refused at open rather than replayed as Ethernet. Output
+// is classic libpcap format with nanosecond timestamps and opens in
+// Wireshark and tshark. max=SIZE (1GiB) bounds an output file: records
+// that would take it past SIZE are not written and are counted (Report).
+// Any port spec's capture=FILE (pmd.CaptureParam) takes snaplen=N and
+// max=SIZE beside it for the capture (SplitCapture).
+//
+// # What is lost is reported
+//
+// Reader.Loss counts the records longer than a frame's room and keeps the
+// read error that ended a pass early; Writer.Report and Mirror.Report give
+// the file, its frame count, what max kept out and the first write error.
+// The commands turn these into checks that fail the run.
 //
 // # Timing and timestamps
 //
@@ -25,7 +39,9 @@
 // Written packets are stamped with the writer's clock at TxBurst, mapped to
 // wall time: Epoch (default: the wall time at open) plus the clock time
 // elapsed since open. Meta.RxTime is not used: it is a reading of whatever
-// clock the receiving port had, not necessarily this one.
+// clock the receiving port had, not necessarily this one. A packet a
+// Reader on the same pool read keeps its capture timestamp instead
+// (stamps.go), so pcap → pcap-out preserves the input's timing.
 //
 // # Buffer ownership
 //

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -32,6 +33,10 @@ func FuzzPcapRead(f *testing.F) {
 	f.Add(gz.Bytes())
 	f.Add(gz.Bytes()[:20])
 	f.Add([]byte{})
+	ng := writeNg(f, layers.LinkTypeEthernet, []record{{0, frame(0, 60)}, {time.Millisecond, frame(1, 3000)}})
+	f.Add(ng)
+	f.Add(ng[:len(ng)/2])
+	f.Add(writeNg(f, layers.LinkTypeRaw, []record{{0, frame(0, 60)}}))
 	pool, err := mbuf.New(mbuf.Options{Name: "fuzz", Frames: 64})
 	require.NoError(f, err)
 	room := pool.FrameSize() - pool.Headroom()
@@ -49,6 +54,8 @@ func FuzzPcapRead(f *testing.F) {
 			for _, h := range bufs[:n] {
 				require.LessOrEqual(t, len(pool.Data(h)), room)
 			}
+			l := r.Loss()
+			require.True(t, l.Oversize == 0 || l.Largest > room, "oversize records are longer than a frame's room")
 			pool.Free(bufs[:n])
 		}
 		require.NoError(t, r.Close())

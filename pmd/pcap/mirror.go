@@ -26,6 +26,9 @@ type MirrorOptions struct {
 	Dest io.Writer
 	// Snaplen cuts each record. 0 → 65535.
 	Snaplen int
+	// Max, when positive, bounds the file's size in bytes: records that
+	// would take it past Max are not written, and counted (Report.OverMax).
+	Max int64
 	// LinkType of the header. 0 → Ethernet.
 	LinkType layers.LinkType
 	// Clock stamps records. nil → a real clock.
@@ -46,7 +49,7 @@ type MirrorOptions struct {
 type Mirror struct {
 	inner  port.Port
 	pool   *mbuf.Pool
-	rec    recorder
+	rec    *recorder
 	rx, tx []staging // per queue
 
 	mu     sync.Mutex // guards buf and file writes
@@ -92,11 +95,18 @@ func NewMirror(inner port.Port, pool *mbuf.Pool, opts MirrorOptions) (*Mirror, e
 	if opts.LinkType == layers.LinkTypeNull {
 		opts.LinkType = layers.LinkTypeEthernet
 	}
+	if opts.Max > 0 && opts.Max < fileHeader {
+		return nil, fmt.Errorf("pcap: MirrorOptions.Max %d is smaller than a capture's file header (%d bytes)", opts.Max, fileHeader)
+	}
+	file := opts.Path
+	if opts.Dest != nil {
+		file = ""
+	}
 	queues := inner.Info().Queues
 	m := &Mirror{
 		inner: inner,
 		pool:  pool,
-		rec:   newRecorder(snaplen, opts.Clock, opts.Epoch),
+		rec:   newRecorder(pool, file, snaplen, opts.Max, opts.Clock, opts.Epoch),
 		rx:    make([]staging, queues),
 		tx:    make([]staging, queues),
 	}
@@ -107,10 +117,12 @@ func NewMirror(inner port.Port, pool *mbuf.Pool, opts MirrorOptions) (*Mirror, e
 	dest := opts.Dest
 	if dest == nil {
 		if opts.Path == "" {
+			releaseStamps(pool)
 			return nil, errors.New("pcap: MirrorOptions.Path is empty (name the capture file to create, or set Dest)")
 		}
 		f, err := os.Create(opts.Path)
 		if err != nil {
+			releaseStamps(pool)
 			return nil, fmt.Errorf("pcap: mirror: %w", err)
 		}
 		m.file, dest = f, f
@@ -120,8 +132,10 @@ func NewMirror(inner port.Port, pool *mbuf.Pool, opts MirrorOptions) (*Mirror, e
 		if m.file != nil {
 			m.file.Close()
 		}
+		releaseStamps(pool)
 		return nil, fmt.Errorf("pcap: mirror: writing the file header: %w", err)
 	}
+	m.rec.wrote(0, fileHeader)
 	return m, nil
 }
 
@@ -153,10 +167,10 @@ func (m *Mirror) TxBurst(queue int, bufs []mbuf.Handle) int {
 
 func (m *Mirror) stage(s *staging, bufs []mbuf.Handle) {
 	s.reset()
-	ts := m.rec.stamp()
+	now := m.rec.stamp()
 	for _, h := range bufs {
 		// Writing to staging cannot fail.
-		_ = m.rec.write(s.w, ts, m.pool.Data(h))
+		_ = m.rec.write(s.w, m.rec.stampOf(m.pool, h, now), m.pool.Data(h))
 		s.ends = append(s.ends, len(s.bytes))
 	}
 }
@@ -167,9 +181,25 @@ func (m *Mirror) commit(s *staging, n int) {
 		return
 	}
 	m.mu.Lock()
-	_, err := m.buf.Write(s.bytes[:s.ends[n-1]])
-	if err != nil && m.err == nil {
-		m.err = fmt.Errorf("pcap: mirror of %s: %w", m.inner.Info().Name, err)
+	k := n
+	if m.rec.max > 0 {
+		for k > 0 && m.rec.size+int64(s.ends[k-1]) > m.rec.max {
+			k--
+		}
+		if k < n {
+			m.rec.overMax.Add(uint64(n - k))
+		}
+	}
+	var err error
+	if k > 0 {
+		if _, err = m.buf.Write(s.bytes[:s.ends[k-1]]); err != nil {
+			if m.err == nil {
+				m.err = fmt.Errorf("pcap: mirror of %s: %w", m.inner.Info().Name, err)
+				m.rec.fail(m.err)
+			}
+		} else {
+			m.rec.wrote(k, int64(s.ends[k-1]))
+		}
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -217,12 +247,10 @@ func (m *Mirror) Close() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	err := m.inner.Close()
+	ierr := m.inner.Close()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err == nil {
-		err = m.err
-	}
+	err := m.err
 	if ferr := m.buf.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("pcap: mirror: %w", ferr)
 	}
@@ -232,5 +260,16 @@ func (m *Mirror) Close() error {
 		}
 		m.file = nil
 	}
+	releaseStamps(m.pool)
+	if err != nil {
+		m.rec.fail(err)
+	}
+	if ierr != nil {
+		return ierr
+	}
 	return err
 }
+
+// Report says what the capture holds so far; with Err, after Close, the
+// file is incomplete. Safe from any goroutine.
+func (m *Mirror) Report() Report { return m.rec.report() }

@@ -307,7 +307,7 @@ func TestDamagedInput(t *testing.T) {
 	require.NoError(t, p.Close())
 
 	_, err = pmd.Open(env, "pcap:"+writeFile(t, []byte("this is not a capture file at all")))
-	require.ErrorContains(t, err, "not a pcap capture")
+	require.ErrorContains(t, err, "neither a pcap nor a pcapng capture")
 	_, err = pmd.Open(env, "pcap:"+filepath.Join(t.TempDir(), "missing.pcap"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/gopacket/gopacket/layers"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -74,11 +74,20 @@ type Reader struct {
 	passesLeft int
 	src        io.ReadSeeker
 	file       *os.File // nil when the caller gave Source
-	r          *pcapgo.Reader
+	r          Source
+	link       layers.LinkType
+	conv       []byte // a record of another link type, as Ethernet (ToEthernet)
 	cache      *mbuf.Cache
 	room       int
 	stats      *portstat.Counters
 	closed     atomic.Bool
+	stamps     *stampTable
+
+	// What the replay could not deliver (Loss), for any goroutine.
+	oversize  atomic.Uint64
+	malformed atomic.Uint64
+	largest   atomic.Int64
+	damaged   atomic.Pointer[string]
 
 	// The next packet, read but not yet delivered (recorded timing keeps it
 	// until it is due, or the pool was empty). data aliases the pcapgo
@@ -86,6 +95,7 @@ type Reader struct {
 	pending bool
 	data    []byte
 	due     clock.Time
+	stamp   int64 // its capture timestamp, ns since the Unix epoch
 
 	eof          bool
 	ended        atomic.Bool // eof, published for Ended
@@ -148,9 +158,14 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		r.file, r.src = f, f
 	}
 	var err error
-	if r.r, err = pcapgo.NewReader(r.src); err != nil {
+	if r.r, err = OpenSource(opts.Name, r.src); err != nil {
 		r.closeFile()
-		return nil, fmt.Errorf("pcap: %s: not a pcap capture: %w", opts.Name, err)
+		return nil, fmt.Errorf("pcap: %w", err)
+	}
+	r.link = r.r.LinkType()
+	if err := CheckLinkType(r.link); err != nil {
+		r.closeFile()
+		return nil, fmt.Errorf("pcap: %s: %w", opts.Name, err)
 	}
 	var caps port.Capability = port.CapRxTimestamp
 	if opts.Timing == TimingRecorded {
@@ -165,7 +180,33 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		Caps:   caps,
 	}
 	r.cache = pool.NewCache()
+	r.stamps = acquireStamps(pool)
 	return r, nil
+}
+
+// Loss is what a replay could not deliver.
+type Loss struct {
+	// Oversize counts records longer than a frame's room (Room bytes),
+	// skipped; Largest is the longest of them.
+	Oversize uint64
+	Largest  int
+	Room     int
+	// Malformed counts records too short for their link type's header
+	// (a Linux cooked or raw IP capture), skipped.
+	Malformed uint64
+	// Damaged is the read error that ended a pass before the end of the
+	// file ("" when none did).
+	Damaged string
+}
+
+// Loss reports what the replay has skipped so far. Safe from any
+// goroutine.
+func (r *Reader) Loss() Loss {
+	l := Loss{Oversize: r.oversize.Load(), Largest: int(r.largest.Load()), Room: r.room, Malformed: r.malformed.Load()}
+	if d := r.damaged.Load(); d != nil {
+		l.Damaged = *d
+	}
+	return l
 }
 
 // RxBurst copies up to len(bufs) packets from the capture into new frames.
@@ -193,6 +234,9 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		size := len(r.data)
 		if size > r.room {
 			dropped++
+			if int64(size) > r.largest.Load() {
+				r.largest.Store(int64(size))
+			}
 			r.pending = false
 			continue
 		}
@@ -209,12 +253,14 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		} else {
 			m.RxTime = int64(now)
 		}
+		r.stamps.set(h, m.RxTime, r.stamp)
 		r.pending = false
 		bytes += uint64(size)
 		n++
 	}
 	if dropped > 0 {
 		st.RxDropped.Add(uint64(dropped))
+		r.oversize.Add(uint64(dropped))
 	}
 	st.AddRx(n, bytes)
 	return n
@@ -225,8 +271,18 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 func (r *Reader) readNext(st *portstat.Queue) bool {
 	for {
 		data, ci, err := r.r.ZeroCopyReadPacketData()
+		if err == nil && r.link != layers.LinkTypeEthernet {
+			conv, cerr := ToEthernet(r.link, data, r.conv)
+			if cerr != nil {
+				r.malformed.Add(1)
+				st.RxDropped.Add(1)
+				continue
+			}
+			data, r.conv = conv, conv
+		}
 		if err == nil {
 			stamp := ci.Timestamp.UnixNano()
+			r.stamp = stamp
 			if r.passPackets == 0 {
 				r.firstStamp = stamp
 			}
@@ -243,6 +299,8 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 			st.RxErrors.Add(1)
 			if !r.passErrorLog {
 				r.passErrorLog = true
+				why := fmt.Sprintf("damaged after %d records: %v", r.passPackets, err)
+				r.damaged.CompareAndSwap(nil, &why)
 				r.log.Warn("pcap: damaged capture, ending this pass", "port", r.info.Name, "packets", r.passPackets, "err", err)
 			}
 		}
@@ -271,7 +329,7 @@ func (r *Reader) rewind() error {
 	if _, err := r.src.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	pr, err := pcapgo.NewReader(r.src)
+	pr, err := OpenSource(r.info.Name, r.src)
 	if err != nil {
 		return err
 	}
@@ -312,6 +370,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.cache.Close()
+	releaseStamps(r.pool)
 	return r.closeFile()
 }
 

@@ -2,10 +2,12 @@ package pcap
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/internal/units"
 	"github.com/peregrine-net/peregrine/pmd"
 )
 
@@ -19,13 +21,13 @@ func init() {
 	pmd.Register(pmd.Driver{
 		Name:   ReaderDriverName,
 		Syntax: "pcap:FILE[?timing=fast|recorded&loop=N]",
-		Help:   "replays a capture file, receive only (loop=0 replays forever)",
+		Help:   "replays a capture file (pcap or pcapng; Ethernet, Linux cooked or raw IP), receive only (loop=0 replays forever)",
 		Open:   openReader,
 	})
 	pmd.Register(pmd.Driver{
 		Name:   WriterDriverName,
-		Syntax: "pcap-out:FILE[?snaplen=N&linktype=ethernet|raw|linux_sll|N]",
-		Help:   "writes transmitted packets to a capture file (nanosecond timestamps), transmit only",
+		Syntax: "pcap-out:FILE[?snaplen=N&max=SIZE&linktype=ethernet|raw|linux_sll|N]",
+		Help:   "writes transmitted packets to a capture file (nanosecond timestamps; a pcap: input's own), up to max bytes (e.g. 1GiB), transmit only",
 		Open:   openWriter,
 	})
 }
@@ -61,7 +63,7 @@ func openReader(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 }
 
 func openWriter(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("snaplen", "linktype"); err != nil {
+	if err := spec.CheckParams("snaplen", "max", "linktype"); err != nil {
 		return nil, err
 	}
 	if spec.Target == "" {
@@ -73,6 +75,9 @@ func openWriter(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 	}
 	opts := WriterOptions{Path: spec.Target, Name: spec.Raw, Clock: env.ClockOrReal()}
 	if opts.Snaplen, err = spec.Int("snaplen", DefaultSnaplen, 1, MaxSnaplen); err != nil {
+		return nil, err
+	}
+	if opts.Max, err = maxParam(spec.Driver, spec.Params); err != nil {
 		return nil, err
 	}
 	if spec.Params.Has("linktype") {
@@ -103,4 +108,51 @@ func ParseLinkType(s string) (layers.LinkType, error) {
 		return 0, fmt.Errorf("link type %q is not known (use ethernet, raw, linux_sll, ipv4, ipv6 or a LINKTYPE_ number 1..65535)", s)
 	}
 	return layers.LinkType(n), nil
+}
+
+// maxParam reads a max=SIZE parameter (0 when absent).
+func maxParam(driver string, params url.Values) (int64, error) {
+	if !params.Has("max") {
+		return 0, nil
+	}
+	raw := params.Get("max")
+	n, err := units.ParseSize(raw)
+	if err != nil || n < fileHeader+recordHeader {
+		return 0, fmt.Errorf("%w: %s: parameter max=%q: give a file size of at least %d B, e.g. max=1GiB", pmd.ErrBadParam, driver, raw, fileHeader+recordHeader)
+	}
+	return n, nil
+}
+
+// Capture is what a port spec's capture=FILE asks for: the file and the
+// capture's own parameters, snaplen=N and max=SIZE.
+type Capture struct {
+	File    string
+	Snaplen int
+	Max     int64
+}
+
+// SplitCapture removes the capture parameters from spec (pmd.SplitCapture):
+// with capture=FILE, snaplen=N and max=SIZE belong to the capture, not to
+// the port ("afxdp:veth0?capture=v.pcap&snaplen=128&max=1GiB"). It
+// returns the spec the driver opens and the capture (File "" when there
+// is none).
+func SplitCapture(spec string) (string, Capture, error) {
+	rest, file, err := pmd.SplitCapture(spec)
+	if err != nil || file == "" {
+		return rest, Capture{}, err
+	}
+	c := Capture{File: file}
+	s, err := pmd.ParseSpec(rest)
+	if err != nil {
+		return "", c, err
+	}
+	if s.Params.Has("snaplen") {
+		if c.Snaplen, err = s.Int("snaplen", DefaultSnaplen, 1, MaxSnaplen); err != nil {
+			return "", c, err
+		}
+	}
+	if c.Max, err = maxParam(s.Driver, s.Params); err != nil {
+		return "", c, err
+	}
+	return pmd.WithoutParams(rest, "snaplen", "max"), c, nil
 }

@@ -40,6 +40,10 @@ type WriterOptions struct {
 	Name string
 	// Snaplen cuts each record to this many bytes. 0 → 65535.
 	Snaplen int
+	// Max, when positive, bounds the file's size in bytes: records that
+	// would take it past Max are not written, and counted
+	// (Report.OverMax).
+	Max int64
 	// LinkType is written in the file header. 0 (LinkTypeNull) → Ethernet;
 	// BSD loopback captures are not something a port writes.
 	LinkType layers.LinkType
@@ -57,16 +61,84 @@ type recorder struct {
 	clock    clock.Clock
 	epoch    time.Time
 	openedAt clock.Time
+	stamps   *stampTable
+	file     string
+	max      int64
+	size     int64 // bytes in the file so far; the writing goroutine's (Mirror: under its mutex)
+
+	// Report's counters, for any goroutine.
+	frames  atomic.Uint64
+	bytes   atomic.Int64
+	overMax atomic.Uint64
+	err     atomic.Pointer[error]
 }
 
-func newRecorder(snaplen int, c clock.Clock, epoch time.Time) recorder {
+// recordHeader is the size of a pcap record header.
+const recordHeader = 16
+
+func newRecorder(pool *mbuf.Pool, file string, snaplen int, max int64, c clock.Clock, epoch time.Time) *recorder {
 	if c == nil {
 		c = clock.NewReal()
 	}
 	if epoch.IsZero() {
 		epoch = time.Now()
 	}
-	return recorder{snaplen: snaplen, clock: c, epoch: epoch, openedAt: c.Now()}
+	return &recorder{snaplen: snaplen, clock: c, epoch: epoch, openedAt: c.Now(), stamps: acquireStamps(pool), file: file, max: max}
+}
+
+// fileHeader is the size of a pcap file header, counted in the file's
+// size.
+const fileHeader = 24
+
+// wrote notes a file header or n records of size bytes written.
+func (rc *recorder) wrote(n int, size int64) {
+	rc.size += size
+	rc.bytes.Store(rc.size)
+	rc.frames.Add(uint64(n))
+}
+
+// fits reports whether a record of capLen bytes fits under Max.
+func (rc *recorder) fits(capLen int) bool {
+	return rc.max <= 0 || rc.size+recordHeader+int64(capLen) <= rc.max
+}
+
+// fail keeps the first write error.
+func (rc *recorder) fail(err error) {
+	rc.err.CompareAndSwap(nil, &err)
+}
+
+// Report is what a capture written by a Writer or a Mirror holds.
+type Report struct {
+	// File is the capture's path ("" when written to a Dest).
+	File string
+	// Frames is the records written, Bytes the file's size (before the
+	// last flush, as buffered).
+	Frames uint64
+	Bytes  int64
+	// OverMax counts records not written because the file reached Max.
+	OverMax uint64
+	Max     int64
+	// Err is the first write, flush or close error (the file is then
+	// incomplete).
+	Err error
+}
+
+func (rc *recorder) report() Report {
+	r := Report{File: rc.file, Frames: rc.frames.Load(), Bytes: rc.bytes.Load(), OverMax: rc.overMax.Load(), Max: rc.max}
+	if e := rc.err.Load(); e != nil {
+		r.Err = *e
+	}
+	return r
+}
+
+// stampOf is h's record timestamp: the capture time it was read with, when
+// a Reader on the same pool filled it (pcap→pcap keeps the input's
+// timestamps), else now.
+func (rc *recorder) stampOf(pool *mbuf.Pool, h mbuf.Handle, now time.Time) time.Time {
+	if w := rc.stamps.take(h, pool.Meta(h).RxTime); w != 0 {
+		return time.Unix(0, w)
+	}
+	return now
 }
 
 // stamp returns the record timestamp for the current clock reading.
@@ -96,7 +168,7 @@ func checkSnaplen(field string, snaplen int) (int, error) {
 type Writer struct {
 	pool   *mbuf.Pool
 	info   port.Info
-	rec    recorder
+	rec    *recorder
 	file   *os.File // nil when the caller gave Dest
 	buf    *bufio.Writer
 	w      *pcapgo.Writer
@@ -123,18 +195,26 @@ func NewWriter(pool *mbuf.Pool, opts WriterOptions) (*Writer, error) {
 	if opts.Name == "" {
 		opts.Name = "pcap-out:" + opts.Path
 	}
+	dest := opts.Dest
+	if dest == nil && opts.Path == "" {
+		return nil, errors.New("pcap: WriterOptions.Path is empty (name the capture file to create, or set Dest)")
+	}
+	if opts.Max > 0 && opts.Max < fileHeader {
+		return nil, fmt.Errorf("pcap: WriterOptions.Max %d is smaller than a capture's file header (%d bytes)", opts.Max, fileHeader)
+	}
+	file := opts.Path
+	if opts.Dest != nil {
+		file = ""
+	}
 	w := &Writer{
 		pool:  pool,
-		rec:   newRecorder(snaplen, opts.Clock, opts.Epoch),
+		rec:   newRecorder(pool, file, snaplen, opts.Max, opts.Clock, opts.Epoch),
 		stats: portstat.New(1),
 	}
-	dest := opts.Dest
 	if dest == nil {
-		if opts.Path == "" {
-			return nil, errors.New("pcap: WriterOptions.Path is empty (name the capture file to create, or set Dest)")
-		}
 		f, err := os.Create(opts.Path)
 		if err != nil {
+			releaseStamps(pool)
 			return nil, fmt.Errorf("pcap: %w", err)
 		}
 		w.file, dest = f, f
@@ -143,8 +223,10 @@ func NewWriter(pool *mbuf.Pool, opts WriterOptions) (*Writer, error) {
 	w.w = pcapgo.NewWriterNanos(w.buf)
 	if err := w.w.WriteFileHeader(uint32(snaplen), opts.LinkType); err != nil {
 		w.closeFile()
+		releaseStamps(pool)
 		return nil, fmt.Errorf("pcap: %s: writing the file header: %w", opts.Name, err)
 	}
+	w.rec.wrote(0, fileHeader)
 	w.info = port.Info{
 		Name:   opts.Name,
 		Driver: WriterDriverName,
@@ -165,19 +247,30 @@ func (w *Writer) TxBurst(queue int, bufs []mbuf.Handle) int {
 	if queue != 0 || len(bufs) == 0 || w.closed.Load() {
 		return 0
 	}
-	ts := w.rec.stamp()
+	now := w.rec.stamp()
 	var bytes uint64
-	failed := 0
+	failed, written := 0, 0
+	var size int64
 	for _, h := range bufs {
 		data := w.pool.Data(h)
 		bytes += uint64(len(data))
-		if err := w.rec.write(w.w, ts, data); err != nil {
+		capLen := min(len(data), w.rec.snaplen)
+		if !w.rec.fits(capLen + int(size)) {
+			w.rec.overMax.Add(1)
+			continue
+		}
+		if err := w.rec.write(w.w, w.rec.stampOf(w.pool, h, now), data); err != nil {
 			failed++
 			if w.err == nil {
 				w.err = fmt.Errorf("pcap: %s: %w", w.info.Name, err)
+				w.rec.fail(w.err)
 			}
+			continue
 		}
+		written++
+		size += recordHeader + int64(capLen)
 	}
+	w.rec.wrote(written, size)
 	w.cache.Free(bufs)
 	st := w.stats.Queue(0)
 	if failed > 0 {
@@ -214,6 +307,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.cache.Close()
+	releaseStamps(w.pool)
 	err := w.err
 	if ferr := w.buf.Flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("pcap: %s: %w", w.info.Name, ferr)
@@ -221,8 +315,15 @@ func (w *Writer) Close() error {
 	if cerr := w.closeFile(); err == nil && cerr != nil {
 		err = fmt.Errorf("pcap: %s: %w", w.info.Name, cerr)
 	}
+	if err != nil {
+		w.rec.fail(err)
+	}
 	return err
 }
+
+// Report says what the capture holds so far; with Err, after Close, the
+// file is incomplete. Safe from any goroutine.
+func (w *Writer) Report() Report { return w.rec.report() }
 
 func (w *Writer) closeFile() error {
 	if w.file == nil {

@@ -3,7 +3,9 @@
 -- The layout is core/wire/doc.go's: a 48-byte base header, a type body
 -- (Ack 8, ExtendedAck 40, Nack 12, Resync 4 bytes), an extension chain
 -- (placement / delivery index, global QPNs, source CID, region) and the
--- payload.
+-- payload. A Send (type 14) carries its delivery-index descriptor in byte
+-- 47 (core/dix.Desc) and, unless the descriptor puts it in the Placement
+-- extension or omits it, the index in the SSN field under the tag byte.
 --
 -- Use:  wireshark -X lua_script:tools/wireshark/peregrine.lua capture.pcap
 --       tshark -X lua_script:tools/wireshark/peregrine.lua -r capture.pcap -Y peregrine
@@ -15,7 +17,7 @@ local types = {
   [1] = "ConnOpen", [2] = "ConnAccept", [3] = "ConnClose", [4] = "PullRequest",
   [5] = "PullData", [6] = "PushRequest", [7] = "PushGrant", [8] = "PushSolicitedData",
   [9] = "PushUnsolicitedData", [10] = "Resync", [11] = "Ack", [12] = "ExtendedAck",
-  [13] = "Nack",
+  [13] = "Nack", [14] = "Send",
 }
 local phases = { [0] = "none", [1] = "head", [2] = "middle", [3] = "tail" }
 local windows = { [0] = "none", [1] = "request", [2] = "data" }
@@ -25,6 +27,8 @@ local nack_codes = {
 }
 local placement_modes = { [1] = "absolute", [2] = "relative", [3] = "free-running" }
 local ext_types = { [1] = "Placement", [2] = "Global QPNs", [3] = "Source CID", [4] = "Region" }
+local dix_kinds = { [0] = "none", [1] = "absolute", [2] = "relative", [3] = "free-running" }
+local dix_widths = { [0] = "8 bits", [1] = "16 bits", [2] = "24 bits", [3] = "32 bits" }
 
 local f = p.fields
 f.version  = ProtoField.uint8("peregrine.version", "Version", base.DEC, nil, 0xf0)
@@ -52,6 +56,14 @@ f.reqlen   = ProtoField.uint32("peregrine.reqlen", "Request length", base.DEC)
 f.offset   = ProtoField.uint32("peregrine.offset", "Segment offset", base.DEC)
 f.paylen   = ProtoField.uint16("peregrine.paylen", "Payload length", base.DEC)
 f.hopecho  = ProtoField.uint8("peregrine.hop_echo", "Hop echo", base.DEC)
+-- Send: the delivery-index descriptor (byte 47) and the index
+f.desc     = ProtoField.uint8("peregrine.send.desc", "Delivery-index descriptor", base.HEX)
+f.d_kind   = ProtoField.uint8("peregrine.send.desc.kind", "Index kind", base.DEC, dix_kinds, 0x03)
+f.d_width  = ProtoField.uint8("peregrine.send.desc.width", "Index width", base.DEC, dix_widths, 0x0c)
+f.d_ext    = ProtoField.bool("peregrine.send.desc.in_extension", "Index in the Placement extension", 8, nil, 0x10)
+f.d_omit   = ProtoField.bool("peregrine.send.desc.omitted", "Index omitted", 8, nil, 0x20)
+f.d_tag    = ProtoField.uint8("peregrine.send.tag", "Index tag (relative base, or log2 ring depth)", base.DEC)
+f.d_index  = ProtoField.uint32("peregrine.send.index", "Delivery index", base.DEC)
 -- ACK and extended-ACK body
 f.oow      = ProtoField.uint8("peregrine.ack.oow", "Out-of-window flags", base.HEX)
 f.rxbuf    = ProtoField.uint8("peregrine.ack.rxbuf", "Receive buffer level", base.DEC)
@@ -142,6 +154,26 @@ function p.dissector(buf, pinfo, root)
   tree:add(f.offset, buf(40, 4))
   tree:add(f.paylen, buf(44, 2))
   tree:add(f.hopecho, buf(46, 1))
+  if t == 14 then
+    local d = buf(47, 1):uint()
+    local dt = tree:add(f.desc, buf(47, 1))
+    dt:add(f.d_kind, buf(47, 1))
+    dt:add(f.d_width, buf(47, 1))
+    dt:add(f.d_ext, buf(47, 1))
+    dt:add(f.d_omit, buf(47, 1))
+    local kind = bit.band(d, 3)
+    local width = (bit.band(bit.rshift(d, 2), 3) + 1) * 8
+    if kind ~= 0 and bit.band(d, 0x30) == 0 then
+      if width == 32 then
+        tree:add(f.d_index, buf(16, 4))
+      else
+        tree:add(f.d_tag, buf(16, 1))
+        tree:add(f.d_index, buf(16, 4), bit.band(buf(16, 4):uint(), bit.lshift(1, width) - 1))
+      end
+    elseif kind ~= 0 and bit.band(d, 0x10) ~= 0 and width < 32 then
+      tree:add(f.d_tag, buf(16, 1))
+    end
+  end
   if buf:len() < hlen then
     tree:add_expert_info(PI_MALFORMED, PI_ERROR, "header shorter than its body and extensions")
     return buf:len()
