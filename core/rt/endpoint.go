@@ -205,8 +205,9 @@ func (e *Endpoint) Name() string { return e.opts.Name }
 // Options returns the endpoint's options with every default filled in.
 func (e *Endpoint) Options() Options { return e.opts }
 
-// Stats returns the counters as published by the last Poll that did work.
-// It may be called from any goroutine.
+// Stats returns the counters as published by the last Poll that did work,
+// or the last Open, Close or Abort since. It may be called from
+// any goroutine.
 func (e *Endpoint) Stats() Stats { return e.cnt.snapshot() }
 
 // Now returns the time of the latest Poll.
@@ -243,10 +244,19 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	work += e.transmit()
 	e.flushFrees()
 	if work > 0 {
-		e.cnt.publish()
-		e.publishQPN()
+		e.publish()
 	}
 	return work
+}
+
+// publish makes the counters Stats and QPNStats read current. Poll does it
+// when it did work; the calls that end or start a connection between
+// Polls (Open, OpenEarly, Close, Abort) do it before they return, so what
+// they counted is never left unpublished behind an idle Poll (a refused
+// Send's CAMFull waits for the Poll its retry needs anyway).
+func (e *Endpoint) publish() {
+	e.cnt.publish()
+	e.publishQPN()
 }
 
 // Tick moves the endpoint's time to now (never back) without polling. A
@@ -306,8 +316,7 @@ func (e *Endpoint) Stop(now clock.Time) {
 	e.flushFrees()
 	e.cache.Flush()
 	e.stopped = true
-	e.cnt.publish()
-	e.publishQPN()
+	e.publish()
 }
 
 // Close stops the endpoint if needed and releases its mbuf cache. The

@@ -35,6 +35,7 @@ func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
 	c.handle = h
 	e.wantCtrl(c, ctrlOpen)
 	e.cnt.own[cConnOpened]++
+	e.publish()
 	return h, nil
 }
 
@@ -328,6 +329,7 @@ func (h *Conn) Close() error {
 		c.closeWanted = true
 		e.progressClose(c)
 	}
+	e.publish()
 	return nil
 }
 
@@ -346,6 +348,7 @@ func (h *Conn) Close() error {
 func (h *Conn) Abort() {
 	if c := h.live(); c != nil {
 		h.e.failConn(c, ErrAborted)
+		h.e.publish()
 	}
 }
 
