@@ -101,6 +101,12 @@ type Endpoint struct {
 	closed  bool
 
 	qpn *qpnState // global QP numbers (qpn.go); nil when off
+
+	// Early connects (dcconnect.go): this endpoint's incarnation and its
+	// last connect number as an initiator; as a target, the replay cache.
+	incarnation uint32
+	connects    uint32
+	replay      replayCache
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will
@@ -147,6 +153,13 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	e.now32 = stamp(e.now)
 	if err := e.initQPN(); err != nil {
 		return nil, err
+	}
+	// The incarnation mixes the clock into the seed's hash key, so that a
+	// restarted endpoint (a later time) differs even under the same seed;
+	// drawing it from rng would move every later draw.
+	e.incarnation = uint32(cam.HashWords(uint64(o.Clock.Now()), 0x1c4a, e.hashSeed)) | 1
+	if e.replay, err = newReplayCache(o.ReplayCache, e.hashSeed^0x7e91a7, o.Name); err != nil {
+		return nil, invalid("Options.ReplayCache: %v", err)
 	}
 
 	words := o.WindowSize / 64

@@ -175,7 +175,13 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		// The same CID from the same address, but not a repeat (other
 		// initial BSNs, or a CID we know as the target's of a connection
 		// we opened): the peer restarted and its old connection is a
-		// zombie. End it, and take the new one.
+		// zombie. End it, and take the new one — unless it is an old
+		// early connect's copy, which may not end what came after it.
+		if isEarlyOpen(hd) {
+			if _, ok := e.earlyAdmit(f, peer); !ok {
+				return
+			}
+		}
 		e.peerGone(c)
 	}
 	if e.opts.Accept != nil && !e.opts.Accept(peer) {
@@ -186,6 +192,13 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		e.qpn.own[qMissing]++ // a peer without QPNs: it cannot talk to us
 		e.reject(f, wire.NackULPFatal)
 		return
+	}
+	var rkey replayKey
+	if isEarlyOpen(hd) {
+		var ok bool
+		if rkey, ok = e.earlyAdmit(f, peer); !ok {
+			return // refused and counted (dcconnect.go, Replay)
+		}
 	}
 	c := e.allocConn()
 	if c == nil {
@@ -209,6 +222,9 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	}
 	e.openConn[idx] = c.idx
 	c.openKey, c.hasOpenKey = key, true
+	if isEarlyOpen(hd) {
+		e.replayCommit(rkey, hd, peer)
+	}
 	e.initConn(c, peer)
 	c.accepted = true
 	c.openEBSN = [2]uint32{hd.ReqEBSN, hd.DataEBSN}

@@ -39,8 +39,10 @@ const (
 	// and BadCIDNackBurst.
 	DefaultBadCIDNackRate  = 1000
 	DefaultBadCIDNackBurst = 16
-	MaxCAMCapacity         = cam.MaxCapacity
-	defaultCAMCapLimit     = 1 << 20
+	// DefaultReplayWindow: Options.ReplayWindow.
+	DefaultReplayWindow = 10 * time.Second
+	MaxCAMCapacity      = cam.MaxCapacity
+	defaultCAMCapLimit  = 1 << 20
 )
 
 // ErrInvalidOptions is wrapped by every error NewEndpoint returns for bad
@@ -195,6 +197,16 @@ type Options struct {
 	// MaxConns) sets both.
 	KeepAlive   time.Duration
 	IdleTimeout time.Duration
+
+	// ReplayWindow and ReplayCache bound the target's memory of early
+	// connects (OpenEarly; dcconnect.go, Replay): a copy of an early
+	// ConnOpen is refused as a replay while its initiator's incarnation is
+	// remembered, at least ReplayWindow after its latest connect (default
+	// 10 s: it must exceed the longest a network may hold a frame), in a
+	// cache of ReplayCache records, one per initiator incarnation (default
+	// 4×MaxConns, at least 256).
+	ReplayWindow time.Duration
+	ReplayCache  int
 
 	// Seed seeds the endpoint's random choices: initial PSNs, CID
 	// generations and the CAMs' hash keys. The same seed and the same
@@ -365,6 +377,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.KeepAlive > 0 && o.IdleTimeout > 0 && o.IdleTimeout <= o.KeepAlive {
 		return o, invalid("Options.IdleTimeout %v does not exceed KeepAlive %v: no probe could be answered in time (use a few KeepAlive intervals, e.g. %v)", o.IdleTimeout, o.KeepAlive, 4*o.KeepAlive)
+	}
+	if o.ReplayWindow == 0 {
+		o.ReplayWindow = DefaultReplayWindow
+	}
+	if o.ReplayCache == 0 {
+		o.ReplayCache = min(max(4*o.MaxConns, 256), MaxCAMCapacity)
+	}
+	if o.ReplayWindow < 0 || o.ReplayCache < 1 || o.ReplayCache > MaxCAMCapacity {
+		return o, invalid("Options.ReplayWindow %v must not be negative and ReplayCache %d must be in 1..%d", o.ReplayWindow, o.ReplayCache, MaxCAMCapacity)
 	}
 	room := o.Pool.FrameSize() - o.Pool.Headroom()
 	if room < minFrameRoom {

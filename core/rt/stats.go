@@ -56,6 +56,8 @@ const (
 	cGivenUp
 	cAwaitProbes
 	cSpuriousEarly
+	cEarlyReplays
+	cReplayCacheFull
 	cInternal
 	numCounters
 )
@@ -135,6 +137,12 @@ type Stats struct {
 	// earlier transmission arrived. Each widens the connection's
 	// reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
+	// EarlyReplays counts early ConnOpens refused as replays (a connect
+	// number of their initiator's incarnation accepted already, or too old:
+	// dcconnect.go, Replay); ReplayCacheFull those refused for now because
+	// the replay cache had no record to spare for a new incarnation.
+	EarlyReplays    uint64
+	ReplayCacheFull uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -177,6 +185,7 @@ func (c *counters) snapshot() Stats {
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
+		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
 		Internal: v[cInternal],
 	}
 }

@@ -52,6 +52,9 @@ f.reqlen   = ProtoField.uint32("peregrine.reqlen", "Request length", base.DEC)
 f.offset   = ProtoField.uint32("peregrine.offset", "Segment offset", base.DEC)
 f.paylen   = ProtoField.uint16("peregrine.paylen", "Payload length", base.DEC)
 f.hopecho  = ProtoField.uint8("peregrine.hop_echo", "Hop echo", base.DEC)
+-- early ConnOpen (ReqLen 0x44430002): RSN and SSN name the connect (anti-replay)
+f.earlyinc = ProtoField.uint32("peregrine.early.incarnation", "Initiator incarnation", base.HEX)
+f.earlynum = ProtoField.uint32("peregrine.early.connect", "Connect number", base.DEC)
 -- ACK and extended-ACK body
 f.oow      = ProtoField.uint8("peregrine.ack.oow", "Out-of-window flags", base.HEX)
 f.rxbuf    = ProtoField.uint8("peregrine.ack.rxbuf", "Receive buffer level", base.DEC)
@@ -142,6 +145,10 @@ function p.dissector(buf, pinfo, root)
   tree:add(f.offset, buf(40, 4))
   tree:add(f.paylen, buf(44, 2))
   tree:add(f.hopecho, buf(46, 1))
+  if t == 1 and buf(36, 4):uint() == 0x44430002 then
+    tree:add(f.earlyinc, buf(12, 4))
+    tree:add(f.earlynum, buf(16, 4))
+  end
   if buf:len() < hlen then
     tree:add_expert_info(PI_MALFORMED, PI_ERROR, "header shorter than its body and extensions")
     return buf:len()
