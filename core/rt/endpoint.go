@@ -107,6 +107,8 @@ type Endpoint struct {
 	incarnation uint32
 	connects    uint32
 	replay      replayCache
+	// reclaimAt: the earliest next pass of reclaimSlots.
+	reclaimAt clock.Time
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will

@@ -58,6 +58,8 @@ const (
 	cSpuriousEarly
 	cEarlyReplays
 	cReplayCacheFull
+	cGiveUpNotices
+	cReclaimProbes
 	cInternal
 	numCounters
 )
@@ -143,6 +145,13 @@ type Stats struct {
 	// the replay cache had no record to spare for a new incarnation.
 	EarlyReplays    uint64
 	ReplayCacheFull uint64
+	// GiveUpNotices counts the bad-CID NACKs this side sent its peer when
+	// it gave up on a connection (retries or idle timeout ran out, the
+	// setup timed out), so the peer ends its half at once if the path to
+	// it works; ReclaimProbes the probes sent to silent connections when a
+	// ConnOpen found the table full.
+	GiveUpNotices uint64
+	ReclaimProbes uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -186,6 +195,7 @@ func (c *counters) snapshot() Stats {
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
 		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
+		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
 		Internal: v[cInternal],
 	}
 }
