@@ -18,14 +18,17 @@ import (
 // on the code before its fix.
 
 // injectA hands frame to endpoint a as if b had sent it, and polls a once.
-func (h *harness) injectA(frame []byte) {
+func (h *harness) injectA(frame []byte) { h.t.Helper(); h.injectInto(h.a, h.pb, frame) }
+
+// injectInto sends frame on the peer's port from, and polls e once.
+func (h *harness) injectInto(e *Endpoint, from *tapPort, frame []byte) {
 	h.t.Helper()
 	hs := make([]mbufHandle, 1)
 	require.Equal(h.t, 1, h.pool.AllocBulk(hs))
 	copy(h.pool.Append(hs[0], len(frame)), frame)
-	require.Equal(h.t, 1, h.pb.Port.TxBurst(0, hs))
-	h.a.Poll(h.clk.Now())
-	require.NoError(h.t, h.a.CheckInvariants())
+	require.Equal(h.t, 1, from.Port.TxBurst(0, hs))
+	e.Poll(h.clk.Now())
+	require.NoError(h.t, e.CheckInvariants())
 }
 
 // frameFromB encodes hd from b's address to a's.

@@ -12,15 +12,7 @@ import (
 )
 
 // injectB hands frame to endpoint b as if a had sent it, and polls b once.
-func (h *harness) injectB(frame []byte) {
-	h.t.Helper()
-	hs := make([]mbufHandle, 1)
-	require.Equal(h.t, 1, h.pool.AllocBulk(hs))
-	copy(h.pool.Append(hs[0], len(frame)), frame)
-	require.Equal(h.t, 1, h.pa.Port.TxBurst(0, hs))
-	h.b.Poll(h.clk.Now())
-	require.NoError(h.t, h.b.CheckInvariants())
-}
+func (h *harness) injectB(frame []byte) { h.t.Helper(); h.injectInto(h.b, h.pa, frame) }
 
 // reencode rebuilds a transmitted frame's bytes from its decoded form.
 func reencode(t testing.TB, f *wire.Frame) []byte {
