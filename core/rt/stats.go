@@ -56,6 +56,11 @@ const (
 	cGivenUp
 	cAwaitProbes
 	cSpuriousEarly
+	cRefunds
+	cNackForged
+	cTxDupReport
+	cRxDupReport
+	cSpuriousDup
 	cEarlyReplays
 	cReplayCacheFull
 	cGiveUpNotices
@@ -139,6 +144,20 @@ type Stats struct {
 	// earlier transmission arrived. Each widens the connection's
 	// reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
+	// Refunds counts transmissions given back to a packet's retry budget
+	// because the peer refused them as out of window (an in-order packet
+	// past a gap: it arrived, it was not lost).
+	Refunds uint64
+	// NackForged counts NACKs that name a PSN of ours but not the packet
+	// we sent with it (their echo matches none of its transmissions: a
+	// refusal of a forged packet, or a forged NACK), ignored whole.
+	NackForged uint64
+	// TxDupReport counts ACKs that told the peer a packet it sent came
+	// again (a PSN already received: wire.AckDupRequest/AckDupData);
+	// RxDupReport the reports received, and SpuriousDupReport those that
+	// showed a resend of ours was not needed (each widens the
+	// connection's reordering window, like SpuriousEarlyRetransmit).
+	TxDupReport, RxDupReport, SpuriousDupReport uint64
 	// EarlyReplays counts early ConnOpens refused as replays (a connect
 	// number of their initiator's incarnation accepted already, or too old:
 	// dcconnect.go, Replay); ReplayCacheFull those refused for now because
@@ -194,6 +213,8 @@ func (c *counters) snapshot() Stats {
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
+		Refunds: v[cRefunds], NackForged: v[cNackForged],
+		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
 		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
 		Internal: v[cInternal],

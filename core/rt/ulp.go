@@ -24,6 +24,12 @@ const (
 	// replaces the packet by a resync. If that NACK is lost the packet is
 	// resent and refused again.
 	ULPError
+	// OutOfWindow: the ULP cannot take it yet because it came too far
+	// ahead of what it waits for (an in-order packet past the gap its
+	// window spans). Like NotReady, but NACKed as out of window: the
+	// sender holds off for an RTO and the refused transmission does not
+	// count toward its RetryLimit (the packet was not lost).
+	OutOfWindow
 )
 
 // ULPErrorCode is ULPError with a code for the peer's ULP: the NACK

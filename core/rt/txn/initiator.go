@@ -459,7 +459,7 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cMalformed]++
 		return rt.Accept
 	}
-	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+	if v, ok := e.ioiAdmit(c, i, x, h, p); !ok {
 		return v
 	}
 	copy(x.mem[h.Offset:], p)

@@ -213,7 +213,7 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 		x.rsnHeld = true
 	}
-	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+	if v, ok := e.ioiAdmit(c, i, x, h, p); !ok {
 		return v
 	}
 	copy(x.mem[h.Offset:], p)
