@@ -324,6 +324,10 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	default:
 		if e.deliver != nil {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
+				if v == Drop {
+					e.cnt.own[cRxDropped]++
+					return
+				}
 				e.onRefused(c, w, hd.PSN, hd.TxTime, v)
 				return
 			}

@@ -19,6 +19,7 @@ const (
 	cRxStalePSN
 	cRxOutOfWindow
 	cRxRefused
+	cRxDropped
 	cRxResync
 	cRxAck
 	cRxExtendedAck
@@ -87,6 +88,7 @@ type Stats struct {
 	RxStalePSN     uint64 // reliable packets before the receive window (dropped)
 	RxOutOfWindow  uint64 // reliable packets past the receive window (dropped)
 	RxRefused      uint64 // packets the deliver function refused (NACKed)
+	RxDropped      uint64 // packets the deliver function dropped (Drop: neither acknowledged nor NACKed)
 	RxResync       uint64 // resyncs accepted in place of a packet
 	RxAck          uint64 // ACKs received
 	RxExtendedAck  uint64 // extended ACKs received
@@ -199,7 +201,7 @@ func (c *counters) snapshot() Stats {
 		RxMalformed: v[cRxMalformed], RxBadChecksum: v[cRxBadChecksum], RxNotForUs: v[cRxNotForUs],
 		RxUnknownCID: v[cRxUnknownCID], RxStaleCID: v[cRxStaleCID], RxBadState: v[cRxBadState],
 		RxDelivered: v[cRxDelivered], RxDuplicate: v[cRxDuplicate], RxStalePSN: v[cRxStalePSN],
-		RxOutOfWindow: v[cRxOutOfWindow], RxRefused: v[cRxRefused], RxResync: v[cRxResync],
+		RxOutOfWindow: v[cRxOutOfWindow], RxRefused: v[cRxRefused], RxDropped: v[cRxDropped], RxResync: v[cRxResync],
 		RxAck: v[cRxAck], RxExtendedAck: v[cRxExtendedAck], RxNack: v[cRxNack], NackStale: v[cNackStale],
 		AckStale: v[cAckStale], AckForged: v[cAckForged], AckRetired: v[cAckRetired],
 		TxFrames: v[cTxFrames], TxData: v[cTxData], TxRetransmit: v[cTxRetransmit],

@@ -30,6 +30,12 @@ const (
 	// sender holds off for an RTO and the refused transmission does not
 	// count toward its RetryLimit (the packet was not lost).
 	OutOfWindow
+	// Drop: the ULP will not take the packet and has nothing definite to
+	// tell the sender (a forged or misdirected packet, or a copy of one
+	// whose fate the ULP no longer knows). It is not marked received and
+	// neither acknowledged nor NACKed: the sender resends it and, past its
+	// retries, abandons it. Counted (RxDropped).
+	Drop
 )
 
 // ULPErrorCode is ULPError with a code for the peer's ULP: the NACK
