@@ -200,7 +200,13 @@ type conn struct {
 	probe  bool
 	// The ULP awaits the peer (SetAwaiting): probes sent since the peer
 	// last spoke, and when the latest went.
-	awaiting  bool
+	awaiting bool
+	// closeWait: our close is done and acknowledged, only the peer's
+	// ConnClose is missing (progressClose); reclaim: the table is full and
+	// this connection was silent, so its peer is probed until it answers
+	// (reclaim). Both probe as SetAwaiting does.
+	closeWait bool
+	reclaim   bool
 	probesOut uint16
 	probeExp  uint8 // probes sent in this wait, answered or not: the next one's backoff
 	probeAt   clock.Time

@@ -1,6 +1,12 @@
 package rt
 
-import "github.com/peregrine-net/peregrine/core/wire"
+import (
+	"net/netip"
+
+	"github.com/peregrine-net/peregrine/cam"
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
 
 // # Early data: a connection whose first data does not wait a round trip
 //
@@ -47,12 +53,164 @@ import "github.com/peregrine-net/peregrine/core/wire"
 // earlyOpenMark in a ConnOpen's ReqLen says the initiator sends before
 // ConnAccept and chose its transmit windows' initial PSNs (PSN, Offset).
 // A plain ConnOpen carries ReqLen 0.
-const earlyOpenMark = 0x44430001 // "DC", version 1
+const earlyOpenMark = 0x44430002 // "DC", version 2: RSN and SSN name the connect
 
 // dcEarly is a connection's early-data state (initiator side).
 type dcEarly struct {
 	on  bool
 	psn [2]uint32 // the initial PSNs announced in ConnOpen, by window-1
+	inc uint32    // the endpoint's incarnation, announced in RSN
+	num uint32    // the connect number, announced in SSN
+}
+
+// replayKey finds an initiator incarnation's record on the target: the
+// incarnation and a hash of the initiator's IP and UDP port (the record
+// holds the full address, so a collision is refused, not confused).
+type replayKey struct {
+	Inc      uint32
+	AddrHash uint32
+}
+
+// replayWin is how far below the highest accepted connect number a
+// number may come and still be taken (once).
+const replayWin = 64
+
+// replayRec is what the target remembers of an initiator incarnation.
+type replayRec struct {
+	ip   netip.Addr
+	port uint16
+	used bool
+	high uint32     // the highest connect number accepted
+	seen uint64     // bit i: number high-1-i accepted
+	last clock.Time // the latest connect accepted
+}
+
+// replayCache is the target's memory of early connects (see "Replay").
+type replayCache struct {
+	keys *cam.Table[replayKey]
+	recs []replayRec
+	hand int // the eviction scan's position
+}
+
+func newReplayCache(capacity int, seed uint64, name string) (replayCache, error) {
+	t, err := cam.New[replayKey](cam.Options{Capacity: capacity, Seed: seed | 1, Name: name + " replay cache"})
+	if err != nil {
+		return replayCache{}, err
+	}
+	return replayCache{keys: t, recs: make([]replayRec, t.Cap())}, nil
+}
+
+// Verdicts of replayCheck.
+const (
+	replayFresh = iota // a number never accepted: take it
+	replayNew          // an incarnation not in the cache: take it, if a record is free
+	replayOld          // a number accepted already, or too far below the highest
+)
+
+// replayCheck judges an early ConnOpen from peer without changing
+// anything: the connection may still fail to be made.
+func (e *Endpoint) replayCheck(hd *wire.Header, peer PeerAddr) (key replayKey, verdict int) {
+	key = replayKey{Inc: hd.RSN, AddrHash: e.addrHash(peer.IP, peer.Port)}
+	idx, ok := e.replay.keys.Lookup(key)
+	if !ok {
+		return key, replayNew
+	}
+	r := &e.replay.recs[idx]
+	if r.ip != peer.IP || r.port != peer.Port {
+		return key, replayOld // two initiators whose keys collide: the newcomer waits
+	}
+	num := hd.SSN
+	if seqLT(r.high, num) {
+		return key, replayFresh
+	}
+	d := r.high - num
+	if d == 0 || d > replayWin || r.seen>>(d-1)&1 != 0 {
+		return key, replayOld
+	}
+	return key, replayFresh
+}
+
+// replayRoom reports whether a new incarnation's record can be made,
+// evicting one older than the replay window if the cache is full.
+func (e *Endpoint) replayRoom() bool {
+	rc := &e.replay
+	if rc.keys.Len() < rc.keys.Cap() {
+		return true
+	}
+	old := e.now.Add(-e.opts.ReplayWindow)
+	for range rc.recs {
+		i := rc.hand
+		rc.hand = (rc.hand + 1) % len(rc.recs)
+		if r := &rc.recs[i]; r.used && r.last < old {
+			rc.keys.DeleteIndex(uint32(i))
+			*r = replayRec{}
+			return true
+		}
+	}
+	return false
+}
+
+// replayCommit records an accepted early connect.
+func (e *Endpoint) replayCommit(key replayKey, hd *wire.Header, peer PeerAddr) {
+	rc := &e.replay
+	idx, ok := rc.keys.Lookup(key)
+	if !ok {
+		var err error
+		if idx, err = rc.keys.Insert(key); err != nil {
+			e.cnt.own[cInternal]++ // replayRoom made room
+			return
+		}
+		rc.recs[idx] = replayRec{ip: peer.IP, port: peer.Port, used: true, high: hd.SSN}
+	}
+	r := &rc.recs[idx]
+	r.last = e.now
+	num := hd.SSN
+	switch {
+	case !ok:
+	case seqLT(r.high, num):
+		if d := num - r.high; d > replayWin {
+			r.seen = 0
+		} else {
+			r.seen = r.seen<<d | 1<<(d-1)
+		}
+		r.high = num
+	default:
+		r.seen |= 1 << (r.high - num - 1)
+	}
+}
+
+// earlyAdmit applies the replay rule to an early ConnOpen before a slot is
+// taken; it reports false when the ConnOpen was refused (and answered).
+func (e *Endpoint) earlyAdmit(f *wire.Frame, peer PeerAddr) (replayKey, bool) {
+	hd := &f.Header
+	if hd.RSN == 0 || hd.SSN == 0 {
+		e.cnt.own[cRxMalformed]++
+		return replayKey{}, false
+	}
+	key, v := e.replayCheck(hd, peer)
+	switch {
+	case v == replayOld:
+		e.cnt.own[cEarlyReplays]++
+		e.reject(f, wire.NackULPFatal)
+		return key, false
+	case v == replayNew && !e.replayRoom():
+		e.cnt.own[cReplayCacheFull]++
+		e.reject(f, wire.NackResourceExhausted)
+		return key, false
+	}
+	return key, true
+}
+
+// isEarlyOpen reports whether hd is an early ConnOpen.
+func isEarlyOpen(hd *wire.Header) bool { return hd.ReqLen == earlyOpenMark }
+
+// nextConnect returns the endpoint's next connect number (never 0).
+func (e *Endpoint) nextConnect() uint32 {
+	e.connects++
+	if e.connects == 0 {
+		e.connects++
+	}
+	return e.connects
 }
 
 // OpenEarly is Open for a connection that may Send at once, before
@@ -64,6 +222,7 @@ func (e *Endpoint) OpenEarly(peer PeerAddr) (*Conn, error) {
 	}
 	c := h.c
 	c.early.on = true
+	c.early.inc, c.early.num = e.incarnation, e.nextConnect()
 	for k := range 2 {
 		c.early.psn[k] = e.initialPSN()
 		c.tx[k].reset(c.early.psn[k])
@@ -78,6 +237,7 @@ func (c *conn) earlySend() bool { return c.early.on && c.state == StateOpening }
 func (c *conn) earlyOpen(hd *wire.Header) {
 	if c.early.on && hd.Type == wire.TypeConnOpen {
 		hd.PSN, hd.Offset, hd.ReqLen = c.early.psn[0], c.early.psn[1], earlyOpenMark
+		hd.RSN, hd.SSN = c.early.inc, c.early.num
 	}
 }
 
@@ -105,7 +265,7 @@ func (c *conn) earlyExt(hd *wire.Header, rest, maxFrame int) bool {
 // established at once, before the initiator's first data is processed.
 // It reports whether hd was such a ConnOpen.
 func (e *Endpoint) acceptEarly(c *conn, hd *wire.Header) bool {
-	if hd.ReqLen != earlyOpenMark {
+	if !isEarlyOpen(hd) {
 		return false
 	}
 	c.rx[0].bsn, c.rx[1].bsn = hd.PSN, hd.Offset

@@ -339,7 +339,12 @@
 //     connection (ErrRetryExhausted), a peer that dropped its half
 //     answers the first with a bad-CID NACK (ErrPeerReset). Nothing is
 //     sent while the peer talks, nor on a connection without work in
-//     progress. With Options.IdleTimeout set, that is the policy instead.
+//     progress; Options.IdleTimeout, if it runs out first, fails it
+//     sooner (ErrIdleTimeout). A closing connection whose own ConnClose
+//     was acknowledged and whose peer's has not come waits the same way
+//     (no timer of its own runs then): a peer that gave up its half
+//     answers the first probe with a bad-CID NACK (ErrPeerReset), a
+//     silent one fails it after RetryLimit+1 probes.
 //   - Peer failure: a frame to a CID the peer does not know (it restarted,
 //     or aborted or timed out its half) earns a bad-CID NACK, rate-limited
 //     by a token bucket (Options.BadCIDNackRate, BadCIDNackBurst;
@@ -350,14 +355,29 @@
 //     initial BSNs means that peer restarted: the old connection fails the
 //     same way and the new one is accepted. ErrPeerFatal: the peer's ULP
 //     sent a ulp-fatal NACK.
-//   - Idle timeout (Options.IdleTimeout, off by default): nothing from the
+//   - Idle timeout (Options.IdleTimeout, default 10 s): nothing from the
 //     peer for that long fails the connection (ErrIdleTimeout,
-//     IdleTimeouts). Options.KeepAlive probes a silent peer (an ACK that
-//     asks for an ACK; KeepAliveSent) so that a live one is not taken for
-//     dead; a restarted one answers the probe with a bad-CID NACK. Both
-//     are off by default (the option says why: a connection with work in
-//     progress is covered by SetAwaiting's probes); a target with a small
-//     table that must reclaim the slots of vanished initiators sets them.
+//     IdleTimeouts). Options.KeepAlive (default 1 s) probes a silent peer
+//     (an ACK that asks for an ACK; KeepAliveSent) so that a live one is
+//     not taken for dead; a restarted one answers the probe with a
+//     bad-CID NACK. Both are on by default, so no half of a connection
+//     outlives its peer by more than the idle timeout; the cost is a
+//     probe and its answer per second each way on an idle connection
+//     (none on a busy one). Negative values turn them off.
+//   - A full table: a ConnOpen that finds no free slot (refused with a
+//     resource-exhausted NACK; the initiator's setup timer resends it)
+//     has every connection silent for an RTO probed at once and then
+//     until it answers (ReclaimProbes; one pass per InitialRTO at most),
+//     so that the halves of peers that restarted (bad-CID NACK) or
+//     vanished (RetryLimit+1 unanswered probes, ErrRetryExhausted) free
+//     their slots within a few round trips: an initiator that crashes and
+//     restarts again and again cannot hold the table.
+//   - Giving up: a side that fails a connection on its own timers
+//     (ErrRetryExhausted, ErrIdleTimeout, ErrOpenTimeout) tells the peer
+//     with the bad-CID NACK the peer's next frame would earn, sent at
+//     once (GiveUpNotices; rate-limited with the others), so that a peer
+//     with nothing outstanding ends its half within a round trip if the
+//     path to it works (ErrPeerReset there).
 //   - Abort: the local ULP ends it (ErrAborted); the peer is not told and
 //     learns from the bad-CID NACK its next frame earns.
 //   - Stop: the endpoint drops every connection (ErrStopped) and tells
@@ -382,7 +402,9 @@
 // PSN) and NackStale (acknowledgements ignored), RxBadSource
 // (packets from a stranger), RxUnknownCID and RxStaleCID (frames for no
 // connection) with TxBadCIDNack and BadCIDNackSuppressed, AwaitProbes
-// (SetAwaiting's probes), KeepAliveSent and IdleTimeouts, ConnFailed and
+// (SetAwaiting's and a closing connection's probes), KeepAliveSent and
+// IdleTimeouts, ReclaimProbes, GiveUpNotices, EarlyReplays and
+// ReplayCacheFull (dcconnect.go), ConnFailed and
 // ConnClosed.
 //
 // # Determinism

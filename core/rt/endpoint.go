@@ -101,6 +101,14 @@ type Endpoint struct {
 	closed  bool
 
 	qpn *qpnState // global QP numbers (qpn.go); nil when off
+
+	// Early connects (dcconnect.go): this endpoint's incarnation and its
+	// last connect number as an initiator; as a target, the replay cache.
+	incarnation uint32
+	connects    uint32
+	replay      replayCache
+	// reclaimAt: the earliest next pass of reclaimSlots.
+	reclaimAt clock.Time
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will
@@ -147,6 +155,13 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	e.now32 = stamp(e.now)
 	if err := e.initQPN(); err != nil {
 		return nil, err
+	}
+	// The incarnation mixes the clock into the seed's hash key, so that a
+	// restarted endpoint (a later time) differs even under the same seed;
+	// drawing it from rng would move every later draw.
+	e.incarnation = uint32(cam.HashWords(uint64(o.Clock.Now()), 0x1c4a, e.hashSeed)) | 1
+	if e.replay, err = newReplayCache(o.ReplayCache, e.hashSeed^0x7e91a7, o.Name); err != nil {
+		return nil, invalid("Options.ReplayCache: %v", err)
 	}
 
 	words := o.WindowSize / 64
@@ -205,8 +220,9 @@ func (e *Endpoint) Name() string { return e.opts.Name }
 // Options returns the endpoint's options with every default filled in.
 func (e *Endpoint) Options() Options { return e.opts }
 
-// Stats returns the counters as published by the last Poll that did work.
-// It may be called from any goroutine.
+// Stats returns the counters as published by the last Poll that did work,
+// or the last Open, Close or Abort since. It may be called from
+// any goroutine.
 func (e *Endpoint) Stats() Stats { return e.cnt.snapshot() }
 
 // Now returns the time of the latest Poll.
@@ -243,10 +259,19 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	work += e.transmit()
 	e.flushFrees()
 	if work > 0 {
-		e.cnt.publish()
-		e.publishQPN()
+		e.publish()
 	}
 	return work
+}
+
+// publish makes the counters Stats and QPNStats read current. Poll does it
+// when it did work; the calls that end or start a connection between
+// Polls (Open, OpenEarly, Close, Abort) do it before they return, so what
+// they counted is never left unpublished behind an idle Poll (a refused
+// Send's CAMFull waits for the Poll its retry needs anyway).
+func (e *Endpoint) publish() {
+	e.cnt.publish()
+	e.publishQPN()
 }
 
 // Tick moves the endpoint's time to now (never back) without polling. A
@@ -306,8 +331,7 @@ func (e *Endpoint) Stop(now clock.Time) {
 	e.flushFrees()
 	e.cache.Flush()
 	e.stopped = true
-	e.cnt.publish()
-	e.publishQPN()
+	e.publish()
 }
 
 // Close stops the endpoint if needed and releases its mbuf cache. The

@@ -18,14 +18,17 @@ import (
 // on the code before its fix.
 
 // injectA hands frame to endpoint a as if b had sent it, and polls a once.
-func (h *harness) injectA(frame []byte) {
+func (h *harness) injectA(frame []byte) { h.t.Helper(); h.injectInto(h.a, h.pb, frame) }
+
+// injectInto sends frame on the peer's port from, and polls e once.
+func (h *harness) injectInto(e *Endpoint, from *tapPort, frame []byte) {
 	h.t.Helper()
 	hs := make([]mbufHandle, 1)
 	require.Equal(h.t, 1, h.pool.AllocBulk(hs))
 	copy(h.pool.Append(hs[0], len(frame)), frame)
-	require.Equal(h.t, 1, h.pb.Port.TxBurst(0, hs))
-	h.a.Poll(h.clk.Now())
-	require.NoError(h.t, h.a.CheckInvariants())
+	require.Equal(h.t, 1, from.Port.TxBurst(0, hs))
+	e.Poll(h.clk.Now())
+	require.NoError(h.t, e.CheckInvariants())
 }
 
 // frameFromB encodes hd from b's address to a's.
@@ -240,7 +243,7 @@ func TestSmallTableRecoversAfterInitiatorRestarts(t *testing.T) {
 		require.Equal(t, StateEstablished, ca.State(), "incarnation %d", i)
 		h.restartA(nil) // crash: b is not told
 	}
-	require.NotZero(t, h.b.Stats().KeepAliveSent)
+	require.NotZero(t, h.b.Stats().KeepAliveSent+h.b.Stats().ReclaimProbes)
 	// Each zombie was ended by the new incarnation's bad-CID NACK, or by
 	// the idle timeout.
 	require.NotEmpty(t, failed)
@@ -444,7 +447,6 @@ func TestFailureOptionsValidation(t *testing.T) {
 		mut  func(*Options)
 		want string
 	}{
-		{func(o *Options) { o.KeepAlive = -1 }, "KeepAlive"},
 		{func(o *Options) { o.KeepAlive, o.IdleTimeout = time.Millisecond, time.Millisecond }, "IdleTimeout 1ms does not exceed KeepAlive 1ms"},
 		{func(o *Options) { o.BadCIDNackBurst = -1 }, "BadCIDNackBurst -1"},
 	} {
@@ -460,8 +462,21 @@ func TestFailureOptionsValidation(t *testing.T) {
 	o := e.Options()
 	require.Equal(t, DefaultBadCIDNackRate, o.BadCIDNackRate)
 	require.Equal(t, DefaultBadCIDNackBurst, o.BadCIDNackBurst)
-	require.Zero(t, o.KeepAlive, "off by default")
-	require.Zero(t, o.IdleTimeout, "off by default")
+	require.Equal(t, DefaultKeepAlive, o.KeepAlive, "on by default")
+	require.Equal(t, DefaultIdleTimeout, o.IdleTimeout, "on by default")
+	off := base
+	off.KeepAlive, off.IdleTimeout = -1, -1
+	e2, err := NewEndpoint(off)
+	require.NoError(t, err)
+	defer e2.Close()
+	require.Zero(t, e2.Options().KeepAlive, "negative: off")
+	require.Zero(t, e2.Options().IdleTimeout, "negative: off")
+	short := base
+	short.IdleTimeout = 8 * time.Millisecond
+	e3, err := NewEndpoint(short)
+	require.NoError(t, err)
+	defer e3.Close()
+	require.Equal(t, 2*time.Millisecond, e3.Options().KeepAlive, "a short idle timeout shortens the default keepalive")
 
 	// A negative rate sends no bad-CID NACK at all.
 	h2 := newHarness(t, func(a, b *Options) { a.BadCIDNackRate = -1 })
@@ -536,15 +551,15 @@ func TestAckEchoAndRNRDelayBounded(t *testing.T) {
 // connection with no work in progress sends nothing at all, so an idle
 // endpoint stays idle.
 func TestAwaitingProbesSilentPeer(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, func(a, b *Options) { a.KeepAlive, a.IdleTimeout, b.KeepAlive, b.IdleTimeout = -1, -1, -1, -1 })
 	ca, cb := h.connect()
 	h.idle(time.Millisecond) // the setup's last ACKs
 	sent := 0
 	h.pa.tap = func(*wire.Frame) int { sent++; return 1 }
 	h.idle(50 * time.Millisecond)
-	require.Zero(t, sent, "an idle connection sends nothing")
+	require.Zero(t, sent, "an idle connection without keepalive sends nothing")
 	_, ok := h.next()
-	require.False(t, ok, "an idle connection runs no timer")
+	require.False(t, ok, "an idle connection without keepalive or idle timeout runs no timer")
 
 	ca.SetAwaiting(true)
 	cb.Abort() // b gives up its half without a word

@@ -35,6 +35,7 @@ func (e *Endpoint) Open(peer PeerAddr) (*Conn, error) {
 	c.handle = h
 	e.wantCtrl(c, ctrlOpen)
 	e.cnt.own[cConnOpened]++
+	e.publish()
 	return h, nil
 }
 
@@ -174,7 +175,13 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		// The same CID from the same address, but not a repeat (other
 		// initial BSNs, or a CID we know as the target's of a connection
 		// we opened): the peer restarted and its old connection is a
-		// zombie. End it, and take the new one.
+		// zombie. End it, and take the new one — unless it is an old
+		// early connect's copy, which may not end what came after it.
+		if isEarlyOpen(hd) {
+			if _, ok := e.earlyAdmit(f, peer); !ok {
+				return
+			}
+		}
 		e.peerGone(c)
 	}
 	if e.opts.Accept != nil && !e.opts.Accept(peer) {
@@ -186,8 +193,16 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 		e.reject(f, wire.NackULPFatal)
 		return
 	}
+	var rkey replayKey
+	if isEarlyOpen(hd) {
+		var ok bool
+		if rkey, ok = e.earlyAdmit(f, peer); !ok {
+			return // refused and counted (dcconnect.go, Replay)
+		}
+	}
 	c := e.allocConn()
 	if c == nil {
+		e.reclaimSlots()
 		e.reject(f, wire.NackResourceExhausted)
 		return
 	}
@@ -208,6 +223,9 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	}
 	e.openConn[idx] = c.idx
 	c.openKey, c.hasOpenKey = key, true
+	if isEarlyOpen(hd) {
+		e.replayCommit(rkey, hd, peer)
+	}
 	e.initConn(c, peer)
 	c.accepted = true
 	c.openEBSN = [2]uint32{hd.ReqEBSN, hd.DataEBSN}
@@ -328,6 +346,7 @@ func (h *Conn) Close() error {
 		c.closeWanted = true
 		e.progressClose(c)
 	}
+	e.publish()
 	return nil
 }
 
@@ -346,15 +365,15 @@ func (h *Conn) Close() error {
 func (h *Conn) Abort() {
 	if c := h.live(); c != nil {
 		h.e.failConn(c, ErrAborted)
+		h.e.publish()
 	}
 }
 
 // SetAwaiting tells the transport whether the ULP awaits the peer on this
 // connection: the peer holds the next move (a pull's data, a grant, a
 // push's data after our grant, a completion, a peer's request being
-// served) and nothing of the ULP's own is pending there. While set, and
-// unless Options.IdleTimeout is the liveness policy, a peer silent for an
-// RTO is probed (an ACK asking for an ACK, counted in AwaitProbes), the
+// served) and nothing of the ULP's own is pending there. While set, a
+// peer silent for an RTO is probed (an ACK asking for an ACK, counted in AwaitProbes), the
 // interval doubling per probe of this wait, answered or not, up to
 // MaxRTO (a thousand connections waiting on a busy live peer would
 // otherwise spend the transmit budget on probes), and after
@@ -362,10 +381,11 @@ func (h *Conn) Abort() {
 // ErrRetryExhausted — as it would had a packet been outstanding. A peer
 // that dropped its half answers the first probe with a bad-CID NACK
 // (ErrPeerReset). Without it, a side that only waits (its requests all
-// acknowledged) has no timer running and would wait forever for a peer
-// that is gone. It sends nothing while the peer talks, and nothing at all
-// on a connection with no work in progress (so an idle endpoint stays
-// idle).
+// acknowledged) would find a peer that is gone only by the keepalive and
+// idle timeout (Options.KeepAlive, IdleTimeout: seconds, not MaxRTOs). It
+// sends nothing while the peer talks, and nothing on a connection with no
+// work in progress. (A closing connection whose own ConnClose was
+// acknowledged waits for the peer's the same way, without being told.)
 //
 // Set it only while the ULP has nothing of its own to send there: work
 // still queued behind the ULP's scheduler (its fair share among many
@@ -431,6 +451,47 @@ func (e *Endpoint) progressClose(c *conn) {
 		e.armCtrl(c, e.now.Add(e.opts.CloseLinger))
 		e.cnt.own[cConnClosed]++
 		e.emit(Event{Kind: EventClosed, Conn: c.handle})
+		return
+	}
+	if c.closeSent && c.txIdle() && !c.closeWait {
+		// Our side is done; only the peer's ConnClose is missing, and no
+		// timer of ours runs any more. Wait for it as for any awaited
+		// peer: a silent peer is probed, and one that gave up its half
+		// answers with a bad-CID NACK.
+		c.closeWait = true
+		c.probesOut, c.probeAt, c.probeExp = 0, e.now, 0
+		if next, ok := e.nextIdleCheck(c); ok {
+			e.armCtrl(c, next)
+		}
+	}
+}
+
+// reclaimSlots answers a ConnOpen that found the table full: every
+// connection silent for an RTO is probed at once and then as an awaited
+// peer is (until it answers), so that the halves of peers that restarted
+// (their answer is a bad-CID NACK) or vanished (RetryLimit+1 probes go
+// unanswered) free their slots within a few round trips, and the
+// initiator's next ConnOpen (its setup timer resends it) finds room. A
+// full table of live connections stays as it is: each answers. At most
+// one pass over the table per InitialRTO.
+func (e *Endpoint) reclaimSlots() {
+	if e.now < e.reclaimAt {
+		return
+	}
+	e.reclaimAt = e.now.Add(e.opts.InitialRTO)
+	for i := range e.conns {
+		c := &e.conns[i]
+		if c.state != StateEstablished && c.state != StateClosing || c.reclaim || e.now.Sub(c.lastRx) < c.rtt.rto {
+			continue
+		}
+		c.reclaim = true
+		c.probe = true
+		e.ackNow(c)
+		c.probesOut, c.probeAt, c.probeExp = 1, e.now, 1
+		e.cnt.own[cReclaimProbes]++
+		if next, ok := e.nextIdleCheck(c); ok {
+			e.armCtrl(c, next)
+		}
 	}
 }
 
@@ -447,12 +508,32 @@ func (e *Endpoint) closeUnacked(c *conn) {
 
 // failConn drops a connection and reports why.
 func (e *Endpoint) failConn(c *conn, err error) {
+	if err == ErrRetryExhausted || err == ErrIdleTimeout || err == ErrOpenTimeout {
+		e.tellGone(c)
+	}
 	h, announce := c.handle, c.announce
 	e.freeConn(c, StateFailed, err)
 	e.cnt.own[cConnFailed]++
 	if announce {
 		e.emit(Event{Kind: EventFailed, Conn: h, Err: err})
 	}
+}
+
+// tellGone tells the peer of a connection this side gives up on that its
+// half is gone: the bad-CID NACK it would earn with its next frame, sent
+// now (a restarted peer's is sent the same way), so that a peer with
+// nothing outstanding — which would never send that frame — ends its half
+// at once, if the path to it works; if not, its own timers do. It names
+// our CID, which the peer finds its connection by; it is rate-limited with
+// the other bad-CID NACKs.
+func (e *Endpoint) tellGone(c *conn) {
+	if !e.badCIDToken() || e.nOrphans == maxOrphans {
+		e.cnt.own[cBadCIDNackSuppressed]++
+		return
+	}
+	e.orphans[e.nOrphans] = orphanNack{addrs: c.addrs, srcCID: c.localCID, code: wire.NackBadCID, echo: c.peerTx}
+	e.nOrphans++
+	e.cnt.own[cGiveUpNotices]++
 }
 
 // freeConn releases everything a connection holds and returns its slot.

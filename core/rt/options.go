@@ -39,8 +39,14 @@ const (
 	// and BadCIDNackBurst.
 	DefaultBadCIDNackRate  = 1000
 	DefaultBadCIDNackBurst = 16
-	MaxCAMCapacity         = cam.MaxCapacity
-	defaultCAMCapLimit     = 1 << 20
+	// DefaultKeepAlive and DefaultIdleTimeout: Options.KeepAlive and
+	// IdleTimeout.
+	DefaultKeepAlive   = time.Second
+	DefaultIdleTimeout = 10 * time.Second
+	// DefaultReplayWindow: Options.ReplayWindow.
+	DefaultReplayWindow = 10 * time.Second
+	MaxCAMCapacity      = cam.MaxCapacity
+	defaultCAMCapLimit  = 1 << 20
 )
 
 // ErrInvalidOptions is wrapped by every error NewEndpoint returns for bad
@@ -181,27 +187,39 @@ type Options struct {
 	// held back are counted (Stats.BadCIDNackSuppressed).
 	BadCIDNackRate  int
 	BadCIDNackBurst int
-	// KeepAlive, when positive, sends a probe (an ACK asking for an ACK)
-	// on a connection that received nothing for KeepAlive, and again every
-	// KeepAlive while it stays silent. IdleTimeout, when positive, fails a
+	// KeepAlive sends a probe (an ACK asking for an ACK) on a connection
+	// that received nothing for KeepAlive, and again every KeepAlive while
+	// it stays silent (default 1 s; negative: none). IdleTimeout fails a
 	// connection that received nothing (probes' answers included) for
-	// IdleTimeout, with ErrIdleTimeout; it must exceed KeepAlive when both
-	// are set. Both are off by default: a peer that dies while we have
-	// packets outstanding is already detected by RetryLimit, one that
-	// restarted by the bad-CID NACK its first packet earns, and one that
-	// goes silent while our ULP awaits it by the probes Conn.SetAwaiting
-	// turns on (with IdleTimeout set they give way to it); what remains —
-	// a silent peer while nothing at all is in progress — needs a timer and probe
-	// traffic on every idle connection, at an interval only the
-	// application knows (how long its operations may wait versus how much
-	// idle traffic it accepts), and would keep every endpoint with an
-	// open connection from ever being idle (NextDeadline), which
-	// simulations and tests that run until nothing is pending rely on.
-	// The transaction layer's operation timeout covers the caller's side;
-	// a target that must reclaim the slots of vanished initiators (a small
-	// MaxConns) sets both.
+	// IdleTimeout, with ErrIdleTimeout (default 10 s, at least 4 ×
+	// KeepAlive; negative: never); it must exceed KeepAlive. Both are on
+	// by default so that no half of a connection outlives its peer: a
+	// peer that restarted answers the first probe with a bad-CID NACK
+	// (ErrPeerReset), one that vanished is dropped after IdleTimeout, and
+	// a table full of such halves cannot refuse newcomers for long (see
+	// the package doc, Failure semantics). A live peer answers, so an idle
+	// connection whose ends are both alive stays open, at the cost of one
+	// small probe and its answer per KeepAlive each way (two frames a
+	// second per idle connection by default: nothing a link carrying
+	// millions notices; a busy connection sends none, its traffic answers
+	// for it). Work in progress needs neither: packets outstanding have
+	// their retransmission timers and a ULP that awaits its peer has
+	// Conn.SetAwaiting's probes, which find a dead peer within MaxRTOs.
+	// An endpoint with a connection open always has a timer pending
+	// (NextDeadline), so a simulation that runs until nothing is pending
+	// turns both off.
 	KeepAlive   time.Duration
 	IdleTimeout time.Duration
+
+	// ReplayWindow and ReplayCache bound the target's memory of early
+	// connects (OpenEarly; dcconnect.go, Replay): a copy of an early
+	// ConnOpen is refused as a replay while its initiator's incarnation is
+	// remembered, at least ReplayWindow after its latest connect (default
+	// 10 s: it must exceed the longest a network may hold a frame), in a
+	// cache of ReplayCache records, one per initiator incarnation (default
+	// 4×MaxConns, at least 256).
+	ReplayWindow time.Duration
+	ReplayCache  int
 
 	// Seed seeds the endpoint's random choices: initial PSNs, CID
 	// generations and the CAMs' hash keys. The same seed and the same
@@ -367,11 +385,28 @@ func (o Options) withDefaults() (Options, error) {
 	if o.BadCIDNackBurst < 0 {
 		return o, invalid("Options.BadCIDNackBurst %d is negative (use a positive burst, or a negative BadCIDNackRate to send none)", o.BadCIDNackBurst)
 	}
-	if o.KeepAlive < 0 || o.IdleTimeout < 0 {
-		return o, invalid("Options.KeepAlive %v and IdleTimeout %v must not be negative (0 turns them off)", o.KeepAlive, o.IdleTimeout)
+	switch {
+	case o.KeepAlive == 0 && o.IdleTimeout > 0:
+		o.KeepAlive = min(DefaultKeepAlive, o.IdleTimeout/4)
+	case o.KeepAlive == 0:
+		o.KeepAlive = DefaultKeepAlive
 	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = max(DefaultIdleTimeout, 4*o.KeepAlive)
+	}
+	// Negative turns either off; the endpoint reads 0 as off.
+	o.KeepAlive, o.IdleTimeout = max(o.KeepAlive, 0), max(o.IdleTimeout, 0)
 	if o.KeepAlive > 0 && o.IdleTimeout > 0 && o.IdleTimeout <= o.KeepAlive {
 		return o, invalid("Options.IdleTimeout %v does not exceed KeepAlive %v: no probe could be answered in time (use a few KeepAlive intervals, e.g. %v)", o.IdleTimeout, o.KeepAlive, 4*o.KeepAlive)
+	}
+	if o.ReplayWindow == 0 {
+		o.ReplayWindow = DefaultReplayWindow
+	}
+	if o.ReplayCache == 0 {
+		o.ReplayCache = min(max(4*o.MaxConns, 256), MaxCAMCapacity)
+	}
+	if o.ReplayWindow < 0 || o.ReplayCache < 1 || o.ReplayCache > MaxCAMCapacity {
+		return o, invalid("Options.ReplayWindow %v must not be negative and ReplayCache %d must be in 1..%d", o.ReplayWindow, o.ReplayCache, MaxCAMCapacity)
 	}
 	room := o.Pool.FrameSize() - o.Pool.Headroom()
 	if room < minFrameRoom {

@@ -618,8 +618,9 @@ func (e *Endpoint) onIdleTimer(c *conn) {
 			// too: a packet that arrived before the probe went would have
 			// made it not due).
 			c.probesOut = 0
+			c.reclaim = false // it answered: alive
 		}
-		if e.now >= e.awaitDue(c) {
+		if e.awaitProbes(c) && e.now >= e.awaitDue(c) {
 			if int(c.probesOut) > e.opts.RetryLimit {
 				e.failConn(c, ErrRetryExhausted)
 				return
@@ -640,7 +641,7 @@ func (e *Endpoint) onIdleTimer(c *conn) {
 // awaitProbes reports whether connection c probes a silent peer because
 // its ULP awaits it (SetAwaiting): Options.IdleTimeout, when set, is the
 // liveness policy instead.
-func (e *Endpoint) awaitProbes(c *conn) bool { return c.awaiting && e.opts.IdleTimeout == 0 }
+func (e *Endpoint) awaitProbes(c *conn) bool { return c.awaiting || c.closeWait || c.reclaim }
 
 // awaitDue returns when an awaiting connection sends its next probe: the
 // RTO after the later of the peer's last packet and our last probe,

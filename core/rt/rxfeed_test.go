@@ -43,7 +43,8 @@ func newRxFeed(burst, payload int, noUDPChecksum bool) (*rxFeed, error) {
 	b.port = &feedPort{pool: pool, mac: net.HardwareAddr{2, 0, 0, 0, 0, 1}}
 	local, peer := netip.MustParseAddr("10.9.0.1"), netip.MustParseAddr("10.9.0.2")
 	b.e, err = NewEndpoint(Options{Name: "rxfeed", Port: b.port, Pool: pool, Clock: b.clk, LocalIP: local, MaxConns: 4, Burst: burst, Seed: 1,
-		NoUDPChecksum: noUDPChecksum})
+		NoUDPChecksum: noUDPChecksum, KeepAlive: -1, IdleTimeout: -1}) // its timers are the tests'
+
 	if err != nil {
 		return nil, errors.Join(err, pool.Close())
 	}

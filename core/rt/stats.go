@@ -62,6 +62,10 @@ const (
 	cTxDupReport
 	cRxDupReport
 	cSpuriousDup
+	cEarlyReplays
+	cReplayCacheFull
+	cGiveUpNotices
+	cReclaimProbes
 	cInternal
 	numCounters
 )
@@ -156,6 +160,19 @@ type Stats struct {
 	// showed a resend of ours was not needed (each widens the
 	// connection's reordering window, like SpuriousEarlyRetransmit).
 	TxDupReport, RxDupReport, SpuriousDupReport uint64
+	// EarlyReplays counts early ConnOpens refused as replays (a connect
+	// number of their initiator's incarnation accepted already, or too old:
+	// dcconnect.go, Replay); ReplayCacheFull those refused for now because
+	// the replay cache had no record to spare for a new incarnation.
+	EarlyReplays    uint64
+	ReplayCacheFull uint64
+	// GiveUpNotices counts the bad-CID NACKs this side sent its peer when
+	// it gave up on a connection (retries or idle timeout ran out, the
+	// setup timed out), so the peer ends its half at once if the path to
+	// it works; ReclaimProbes the probes sent to silent connections when a
+	// ConnOpen found the table full.
+	GiveUpNotices uint64
+	ReclaimProbes uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -200,6 +217,8 @@ func (c *counters) snapshot() Stats {
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
 		Refunds: v[cRefunds], NackForged: v[cNackForged],
 		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
+		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
+		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
 		Internal: v[cInternal],
 	}
 }

@@ -282,6 +282,14 @@
 // NSN after its last data packet), so the receiver knows when both windows
 // are complete before it tears the connection down.
 //
+// An early ConnOpen (core/rt OpenEarly: data follows it before ConnAccept)
+// says so with ReqLen 0x44430002 ("DC", version 2) and announces the
+// initiator's initial PSNs (PSN: request window, Offset: data window), its
+// incarnation (RSN, never 0: drawn when the endpoint starts) and a connect
+// number (SSN, never 0, one counter per incarnation), which the target's
+// replay cache checks so that a copy of an old early ConnOpen is refused
+// (core/rt dcconnect.go, "Replay"). A plain ConnOpen sends those fields as 0.
+//
 // # RoCEv2
 //
 // BTH, DecodeBTH, EncodeRoCEFrame and DecodeRoCEFrame read and write the

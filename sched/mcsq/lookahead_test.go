@@ -68,3 +68,21 @@ func TestLookaheadStopsAtALocalOperation(t *testing.T) {
 	require.Equal(t, []uint64{1, 2, 4}, order(f.got))
 	require.Zero(t, q.Stats().Overtook)
 }
+
+// TestShallowQueueDefaultLookahead: a queue shallower than the default
+// lookahead is made with the default options (the lookahead is clamped to
+// its depth) and still lets a bound WR overtake a waiting head.
+func TestShallowQueueDefaultLookahead(t *testing.T) {
+	for _, depth := range []int{2, 64, 128} {
+		f := newFixture(t, sim.MCSQNetOptions{Seed: 5, Hosts: 2})
+		dc, err := f.n.Engine.NewPool(mcsq.PoolOptions{Kind: mcsq.DC, SQs: 1})
+		require.NoError(t, err)
+		q, err := f.n.Engine.NewQueue(mcsq.QueueOptions{DC: dc, Ordered: true, Depth: depth})
+		require.NoError(t, err, "Depth %d with the default lookahead", depth)
+		ts := f.targets()
+		w1 := f.push(mcsq.Flow(1), ts[0], 0, 1, 64, 1, 1)
+		require.NoError(t, q.Post(&w1))
+		f.runUntilCovered(q, 1, time.Second)
+		checkCoverage(t, f.cqes, 1, true)
+	}
+}

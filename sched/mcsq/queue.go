@@ -33,7 +33,7 @@ type QueueOptions struct {
 	Burst int
 	// Lookahead is how many WRs behind a waiting head the distributor
 	// looks at, and the most that may overtake one waiting head (default
-	// 256). While the head waits for an SQ, a WR behind it whose
+	// 256, or Depth when that is smaller). While the head waits for an SQ, a WR behind it whose
 	// identifier no earlier waiting WR has is placed if it can be (its
 	// identifier bound to an SQ with room, or a free SQ left); a WR never
 	// overtakes an earlier one of its own identifier, nor a local
@@ -126,7 +126,9 @@ func (e *Engine) NewQueue(o QueueOptions) (*Queue, error) {
 		return nil, fmt.Errorf("%w: QueueOptions.Burst %d must be at least 1", ErrInvalidOptions, o.Burst)
 	}
 	if o.Lookahead == 0 {
-		o.Lookahead = 256
+		// The default never exceeds a shallow queue's depth: a queue of
+		// 64 WRs looks at most 64 behind its head.
+		o.Lookahead = min(256, o.Depth)
 	}
 	if o.Lookahead < 0 || o.Lookahead > o.Depth {
 		return nil, fmt.Errorf("%w: QueueOptions.Lookahead %d out of range (1 to Depth %d; StrictHOL turns it off)", ErrInvalidOptions, o.Lookahead, o.Depth)

@@ -64,6 +64,9 @@ f.d_ext    = ProtoField.bool("peregrine.send.desc.in_extension", "Index in the P
 f.d_omit   = ProtoField.bool("peregrine.send.desc.omitted", "Index omitted", 8, nil, 0x20)
 f.d_tag    = ProtoField.uint8("peregrine.send.tag", "Index tag (relative base, or log2 ring depth)", base.DEC)
 f.d_index  = ProtoField.uint32("peregrine.send.index", "Delivery index", base.DEC)
+-- early ConnOpen (ReqLen 0x44430002): RSN and SSN name the connect (anti-replay)
+f.earlyinc = ProtoField.uint32("peregrine.early.incarnation", "Initiator incarnation", base.HEX)
+f.earlynum = ProtoField.uint32("peregrine.early.connect", "Connect number", base.DEC)
 -- ACK and extended-ACK body
 f.oow      = ProtoField.uint8("peregrine.ack.oow", "Out-of-window flags", base.HEX)
 f.rxbuf    = ProtoField.uint8("peregrine.ack.rxbuf", "Receive buffer level", base.DEC)
@@ -173,6 +176,10 @@ function p.dissector(buf, pinfo, root)
     elseif kind ~= 0 and bit.band(d, 0x10) ~= 0 and width < 32 then
       tree:add(f.d_tag, buf(16, 1))
     end
+  end
+  if t == 1 and buf(36, 4):uint() == 0x44430002 then
+    tree:add(f.earlyinc, buf(12, 4))
+    tree:add(f.earlynum, buf(16, 4))
   end
   if buf:len() < hlen then
     tree:add_expert_info(PI_MALFORMED, PI_ERROR, "header shorter than its body and extensions")

@@ -192,9 +192,9 @@
 //     has its retransmission timer) the transport probes a silent peer
 //     (rt.Conn.SetAwaiting, await.go) and fails the connection after
 //     RetryLimit+1 unanswered probes (rt.ErrRetryExhausted), or at the
-//     bad-CID NACK of a peer that lost it (rt.ErrPeerReset) — unless rt
-//     Options.IdleTimeout is set, which then decides (rt.ErrIdleTimeout).
-//     An operation's timeout ends it sooner if shorter.
+//     bad-CID NACK of a peer that lost it (rt.ErrPeerReset), or when rt
+//     Options.IdleTimeout runs out first (rt.ErrIdleTimeout). An
+//     operation's timeout ends it sooner if shorter.
 //
 // At the initiator, in this order: the operation stops (nothing more of
 // it is sent; its queued packet leaves the scheduler; pull data arriving

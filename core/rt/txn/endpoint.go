@@ -214,15 +214,57 @@ func (e *Endpoint) Stop(now clock.Time) {
 func (e *Endpoint) Close() error { return e.rt.Close() }
 
 // Open starts a connection to peer. Operations may be posted at once; they
-// wait in the scheduler until the connection is established.
+// wait in the scheduler until the connection is established. Every option
+// is checked before anything opens: a bad one changes nothing.
 func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
+	return e.open(peer, opts, false)
+}
+
+// OpenEarly is Open over rt.Endpoint.OpenEarly: operations posted at once
+// are sent at once, right behind the ConnOpen, without waiting for the
+// target's ConnAccept (a round trip). sched/mcsq's DC SQs connect this
+// way. See "Early data" in core/rt/dcconnect.go for how a lost or refused
+// connect is recovered. It takes the same options as Open, checked the
+// same way.
+func (e *Endpoint) OpenEarly(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
+	return e.open(peer, opts, true)
+}
+
+// checkConnOptions reports the first option Open would refuse.
+func checkConnOptions(opts *ConnOptions) error {
+	if err := opts.Index.Validate(); err != nil {
+		return fmt.Errorf("txn: ConnOptions.Index: %w", err)
+	}
+	if opts.OpTimeout < 0 {
+		return fmt.Errorf("txn: ConnOptions.OpTimeout %v must not be negative", opts.OpTimeout)
+	}
+	if opts.Weight < 0 || opts.Weight > sched.MaxWeight {
+		return fmt.Errorf("txn: ConnOptions.Weight %d is out of range (use 1..%d, or 0 for 1)", opts.Weight, sched.MaxWeight)
+	}
+	if opts.IOI != nil {
+		if err := opts.IOI.Validate(); err != nil {
+			return fmt.Errorf("txn: ConnOptions.IOI: %w", err)
+		}
+	}
+	return nil
+}
+
+// open is Open and OpenEarly: validate, open the transport connection,
+// then apply the options, none of which can fail any more.
+func (e *Endpoint) open(peer rt.PeerAddr, opts ConnOptions, early bool) (*Conn, error) {
+	if err := checkConnOptions(&opts); err != nil {
+		return nil, err
+	}
 	if len(e.freeCon) == 0 {
 		return nil, rt.ErrTableFull
 	}
-	if err := opts.Index.Validate(); err != nil {
-		return nil, fmt.Errorf("txn: ConnOptions.Index: %w", err)
+	var rc *rt.Conn
+	var err error
+	if early {
+		rc, err = e.rt.OpenEarly(peer)
+	} else {
+		rc, err = e.rt.Open(peer)
 	}
-	rc, err := e.rt.Open(peer)
 	if err != nil {
 		return nil, err
 	}
@@ -232,27 +274,11 @@ func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
 		return nil, rt.ErrTableFull
 	}
 	c.ordered = opts.Ordered
-	if opts.Weight > 0 {
-		if err := e.sch.SetWeight(int(c.handle.idx), opts.Weight); err != nil {
-			c.aborting, c.quiet = true, true // never handed out: tell nobody
-			h := c.handle
-			rc.Abort()
-			if h.live() != nil {
-				e.teardown(h.idx, rt.ErrAborted)
-			}
-			return nil, err
-		}
-	}
-	if opts.OpTimeout < 0 {
-		return nil, fmt.Errorf("txn: ConnOptions.OpTimeout %v must not be negative", opts.OpTimeout)
-	}
 	c.opTimeout = opts.OpTimeout
-	if opts.IOI != nil {
-		if err := opts.IOI.Validate(); err != nil {
-			return nil, fmt.Errorf("txn: ConnOptions.IOI: %w", err)
-		}
-		c.ioiOpen(opts.IOI)
+	if opts.Weight > 0 {
+		_ = e.sch.SetWeight(int(c.handle.idx), opts.Weight) // validated above
 	}
+	c.ioiOpen(opts.IOI)
 	_ = e.dx.configure(e, int(c.handle.idx), opts.Index) // validated above
 	return c.handle, nil
 }
