@@ -229,6 +229,7 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 		}
 		x := &e.ctx[idx]
 		e.rackAcked(c, k, x)
+		e.pathAcked(c, x)
 		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
 		e.releaseCtx(idx)
 		e.cnt.own[cAckRetired]++

@@ -101,6 +101,9 @@ type Endpoint struct {
 	closed  bool
 
 	qpn *qpnState // global QP numbers (qpn.go); nil when off
+
+	// pathCnt: multipath health (paths.go).
+	pathCnt pathCounters
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will

@@ -39,6 +39,9 @@ type retxCtx struct {
 	early   bool // queued as an early retransmit
 	resync  bool // the frame is a resync standing in for the abandoned packet
 	nacked  bool // the resync stands in for a packet the peer's ULP refused
+
+	// route: how its transmissions are steered over the paths (paths.go).
+	route uint8
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.
