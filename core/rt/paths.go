@@ -36,7 +36,14 @@ import (
 //
 // A loss is a resend, early or by the timer; a resend the peer asked for
 // by holding it off (an RNR or out-of-window NACK) is not a loss of the
-// path. Steering rewrites the source port of the copy being sent (its UDP
+// path. A sprayed packet lost while packets sent with it were
+// acknowledged was lost to its path, which the fabric may have chosen by
+// itself (round robin, at random, adaptively): such a loss does not spend
+// the packet's retry budget (Options.RetryLimit), which is there to find
+// a dead peer, up to rerouteBudget budgets in all; with one of four paths
+// dead, a packet spent its eight transmissions on it once in a few tens
+// of thousands of packets, in well under a millisecond of early resends,
+// and its message was abandoned. Steering rewrites the source port of the copy being sent (its UDP
 // checksum updated incrementally) and allocates nothing.
 
 const (
@@ -47,6 +54,9 @@ const (
 	// suspect; orderedMoveAfter those that move the ordered path.
 	suspectAfter     = 2
 	orderedMoveAfter = 2
+	// rerouteBudget bounds the transmissions of a sprayed packet whose
+	// losses did not count (steer), in retry budgets.
+	rerouteBudget = 4
 )
 
 // retxCtx.route: how a packet's transmissions are steered.
@@ -211,6 +221,16 @@ func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 				e.pathCnt.suspects.Add(1)
 			}
 			e.pathCnt.reroutes.Add(1)
+			if x.tx > 0 && int(x.sends) < rerouteBudget*(e.opts.RetryLimit+1) &&
+				c.rtt.rack.win[c.window(x.win)].progress > x.sentAt {
+				// Lost while packets sent with it got through: a path
+				// lost it, not the peer or the connection, and on a
+				// fabric that sprays on its own (round robin, at random,
+				// adaptively) no entropy value avoids a dead path. It
+				// does not spend the retry budget, up to rerouteBudget
+				// times that budget in all.
+				x.tx--
+			}
 		}
 	}
 	probe := x.sends == 0 && p.suspect != 0 && e.now >= p.probeAt
