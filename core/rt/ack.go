@@ -350,6 +350,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		e.ackSent(c)
 		return true
 	}
+	c.steerAck(e.room(f)[:n]) // paths.go
 	e.pool.SetLen(f, n)
 	e.pending = append(e.pending, f)
 	if nack {

@@ -34,6 +34,14 @@ import (
 // flow for the fabric's hash. The receiver accepts a data packet from any
 // port in IOIEntropyPorts (sprayedFrom).
 //
+// The ACKs of a receiver take one path too, the one its 5-tuple hashes
+// to. When the peer sends ackMoveAfter packets again in a row that we had
+// (stale or duplicate) while our window stood still, our ACKs of them did
+// not reach it: the receiver moves the path of its ACKs and NACKs to the
+// source port of one of its entropy values. Until then they leave from
+// the connection's own port, so that the sender's fast receive path takes
+// them; it accepts ACKs and NACKs from any port of IOIEntropyPorts.
+//
 // A loss is a resend, early or by the timer; a resend the peer asked for
 // by holding it off (an RNR or out-of-window NACK) is not a loss of the
 // path. A sprayed packet lost while packets sent with it were
@@ -54,6 +62,7 @@ const (
 	// suspect; orderedMoveAfter those that move the ordered path.
 	suspectAfter     = 2
 	orderedMoveAfter = 2
+	ackMoveAfter     = 3
 	// rerouteBudget bounds the transmissions of a sprayed packet whose
 	// losses did not count (steer), in retry budgets.
 	rerouteBudget = 4
@@ -84,6 +93,15 @@ type pathSet struct {
 	ordFails uint8
 	ordSlot  uint8
 	ordSince clock.Time
+
+	// The path of our ACKs and NACKs: their source port (0: the
+	// connection's own), the packets the peer sent again in a row while
+	// the window (dupWin) stood at dupBSN, the slot it last took.
+	ackPort uint16
+	dupRun  uint8
+	dupWin  uint8
+	ackSlot uint8
+	dupBSN  uint32
 }
 
 // PathStats are an endpoint's multipath-health counters (all only grow).
@@ -95,21 +113,22 @@ type PathStats struct {
 	// but probes); Probes: packets sent on one; Restored: values a probe
 	// brought back.
 	Suspects, Probes, Restored uint64
-	// OrderedMoves: times a connection moved its ordered path.
-	OrderedMoves uint64
+	// OrderedMoves: times a connection moved its ordered path;
+	// AckMoves: times a receiver moved the path of its ACKs.
+	OrderedMoves, AckMoves uint64
 }
 
 // pathCounters are updated when a path's standing changes, never per
 // packet, so they are atomics written at once.
 type pathCounters struct {
-	reroutes, suspects, probes, restored, orderedMoves atomic.Uint64
+	reroutes, suspects, probes, restored, orderedMoves, ackMoves atomic.Uint64
 }
 
 // PathStats returns the multipath-health counters; any goroutine.
 func (e *Endpoint) PathStats() PathStats {
 	p := &e.pathCnt
 	return PathStats{Reroutes: p.reroutes.Load(), Suspects: p.suspects.Load(), Probes: p.probes.Load(),
-		Restored: p.restored.Load(), OrderedMoves: p.orderedMoves.Load()}
+		Restored: p.restored.Load(), OrderedMoves: p.orderedMoves.Load(), AckMoves: p.ackMoves.Load()}
 }
 
 // routeOf is how a new packet described by sh is steered.
@@ -282,5 +301,38 @@ func (e *Endpoint) pathAcked(c *conn, x *retxCtx) {
 			p.fails[s] = 0
 			e.pathCnt.restored.Add(1)
 		}
+	}
+}
+
+// pathNotNew learns from a packet of window w the peer sent again though
+// we had it: our acknowledgement did not reach the peer (or its resend
+// was early). ackMoveAfter of them in a row, while the window stood
+// still, move the path of our ACKs.
+func (e *Endpoint) pathNotNew(c *conn, w wire.Window) {
+	p := &c.paths
+	k := c.window(w)
+	if bsn := c.rx[k].bsn; bsn != p.dupBSN || p.dupWin != uint8(k) {
+		p.dupBSN, p.dupWin, p.dupRun = bsn, uint8(k), 0
+	}
+	if p.dupRun++; p.dupRun < ackMoveAfter {
+		return
+	}
+	if !p.ready {
+		p.init(e.hashSeed, c.localCID)
+	}
+	s := nextIn(^p.suspect&(1<<numEV-1), p.ackSlot)
+	if s < 0 {
+		s = int(p.ackSlot) % numEV
+	}
+	p.ackSlot = uint8(s+1) % numEV
+	p.ackPort, p.dupRun = p.ev[s], 0
+	e.pathCnt.ackMoves.Add(1)
+}
+
+// steerAck gives an ACK or NACK being built in frame the path of our
+// ACKs.
+func (c *conn) steerAck(frame []byte) {
+	if c.paths.ackPort != 0 {
+		wire.SetClass(frame, c.paths.ackPort, 0)
 	}
 }

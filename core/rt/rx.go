@@ -369,6 +369,9 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
 		e.cnt.own[cRxDuplicate]++
 		c.stats.Duplicates++
 	}
+	if class != rxBeyond {
+		e.pathNotNew(c, w) // paths.go
+	}
 	e.ackNow(c)
 }
 

@@ -45,6 +45,7 @@ type deadPath struct {
 	trace *portTrace
 	conn  *Conn
 	dead  int
+	ack   int // the path B's ACKs take back (it sends nothing else here)
 	src   []byte
 	dst   []byte
 	ls    Region
@@ -91,16 +92,19 @@ func newDeadPath(t *testing.T, spray string, mode ioi.Mode) *deadPath {
 	x.run(func() bool { return probe.Transport() != nil && probe.Transport().State() == rt.StateEstablished }, 100*time.Millisecond)
 	// A second connection between the same ports: the same 5-tuple, so
 	// the same ordered path as x.conn.
-	before := fab.Stats().AtoB.Paths
+	before, back := fab.Stats().AtoB.Paths, fab.Stats().BtoA.Paths
 	_, err = probe.Push(Op{Local: x.ls, Len: 64 << 10, Remote: wire.RegionRef{Key: x.rr.Key}})
 	require.NoError(t, err)
 	x.run(func() bool { return len(x.cqA) == 1 }, time.Second)
 	require.Equal(t, StatusOK, x.cqA[0].Status)
 	x.cqA = x.cqA[:0]
-	after := fab.Stats().AtoB.Paths
+	after, ackAfter := fab.Stats().AtoB.Paths, fab.Stats().BtoA.Paths
 	for i := range after {
 		if after[i]-before[i] > after[x.dead]-before[x.dead] {
 			x.dead = i
+		}
+		if ackAfter[i]-back[i] > ackAfter[x.ack]-back[x.ack] {
+			x.ack = i
 		}
 	}
 	require.Greater(t, after[x.dead]-before[x.dead], uint64(30), "the in-order push kept one path")
@@ -216,4 +220,16 @@ func TestSprayedPacketsOutliveUnluckyDraws(t *testing.T) {
 	require.NoError(t, x.fab.SetPathDown(fabric.AtoB, (x.dead+1)%4, true))
 	require.Zero(t, x.push(t, 6), "messages abandoned with two healthy paths\n%v", x)
 	require.Positive(t, x.a.Transport().PathStats().Reroutes)
+}
+
+// Under ECMP hashing a receiver's ACKs take one path back. When it dies,
+// the sender resends what the receiver has; the receiver, seeing the same
+// packets again while its window stands still, moves its ACKs to another
+// path (before, the connection failed: 10 of 10 messages lost).
+func TestAckPathMovesOffADeadPath(t *testing.T) {
+	x := newDeadPath(t, "entropy", ioi.ModeIOI)
+	require.NoError(t, x.fab.SetPathDown(fabric.BtoA, x.ack, true))
+	require.Zero(t, x.push(t, 10), "messages lost with three healthy paths each way\n%v", x)
+	require.Positive(t, x.b.Transport().PathStats().AckMoves, "%v", x)
+	require.Positive(t, x.fab.Stats().BtoA.PathDownDrops)
 }
