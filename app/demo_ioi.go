@@ -72,8 +72,8 @@ func (d *TransportDemo) IOILines() []string {
 			i.InSequence+t.InSequence, i.OutOfSequence+t.OutOfSequence, i.Refused+t.Refused, i.Forged+t.Forged, i.Stale+t.Stale, i.Unknown+t.Unknown),
 	}
 	pi, pt := d.Initiator.Transport().PathStats(), d.Target.Transport().PathStats()
-	lines = append(lines, fmt.Sprintf("paths: sprayed resends moved off the path they were lost on %d, entropy values found failing %d, probes %d (values restored %d), ordered-path moves %d",
-		pi.Reroutes+pt.Reroutes, pi.Suspects+pt.Suspects, pi.Probes+pt.Probes, pi.Restored+pt.Restored, pi.OrderedMoves+pt.OrderedMoves))
+	lines = append(lines, fmt.Sprintf("paths: sprayed resends moved off the path they were lost on %d, entropy values found failing %d, probes %d (values restored %d), ordered-path moves %d, ACK-path moves %d",
+		pi.Reroutes+pt.Reroutes, pi.Suspects+pt.Suspects, pi.Probes+pt.Probes, pi.Restored+pt.Restored, pi.OrderedMoves+pt.OrderedMoves, pi.AckMoves+pt.AckMoves))
 	var paths []string
 	for k, p := range fs.AtoB.PathDetail {
 		paths = append(paths, fmt.Sprintf("#%d %s: %d frames %.1f MB peak queue %d drops %d", k, d.pathLink(k), p.Frames, float64(p.Bytes)/1e6, p.QueuePeak, p.Drops))

@@ -35,9 +35,9 @@ import (
 // port in IOIEntropyPorts (sprayedFrom).
 //
 // The ACKs of a receiver take one path too, the one its 5-tuple hashes
-// to. When the peer sends ackMoveAfter packets again in a row that we had
-// (stale or duplicate) while our window stood still, our ACKs of them did
-// not reach it: the receiver moves the path of its ACKs and NACKs to the
+// to. When the peer sends ackMoveAfter packets in a row that we had
+// (stale or duplicate), each resent at least twice, while our window
+// stood still, our ACKs of them did not reach it: the receiver moves the path of its ACKs and NACKs to the
 // source port of one of its entropy values. Until then they leave from
 // the connection's own port, so that the sender's fast receive path takes
 // them; it accepts ACKs and NACKs from any port of IOIEntropyPorts.
@@ -304,11 +304,15 @@ func (e *Endpoint) pathAcked(c *conn, x *retxCtx) {
 	}
 }
 
-// pathNotNew learns from a packet of window w the peer sent again though
-// we had it: our acknowledgement did not reach the peer (or its resend
-// was early). ackMoveAfter of them in a row, while the window stood
-// still, move the path of our ACKs.
-func (e *Endpoint) pathNotNew(c *conn, w wire.Window) {
+// pathNotNew learns from a packet of window w (header hd) the peer sent
+// again though we had it. A first resend may be an early one; from the
+// second on, our acknowledgement of the first did not reach the peer
+// either. ackMoveAfter of those in a row, while the window stood still,
+// move the path of our ACKs.
+func (e *Endpoint) pathNotNew(c *conn, w wire.Window, hd *wire.Header) {
+	if hd.Retry < 2 {
+		return
+	}
 	p := &c.paths
 	k := c.window(w)
 	if bsn := c.rx[k].bsn; bsn != p.dupBSN || p.dupWin != uint8(k) {

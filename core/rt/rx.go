@@ -311,6 +311,9 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	rw := &c.rx[c.window(w)]
 	class, off := rw.classify(hd.PSN)
 	if class != rxNew {
+		if class != rxBeyond {
+			e.pathNotNew(c, w, hd) // paths.go
+		}
 		e.onNotNew(c, w, class)
 		return
 	}
@@ -368,9 +371,6 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
 	case rxDuplicate:
 		e.cnt.own[cRxDuplicate]++
 		c.stats.Duplicates++
-	}
-	if class != rxBeyond {
-		e.pathNotNew(c, w) // paths.go
 	}
 	e.ackNow(c)
 }
