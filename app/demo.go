@@ -241,3 +241,21 @@ func (d *TransportDemo) Drain(stall time.Duration) bool {
 	d.Sends.Stop()
 	return d.waitDrained(stall)
 }
+
+// DemoMinCwnd is the least congestion window of the demo's connections, in
+// packets (demo_ioi.go says why), for harnesses that run its traffic.
+const DemoMinCwnd = demoMinCwnd
+
+// FabricDrops is every frame a fabric dropped, both ways, whatever the
+// reason (random and burst loss, full queues and paths, path loss, TTL,
+// a link down or cut, corruption, which the receiver drops): what the
+// transports had to recover. The demo's retransmissions per fabric loss
+// divide by it.
+func FabricDrops(fs fabric.Stats) uint64 {
+	n := uint64(0)
+	for _, d := range []fabric.DirStats{fs.AtoB, fs.BtoA} {
+		n += d.LossRandom + d.LossBurst + d.QueueFull + d.LimitFull + d.TTLExpired + d.Corrupted +
+			d.LinkDown + d.LinkCut + d.PathQueueFull + d.PathLossDrops
+	}
+	return n
+}

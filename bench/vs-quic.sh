@@ -348,7 +348,7 @@ pg_t_ns=$sink pg_t_port="afxdp:$sink_if" pg_t_addr=$sink_addr pg_t_mac=$sink_mac
 pg_i_ns=$gen pg_i_port="afxdp:$gen_if" pg_i_addr=$gen_addr
 pg_target() {
 	start "$pg_t_ns" "$tmp/pg-target.log" "$tmp/peregrine" transport target --port "$pg_t_port" --ip "$pg_t_addr" \
-		--sizes 4KiB,64KiB --window 32 --duration 0 --lcore "$fabric_cpu" --idle yield --quiet "$@"
+		--sizes 4KiB,64KiB --window 32 --duration 0 --lcores "$fabric_cpu" --idle yield --quiet "$@"
 	target_pid=$started
 	wait_line "$tmp/pg-target.log" '^READY' "$target_pid" "peregrine transport target"
 	region_key=$(sed -n 's/^READY key=\([^ ]*\).*/\1/p' "$tmp/pg-target.log")
@@ -360,7 +360,7 @@ pg_target_stop() {
 # pg_argv sets $argv to the initiator's command against the current target.
 pg_argv() {
 	argv=("$tmp/peregrine" transport initiator --port "$pg_i_port" --ip "$pg_i_addr"
-		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcore 0 --idle yield --quiet)
+		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcores 0 --idle yield --quiet)
 }
 # pg_initiator WHAT ARGS...: one initiator run; $result is its RESULT line.
 pg_initiator() {

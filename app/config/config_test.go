@@ -52,7 +52,7 @@ pipelines:
   - {lcore: a, stages: [{kind: sink, port: p0}]}
   - {lcore: b, stages: [{kind: fabric, a: p0, b: p1, profile: "loss=200%"}]}
 `, []string{`pipelines[1].stages[0].profile: "loss=200%": `, "0..100%"}},
-		{"unknown top-level key", "lcore: []\n", []string{"field lcore not found"}},
+		{"unknown top-level key", "lcore: []\n", []string{`lcore: line 1: the file has no field "lcore"`}},
 		{"unknown stage key", `
 lcores: [{name: a}]
 ports: [{name: p0, spec: "null:"}]
@@ -125,7 +125,7 @@ pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 
 			`pipelines[0].stages[0].host: "p0" is the network port too`,
 			`pipelines[0].stages[0].open: 4 QPs (open 3, qps 1) do not fit in 2 slots`,
 			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
-			`pipelines[0].stages[0].first_qpn: 0x1000000 exceeds 0xffffff`,
+			`pipelines[0].stages[0].first_qpn: 0x1000000 is out of range: use 0x2..0xfffffe`,
 			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
 		}},
 		{"roce: unknown key", `
@@ -263,4 +263,19 @@ pipelines: [{lcore: a, stages: [
 		"peregrine_transport_srtt_seconds/ini", "peregrine_transport_cwnd_packets/ini", "peregrine_transport_srtt_seconds/tgt"} {
 		require.True(t, series[want], "no %s", want)
 	}
+}
+
+// TestTransportBuffersBounded: Sends and receive WQEs of the largest size
+// count toward the transport's buffers, checked before anything is
+// allocated.
+func TestTransportBuffersBounded(t *testing.T) {
+	_, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: p0, spec: "mem:bb/0"}, {name: p1, spec: "mem:bb/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: transport, role: initiator, port: p0, ip: 198.18.0.1, peer: t, window: 1, msg_size: 1GiB, sends: 4096},
+  {kind: transport, name: t, role: target, port: p1, ip: 198.18.0.2, window: 1, msg_size: 1GiB, post_recv: 256}]}]
+`))
+	require.ErrorContains(t, err, "pipelines[0].stages[0].sends: window 1 and 4096 Sends and 0 receive WQEs of up to 1073741824 B need")
+	require.ErrorContains(t, err, "pipelines[0].stages[1].post_recv: window 1 and 0 Sends and 256 receive WQEs")
 }

@@ -32,11 +32,18 @@
 // (app.AddMCSQInitiator; configs/transport-mcsq.yaml).
 //
 // The YAML library is go.yaml.in/yaml/v3, the maintained continuation of
-// gopkg.in/yaml.v3 (already in the module graph): its Decoder.KnownFields
-// makes an unknown key an error. A stage is a mapping whose "kind" key
-// selects its type, so its other keys are decoded into that type after the
-// kind is known; yaml.Node.Decode is not strict, so Parse checks those keys
-// against the type itself (checkKeys) first.
+// gopkg.in/yaml.v3 (already in the module graph). Its strict mode stops at
+// the first unknown key and its type errors name a line, not a field, so
+// Parse walks the document beside the schema's types itself (checkNode):
+// every unknown key, every value of the wrong type and every explicit
+// zero of a field that has a default (tagged default:"...": leaving it
+// out gives the default, 0 would be silently replaced) is reported with
+// its path, all at once. A stage is a mapping whose "kind" key selects its
+// type, so its other keys are checked and decoded once the kind is known.
+//
+// Load bounds the file's size (MaxFileBytes) and takes the file names of
+// ports (pcap:, pcap-out:, capture=) relative to the file's directory; a
+// capture to read that does not exist is an error of the file.
 //
 // # Errors
 //

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/metrics"
 	"github.com/peregrine-net/peregrine/core/rt"
 )
@@ -62,3 +63,22 @@ func (r *generatorRun) Export(name string, reg *metrics.Registry) error {
 func (r *sinkRun) Export(name string, reg *metrics.Registry) error {
 	return reg.Stage("sink", name, func() map[string]uint64 { return map[string]uint64{"frames": r.s.Frames()} }, nil)
 }
+
+// ExportRoCE exports a RoCE stage's counters (the roce subcommand and the
+// roce stage of a file).
+func ExportRoCE(reg *metrics.Registry, name string, r *app.RoCE) error {
+	return reg.Stage("roce", name, func() map[string]uint64 {
+		s := r.Stage.Stats()
+		return map[string]uint64{"to_host_forwarded": s.ToHost.Forwarded, "to_net_forwarded": s.ToNet.Forwarded,
+			"to_host_received": s.ToHost.Received, "to_net_received": s.ToNet.Received}
+	}, func() map[string]uint64 {
+		s := r.Stage.Stats()
+		return map[string]uint64{"stale_qpn": s.ToHost.DropRetired, "unknown_qpn": s.ToHost.DropUnknown + s.ToNet.DropUnknown,
+			"icrc": s.ToHost.DropICRC + s.ToNet.DropICRC, "malformed": s.ToHost.DropMalformed + s.ToNet.DropMalformed,
+			"access": s.ToHost.DropAccess + s.ToNet.DropAccess, "strict_psn": s.ToHost.DropStrictPSN + s.ToNet.DropStrictPSN,
+			"tx_full": s.ToHost.DropTxFull + s.ToNet.DropTxFull}
+	})
+}
+
+// Export implements exporter.
+func (r *roceRun) Export(name string, reg *metrics.Registry) error { return ExportRoCE(reg, name, r.r) }

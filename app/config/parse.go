@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/peregrine-net/peregrine/pmd"
 )
 
 // Config is a parsed and validated configuration: the file, and every
@@ -21,6 +25,8 @@ type Config struct {
 	Stages []Placed
 	// lcore names → index in File.Lcores
 	lcores map[string]int
+	// refused are the paths the schema check reported.
+	refused map[string]bool
 }
 
 // Placed is one stage of one pipeline.
@@ -38,25 +44,45 @@ type Placed struct {
 	line int
 }
 
-// Load reads and parses the file at path (Parse).
+// MaxFileBytes bounds a configuration file: the examples in configs/ are
+// a few kilobytes, and a file name given by mistake (a capture, a
+// device) is refused instead of read to its end.
+const MaxFileBytes = 1 << 20
+
+// Load reads and parses the file at path (Parse). File names in it — a
+// pcap: port's capture, a pcap-out: port's output, a capture= parameter —
+// are relative to the file's directory, as its examples assume; an input
+// that does not exist, or an output whose directory does not, is an error
+// of the file.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("config: the file is larger than %d KiB: not a configuration (see configs/ for examples)", MaxFileBytes>>10)
+	}
+	return parse(data, filepath.Dir(path))
 }
 
 // Parse decodes data strictly — an unknown key anywhere is an error that
 // names it — applies the defaults, and validates the whole configuration
 // (Validate) before anything is opened. Its error lists every problem
 // found, one per line, each prefixed by the field's path
-// ("pipelines[1].stages[0].profile: ...").
-func Parse(data []byte) (*Config, error) {
-	var f File
+// ("pipelines[1].stages[0].profile: ..."). File names in ports are taken
+// as they are (relative to the working directory) and not looked at: Load
+// resolves and checks them.
+func Parse(data []byte) (*Config, error) { return parse(data, "") }
+
+func parse(data []byte, dir string) (*Config, error) {
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("config: the file is empty (see configs/ for examples)")
 		}
@@ -66,14 +92,24 @@ func Parse(data []byte) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("config: the file holds more than one YAML document (keep one; remove the '---' after the first)")
 	}
+	var errs Errors
+	var f File
+	if len(root.Content) == 1 {
+		doc := root.Content[0]
+		checkNode(doc, reflect.TypeOf(f), "", "", &errs)
+		// What the check refused stays at its zero value; the rest decodes.
+		_ = doc.Decode(&f)
+	}
 	applyDefaults(&f)
+	if dir != "" {
+		resolvePorts(&f, dir, &errs)
+	}
 	c := &Config{File: f, lcores: map[string]int{}}
 	for i, lc := range f.Lcores {
 		if _, dup := c.lcores[lc.Name]; !dup && lc.Name != "" {
 			c.lcores[lc.Name] = i
 		}
 	}
-	var errs Errors
 	counts := map[string]int{}
 	for i, pl := range f.Pipelines {
 		loop, ok := c.lcores[pl.Lcore]
@@ -82,17 +118,22 @@ func Parse(data []byte) (*Config, error) {
 		}
 		for j := range pl.Stages {
 			path := fmt.Sprintf("pipelines[%d].stages[%d]", i, j)
-			st, err := decodeStage(&pl.Stages[j], path, counts)
-			if err != nil {
-				errs = append(errs, err)
+			st, serrs := decodeStage(&pl.Stages[j], path, counts)
+			errs = append(errs, serrs...)
+			if st.Spec == nil {
 				continue
 			}
 			st.Lcore = loop
 			c.Stages = append(c.Stages, st)
 		}
 	}
-	// A stage that did not decode is left out of the checks; every other
-	// problem is still reported with it.
+	// A stage without a known kind is left out of the checks; every other
+	// problem is still reported with it. A field the schema refused is
+	// reported once, not again as the zero it was left at.
+	c.refused = map[string]bool{}
+	for _, e := range errs {
+		c.refused[e.Path] = true
+	}
 	if err := c.validate(errs); err != nil {
 		return nil, err
 	}
@@ -118,13 +159,12 @@ func applyDefaults(f *File) {
 }
 
 // decodeStage reads one stage mapping: its kind, its name, and the rest
-// strictly into the kind's type.
-func decodeStage(n *yaml.Node, path string, counts map[string]int) (Placed, *Error) {
+// into the kind's type, every unknown key and wrong value reported.
+func decodeStage(n *yaml.Node, path string, counts map[string]int) (Placed, Errors) {
 	if n.Kind != yaml.MappingNode {
-		return Placed{}, &Error{path, fmt.Errorf("line %d: a stage is a mapping with a kind key, e.g. {kind: forwarder, ports: [p0, p1]}", n.Line)}
+		return Placed{}, Errors{{path, fmt.Errorf("line %d: a stage is a mapping with a kind key, e.g. {kind: forwarder, ports: [p0, p1]}", n.Line)}}
 	}
 	var kind, name string
-	rest := &yaml.Node{Kind: yaml.MappingNode, Tag: n.Tag, Line: n.Line, Column: n.Column}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		switch k.Value {
@@ -132,64 +172,92 @@ func decodeStage(n *yaml.Node, path string, counts map[string]int) (Placed, *Err
 			kind = v.Value
 		case "name":
 			name = v.Value
-		default:
-			rest.Content = append(rest.Content, k, v)
 		}
 	}
 	kinds := Kinds()
 	if kind == "" {
-		return Placed{}, &Error{path + ".kind", fmt.Errorf("line %d: missing: give the stage's kind, one of %s", n.Line, kindNames(kinds))}
+		return Placed{}, Errors{{path + ".kind", fmt.Errorf("line %d: missing: give the stage's kind, one of %s", n.Line, kindNames(kinds))}}
 	}
 	i := slices.IndexFunc(kinds, func(k Kind) bool { return k.Name == kind })
 	if i < 0 {
-		return Placed{}, &Error{path + ".kind", fmt.Errorf("%q is not a stage kind: use one of %s", kind, kindNames(kinds))}
+		return Placed{}, Errors{{path + ".kind", fmt.Errorf("%q is not a stage kind: use one of %s", kind, kindNames(kinds))}}
 	}
 	spec := kinds[i].New()
-	if err := checkKeys(rest, reflect.TypeOf(spec), path, kind); err != nil {
-		return Placed{}, err
+	// What the schema refuses is reported and left at its zero value; the
+	// stage is still checked, so its other problems are reported too.
+	var errs Errors
+	checkNode(n, reflect.TypeOf(spec), path, "a "+kind+" stage", &errs, "kind", "name")
+	rest := &yaml.Node{Kind: yaml.MappingNode, Tag: n.Tag, Line: n.Line, Column: n.Column}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i].Value; k != "kind" && k != "name" {
+			rest.Content = append(rest.Content, n.Content[i], n.Content[i+1])
+		}
 	}
-	if err := rest.Decode(spec); err != nil {
-		return Placed{}, &Error{path, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))}
+	if err := rest.Decode(spec); err != nil && len(errs) == 0 {
+		errs = append(errs, &Error{path, cleanYAML(err)})
 	}
 	if name == "" {
 		name = fmt.Sprintf("%s-%d", kind, counts[kind])
 	}
 	counts[kind]++
-	return Placed{Path: path, Kind: kind, Name: name, Spec: spec, line: n.Line}, nil
+	return Placed{Path: path, Kind: kind, Name: name, Spec: spec, line: n.Line}, errs
 }
 
-// checkKeys refuses a key of mapping n that type t (a struct, or a
-// pointer to one) has no field for, and recurses into nested mappings:
-// yaml.Node.Decode is not strict, so a stage is checked here.
-func checkKeys(n *yaml.Node, t reflect.Type, path, kind string) *Error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	fields := map[string]reflect.Type{}
-	var names []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if tag == "" || tag == "-" {
-			continue
+// resolvePorts makes the file names of the ports relative to dir, and
+// reports an input that does not exist or an output whose directory does
+// not.
+func resolvePorts(f *File, dir string, errs *Errors) {
+	resolve := func(name string) string {
+		if name == "" || filepath.IsAbs(name) {
+			return name
 		}
-		fields[tag] = f.Type
-		names = append(names, tag)
+		return filepath.Join(dir, name)
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		ft, ok := fields[k.Value]
-		if !ok {
-			return &Error{path + "." + k.Value, fmt.Errorf("line %d: a %s stage has no field %q (its fields: kind, name, %s)", k.Line, kind, k.Value, strings.Join(names, ", "))}
+	for i := range f.Ports {
+		raw := f.Ports[i].Spec
+		spec, err := pmd.ParseSpec(raw)
+		if err != nil {
+			continue // Validate reports it
 		}
-		if err := checkKeys(v, ft, path+"."+k.Value, kind); err != nil {
-			return err
+		path := fmt.Sprintf("ports[%d].spec", i)
+		outDir := func(what, out string) {
+			if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+				*errs = append(*errs, &Error{path, fmt.Errorf("%q: the directory of %s %s does not exist (a relative name is taken from the config file's directory, %s)", raw, what, out, dir)})
+			}
+		}
+		switch spec.Driver {
+		case "pcap":
+			in := resolve(spec.Target)
+			if _, err := os.Stat(in); err != nil {
+				*errs = append(*errs, &Error{path, fmt.Errorf("%q: the capture to read, %s, cannot be read: %v (a relative name is taken from the config file's directory, %s)", raw, in, unwrapPath(err), dir)})
+			}
+			f.Ports[i].Spec = replaceTarget(f.Ports[i].Spec, spec.Target, in)
+		case "pcap-out":
+			out := resolve(spec.Target)
+			outDir("the output", out)
+			f.Ports[i].Spec = replaceTarget(f.Ports[i].Spec, spec.Target, out)
+		}
+		if c := spec.Params.Get(pmd.CaptureParam); c != "" {
+			out := resolve(c)
+			outDir("the capture", out)
+			f.Ports[i].Spec = strings.Replace(f.Ports[i].Spec, pmd.CaptureParam+"="+c, pmd.CaptureParam+"="+out, 1)
 		}
 	}
-	return nil
+}
+
+// replaceTarget puts target in place of old in a DRIVER:TARGET[?...] spec.
+func replaceTarget(spec, old, target string) string {
+	driver, rest, _ := strings.Cut(spec, ":")
+	return driver + ":" + target + strings.TrimPrefix(rest, old)
+}
+
+// unwrapPath drops a *PathError's repetition of the name.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func kindNames(kinds []Kind) string {
@@ -207,7 +275,12 @@ type Error struct {
 	Err  error
 }
 
-func (e *Error) Error() string { return e.Path + ": " + e.Err.Error() }
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return "config: " + e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/core/qpx"
@@ -18,7 +19,7 @@ type RoCE struct {
 	Host string `yaml:"host"`
 	// Slots is the local QP contexts (default 64); FirstQPN the first
 	// global QPN of the rotation (0: qpx's, 2); Seed keys the CAM's hash.
-	Slots    int    `yaml:"slots"`
+	Slots    int    `yaml:"slots" default:"64"`
 	FirstQPN uint32 `yaml:"first_qpn"`
 	Seed     uint64 `yaml:"seed"`
 	// Retire QPs are opened and closed first (their numbers retired: a
@@ -30,10 +31,10 @@ type RoCE struct {
 	QPs    []string `yaml:"qps"`
 	// Burst (default 32), PMTU (default 1024), StrictPSN and UDPPort
 	// (default 4791) configure the stage.
-	Burst     int    `yaml:"burst"`
-	PMTU      int    `yaml:"pmtu"`
+	Burst     int    `yaml:"burst" default:"32"`
+	PMTU      int    `yaml:"pmtu" default:"1024"`
 	StrictPSN bool   `yaml:"strict_psn"`
-	UDPPort   uint16 `yaml:"udp_port"`
+	UDPPort   uint16 `yaml:"udp_port" default:"4791"`
 	// ExpectToHost, when set, is how many frames must reach the host
 	// port (checked at the end).
 	ExpectToHost uint64 `yaml:"expect_to_host"`
@@ -43,8 +44,8 @@ type RoCE struct {
 
 // Check implements Stage.
 func (s *RoCE) Check(c *Checker) {
-	c.Port("net", s.Net)
-	c.Port("host", s.Host)
+	c.Polls("net", s.Net)
+	c.Polls("host", s.Host)
 	if s.Net != "" && s.Net == s.Host {
 		c.Errorf("host", "%q is the network port too: the stage joins two ports", s.Host)
 	}
@@ -52,10 +53,8 @@ func (s *RoCE) Check(c *Checker) {
 		s.Slots = 64
 	}
 	c.Err("slots", CheckRange(s.Slots, 1, 1<<20))
-	if s.FirstQPN > qpx.MaxQPN {
-		c.Errorf("first_qpn", "%#x exceeds %#x, the largest 24-bit QPN", s.FirstQPN, qpx.MaxQPN)
-	}
-	c.Err("retire", CheckRange(s.Retire, 0, 1<<20))
+	c.Err("first_qpn", CheckFirstQPN(s.FirstQPN))
+	c.Err("retire", CheckRange(s.Retire, 0, MaxRetire))
 	c.Err("open", CheckRange(s.Open, 0, 1<<20))
 	if s.Open+len(s.QPs) > s.Slots {
 		c.Errorf("open", "%d QPs (open %d, qps %d) do not fit in %d slots: raise slots or open fewer", s.Open+len(s.QPs), s.Open, len(s.QPs), s.Slots)
@@ -67,9 +66,7 @@ func (s *RoCE) Check(c *Checker) {
 	if s.PMTU == 0 {
 		s.PMTU = roce.DefaultPMTU
 	}
-	if s.PMTU < 256 || s.PMTU > 4096 || s.PMTU&(s.PMTU-1) != 0 {
-		c.Errorf("pmtu", "%d is not an IBA MTU: use 256, 512, 1024, 2048 or 4096", s.PMTU)
-	}
+	c.Err("pmtu", CheckPMTU(s.PMTU))
 	s.opts = app.RoCEOptions{Slots: s.Slots, FirstQPN: s.FirstQPN, Seed: s.Seed, Retire: s.Retire, Open: s.Open,
 		OpenDefaults: app.RoCEQP{Access: qpx.AccessAll}, Burst: s.Burst, PMTU: s.PMTU, StrictPSN: s.StrictPSN, UDPPort: s.UDPPort}
 	for i, spec := range s.QPs {
@@ -80,6 +77,56 @@ func (s *RoCE) Check(c *Checker) {
 		}
 		s.opts.QPs = append(s.opts.QPs, q)
 	}
+}
+
+// MaxRetire is the most QPs a run may retire first: every 24-bit QPN but
+// 0, 1 (never handed out) and one left to open.
+const MaxRetire = qpx.MaxQPN - 2
+
+// CheckFirstQPN refuses a first QPN of the rotation qpx does not take.
+func CheckFirstQPN(q uint32) error {
+	if q != 0 && (q < qpx.FirstQPN || q >= qpx.MaxQPN) {
+		return fmt.Errorf("%#x is out of range: use %#x..%#x (or 0 for %#x)", q, qpx.FirstQPN, qpx.MaxQPN-1, qpx.FirstQPN)
+	}
+	return nil
+}
+
+// CheckPMTU refuses a path MTU that is not an IBA MTU.
+func CheckPMTU(n int) error {
+	if n < 256 || n > 4096 || n&(n-1) != 0 {
+		return fmt.Errorf("%d is not an IBA MTU: use 256, 512, 1024, 2048 or 4096", n)
+	}
+	return nil
+}
+
+// RoCECounters are a RoCE stage's figures by name, for JSON lines.
+func RoCECounters(s roce.Stats) map[string]float64 {
+	return map[string]float64{
+		"to_host_received": float64(s.ToHost.Received), "to_host_forwarded": float64(s.ToHost.Forwarded),
+		"to_net_received": float64(s.ToNet.Received), "to_net_forwarded": float64(s.ToNet.Forwarded),
+		"stale_qpn_drops": float64(s.ToHost.DropRetired), "unknown_qpn_drops": float64(s.ToHost.DropUnknown + s.ToNet.DropUnknown),
+		"icrc_drops": float64(s.ToHost.DropICRC + s.ToNet.DropICRC),
+	}
+}
+
+// FormatRetired lists retired QPNs, the first and last few of a long run
+// with the count between: a line per number would be millions of lines.
+func FormatRetired(qpns []uint32) string {
+	const shown = 4
+	hex := func(qs []uint32) string {
+		var b strings.Builder
+		for i, q := range qs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%#06x", q)
+		}
+		return b.String()
+	}
+	if len(qpns) <= 2*shown {
+		return hex(qpns)
+	}
+	return fmt.Sprintf("%s, … (%d more) …, %s", hex(qpns[:shown]), len(qpns)-2*shown, hex(qpns[len(qpns)-shown:]))
 }
 
 // Build implements Stage.
@@ -104,8 +151,8 @@ type roceRun struct {
 // qps lists the QPs opened, as the roce subcommand prints them.
 func (r *roceRun) qps() string {
 	line := fmt.Sprintf("QPs: %d local contexts", r.r.Table.Slots())
-	for _, q := range r.r.Retired {
-		line += fmt.Sprintf("; retired %#06x", q)
+	if len(r.r.Retired) > 0 {
+		line += "; retired " + FormatRetired(r.r.Retired)
 	}
 	for _, q := range r.r.QPs {
 		line += fmt.Sprintf("; qp %#06x -> local %d (peer %#06x)", q.QPN, q.Local, q.Ctx.DestQPN)
@@ -148,12 +195,4 @@ func (r *roceRun) Report() ([]string, []Check) {
 	return lines, checks
 }
 
-func (r *roceRun) Counters() map[string]float64 {
-	s := r.r.Stage.Stats()
-	return map[string]float64{
-		"to_host_received": float64(s.ToHost.Received), "to_host_forwarded": float64(s.ToHost.Forwarded),
-		"to_net_received": float64(s.ToNet.Received), "to_net_forwarded": float64(s.ToNet.Forwarded),
-		"stale_qpn_drops": float64(s.ToHost.DropRetired), "unknown_qpn_drops": float64(s.ToHost.DropUnknown + s.ToNet.DropUnknown),
-		"icrc_drops": float64(s.ToHost.DropICRC + s.ToNet.DropICRC),
-	}
-}
+func (r *roceRun) Counters() map[string]float64 { return RoCECounters(r.r.Stage.Stats()) }

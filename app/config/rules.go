@@ -14,6 +14,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/internal/units"
 )
 
@@ -176,9 +177,11 @@ func CheckPSNWindow(n int) error {
 	return nil
 }
 
-// ParseRate reads a rate: "max", "" or "0" is as fast as possible (0);
-// else a rate as internal/units reads it, a bit rate turned into frames
-// per second with the mean frame size.
+// ParseRate reads a rate: "max" (or "", left out) is as fast as possible
+// (0); else a rate as internal/units reads it, a bit rate turned into
+// frames per second with the mean frame size. A zero rate is refused:
+// pktgen and testpmd users read it as "send nothing", and as fast as
+// possible is spelled max.
 func ParseRate(s string, meanFrame float64) (float64, error) {
 	if t := strings.ToLower(strings.TrimSpace(s)); t == "" || t == "max" {
 		return 0, nil
@@ -186,6 +189,9 @@ func ParseRate(s string, meanFrame float64) (float64, error) {
 	r, err := units.ParseRate(s)
 	if err != nil {
 		return 0, err
+	}
+	if r.IsZero() {
+		return 0, fmt.Errorf("rate %q would send nothing: give a rate such as 1mpps or 10gbit, or max for as fast as possible", s)
 	}
 	return r.FramesPerSecond(meanFrame), nil
 }
@@ -208,4 +214,32 @@ func ParseByteSizes(items []string, lo, hi int) ([]int, error) {
 		return nil, errors.New("no sizes given (e.g. [512, 4KiB, 64KiB])")
 	}
 	return out, nil
+}
+
+// CheckTransportMemory refuses a transport workload whose buffers would
+// exceed MaxRegion: the initiator's source and destination (and the
+// target's region) of 2 × window × the largest size, plus sends Send
+// buffers and postRecv receive WQEs of the largest size each. It runs
+// before anything is allocated, so a typo is an error, not an OOM.
+func CheckTransportMemory(window, sends, postRecv int, sizes []int) error {
+	largest := 0
+	for _, s := range sizes {
+		largest = max(largest, s)
+	}
+	need := int64(txnload.TargetMemoryLen(window, sizes)) + int64(sends+postRecv)*int64(largest)
+	if need > MaxRegion {
+		return fmt.Errorf("window %d and %d Sends and %d receive WQEs of up to %d B need %d B of buffers: at most %d B; lower the window, the counts or the largest size", window, sends, postRecv, largest, need, MaxRegion)
+	}
+	return nil
+}
+
+// CheckTargetDelay refuses a congestion target delay Swift does not take.
+func CheckTargetDelay(d time.Duration) error {
+	if err := CheckAtLeast(d, time.Microsecond); err != nil {
+		return err
+	}
+	if d > swift.MaxBaseTarget {
+		return fmt.Errorf("%v is too long: use at most %v", d, swift.MaxBaseTarget)
+	}
+	return nil
 }

@@ -15,7 +15,7 @@ type File struct {
 	Pool Pool `yaml:"pool"`
 	// Idle is what an idle poll loop does when its lcore says nothing:
 	// busy, yield or sleep (default sleep).
-	Idle string `yaml:"idle"`
+	Idle string `yaml:"idle" default:"sleep"`
 	// Lcores are the poll loops, each named so pipelines can refer to it.
 	Lcores []Lcore `yaml:"lcores"`
 	// Ports are opened in order with the same specs as the --port flags.
@@ -29,10 +29,10 @@ type File struct {
 // Pool configures the packet pool.
 type Pool struct {
 	// Frames is the number of frames (default 16384).
-	Frames int `yaml:"frames"`
+	Frames int `yaml:"frames" default:"16384"`
 	// FrameSize is the bytes per frame: 2048 (default), 4096, 8192 or
 	// 16384.
-	FrameSize int `yaml:"frame_size"`
+	FrameSize int `yaml:"frame_size" default:"2048"`
 }
 
 // Lcore is one poll loop.
@@ -72,9 +72,9 @@ type Run struct {
 	Duration Duration `yaml:"duration"`
 	// Drain is how long in-flight work may take to finish once the run
 	// ends (default 5s): operations outstanding, frames on their way.
-	Drain Duration `yaml:"drain"`
+	Drain Duration `yaml:"drain" default:"5s"`
 	// StatsPeriod is how often live figures print (default 1s).
-	StatsPeriod Duration `yaml:"stats_period"`
+	StatsPeriod Duration `yaml:"stats_period" default:"1s"`
 }
 
 // Duration is a time.Duration written as Go writes one (500ms, 10s, 2m);

@@ -90,6 +90,16 @@ type Checker struct {
 	errs *Errors
 	// extraFrames accumulates what stages keep beyond the loops' caches.
 	extraFrames *int
+	// lcore is the loop polling the stage (-1: not an lcore of the file);
+	// pollers maps a port polled for receive to the first stage (path
+	// and loop) that polls it.
+	lcore   int
+	pollers map[string]poller
+}
+
+type poller struct {
+	path  string
+	lcore int
 }
 
 // Errorf reports a problem with the stage's field: field "" is the stage
@@ -118,6 +128,25 @@ func (c *Checker) Port(field, name string) {
 	}
 	if c.cfg.portIndex(name) < 0 {
 		c.Errorf(field, "%q is not a port of this file: use one of %s", name, c.cfg.portNames())
+	}
+}
+
+// Polls checks that field names one of the file's ports, which the stage
+// receives from: two loops polling one port's queues would take each
+// other's frames (and race on the rings), so a port is polled from one
+// lcore.
+func (c *Checker) Polls(field, name string) {
+	c.Port(field, name)
+	if c.cfg.portIndex(name) < 0 || c.lcore < 0 || c.pollers == nil {
+		return
+	}
+	if p, ok := c.pollers[name]; ok && p.lcore != c.lcore {
+		c.Errorf(field, "port %q is polled by %s on lcore %q already: a port is received from by one lcore; put both stages on one lcore or give each its own port",
+			name, p.path, c.cfg.File.Lcores[p.lcore].Name)
+		return
+	}
+	if _, ok := c.pollers[name]; !ok {
+		c.pollers[name] = poller{c.path, c.lcore}
 	}
 }
 

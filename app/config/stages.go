@@ -22,14 +22,14 @@ type Forwarder struct {
 	// Mode is io (default), mac, macswap, rxonly or txonly.
 	Mode string `yaml:"mode"`
 	// Burst is frames per burst (default 32).
-	Burst int `yaml:"burst"`
+	Burst int `yaml:"burst" default:"32"`
 	// PeerMAC is the destination MAC written in mac mode.
 	PeerMAC string `yaml:"peer_mac"`
 	// Size, Rate and Flows shape txonly's frames (as fwd --size, --rate,
 	// --flows).
 	Size  string `yaml:"size"`
 	Rate  string `yaml:"rate"`
-	Flows int    `yaml:"flows"`
+	Flows int    `yaml:"flows" default:"1"`
 
 	opts app.ForwarderOptions
 }
@@ -40,7 +40,7 @@ func (s *Forwarder) Check(c *Checker) {
 		c.Errorf("ports", "give one or two ports (got %d), e.g. ports: [p0, p1]", n)
 	}
 	for i, p := range s.Ports {
-		c.Port(fmt.Sprintf("ports[%d]", i), p)
+		c.Polls(fmt.Sprintf("ports[%d]", i), p)
 	}
 	if len(s.Ports) == 2 && s.Ports[0] == s.Ports[1] {
 		c.Errorf("ports", "%q is given twice: give two different ports, or one to send frames back out the way they came", s.Ports[0])
@@ -128,12 +128,12 @@ func (r *forwarderRun) Counters() map[string]float64 {
 // (app.AddGenerators), all on the pipeline's lcore.
 type Generator struct {
 	Port  string `yaml:"port"`
-	Burst int    `yaml:"burst"`
+	Burst int    `yaml:"burst" default:"32"`
 	// Size is N, MIN-MAX or imix (default 64); Rate per queue, e.g.
 	// 1mpps, 10gbit or max (default).
 	Size  string `yaml:"size"`
 	Rate  string `yaml:"rate"`
-	Flows int    `yaml:"flows"`
+	Flows int    `yaml:"flows" default:"1"`
 	// Count ends each queue's generator after this many frames (0: no
 	// end).
 	Count uint64 `yaml:"count"`
@@ -204,9 +204,9 @@ func (r *generatorRun) Counters() map[string]float64 {
 // (app.AddSinks), all on the pipeline's lcore.
 type Sink struct {
 	Port  string `yaml:"port"`
-	Burst int    `yaml:"burst"`
+	Burst int    `yaml:"burst" default:"32"`
 	// Flows is the sender's flow count (default 1).
-	Flows int `yaml:"flows"`
+	Flows int `yaml:"flows" default:"1"`
 	// Expect is how many frames must arrive: the run ends once they have
 	// and fails if they do not (0: no expectation).
 	Expect uint64 `yaml:"expect"`
@@ -214,7 +214,7 @@ type Sink struct {
 
 // Check implements Stage.
 func (s *Sink) Check(c *Checker) {
-	c.Port("port", s.Port)
+	c.Polls("port", s.Port)
 	var mode string
 	defaults(&mode, "", &s.Burst, &s.Flows)
 	c.Err("burst", CheckRange(s.Burst, 1, MaxBurst))
@@ -288,15 +288,15 @@ type Fabric struct {
 	Seed    uint64 `yaml:"seed"`
 	// UDPPort is the transport's UDP port, for the in-order flag (default
 	// 5140; 0 in the file means the default).
-	UDPPort int `yaml:"udp_port"`
+	UDPPort int `yaml:"udp_port" default:"5140"`
 
 	ab, ba fabric.Profile
 }
 
 // Check implements Stage.
 func (s *Fabric) Check(c *Checker) {
-	c.Port("a", s.A)
-	c.Port("b", s.B)
+	c.Polls("a", s.A)
+	c.Polls("b", s.B)
 	if s.A != "" && s.A == s.B {
 		c.Errorf("b", "%q is port a too: the fabric joins two different ports", s.B)
 	}

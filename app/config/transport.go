@@ -32,7 +32,7 @@ type Transport struct {
 	// Window is operations outstanding per connection (default 32); Sizes
 	// the message sizes used in turn (default [64KiB]). A target sizes its
 	// region for them.
-	Window int      `yaml:"window"`
+	Window int      `yaml:"window" default:"32"`
 	Sizes  []string `yaml:"sizes"`
 	// RegionSize is the target's region in bytes (default: what Window
 	// and Sizes need); for an initiator, the length of the target's.
@@ -47,15 +47,15 @@ type Transport struct {
 	// Conns (default 2; even ones ordered), PullEvery (every n-th
 	// operation a pull, 0 none) and Count (operations in all, 0 no end)
 	// shape an initiator's workload.
-	Conns     int    `yaml:"conns"`
+	Conns     int    `yaml:"conns" default:"2"`
 	PullEvery int    `yaml:"pull_every"`
 	Count     uint64 `yaml:"count"`
 	// Seed, MinRTO (default 1ms), TargetDelay (Swift's base target,
 	// default 200us) and PSNWindow (default 512) tune the transport.
 	Seed        uint64   `yaml:"seed"`
-	MinRTO      Duration `yaml:"min_rto"`
-	TargetDelay Duration `yaml:"target_delay"`
-	PSNWindow   int      `yaml:"psn_window"`
+	MinRTO      Duration `yaml:"min_rto" default:"1ms"`
+	TargetDelay Duration `yaml:"target_delay" default:"200us"`
+	PSNWindow   int      `yaml:"psn_window" default:"512"`
 	// IOI is the forwarding of data packets (the transport subcommand's
 	// --ioi): on (in-order head and tail, sprayed middle), off (the
 	// default), inorder or sprayed.
@@ -80,9 +80,9 @@ type Transport struct {
 	// pushes of the one message size to that many DC targets, slices of
 	// the peer's region, over DCSQs DC send queues (default 16, --dc-sqs).
 	Targets int `yaml:"targets"`
-	DCSQs   int `yaml:"dc_sqs"`
-	Posters int `yaml:"posters"`
-	Burst   int `yaml:"burst"`
+	DCSQs   int `yaml:"dc_sqs" default:"16"`
+	Posters int `yaml:"posters" default:"4"`
+	Burst   int `yaml:"burst" default:"8"`
 
 	opts app.TransportOptions
 }
@@ -92,7 +92,7 @@ func (s *Transport) Check(c *Checker) {
 	if s.Role != "initiator" && s.Role != "target" {
 		c.Errorf("role", "%q: use initiator or target", s.Role)
 	}
-	c.Port("port", s.Port)
+	c.Polls("port", s.Port)
 	ip, err := netip.ParseAddr(s.IP)
 	if err != nil || !ip.Is4() {
 		c.Errorf("ip", "%q: give the endpoint's IPv4 address, e.g. 198.18.0.1", s.IP)
@@ -130,7 +130,7 @@ func (s *Transport) Check(c *Checker) {
 	if s.TargetDelay == 0 {
 		s.TargetDelay = Duration(200 * time.Microsecond)
 	}
-	c.Err("target_delay", CheckAtLeast(s.TargetDelay.D(), time.Microsecond))
+	c.Err("target_delay", CheckTargetDelay(s.TargetDelay.D()))
 	if s.PSNWindow == 0 {
 		s.PSNWindow = 512
 	}
@@ -143,6 +143,14 @@ func (s *Transport) Check(c *Checker) {
 	}
 	c.Err("sends", CheckRange(s.Sends, 0, 4096))
 	c.Err("post_recv", CheckRange(s.PostRecv, 0, txn.DefaultRecvDepth))
+	if sizes != nil && s.Window >= 1 && s.Window <= 4096 && s.Sends >= 0 && s.Sends <= 4096 && s.PostRecv >= 0 && s.PostRecv <= txn.DefaultRecvDepth &&
+		CheckTargetRegion(s.Window, sizes) == nil {
+		field := "sends"
+		if s.Sends == 0 {
+			field = "post_recv"
+		}
+		c.Err(field, CheckTransportMemory(s.Window, s.Sends, s.PostRecv, sizes))
+	}
 	c.Err("op_timeout", CheckDuration(s.OpTimeout.D(), "have no operation timeout"))
 	s.opts = app.TransportOptions{
 		Role: s.Role, LocalIP: ip, Window: s.Window, Sizes: sizes, RegionLen: s.RegionSize,

@@ -57,7 +57,7 @@ func (c *Config) validate(errs Errors) error {
 			top(path+".name", fmt.Errorf("%q is the name of an earlier port: give each port its own name", p.Name))
 		}
 		seen[p.Name] = true
-		if err := checkSpec(p.Spec); err != nil {
+		if err := CheckSpec(p.Spec); err != nil {
 			top(path+".spec", err)
 			continue
 		}
@@ -93,6 +93,7 @@ func (c *Config) validate(errs Errors) error {
 		}
 	}
 	names := map[string]string{}
+	pollers := map[string]poller{}
 	extra := 0
 	for i := range c.Stages {
 		st := &c.Stages[i]
@@ -100,11 +101,19 @@ func (c *Config) validate(errs Errors) error {
 			errs = append(errs, &Error{st.Path + ".name", fmt.Errorf("%q is the name of %s: give each stage its own name", st.Name, prev)})
 		}
 		names[st.Name] = st.Path
-		st.Spec.Check(&Checker{cfg: c, path: st.Path, errs: &errs, extraFrames: &extra})
+		st.Spec.Check(&Checker{cfg: c, path: st.Path, errs: &errs, extraFrames: &extra, lcore: st.Lcore, pollers: pollers})
 	}
 	loops := len(used)
 	extra += afxdp * AFXDPFillFrames
 	top("pool.frames", CheckFrames(f.Pool.Frames, loops, extra, f.Pool.FrameSize))
+	if len(c.refused) > 0 {
+		seen := map[string]bool{}
+		errs = slices.DeleteFunc(errs, func(e *Error) bool {
+			dup := c.refused[e.Path] && seen[e.Path]
+			seen[e.Path] = true
+			return dup
+		})
+	}
 	if len(errs) > 0 {
 		slices.SortStableFunc(errs, func(a, b *Error) int { return strings.Compare(order(a.Path), order(b.Path)) })
 		return errs
@@ -122,8 +131,10 @@ func order(path string) string {
 	return "9"
 }
 
-// checkSpec parses a port spec and checks its driver is known.
-func checkSpec(spec string) error {
+// CheckSpec parses a port spec and checks its driver is known and that
+// it names a target where the driver needs one; the driver checks the
+// rest when it opens the port.
+func CheckSpec(spec string) error {
 	if spec == "" {
 		return fmt.Errorf("missing: give a port spec, e.g. \"afxdp:veth0?queue=0\", \"afpacket:eth1\", \"mem:a/0\" or \"null:\"")
 	}
@@ -137,6 +148,9 @@ func checkSpec(spec string) error {
 			known = append(known, d.Name)
 		}
 		return fmt.Errorf("%q: unknown port driver %q: use one of %s", spec, s.Driver, strings.Join(known, ", "))
+	}
+	if d, _ := pmd.Lookup(s.Driver); s.Target == "" && s.Driver != "null" {
+		return fmt.Errorf("%q names no %s target: %s", spec, s.Driver, d.Syntax)
 	}
 	return nil
 }

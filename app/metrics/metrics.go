@@ -259,12 +259,8 @@ type Server struct {
 // localhost:9100): metrics name ports and peers, and a scrape costs CPU.
 // The listen happens here, so an address in use is this call's error.
 func Serve(addr string, public bool, r *Registry) (*Server, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("%q: give HOST:PORT, e.g. 127.0.0.1:9100 (%v)", addr, err)
-	}
-	if !public && !isLoopback(host) {
-		return nil, fmt.Errorf("%q is not a loopback address: use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT, or add --metrics-public to serve on other addresses", addr)
+	if err := CheckAddr(addr, public); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -275,6 +271,22 @@ func Serve(addr string, public bool, r *Registry) (*Server, error) {
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// CheckAddr is Serve's check of addr, opening nothing: HOST:PORT, and a
+// loopback host unless public.
+func CheckAddr(addr string, public bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: give HOST:PORT, e.g. 127.0.0.1:9100 (%v)", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: the port must be a number 0..65535, e.g. 127.0.0.1:9100", addr)
+	}
+	if !public && !isLoopback(host) {
+		return fmt.Errorf("%q is not a loopback address: use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT, or add --metrics-public to serve on other addresses", addr)
+	}
+	return nil
 }
 
 // Addr is the address the server listens on (its port when addr's was 0).

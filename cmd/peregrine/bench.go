@@ -38,6 +38,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchDixCommand(), newBenchQPXCommand())
 	cmd.AddCommand(newBenchMCSQCommand())
 	cmd.AddCommand(newBenchCaptureCommand())
+	cmd.AddCommand(newBenchIntegrityCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.
@@ -58,11 +59,12 @@ non-zero when it could not run.`,
 
 func newBenchVsTestpmdCommand() *cobra.Command {
 	var (
-		rounds   int
-		duration time.Duration
-		sizes    string
-		only     []string
-		prefix   string
+		rounds     int
+		duration   time.Duration
+		sizes      string
+		frameSizes []int
+		only       []string
+		prefix     string
 	)
 	cmd := &cobra.Command{
 		Use:   "vs-testpmd",
@@ -87,20 +89,20 @@ Needs root and Debian's DPDK (hack/install-deps.sh).`,
   sudo peregrine bench vs-testpmd --rounds 5 --duration 3s --sizes 64
   sudo peregrine bench vs-testpmd --only afxdp_io,afpacket_io`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			frameSizes, err := parseByteSizes(sizes, 60, 1518)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) error {
+			var err error
+			if frameSizes, err = parseByteSizes(sizes, 60, 1518); err != nil {
 				return usage(fmt.Errorf("--sizes: %w", err))
 			}
-			if err := usage(
+			return usage(
 				checkInt("rounds", rounds, 1, 1000),
 				checkPositiveDuration("duration", duration, 10*time.Millisecond),
-			); err != nil {
-				return err
-			}
+			)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			_, _, err = vstestpmd.Run(ctx, vstestpmd.Options{
+			_, _, err := vstestpmd.Run(ctx, vstestpmd.Options{
 				Out: cmd.OutOrStdout(), Rounds: rounds, Duration: duration, Sizes: frameSizes,
 				Comparisons: only, Prefix: prefix,
 			})
@@ -119,6 +121,7 @@ Needs root and Debian's DPDK (hack/install-deps.sh).`,
 func newBenchFoundationCommand() *cobra.Command {
 	var (
 		cpus    string
+		cpuList []int
 		fwdDur  time.Duration
 		install bool
 	)
@@ -138,23 +141,23 @@ missing. Takes about two minutes.`,
 		Example: `  peregrine bench foundation
   peregrine bench foundation --cpus 0,1 --fwd-duration 5s`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cpuList, err := parseCPUs("cpus", cpus)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) error {
+			var err error
+			if cpuList, err = parseCPUs("cpus", cpus); err != nil {
 				return usage(err)
 			}
 			if len(cpuList) != 2 {
 				return usage(fmt.Errorf("--cpus %s: name exactly two CPUs, e.g. 0,1", cpus))
 			}
-			if err := usage(checkPositiveDuration("fwd-duration", fwdDur, 10*time.Millisecond)); err != nil {
-				return err
-			}
+			return usage(checkPositiveDuration("fwd-duration", fwdDur, 10*time.Millisecond))
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if install {
 				ensureDPDK(ctx, cmd.ErrOrStderr())
 			}
-			_, _, err = foundation.Run(ctx, foundation.Options{Out: cmd.OutOrStdout(), CPUs: cpuList, FwdDuration: fwdDur})
+			_, _, err := foundation.Run(ctx, foundation.Options{Out: cmd.OutOrStdout(), CPUs: cpuList, FwdDuration: fwdDur})
 			return err
 		},
 	}
@@ -199,10 +202,8 @@ func newBenchTransportCoreCommand() *cobra.Command {
 Takes about a minute.`,
 		Example: `  peregrine bench transport-core`,
 		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return usage(checkCPU("cpu", cpu)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := usage(checkCPU("cpu", cpu)); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := transportcore.Run(ctx, transportcore.Options{Out: cmd.OutOrStdout(), CPU: cpu})

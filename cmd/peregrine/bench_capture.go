@@ -27,10 +27,10 @@ and prints each ns/packet as a FIGURE line, and off against mem.NewPair's own po
 		Example: `  peregrine bench capture
   peregrine bench capture --packets 65536 --rounds 1   # a quick look`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return usage(checkInt("packets", packets, burstOfCapture, 1<<30), checkInt("rounds", rounds, 1, 100))
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := usage(checkInt("packets", packets, burstOfCapture, 1<<30), checkInt("rounds", rounds, 1, 100)); err != nil {
-				return err
-			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchcapture.Run(ctx, benchcapture.Options{Out: cmd.OutOrStdout(), Packets: packets, Rounds: rounds})

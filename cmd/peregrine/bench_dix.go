@@ -41,7 +41,8 @@ receiver's cost per Send packet against a push packet on the real clock
 (dix_rx_cost_vs_push_rx, goal <= 1.20). Takes under a minute.`,
 		Example: `  peregrine bench dix
   peregrine bench dix --sends 3000 --seed 7`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return usage(checkInt("sends", sends, 1, 1<<20)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -23,9 +23,14 @@ func parseBitRate(flag, s string) (uint64, error) {
 	return uint64(math.Round(r.Bits)), nil
 }
 
+// maxBenchDelay bounds --delay: the fabric takes path delays up to an
+// hour, and a scenario of such delays would not end.
+const maxBenchDelay = time.Second
+
 func newBenchIOICommand() *cobra.Command {
 	var (
 		rate   string
+		r      uint64
 		delay  time.Duration
 		window int
 	)
@@ -58,17 +63,21 @@ measure it on a quiet machine (PEREGRINE_IOI_COST=1 go test ./bench/ioi
 		Example: `  peregrine bench ioi
   peregrine bench ioi --path-rate 200mbit --delay 20us`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := parseBitRate("path-rate", rate)
-			if err != nil {
+		PreRunE: func(*cobra.Command, []string) error {
+			var err error
+			if r, err = parseBitRate("path-rate", rate); err != nil {
 				return usage(err)
 			}
-			if err := usage(checkInt("window", window, 1, 4096)); err != nil {
-				return err
+			var far error
+			if delay > maxBenchDelay {
+				far = fmt.Errorf("--delay %v is too long: use at most %v", delay, maxBenchDelay)
 			}
+			return usage(checkDuration("delay", delay, "give the fastest path no delay"), far, checkInt("window", window, 1, 4096))
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			_, _, err = ioi.Run(ctx, ioi.Options{Out: cmd.OutOrStdout(), PathRate: r, Delay: delay, Window: window})
+			_, _, err := ioi.Run(ctx, ioi.Options{Out: cmd.OutOrStdout(), PathRate: r, Delay: delay, Window: window})
 			return err
 		},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,7 +41,7 @@ an initiator and 16 target hosts on the fabric emulator's switch:
 		Example: `  peregrine bench mcsq
   peregrine bench mcsq --duration 200ms --goroutines 1,4`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(
 				checkPositiveDuration("duration", duration, 10*time.Millisecond),
 				checkInt("targets", targets, 1, 100000),
@@ -49,11 +50,17 @@ an initiator and 16 target hosts on the fabric emulator's switch:
 			); err != nil {
 				return err
 			}
+			if len(goroutines) == 0 {
+				return usage(fmt.Errorf("--goroutines: give at least one count, e.g. 1,4"))
+			}
 			for _, g := range goroutines {
 				if err := usage(checkInt("goroutines", g, 1, 1024)); err != nil {
 					return err
 				}
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchmcsq.Run(ctx, benchmcsq.Options{Out: cmd.OutOrStdout(), Duration: duration,

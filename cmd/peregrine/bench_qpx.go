@@ -26,6 +26,7 @@ and prints the stage's Mpps per core at 64 B and 1 KiB and the cost of
 retiring a QP and opening another on a full table.`,
 		Example: `  peregrine bench qpx`,
 		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return usage(checkInt("passes", passes, 1, 1<<20)) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -61,10 +61,13 @@ func newBenchRenderCommand(dir *string) *cobra.Command {
 		Example: `  peregrine bench transport-core | tee tc.txt
   peregrine bench render tc.txt --scenario transport-core --report bench/reports/transport-core`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(*cobra.Command, []string) error {
 			if *dir == "" {
 				return usage(fmt.Errorf("--report DIR is required: the directory to write the report to"))
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
 				return usage(err)

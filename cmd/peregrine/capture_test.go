@@ -57,12 +57,21 @@ func TestRunConfigCapture(t *testing.T) {
 func TestCaptureParamRefusesUnwritableFile(t *testing.T) {
 	data, err := os.ReadFile("../../configs/gen-sink.yaml")
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "c.yaml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	// A directory that does not exist is the file's mistake, found before
+	// anything opens (exit 2).
 	cfg := strings.Replace(string(data), `"mem:wire/1"`, `"mem:wire/1?capture=/nonexistent/dir/x.pcap"`, 1)
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
 	out, code := runCLI(t, "run", "-c", path)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "ports[1].spec: \"mem:wire/1?capture=/nonexistent/dir/x.pcap\": the directory of the capture /nonexistent/dir/x.pcap does not exist")
+	// A name that cannot be created (a directory) fails when it opens.
+	cfg = strings.Replace(string(data), `"mem:wire/1"`, `"mem:wire/1?capture=`+dir+`"`, 1)
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+	out, code = runCLI(t, "run", "-c", path)
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, "ports[1].spec: capture=/nonexistent/dir/x.pcap: ")
+	require.Contains(t, out, "ports[1].spec: capture="+dir+": ")
 	require.Contains(t, out, "give a file this process can create")
 }
 

@@ -43,10 +43,10 @@ check (checksum, length, version) say which.`,
 			}
 			return nil
 		},
+		PreRunE: func(*cobra.Command, []string) error {
+			return usage(checkInt("count", limit, 0, math.MaxInt32), checkInt("udp-port", int(udpPort), 1, 65535))
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := usage(checkInt("count", limit, 0, math.MaxInt32), checkInt("udp-port", int(udpPort), 1, 65535)); err != nil {
-				return err
-			}
 			if udpPort != wire.DefaultPort {
 				wirelayers.RegisterPort(udpPort)
 			}

@@ -104,11 +104,9 @@ hosts sits behind a bridge.`,
   peregrine demo --workload forward --size 1518 --burst 64
   sudo peregrine demo --veth --driver afxdp
   sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			// SIGTERM as well as SIGINT: either ends the run through the
 			// same path, which removes --veth's namespaces.
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
@@ -295,16 +293,16 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop; allocation failures %d\n", pool.Frames(), pool.InUse(), pool.Stats().AllocFails)
 
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loops exited cleanly" + because(runErr)},
 		{drained, "pipeline drained within 2s of the generator stopping"},
 		{gs.Sent > 0, "frames were sent"},
 		{ss.Received == gs.Sent, fmt.Sprintf("every frame sent was received (%d of %d)", ss.Received, gs.Sent)},
 		{ss.InOrder == gs.Sent && ss.Late == 0 && ss.Gaps == 0, "every frame arrived in order"},
 		{ss.Foreign == 0, "no foreign frames"},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 	}
 	cerr := pool.Close()
-	checks = append(checks, check{cerr == nil, fmt.Sprintf("pool closed (%v)", cerr)})
+	checks = append(checks, check{cerr == nil, "pool closed" + because(cerr)})
 	js.summary(secs, map[string]any{"generated_frames": gs.Sent, "generated_bytes": gs.Bytes, "forwarded_frames": fs.Tx, "forward_dropped": fs.Dropped,
 		"received_frames": ss.Received, "in_order": ss.InOrder, "gaps": ss.Gaps, "late": ss.Late, "foreign": ss.Foreign,
 		"latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999), "pool_in_use": pool.InUse()}, checks, interrupted)

@@ -49,13 +49,13 @@ func runDemoRoCE(ctx context.Context, cfg demoConfig, cpus []int, idle lcore.Idl
 	fmt.Fprintf(out, "  host: %d requests, %d in the wrong context; %.2f Mpps through the stage each way\n", hs.Got, hs.Wrong, float64(s.ToHost.Forwarded)/secs/1e6)
 	fmt.Fprintf(out, "  pool: %d frames, %d in use after stop\n", p.Pool().Frames(), p.Pool().InUse())
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loop exited cleanly" + because(runErr)},
 		{s.ToHost.Forwarded > 0 && ns.Churns > 0, fmt.Sprintf("requests crossed the stage (%d) while QPs were closed and reopened (%d)", s.ToHost.Forwarded, ns.Churns)},
 		{hs.Wrong == 0, fmt.Sprintf("no request reached a context that another QP holds (%d did)", hs.Wrong)},
 		{s.ToHost.DropRetired == ns.StaleSent, fmt.Sprintf("every frame for a closed QP was dropped as retired (%d sent, %d dropped)", ns.StaleSent, s.ToHost.DropRetired)},
 		{s.ToHost.DropICRC+s.ToHost.DropMalformed+s.ToNet.Dropped() == 0 && ns.AcksBad == 0, "every ICRC checked and every ACK came back with a global QPN"},
 		{s.ToHost.OutOfSequence+s.ToHost.Duplicate == 0, fmt.Sprintf("every PSN in sequence (%d out, %d duplicate)", s.ToHost.OutOfSequence, s.ToHost.Duplicate)},
-		{p.Pool().CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", p.Pool().CheckLeaks())},
+		{p.Pool().CheckLeaks() == nil, "pool back to zero in use" + because(p.Pool().CheckLeaks())},
 	}
 	return report(out, checks, interrupted), nil
 }

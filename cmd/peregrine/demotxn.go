@@ -128,6 +128,10 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		is.Pushes, is.Solicited, is.Unsolicited, is.Pulls, ts.GrantsIssued, ts.GrantedMax, is.ReorderWaits, ts.ReorderWaits)
 	fmt.Fprintf(out, "  retransmissions: %d timeout + %d early (initiator), %d + %d (target); resyncs %d\n",
 		ir.TxRetransmit, ir.TxEarlyRetransmit, tr.TxRetransmit, tr.TxEarlyRetransmit, ir.ResyncSent+tr.ResyncSent)
+	resends, drops := ir.TxRetransmit+ir.TxEarlyRetransmit+tr.TxRetransmit+tr.TxEarlyRetransmit, app.FabricDrops(fs)
+	fmt.Fprintf(out, "  retransmissions per fabric loss: %.2f (%d resends for %d frames dropped); copies the receivers had already %d; duplicate reports %d, resends they showed spurious %d\n",
+		float64(resends)/float64(max(drops, 1)), resends, drops, ir.RxDuplicate+tr.RxDuplicate+ir.RxStalePSN+tr.RxStalePSN,
+		ir.TxDupReport+tr.TxDupReport, ir.SpuriousDupReport+tr.SpuriousDupReport)
 	fmt.Fprintf(out, "  fabric drops: loss %d, burst %d, queue %d, limit %d, ttl expired %d; corrupted %d, duplicated %d, reordered %d\n",
 		fs.AtoB.LossRandom+fs.BtoA.LossRandom, fs.AtoB.LossBurst+fs.BtoA.LossBurst, fs.AtoB.QueueFull+fs.BtoA.QueueFull,
 		fs.AtoB.LimitFull+fs.BtoA.LimitFull, fs.AtoB.TTLExpired+fs.BtoA.TTLExpired,
@@ -144,7 +148,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 
 	qpnOK, qpnWhat := demo.QPNCheck()
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loops exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loops exited cleanly" + because(runErr)},
 		demoDrainCheck(drained, ls, cfg.drain, drainTook),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, ""),
@@ -153,7 +157,7 @@ func runDemoTransport(ctx context.Context, cfg demoConfig, cpus []int, idle lcor
 		{ls.Posted == ls.Completed+ls.Failed, fmt.Sprintf("every operation completed exactly once (%d posted, %d completed)", ls.Posted, ls.Completed+ls.Failed)},
 		{ir.Internal == 0 && tr.Internal == 0, "no internal transport errors"},
 		{qpnOK, qpnWhat},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 	}
 	checks = append(checks, sendChecks...)
 	ioiOK, ioiWhat := demo.IOICheck()

@@ -29,6 +29,7 @@ type fabricConfig struct {
 	frames       int
 	obs          observeFlags
 	frameSize    int
+	quiet        bool
 	ready        func() // called once running (tests)
 }
 
@@ -53,11 +54,9 @@ The same --seed with the same input replays the same impairments.`,
 		Example: `  peregrine fabric --port-a afxdp:veth1 --port-b afxdp:veth2 --profile loss=1%,delay=50us,jitter=10us
   peregrine fabric --port-a afpacket:eth1 --port-b afpacket:eth2 --a-to-b loss=5% --b-to-a loss=0%
   peregrine fabric --port-a afxdp:veth1 --port-b afxdp:veth2 --profile paths=4,spread=20us,reorder=1%/100us`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return cfg.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runFabric(ctx, cfg, cmd.OutOrStdout())
@@ -74,11 +73,12 @@ The same --seed with the same input replays the same impairments.`,
 	f.Uint16Var(&cfg.udpPort, "udp-port", wire.DefaultPort, "UDP port of the peregrine transport (for the in-order flag)")
 	f.Uint8Var(&cfg.inOrderDSCP, "in-order-dscp", 0, "frames with this IP DSCP (1..63) keep their flow's path like IOI-flagged ones (0: the flag alone)")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
-	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
+	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop (one: the fabric runs one loop)")
+	f.BoolVar(&cfg.quiet, "quiet", false, "no per-period lines")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it; at least 1024)")
-	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
+	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	return cmd
 }
 
@@ -146,6 +146,9 @@ func runFabric(ctx context.Context, cfg fabricConfig, out io.Writer) error {
 	tick := func(e time.Duration) {
 		st := fab.Stats()
 		js.interval(e.Seconds(), fabricCounters(st))
+		if cfg.quiet {
+			return
+		}
 		fmt.Fprintf(out, "[%5.1fs] A→B %s | B→A %s\n", e.Seconds(), dirRate(st.AtoB, last.AtoB), dirRate(st.BtoA, last.BtoA))
 		last = st
 	}

@@ -227,7 +227,10 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench"}, exitUsage},
 		{[]string{"bench", "bogus"}, exitUsage},
 		{[]string{"decode", missing}, exitFailed},
-		{[]string{"gen", "--port", "nosuchdriver:x"}, exitFailed},
+		{[]string{"gen", "--port", "nosuchdriver:x"}, exitUsage},
+		{[]string{"gen", "--port", "null:", "--count", "1", "--metrics", "bogus"}, exitUsage},
+		{[]string{"help", "foo"}, exitUsage},
+		{[]string{"completion", "tcsh"}, exitUsage},
 	} {
 		out, code := runGuarded(t, c.args)
 		if code != c.want {

@@ -2,12 +2,19 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/internal/units"
+	"github.com/peregrine-net/peregrine/pmd"
 )
 
 // The flag rules every subcommand shares, so the same mistake gets the same
@@ -23,6 +30,14 @@ import (
 //   - sizes and rates: internal/units (1500, 4KiB, 1MB; 1mpps, 10gbit).
 //   - --frames: at least config.MinFramesPerLoop per poll loop, at most
 //     mbuf.MaxFrames.
+//   - a flag that does nothing in the mode chosen is refused (inert), and
+//     a flag that holds one value refuses a second (onceValue).
+//
+// How a command keeps the contract (contract_test.go checks it over the
+// whole command tree): every check runs before anything opens — in flag
+// parsing (a pflag.Value's Set), Args, or the command's PreRunE — and
+// returns usage(err), which main maps to exit 2; RunE opens and runs, and
+// its errors exit 1. A flag that takes bytes is a sizeVar.
 
 // usageError marks an error as the user's: a bad flag value, an unknown
 // flag, a missing argument. main exits 2 for it, 1 for a run that failed.
@@ -147,4 +162,133 @@ func formatInts(v []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ",")
+}
+
+// sizeValue is an int flag holding a byte count as internal/units reads
+// it (1500, 4KiB, 1MB): every flag that takes bytes takes the same
+// spellings.
+type sizeValue struct{ p *int }
+
+// sizeVar registers a size flag with default def.
+func sizeVar(f *pflag.FlagSet, p *int, name string, def int, help string) {
+	*p = def
+	f.Var(sizeValue{p}, name, help)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := units.ParseSize(strings.TrimSpace(s))
+	if err != nil {
+		return err
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("size %q is too large (at most %d bytes)", s, math.MaxInt32)
+	}
+	*v.p = int(n)
+	return nil
+}
+
+func (v sizeValue) String() string { return strconv.Itoa(*v.p) }
+func (v sizeValue) Type() string   { return "size" }
+
+// onceValue refuses a second value for a flag that holds one: the later
+// one would silently replace the first (two --port given to a command
+// that opens one port).
+type onceValue struct {
+	pflag.Value
+	set bool
+}
+
+func (v *onceValue) Set(s string) error {
+	if v.set {
+		return fmt.Errorf("given twice (first %s): this flag takes one value, give it once", v.Value.String())
+	}
+	v.set = true
+	return v.Value.Set(s)
+}
+
+// takesOne reports whether a flag holds one value (not a list, a count or
+// a switch, which may be repeated).
+func takesOne(f *pflag.Flag) bool {
+	t := f.Value.Type()
+	return t != "bool" && t != "count" && !strings.HasSuffix(t, "Slice") && !strings.HasSuffix(t, "Array")
+}
+
+// onceEach wraps every single-valued flag of the command tree under root
+// in onceValue.
+func onceEach(root *cobra.Command) {
+	seen := map[*pflag.Flag]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if !seen[f] && takesOne(f) {
+					f.Value = &onceValue{Value: f.Value}
+				}
+				seen[f] = true
+			})
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// inert refuses flags given on the command line that do nothing in the
+// mode chosen, naming them and why: a flag silently ignored reads as
+// obeyed.
+func inert(fs *pflag.FlagSet, why string, names ...string) error {
+	if fs == nil {
+		return nil
+	}
+	for _, n := range names {
+		if f := fs.Lookup(n); f != nil && f.Changed {
+			return fmt.Errorf("--%s does nothing %s: remove it", n, why)
+		}
+	}
+	return nil
+}
+
+// checkPorts parses each port spec and refuses an unknown driver, and a
+// port opened twice, before anything is opened.
+func checkPorts(flag string, specs ...string) error {
+	for i, s := range specs {
+		if err := config.CheckSpec(s); err != nil {
+			return fmt.Errorf("--%s %w", flag, err)
+		}
+		for _, earlier := range specs[:i] {
+			if pmd.SamePort(s, earlier) {
+				return fmt.Errorf("--%s %s opens the same port as --%s %s: give each port once", flag, s, flag, earlier)
+			}
+		}
+	}
+	return nil
+}
+
+// samePorts refuses two flags naming one port.
+func samePorts(flagA, a, flagB, b string) error {
+	if pmd.SamePort(a, b) {
+		return fmt.Errorf("--%s %s opens the same port as --%s %s: give each its own port", flagB, b, flagA, a)
+	}
+	return nil
+}
+
+// because is a check's reason: empty for no error (never "(<nil>)"), else
+// ": " and the error.
+func because(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// typedName is the name the user typed of a flag and its deprecated
+// aliases: an error names the flag as typed.
+func typedName(fs *pflag.FlagSet, name string, aliases ...string) string {
+	for _, a := range aliases {
+		if f := fs.Lookup(a); f != nil && f.Changed {
+			return a
+		}
+	}
+	return name
 }

@@ -56,11 +56,9 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
   peregrine fwd --port afpacket:eth1 --mode macswap --duration 10s
   peregrine fwd --port afxdp:veth0 --mode txonly --size 64 --rate 1mpps
   peregrine fwd --port null: --port null: --mode io --duration 5s`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			return runFwd(ctx, cfg, cmd.OutOrStdout())

@@ -57,11 +57,9 @@ as possible or at the capture's own timing (--timing recorded).`,
   peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
   peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.validate(); err != nil {
-				return err
-			}
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			if cfg.rx {

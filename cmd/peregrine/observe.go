@@ -45,6 +45,11 @@ func (o *observeFlags) validate() error {
 	if o.metricsPublic && o.metricsAddr == "" {
 		return fmt.Errorf("--metrics-public needs --metrics ADDR")
 	}
+	if o.metricsAddr != "" {
+		if err := metrics.CheckAddr(o.metricsAddr, o.metricsPublic); err != nil {
+			return fmt.Errorf("--metrics %w", err)
+		}
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/qpx"
@@ -34,6 +35,8 @@ type roceConfig struct {
 	qps       []string
 	pmtu      int
 	strictPSN bool
+	quiet     bool
+	obs       observeFlags
 	ready     func() // tests: called once the loops run
 }
 
@@ -60,7 +63,8 @@ every --stats-period and at the end. With a pcap: network port the run
 ends when the capture is read.`,
 		Example: `  peregrine roce --port pcap:in.pcap --port pcap-out:out.pcap --retire 1 --open 3
   peregrine roce --port afpacket:veth0 --port afpacket:veth1 --qp qpn=0x11,dest=0x22,psn=0 --duration 10s`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return cfg.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -68,19 +72,21 @@ ends when the capture is read.`,
 		},
 	}
 	f := cmd.Flags()
+	cfg.obs.register(f) // --json, --metrics
+	f.BoolVar(&cfg.quiet, "quiet", false, "no per-period lines")
 	f.StringArrayVar(&cfg.ports, "port", nil, "port spec, twice: the network port, then the host port")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM or the pcap input ends)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
 	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
-	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters")
+	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
 	f.IntVar(&cfg.frames, "frames", 4096, "frames in the packet pool")
-	f.IntVar(&cfg.slots, "slots", 64, "local QP contexts (the CAM's size)")
-	f.Uint32Var(&cfg.firstQPN, "first-qpn", 0, "first global QPN of the rotation (0: 2)")
+	f.IntVar(&cfg.slots, "slots", 64, "local QP contexts (the CAM's size, 1..1048576)")
+	f.Uint32Var(&cfg.firstQPN, "first-qpn", 0, "first global QPN of the rotation, 0x2..0xfffffe (0: 2)")
 	f.IntVar(&cfg.open, "open", 0, "QPs to open under the next numbers of the rotation")
-	f.IntVar(&cfg.retire, "retire", 0, "QPs to open and close first: their numbers are retired")
+	f.IntVar(&cfg.retire, "retire", 0, "QPs to open and close first: their numbers are retired (0..16777213)")
 	f.StringArrayVar(&cfg.qps, "qp", nil, "one more QP: qpn=N,dest=N,pkey=N,psn=N,access=rw (repeat)")
-	f.IntVar(&cfg.pmtu, "pmtu", 1024, "path MTU sizing RDMA READ responses (256..4096)")
+	sizeVar(f, &cfg.pmtu, "pmtu", 1024, "path MTU sizing RDMA READ responses: 256, 512, 1KiB, 2KiB or 4KiB")
 	f.BoolVar(&cfg.strictPSN, "strict-psn", false, "drop out-of-sequence and duplicate PSNs instead of counting and passing them")
 	cmd.AddCommand(newRoCESampleCommand())
 	return cmd
@@ -141,30 +147,63 @@ its open QPs 3, 4 and 0x100 (four frames forwarded) and its retired QPN 2
 	return cmd
 }
 
-func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
+// validate checks every flag before anything is opened.
+func (cfg *roceConfig) validate() error {
 	if len(cfg.ports) != 2 {
 		return usage(fmt.Errorf("--port: give two ports, the network then the host (got %d), e.g. --port pcap:in.pcap --port pcap-out:out.pcap", len(cfg.ports)))
 	}
-	if err := usage(checkInt("burst", cfg.burst, 1, 256), checkInt("slots", cfg.slots, 1, 1<<20)); err != nil {
+	if err := usage(checkPorts("port", cfg.ports...), cfg.obs.validate()); err != nil {
 		return err
 	}
+	cpus, err := parseCPUs("lcores", cfg.lcores)
+	if err != nil {
+		return usage(err)
+	}
+	if len(cpus) != 1 {
+		return usage(fmt.Errorf("--lcores %s: the stage runs one poll loop: give one CPU", cfg.lcores))
+	}
+	var opens error
+	if n := cfg.open + len(cfg.qps); cfg.open >= 0 && n > cfg.slots && cfg.slots >= 1 {
+		opens = fmt.Errorf("--open %d and %d --qp make %d QPs: more than --slots %d; raise --slots or open fewer", cfg.open, len(cfg.qps), n, cfg.slots)
+	}
+	for _, q := range cfg.qps {
+		if _, err := app.ParseRoCEQP(q); err != nil {
+			return usage(fmt.Errorf("--qp %q: %w", q, err))
+		}
+	}
+	return usage(
+		checkInt("burst", cfg.burst, 1, maxBurst),
+		checkInt("slots", cfg.slots, 1, 1<<20),
+		flagged("first-qpn", config.CheckFirstQPN(cfg.firstQPN)),
+		checkInt("retire", cfg.retire, 0, config.MaxRetire),
+		checkInt("open", cfg.open, 0, 1<<20),
+		opens,
+		flagged("pmtu", config.CheckPMTU(cfg.pmtu)),
+		checkIdle(cfg.idle),
+		checkPeriod(cfg.period),
+		checkDuration("duration", cfg.duration, "run until a signal or the end of a pcap input"),
+		checkFrames(cfg.frames, 1, 0, 0),
+	)
+}
+
+func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	out, js := jsonOutput(cfg.obs.json, out)
 	ro := app.RoCEOptions{Net: 0, Host: 1, Slots: cfg.slots, FirstQPN: cfg.firstQPN, Retire: cfg.retire, Open: cfg.open,
 		OpenDefaults: app.RoCEQP{Access: qpx.AccessAll}, Burst: cfg.burst, PMTU: cfg.pmtu, StrictPSN: cfg.strictPSN}
 	for _, s := range cfg.qps {
-		q, err := app.ParseRoCEQP(s)
-		if err != nil {
-			return usage(fmt.Errorf("--qp %q: %w", s, err))
-		}
+		q, _ := app.ParseRoCEQP(s) // validate read each
 		ro.QPs = append(ro.QPs, q)
 	}
-	cpus, err := lcore.ParseCPUList(cfg.lcores)
+	cpus, _ := lcore.ParseCPUList(cfg.lcores)
+	idle, _ := lcore.ParseIdleMode(cfg.idle)
+	obs, err := cfg.obs.start(out)
 	if err != nil {
-		return fmt.Errorf("--lcores: %w", err)
+		return err
 	}
-	idle, err := lcore.ParseIdleMode(cfg.idle)
-	if err != nil {
-		return fmt.Errorf("--idle: %w", err)
-	}
+	defer obs.close()
 	p, err := app.New(app.Options{
 		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
 		Ports:  cfg.ports,
@@ -174,28 +213,36 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 	if err != nil {
 		return flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle", "Ports": "--port"})
 	}
+	obs.watchPipeline(p)
 	r, err := p.AddRoCE(ro)
 	if err != nil {
-		return joinStop(flagError(err, map[string]string{"Slots": "--slots", "Retire": "--retire", "Open": "--open", "QPs": "--qp"}), p)
+		return joinStop(flagError(err, map[string]string{"Slots": "--slots", "Retire": "--retire", "Open": "--open", "QPs": "--qp", "PMTU": "--pmtu", "FirstQPN": "--first-qpn", "Burst": "--burst"}), p)
+	}
+	if obs.reg != nil {
+		obs.warn(config.ExportRoCE(obs.reg, "roce", r))
 	}
 	fmt.Fprintf(out, "peregrine roce: network %s, host %s, %d local QP contexts, lcore %d\n", cfg.ports[0], cfg.ports[1], r.Table.Slots(), cpus[0])
-	for _, q := range r.Retired {
-		fmt.Fprintf(out, "  retired qpn %#06x\n", q)
+	if len(r.Retired) > 0 {
+		fmt.Fprintf(out, "  retired %d QPN(s): %s\n", len(r.Retired), config.FormatRetired(r.Retired))
 	}
 	for _, q := range r.QPs {
 		fmt.Fprintf(out, "  qp %#06x -> local %d (peer qpn %#06x, pkey %#04x, rx psn %d, tx psn %d)\n", q.QPN, q.Local, q.Ctx.DestQPN, q.Ctx.PKey, q.Ctx.ExpectedPSN, q.Ctx.NextPSN)
 	}
 	if err := p.Start(); err != nil {
-		return joinStop(err, p)
+		return joinStop(flagError(err, map[string]string{"Lcores": "--lcores"}), p)
 	}
 	if cfg.ready != nil {
 		cfg.ready()
 	}
 	tick := func(elapsed time.Duration) {
 		s := r.Stage.Stats()
+		js.interval(elapsed.Seconds(), config.RoCECounters(s))
+		if cfg.quiet {
+			return
+		}
 		fmt.Fprintf(out, "%7.2fs to-host %v\n         to-net  %v\n", elapsed.Seconds(), s.ToHost, s.ToNet)
 	}
-	elapsed, _, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: tick,
 		Done: func() bool { return r.Done(p, 0) }})
 	if err != nil {
 		return joinStop(err, p)
@@ -203,5 +250,10 @@ func runRoCE(ctx context.Context, cfg roceConfig, out io.Writer) error {
 	stopErr := p.Stop()
 	s := r.Stage.Stats()
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n  to-host %v\n  to-net  %v\n  qpx     %v\n", elapsed.Seconds(), s.ToHost, s.ToNet, s.QPX)
+	totals := map[string]any{}
+	for k, v := range config.RoCECounters(s) {
+		totals[k] = v
+	}
+	js.summary(elapsed.Seconds(), totals, []check{{stopErr == nil, "loop and ports stopped cleanly" + because(stopErr)}}, interrupted)
 	return stopErr
 }

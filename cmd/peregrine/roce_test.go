@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -52,7 +53,7 @@ func TestRoCEPcapToPcap(t *testing.T) {
 		period: time.Hour, frames: 1024, slots: 8, retire: 1, open: 2, qps: []string{"qpn=0x100,psn=0"}, pmtu: 1024,
 	}, &o)
 	require.NoError(t, err, o.String())
-	require.Contains(t, o.String(), "retired qpn 0x000002")
+	require.Contains(t, o.String(), "retired 1 QPN(s): 0x000002")
 	require.Contains(t, o.String(), "qp 0x000003 -> local")
 	require.Contains(t, o.String(), "rx=6 fwd=4 other=0 drop{malformed=0 icrc=0 retired_qpn=2 unknown_qpn=0")
 
@@ -67,14 +68,19 @@ func TestRoCEPcapToPcap(t *testing.T) {
 }
 
 func TestRoCEFlagErrors(t *testing.T) {
+	with := func(f func(*roceConfig)) roceConfig {
+		c := roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, lcores: "0", idle: "sleep", frames: 1024, period: time.Second, pmtu: 1024}
+		f(&c)
+		return c
+	}
 	for _, c := range []struct {
 		cfg  roceConfig
 		want string
 	}{
-		{roceConfig{ports: []string{"null:"}, burst: 32, slots: 8}, "--port: give two ports"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 0, slots: 8}, "--burst"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"qpn=1"}, lcores: "0", idle: "sleep", frames: 1024, period: time.Second}, "--qp"},
-		{roceConfig{ports: []string{"null:", "null:"}, burst: 32, slots: 8, qps: []string{"bogus"}}, "--qp \"bogus\""},
+		{with(func(c *roceConfig) { c.ports = c.ports[:1] }), "--port: give two ports"},
+		{with(func(c *roceConfig) { c.burst = 0 }), "--burst"},
+		{with(func(c *roceConfig) { c.qps = []string{"qpn=1"} }), "--qp"},
+		{with(func(c *roceConfig) { c.qps = []string{"bogus"} }), "--qp \"bogus\""},
 	} {
 		err := runRoCE(context.Background(), c.cfg, &bytes.Buffer{})
 		require.ErrorContains(t, err, c.want)
@@ -93,4 +99,29 @@ func TestDemoRoCE(t *testing.T) {
 	require.True(t, ok, out.String())
 	require.Contains(t, out.String(), "no request reached a context that another QP holds (0 did)")
 	require.Contains(t, out.String(), "verification passed")
+}
+
+// TestRoCERetireSummarised: --retire N prints one line, the first and last
+// few numbers with the count between, not a line per number.
+func TestRoCERetireSummarised(t *testing.T) {
+	out, code := runGuarded(t, []string{"roce", "--port", "null:", "--port", "null:", "--retire", "20", "--duration", "20ms", "--quiet"})
+	require.Equal(t, exitOK, code, out)
+	require.Contains(t, out, "retired 20 QPN(s): 0x000002, 0x000003, 0x000004, 0x000005, … (12 more) …, 0x000012, 0x000013, 0x000014, 0x000015\n")
+	require.Equal(t, 1, strings.Count(out, "retired "), out)
+}
+
+// TestRoCEJSON: roce --json prints JSON lines only, the last a summary
+// with the stage's counters.
+func TestRoCEJSON(t *testing.T) {
+	out, code := runGuarded(t, []string{"roce", "--port", "null:", "--port", "null:", "--duration", "30ms", "--stats-period", "10ms", "--json"})
+	require.Equal(t, exitOK, code, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var last map[string]any
+	for _, l := range lines {
+		last = nil
+		require.NoError(t, json.Unmarshal([]byte(l), &last), "not a JSON line: %q", l)
+	}
+	require.Equal(t, "summary", last["type"], out)
+	require.Contains(t, out, `"to_host_received"`)
+	require.NotContains(t, out, "<nil>")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,17 +26,22 @@ type runConfig struct {
 
 func newRunCommand() *cobra.Command {
 	var cfg runConfig
+	var c *config.Config
 	cmd := &cobra.Command{
 		Use:   "run -c FILE",
 		Short: "Run the appliance from a YAML config file (ports, lcores, a pipeline of stages per lcore)",
 		Long: `run builds the pipeline a YAML file declares — the packet pool, the ports (the
 same specs as the --port flags), the lcores and, per lcore, a pipeline of
-stages (forwarder, generator, sink, fabric, transport) — and runs it until
+stages (` + stageKinds() + `) — and runs it until
 run.duration passes, every stage with an end has finished, or SIGINT/SIGTERM.
 
-The file is read strictly: an unknown key is an error, and every field is
-checked before anything is opened; each error names the field's path and
-the fix. --check stops there.
+The file is read strictly and checked whole before anything is opened:
+every unknown key, every value of the wrong type and every bad value is
+reported at once, each with the field's path and the fix. A field left out
+takes its default; 0 given for a field that has one is an error. File
+names (pcap:FILE, pcap-out:FILE, capture=FILE) are relative to the config
+file's directory, and a capture to read must exist. --check stops there
+(exit 0 when the file is valid, 2 with every problem listed when not).
 
 On SIGINT or SIGTERM run stops posting and sending, waits for in-flight
 operations and frames for up to run.drain, stops the loops, closes the
@@ -51,7 +57,8 @@ transport demo in memory, no privileges).`,
   peregrine run -c configs/gen-sink.yaml --json
   peregrine run -c configs/demo.yaml --duration 0 --metrics 127.0.0.1:9100   # until SIGINT`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// The file is read and checked whole before anything is opened.
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.durationSet = cmd.Flags().Changed("duration")
 			if cfg.file == "" {
 				return usage(fmt.Errorf("-c FILE is required: the YAML config to run, e.g. peregrine run -c configs/demo.yaml"))
@@ -59,10 +66,13 @@ transport demo in memory, no privileges).`,
 			if err := usage(checkDuration("duration", cfg.duration, "run until every stage with an end has finished, or a signal"), cfg.obs.validate()); err != nil {
 				return err
 			}
-			c, err := config.Load(cfg.file)
-			if err != nil {
+			var err error
+			if c, err = config.Load(cfg.file); err != nil {
 				return usage(fmt.Errorf("%s:\n%w", cfg.file, err))
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			if cfg.check {
 				fmt.Fprintf(out, "%s: ok (%d port(s), %d stage(s) on %d lcore(s))\n", cfg.file, len(c.File.Ports), len(c.Stages), len(c.File.Pipelines))
@@ -163,7 +173,7 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 		}
 		checks = append(checks,
 			check{len(res.Lost) == 0, fmt.Sprintf("drained and stopped with nothing lost (%d lost)", len(res.Lost))},
-			check{res.Err == nil, fmt.Sprintf("loops and ports stopped cleanly (%v)", res.Err)})
+			check{res.Err == nil, "loops and ports stopped cleanly" + because(res.Err)})
 		report(out, checks, res.Interrupted)
 	}
 	obs.log.Info("stopped", "ok", res.OK(), "lost", res.Lost, "pool_in_use", res.PoolInUse)
@@ -210,4 +220,13 @@ func summaryRecord(res config.Result) map[string]any {
 // jsonEncode writes v as one JSON line.
 func jsonEncode(w io.Writer, v any) {
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// stageKinds lists the stage kinds a file may use, for --help.
+func stageKinds() string {
+	var names []string
+	for _, k := range config.Kinds() {
+		names = append(names, k.Name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -35,7 +35,7 @@ func TestRoCEConfigPcapToPcap(t *testing.T) {
 	require.Contains(t, o, "wrote 6 RoCEv2 frames")
 	data, err := os.ReadFile("../../configs/roce-pcap.yaml")
 	require.NoError(t, err)
-	require.Contains(t, string(data), "peregrine roce sample -o roce-in.pcap", "the config names the command that writes its input")
+	require.Contains(t, string(data), "peregrine roce sample -o configs/roce-in.pcap", "the config names the command that writes its input")
 	yaml := strings.NewReplacer(`"pcap:roce-in.pcap"`, `"pcap:`+in+`"`, `"pcap-out:roce-out.pcap"`, `"pcap-out:`+out+`"`).Replace(string(data))
 	require.NotEqual(t, string(data), yaml, "configs/roce-pcap.yaml no longer names roce-in.pcap and roce-out.pcap")
 	cfg := filepath.Join(dir, "roce.yaml")

@@ -38,9 +38,26 @@ func needsVeth(t *testing.T, file string) bool {
 	return regexp.MustCompile(`spec: *"(afpacket|afxdp):`).Match(data)
 }
 
-// TestEveryConfigChecks: every file in configs/ passes run --check.
+// TestEveryConfigChecks: every file in configs/ passes run --check; one
+// that reads a capture passes once the capture is beside it (file names
+// are relative to the config's directory) and is refused, naming the
+// file, while it is missing.
 func TestEveryConfigChecks(t *testing.T) {
 	for _, f := range configFiles(t) {
+		if readsCapture(t, f) {
+			data, err := os.ReadFile(f)
+			require.NoError(t, err)
+			dir := t.TempDir()
+			copied := filepath.Join(dir, filepath.Base(f))
+			require.NoError(t, os.WriteFile(copied, data, 0o644))
+			out, code := runCLI(t, "run", "--check", "-c", copied)
+			require.Equal(t, exitUsage, code, "%s without its capture: %s", f, out)
+			require.Contains(t, out, filepath.Join(dir, "roce-in.pcap"))
+			require.Contains(t, out, "cannot be read")
+			_, code = runCLI(t, "roce", "sample", "-o", filepath.Join(dir, "roce-in.pcap"))
+			require.Equal(t, 0, code)
+			f = copied
+		}
 		out, code := runCLI(t, "run", "--check", "-c", f)
 		require.Equal(t, 0, code, "%s: %s", f, out)
 		require.Contains(t, out, ": ok (")
@@ -61,6 +78,7 @@ func TestInMemoryConfigsRun(t *testing.T) {
 			out, code := runCLI(t, "run", "-c", f, "--quiet")
 			require.Equal(t, 0, code, out)
 			require.Contains(t, out, "verification passed")
+			require.NotContains(t, out, "<nil>", "a check prints a reason, not a Go nil")
 			require.Regexp(t, `pool: \d+ frames, 0 in use after stop`, out)
 		})
 		ran++
@@ -89,8 +107,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 
 	// The same through flags: refused before anything opens.
 	out, code = runCLI(t, "fwd", "--port", "mem:twice/0", "--port", "mem:twice/0?size=64")
-	require.Equal(t, 1, code, out)
-	require.Contains(t, out, "opens the same port as port 0")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "--port mem:twice/0?size=64 opens the same port as --port mem:twice/0")
 
 	out, code = runCLI(t, "run")
 	require.Equal(t, 2, code, out)
@@ -109,7 +127,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 	require.Contains(t, out, "address already in use")
 
 	out, code = runCLI(t, "run", "-c", "../../configs/gen-sink.yaml", "--metrics", "198.18.0.1:9100")
-	require.Equal(t, 1, code, out)
+	require.Equal(t, 2, code, out) // a usage error: nothing was opened
 	require.Contains(t, out, "not a loopback address")
 
 	out, code = runCLI(t, "run", "-c", "../../configs/gen-sink.yaml", "--log-format", "xml")

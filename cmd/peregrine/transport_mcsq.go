@@ -19,12 +19,6 @@ import (
 // goroutines post pushes of the first --sizes for N targets (slices of the
 // target's region) through one DC MCSQ of M SQs, and every CQE is checked.
 func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, peer rt.PeerAddr, idle lcore.IdleMode, sizes []int, out io.Writer, js *jsonRun) (bool, error) {
-	if cfg.dcSQs < 1 || cfg.dcSQs > 60 {
-		return false, usage(fmt.Errorf("--dc-sqs %d: use 1..60 (the target accepts 64 connections)", cfg.dcSQs))
-	}
-	if cfg.regionLen == 0 {
-		return false, usage(fmt.Errorf("--targets needs --region-size: the len= of the target's READY line"))
-	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
 		return false, err
@@ -38,7 +32,7 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 		Clock:  clock.NewReal(),
 	})
 	if err != nil {
-		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	defer pipe.Stop()
 	obs.watchPipeline(pipe)
@@ -50,7 +44,7 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	}
 	obs.watchMCSQ(cfg.role, m, sizes[0])
 	if err := pipe.Start(); err != nil {
-		return false, flagError(err, map[string]string{"Lcores": "--lcore"})
+		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
 	}
 	m.Start(ctx)
 	var done func() bool
@@ -84,11 +78,11 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 		ps.Failures[mcsq.CauseRefused], ps.Failures[mcsq.CauseUnreachable], ps.Failures[mcsq.CauseRetryExhausted], ps.Failures[mcsq.CauseRemoteError])
 	fmt.Fprintf(out, "  CQEs %d for %d WRs (ordered CQ, %d WRs folded into a later CQE)\n", s.CQEs, s.Covered, qs.Coalesced)
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loop exited cleanly" + because(runErr)},
 		{drained && s.Covered == s.Posted, fmt.Sprintf("every posted WR covered by exactly one CQE (%d posted, %d covered)", s.Posted, s.Covered)},
 		{s.OK > 0 && s.Failed == 0, fmt.Sprintf("WRs completed, none failed (%d failed)", s.Failed)},
 		{s.OutOfOrder == 0, fmt.Sprintf("CQEs in posting order (%d out of order)", s.OutOfOrder)},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 	}
 	js.summary(elapsed.Seconds(), map[string]any{"counters": mcsqCounters(m), "pool_in_use": pool.InUse(), "targets": cfg.targets, "dc_sqs": cfg.dcSQs}, checks, interrupted)
 	return report(out, checks, interrupted), nil

@@ -30,7 +30,7 @@ func TestTransportJSONAndMetricsOverVeth(t *testing.T) {
 	common := []string{"--sizes", "512", "--target-delay", "1s", "--min-rto", "1ms", "--idle", "yield", "--frames", "16384",
 		"--json", "--metrics", "127.0.0.1:0", "--log-level", "info"}
 	target := startChild(t, append([]string{"transport", "target", "--port", spec(topo.B, topo.IfB), "--ip", "198.18.0.2",
-		"--window", "64", "--duration", "0", "--lcore", "1", "--seed", "2"}, common...)...)
+		"--window", "64", "--duration", "0", "--lcores", "1", "--seed", "2"}, common...)...)
 	tgtURL := metricsURL(t, target)
 	var ready struct {
 		Type string
@@ -42,7 +42,7 @@ func TestTransportJSONAndMetricsOverVeth(t *testing.T) {
 	ini := func(extra ...string) *child {
 		return startChild(t, append(append([]string{"transport", "initiator", "--port", spec(topo.A, topo.IfA), "--ip", "198.18.0.1",
 			"--peer-mac", topo.MACB.String(), "--peer-ip", "198.18.0.2", "--region-key", fmt.Sprint(ready.Key),
-			"--region-size", fmt.Sprint(ready.Len), "--window", "16", "--lcore", "0", "--seed", "1"}, common...), extra...)...)
+			"--region-size", fmt.Sprint(ready.Len), "--window", "16", "--lcores", "0", "--seed", "1"}, common...), extra...)...)
 	}
 
 	mq := ini("--targets", "300", "--dc-sqs", "8", "--duration", "3s")

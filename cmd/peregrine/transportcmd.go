@@ -88,11 +88,11 @@ every connection failed, prints the summary with the reason, and exits 1.`,
   peregrine transport initiator ... --sizes 4KiB --window 1 --pull-every 0   # latency`,
 		Args:      transportRoleArgs,
 		ValidArgs: []string{"initiator", "target"},
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			cfg.role = args[0]
-			if err := cfg.validate(); err != nil {
-				return err
-			}
+			return cfg.validate(cmd.Flags())
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := notifyContext(cmd.Context(), cmd.ErrOrStderr())
 			defer stop()
 			ok, err := runTransport(ctx, cfg, cmd.OutOrStdout())
@@ -112,17 +112,19 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "initiator: the target's MAC")
 	f.StringVar(&cfg.peerIP, "peer-ip", "", "initiator: the target's IP")
 	f.Uint32Var(&cfg.regionKey, "region-key", 0x10001, "initiator: the target's region key (its READY line)")
-	f.IntVar(&cfg.regionLen, "region-size", 0, "bytes of the target's region (default: 2 × window × largest size)")
+	sizeVar(f, &cfg.regionLen, "region-size", 0, "bytes of the target's region, at least 2 × window × largest size (default: that)")
 	f.StringVar(&cfg.sizes, "sizes", "64KiB", "initiator: message sizes used in turn, e.g. 512,4KiB,64KiB")
 	f.IntVar(&cfg.window, "window", 32, "operations outstanding at once")
 	f.IntVar(&cfg.conns, "conns", 2, "initiator: connections (even ones ordered)")
 	f.IntVar(&cfg.pullEvery, "pull-every", 0, "initiator: every n-th operation is a pull (0: none)")
 	f.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long to post (initiator) or serve (target; 0: until a signal)")
 	f.Uint64Var(&cfg.count, "count", 0, "initiator: stop after this many operations (0: --duration)")
+	f.IntVar(&cfg.lcore, "lcores", 0, "CPU of the poll loop (one: the endpoint runs one loop)")
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
+	_ = f.MarkDeprecated("lcore", "use --lcores, as every other subcommand")
 	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
-	f.IntVar(&cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
+	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
@@ -203,7 +205,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		Clock:  clk,
 	})
 	if err != nil {
-		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcore", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports": "--port", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(pipe)
 	defer pipe.Stop() // on early returns
@@ -231,7 +233,7 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 		}
 	}
 	if err := pipe.Start(); err != nil {
-		return false, flagError(err, map[string]string{"Lcores": "--lcore"})
+		return false, flagError(err, map[string]string{"Lcores": "--lcores"})
 	}
 	var meter *loadMeter
 	var done func() bool
@@ -288,8 +290,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 			pushes, badPushes)
 		recvOK := transportRecvSummary(out, tp)
 		js.summary(elapsed.Seconds(), map[string]any{"counters": transportCounters(ep, nil, tp.Sampler), "pool_in_use": pool.InUse()}, []check{
-			{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
-			{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+			{runErr == nil, "poll loop exited cleanly" + because(runErr)},
+			{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 			{badPushes == 0, fmt.Sprintf("every push's bytes are right (%d wrong)", badPushes)},
 			{recvOK, "every received WQE holds its Send's bytes"},
 		}, interrupted)
@@ -305,14 +307,14 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	}
 	secs := elapsed.Seconds()
 	checks := []check{
-		{runErr == nil, fmt.Sprintf("poll loop exited cleanly (%v)", runErr)},
+		{runErr == nil, "poll loop exited cleanly" + because(runErr)},
 		drainCheck(drained, ls, 5*time.Second),
 		{ls.Completed > 0, "operations completed"},
 		failureCheck(ls, fmt.Sprintf(" (this initiator's --window %d and --sizes need a target region of at least %[2]d B, where the target's READY line gives its len=: start the target with the same --window and --sizes, or with --region-size %[2]d)",
 			cfg.window, txnload.TargetMemoryLen(cfg.window, sizes))),
 		{ls.BadData == 0, fmt.Sprintf("pulled bytes are right (%d wrong)", ls.BadData)},
 		{ls.OutOfOrder == 0, fmt.Sprintf("ordered connections completed in posting order (%d out of order)", ls.OutOfOrder)},
-		{pool.CheckLeaks() == nil, fmt.Sprintf("pool back to zero in use (%v)", pool.CheckLeaks())},
+		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},
 	}
 	checks = append(checks, transportSendChecks(out, tp)...)
 	ok := report(out, checks, interrupted)

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/app/config"
+	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
+	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
 )
@@ -27,9 +30,12 @@ const maxBurst = config.MaxBurst
 // 2 × --window × the largest of --sizes unless --region-size says more).
 const maxRegion = config.MaxRegion
 
-func (c *genConfig) validate() error {
+func (c *genConfig) validate(fs *pflag.FlagSet) error {
 	if c.port == "" {
 		return usage(errors.New("--port is required, e.g. --port afxdp:veth0"))
+	}
+	if err := usage(checkPorts("port", c.port), c.obs.validate()); err != nil {
+		return err
 	}
 	cpus, err := parseCPUs("lcores", c.lcores)
 	if err != nil {
@@ -38,6 +44,15 @@ func (c *genConfig) validate() error {
 	zero := "run until --count, --idle-exit or a signal"
 	if c.rx {
 		zero = "run until --expect, --idle-exit or a signal"
+		err = inert(fs, "with --rx: it shapes what is sent", "count", "rate", "size", "replay", "timing", "loop")
+	} else {
+		err = inert(fs, "without --rx: it belongs to the receiver", "expect", "idle-exit")
+	}
+	if err == nil && c.replay == "" {
+		err = inert(fs, "without --replay", "timing", "loop")
+	}
+	if err != nil {
+		return usage(err)
 	}
 	var timing error
 	if c.timing != "fast" && c.timing != "recorded" {
@@ -57,9 +72,25 @@ func (c *genConfig) validate() error {
 	)
 }
 
-func (c *fwdConfig) validate() error {
+func (c *fwdConfig) validate(fs *pflag.FlagSet) error {
 	if n := len(c.ports); n < 1 || n > 2 {
 		return usage(fmt.Errorf("--port: give one or two ports (got %d), e.g. --port afxdp:veth0 --port afxdp:veth1", n))
+	}
+	if err := usage(checkPorts("port", c.ports...), c.obs.validate()); err != nil {
+		return err
+	}
+	if c.mode != "txonly" {
+		if err := inert(fs, "unless --mode txonly: only the generator uses it", "size", "rate", "flows"); err != nil {
+			return usage(err)
+		}
+	}
+	if c.mode == "mac" && c.peerMAC == "" {
+		return usage(errors.New("--mode mac needs --peer-mac: the destination MAC to write, e.g. --peer-mac 02:00:00:00:00:02"))
+	}
+	if c.mode != "mac" {
+		if err := inert(fs, "unless --mode mac", "peer-mac"); err != nil {
+			return usage(err)
+		}
 	}
 	cpus, err := parseCPUs("lcores", c.lcores)
 	if err != nil {
@@ -104,10 +135,18 @@ func (c *fabricConfig) validate() error {
 			return usage(fmt.Errorf("--%s: %w", p.flag, err))
 		}
 	}
-	if _, err := parseCPUs("lcores", c.lcores); err != nil {
+	cpus, err := parseCPUs("lcores", c.lcores)
+	if err != nil {
 		return usage(err)
 	}
+	if len(cpus) != 1 {
+		return usage(fmt.Errorf("--lcores %s: the fabric runs one poll loop: give one CPU", c.lcores))
+	}
 	return usage(
+		checkPorts("port-a", c.portA),
+		checkPorts("port-b", c.portB),
+		samePorts("port-a", c.portA, "port-b", c.portB),
+		c.obs.validate(),
 		checkInt("udp-port", int(c.udpPort), 1, 65535),
 		checkIdle(c.idle),
 		checkPeriod(c.period),
@@ -132,9 +171,12 @@ func transportRoleArgs(_ *cobra.Command, args []string) error {
 	return nil
 }
 
-func (c *transportConfig) validate() error {
+func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 	if c.port == "" {
 		return usage(errors.New("--port is required, e.g. --port afxdp:veth0?netns=a"))
+	}
+	if err := usage(checkPorts("port", c.port), c.obs.validate()); err != nil {
+		return err
 	}
 	if _, err := netip.ParseAddr(c.ip); err != nil {
 		return usage(fmt.Errorf("--ip %q: give this endpoint's IP address, e.g. 198.18.0.1", c.ip))
@@ -146,16 +188,60 @@ func (c *transportConfig) validate() error {
 		if _, err := netip.ParseAddr(c.peerIP); err != nil {
 			return usage(fmt.Errorf("--peer-ip %q: give the target's IP address, e.g. 198.18.0.6", c.peerIP))
 		}
+	} else if err := inert(fs, "for a target: it belongs to the initiator", "peer-mac", "peer-ip", "region-key", "conns", "pull-every", "count", "op-timeout", "sends", "targets", "dc-sqs", "msg-size"); err != nil {
+		return usage(err)
 	}
-	sizes, err := parseByteSizes(c.sizes, 16, txn.MaxMessage)
+	if c.role == "initiator" {
+		if err := inert(fs, "for an initiator: it belongs to the target", "post-recv"); err != nil {
+			return usage(err)
+		}
+	}
+	sizesFlag, spec := "sizes", c.sizes
+	if c.msgSize != "" {
+		sizesFlag, spec = "msg-size", c.msgSize
+	}
+	sizes, err := parseByteSizes(spec, 16, txn.MaxMessage)
 	if err != nil {
-		return usage(fmt.Errorf("--sizes: %w", err))
+		return usage(fmt.Errorf("--%s: %w", sizesFlag, err))
 	}
-	if err := usage(checkInt("window", c.window, 1, 4096)); err != nil {
+	if c.ioi != "" {
+		if _, err := ioi.ParseMode(c.ioi); err != nil {
+			return usage(fmt.Errorf("--ioi %q: use on, off, inorder or sprayed", c.ioi))
+		}
+	}
+	if err := usage(
+		checkInt("window", c.window, 1, 4096),
+		checkInt("sends", c.sends, 0, 4096),
+		checkInt("post-recv", c.postRecv, 0, txn.DefaultRecvDepth),
+		checkInt("targets", c.targets, 0, 1<<20),
+		checkInt("dc-sqs", c.dcSQs, 1, 60),
+	); err != nil {
 		return err
 	}
 	if err := config.CheckTargetRegion(c.window, sizes); err != nil {
-		return usage(fmt.Errorf("--sizes %s: %w", c.sizes, err))
+		return usage(fmt.Errorf("--%s %s: %w", sizesFlag, spec, err))
+	}
+	if err := config.CheckTransportMemory(c.window, c.sends, c.postRecv, sizes); err != nil {
+		flag := sizesFlag
+		if c.sends > 0 {
+			flag = "sends"
+		} else if c.postRecv > 0 {
+			flag = "post-recv"
+		}
+		return usage(fmt.Errorf("--%s: %w", flag, err))
+	}
+	if err := usage(checkInt("region-size", c.regionLen, 0, maxRegion)); err != nil {
+		return err
+	}
+	if need := txnload.TargetMemoryLen(c.window, sizes); c.role == "target" && c.regionLen != 0 && c.regionLen < need {
+		return usage(fmt.Errorf("--region-size %d is smaller than the %d B this --window %d and --%s %s need (2 × window × largest size): leave it out, or give at least %d", c.regionLen, need, c.window, sizesFlag, spec, need))
+	}
+	if c.targets > 0 {
+		if c.regionLen == 0 {
+			return usage(errors.New("--targets needs --region-size: the len= of the target's READY line"))
+		}
+	} else if err := inert(fs, "without --targets", "dc-sqs"); err != nil {
+		return usage(err)
 	}
 	psn := flagged("psn-window", config.CheckPSNWindow(c.rtWindow))
 	zero := "serve until a signal"
@@ -163,16 +249,15 @@ func (c *transportConfig) validate() error {
 		zero = "post until --count or a signal"
 	}
 	return usage(
-		checkInt("region-size", c.regionLen, 0, maxRegion),
 		checkInt("conns", c.conns, 1, 1024),
 		checkInt("pull-every", c.pullEvery, 0, 1<<30),
 		checkDuration("duration", c.duration, zero),
 		checkDuration("op-timeout", c.opTimeout, "have no operation timeout"),
-		checkCPU("lcore", c.lcore),
+		checkCPU(typedName(fs, "lcores", "lcore"), c.lcore),
 		checkIdle(c.idle),
 		checkFrameSize(c.frameSize),
 		checkFrames(c.frames, 1, 0, c.frameSize),
-		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		flagged("target-delay", config.CheckTargetDelay(c.target)),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		psn,
 	)
@@ -186,7 +271,25 @@ const demoTransportFrames = config.TransportFrames
 // --veth opens four of them.
 const afxdpFillFrames = config.AFXDPFillFrames
 
-func (c *demoConfig) validate() error {
+func (c *demoConfig) validate(fs *pflag.FlagSet) error {
+	if !c.veth {
+		if err := usage(inert(fs, "without --veth: the demo runs over mem ports", "driver")); err != nil {
+			return err
+		}
+	}
+	if c.workload != "forward" {
+		if err := usage(inert(fs, "unless --workload forward: only the generator uses it", "size", "rate")); err != nil {
+			return err
+		}
+	}
+	if c.workload == "" || c.workload == "transport" {
+		if err := usage(inert(fs, "in the transport workload", "burst")); err != nil {
+			return err
+		}
+	}
+	if err := usage(c.obs.validate()); err != nil {
+		return err
+	}
 	if err := usage(checkDuration("duration", c.duration, ""), checkDuration("drain", c.drain, "take the default, "+defaultDrain.String())); err != nil {
 		return err
 	}
@@ -229,7 +332,7 @@ func (c *demoConfig) validate() error {
 		checkInt("burst", c.burst, 1, maxBurst),
 		checkIdle(c.idle),
 		checkInt("window", c.window, 1, 4096),
-		checkPositiveDuration("target-delay", c.target, time.Microsecond),
+		flagged("target-delay", config.CheckTargetDelay(c.target)),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		checkFrames(c.frames, loops, extra, 0),
 	)

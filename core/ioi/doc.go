@@ -53,8 +53,10 @@
 // packet that arrives out of sequence (an earlier one was lost: the ordered
 // path broke its promise) is counted and buffered — its bytes placed, its
 // handover deferred until the gap fills (Release) — when it is less than
-// Window ahead, and refused for retransmission beyond; it is never handed
-// over ahead of its turn.
+// the receiver's window ahead, and refused for retransmission beyond; it
+// is never handed over ahead of its turn. The caller gives each message's
+// Receiver a window that covers the transport's receive window, so a
+// packet the transport accepted is never too far ahead (see Receiver).
 // Unflagged packets are placed as they arrive. CheckCombo rejects phase
 // and flag combinations no sender makes.
 //

@@ -405,23 +405,55 @@ const (
 	// (the ordered path lost it): place it, and hand it over only when its
 	// turn comes (Release).
 	Buffered
-	// OutOfSequence: flagged and too far ahead to buffer (Window): refuse
-	// it for retransmission.
+	// OutOfSequence: flagged and too far ahead to buffer (past the
+	// receiver's window): refuse it for retransmission. A window that
+	// covers the transport's receive window never gives it for a packet
+	// the transport accepted from an honest sender.
 	OutOfSequence
 	// Stale: flagged with a sequence number already taken (a forgery: the
 	// transport never delivers a packet twice): drop it.
 	Stale
 )
 
-// Window is how far past the next expected sequence number a flagged
-// packet may arrive and be buffered.
-const Window = 64
-
-// Receiver is one message's in-sequence state at the receiver. The zero
-// Receiver expects sequence number 0.
+// Receiver is one message's in-sequence state at the receiver. It buffers
+// flagged packets up to Window() sequence numbers past the next expected,
+// in the bitmap Init gives it; the zero Receiver expects sequence number 0
+// and buffers nothing (every packet out of sequence is OutOfSequence).
+//
+// The window must cover the transport's receive window (WindowSize PSNs):
+// a message's in-order packets take increasing PSNs in one window, so the
+// one the receiver waits for is at least as many PSNs behind a later one
+// as it is sequence numbers behind, and a packet the transport accepted
+// (less than WindowSize PSNs past its window's base, which the missing
+// one holds back) is less than WindowSize sequence numbers ahead. A
+// narrower window refuses packets the ordered path did deliver, and their
+// sender resends them for nothing.
 type Receiver struct {
 	next uint32
-	held uint64 // bit i: sequence number next+i arrived and waits
+	held []uint64 // bit o%Window(): sequence number o arrived and waits
+}
+
+// Init resets r to expect sequence number 0, buffering in held (cleared
+// here): a window of 64×len(held) sequence numbers. The caller owns held
+// and gives each message its own.
+func (r *Receiver) Init(held []uint64) {
+	clear(held)
+	*r = Receiver{held: held}
+}
+
+// Ready reports whether Init gave r its bitmap.
+func (r *Receiver) Ready() bool { return r.held != nil }
+
+// Window is how far past the next expected sequence number a flagged
+// packet may arrive and be buffered.
+func (r *Receiver) Window() uint32 { return uint32(len(r.held)) * 64 }
+
+// Slot returns where sequence number o, buffered, is kept: o mod Window.
+func (r *Receiver) Slot(o uint32) uint32 { return o % r.Window() }
+
+func (r *Receiver) bit(o uint32) (w int, m uint64) {
+	s := r.Slot(o)
+	return int(s / 64), 1 << (s % 64)
 }
 
 // Admit checks one data packet of the message.
@@ -431,31 +463,33 @@ func (r *Receiver) Admit(flagged bool, ordinal uint32) Admission {
 		return Place
 	case ordinal == r.next:
 		r.next++
-		r.held >>= 1
 		return InSequence
 	case ordinal < r.next:
 		return Stale
-	}
-	d := ordinal - r.next
-	switch {
-	case d >= Window:
+	case ordinal-r.next >= r.Window():
 		return OutOfSequence
-	case r.held&(1<<d) != 0:
+	}
+	w, m := r.bit(ordinal)
+	if r.held[w]&m != 0 {
 		return Stale
 	}
-	r.held |= 1 << d
+	r.held[w] |= m
 	return Buffered
 }
 
 // Release returns the next buffered sequence number whose turn has come,
 // after an InSequence admission; call it until ok is false.
 func (r *Receiver) Release() (ordinal uint32, ok bool) {
-	if r.held&1 == 0 {
+	if len(r.held) == 0 {
 		return 0, false
 	}
+	w, m := r.bit(r.next)
+	if r.held[w]&m == 0 {
+		return 0, false
+	}
+	r.held[w] &^= m
 	ordinal = r.next
 	r.next++
-	r.held >>= 1
 	return ordinal, true
 }
 

@@ -145,6 +145,8 @@ func TestCheckCombo(t *testing.T) {
 
 func TestReceiverInSequence(t *testing.T) {
 	var r Receiver
+	r.Init(make([]uint64, 2))
+	require.EqualValues(t, 128, r.Window())
 	require.Equal(t, Place, r.Admit(false, 99))
 	require.Equal(t, InSequence, r.Admit(true, 0))
 	require.Equal(t, Buffered, r.Admit(true, 2))
@@ -161,8 +163,39 @@ func TestReceiverInSequence(t *testing.T) {
 	_, ok = r.Release()
 	require.False(t, ok)
 	require.Equal(t, Stale, r.Admit(true, 0))
-	require.Equal(t, OutOfSequence, r.Admit(true, 4+Window))
+	require.Equal(t, OutOfSequence, r.Admit(true, 4+r.Window()))
 	require.EqualValues(t, 4, r.Next())
+}
+
+// TestReceiverWindowWraps: a window wider than one word buffers packets
+// up to its far edge, across the slots' wrap, and hands them over in
+// sequence; the zero Receiver buffers nothing.
+func TestReceiverWindowWraps(t *testing.T) {
+	var z Receiver
+	require.Equal(t, InSequence, z.Admit(true, 0))
+	require.Equal(t, OutOfSequence, z.Admit(true, 2))
+	var r Receiver
+	r.Init(make([]uint64, 3)) // 192: not a power of two
+	w := r.Window()
+	next := uint32(0)
+	for round := range 5 {
+		// The one the receiver waits for is lost; every later one up to
+		// the window's far edge arrives first, in reverse.
+		for o := next + w - 1; o > next; o-- {
+			require.Equal(t, Buffered, r.Admit(true, o), "round %d ordinal %d", round, o)
+		}
+		require.Equal(t, OutOfSequence, r.Admit(true, next+w))
+		require.Equal(t, InSequence, r.Admit(true, next))
+		for want := next + 1; want < next+w; want++ {
+			got, ok := r.Release()
+			require.True(t, ok)
+			require.Equal(t, want, got)
+		}
+		_, ok := r.Release()
+		require.False(t, ok)
+		next += w
+		require.Equal(t, next, r.Next())
+	}
 }
 
 func TestSenderAllocatesNothing(t *testing.T) {
@@ -186,6 +219,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 1, 1, 0, 0, 2, 2, 5})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var r Receiver
+		r.Init(make([]uint64, 1+len(in)%3))
 		next := uint32(0)
 		buffered := map[uint32]bool{}
 		for i := 0; i+2 < len(in); i += 3 {
@@ -214,7 +248,7 @@ func FuzzReceiver(f *testing.F) {
 			case Place:
 				require.False(t, flagged)
 			case OutOfSequence:
-				require.Greater(t, ord, next)
+				require.GreaterOrEqual(t, ord, next+r.Window())
 			case Stale:
 				require.True(t, ord < next || buffered[ord], "stale %d with next %d", ord, next)
 			}

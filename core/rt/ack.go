@@ -88,6 +88,9 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		e.retire(c, k, newly)
 		total += len(newly)
 	}
+	if hd.Ack.Dup != wire.WindowNone && c.state != StateFree {
+		e.onDupReport(c, hd.Ack.Dup, hd.PSN)
+	}
 	var rtt time.Duration
 	if hd.TxEcho != 0 {
 		// Fabric RTT: our time since the echoed packet left, minus the
@@ -152,6 +155,9 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 			e.cnt.own[cNackStale]++
 			return true
 		}
+		if !e.nackBound(c, hd) {
+			return true
+		}
 	}
 	switch n.Code {
 	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
@@ -163,6 +169,7 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 		// RNR NACKs), not a resolution: no cookie.
 		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
 	case wire.NackOutOfWindow:
+		e.refund(c, n.Window, n.PSN)
 		e.holdOff(c, n.Window, n.PSN, c.rtt.rto)
 	case wire.NackBadCID:
 		e.failConn(c, ErrPeerReset)
@@ -197,6 +204,36 @@ func (e *Endpoint) nackForged(c *conn, n *wire.NackBody) bool {
 	}
 	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
 	return !ok || e.ctx[idx].sends == 0
+}
+
+// nackBound reports whether a NACK that names an outstanding PSN of ours
+// names the packet we sent with it: its TxEcho is the TxTime of the
+// refused packet, which must be one of that PSN's last two transmissions.
+// A PSN alone is not enough: a forged packet with a live CID and our next
+// PSN, refused by the peer, earns a NACK with that PSN, and it may reach
+// us just after our own packet with that PSN left — taken for ours, it
+// would fail an operation the peer served. A mismatch is counted
+// (NackForged) and the NACK ignored whole. A NACK for a resync's PSN
+// refuses the packet the resync replaced: stale (NackStale). (A refusal
+// of a transmission older than the last two, overtaken by two resends,
+// is ignored too: the packet is outstanding and resent anyway.)
+func (e *Endpoint) nackBound(c *conn, hd *wire.Header) bool {
+	n := &hd.Nack
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(n.Window), PSN: n.PSN})
+	if !ok {
+		e.cnt.own[cInternal]++ // nackForged found it outstanding
+		return false
+	}
+	x := &e.ctx[idx]
+	if x.resync {
+		e.cnt.own[cNackStale]++
+		return false
+	}
+	if hd.TxEcho == stamp(x.sentAt) || x.prevAt != 0 && hd.TxEcho == stamp(x.prevAt) {
+		return true
+	}
+	e.cnt.own[cNackForged]++
+	return false
 }
 
 // onULPError resolves a packet the peer's ULP refused: the ULP hears of it
@@ -280,7 +317,7 @@ func (e *Endpoint) piggybacked(c *conn) {
 	if c.ackCount == 0 && !c.ackNow {
 		return
 	}
-	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 || c.probe {
+	if c.rx[0].holes() || c.rx[1].holes() || c.oow != 0 || c.nack.code != 0 || c.nULPNack != 0 || c.probe || c.dupWin != 0 {
 		return
 	}
 	e.ackSent(c)
@@ -292,6 +329,7 @@ func (e *Endpoint) ackSent(c *conn) {
 	c.ackNow = false
 	c.probe = false
 	c.oow, c.oowCount = 0, 0
+	c.dupWin = wire.WindowNone
 	if c.ackTimer != 0 {
 		e.wheel.Cancel(c.ackTimer)
 		c.ackTimer = 0
@@ -318,7 +356,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 	switch {
 	case nack:
 		hd.Type = wire.TypeNack
-		hd.TxEcho = c.peerTx
+		hd.TxEcho = owed.echo
 		hd.Nack = wire.NackBody{
 			Code:             owed.code,
 			ULPCode:          owed.ulpCode,
@@ -336,6 +374,10 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		hd.Ack.OOWCount = c.oowCount
 		if c.probe {
 			hd.Flags |= wire.FlagAckRequested
+		}
+		if c.dupWin != wire.WindowNone {
+			hd.Ack.Dup, hd.PSN = c.dupWin, c.dupPSN
+			e.cnt.own[cTxDupReport]++
 		}
 		if c.rx[0].holes() || c.rx[1].holes() {
 			hd.Type = wire.TypeExtendedAck

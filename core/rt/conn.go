@@ -126,6 +126,11 @@ type pendingNack struct {
 	ulpCode uint8
 	window  wire.Window
 	psn     uint32
+	// echo is the refused packet's TxTime, echoed in the NACK's TxEcho:
+	// the sender checks it against that PSN's transmissions, so a
+	// refusal of a forged packet with a live PSN is not taken for one of
+	// the packet it sent.
+	echo uint32
 }
 
 // conn is one slot of the connection table. Everything is preallocated by
@@ -164,7 +169,11 @@ type conn struct {
 	echoFresh bool   // not yet echoed in an ACK
 	echoTTL   uint8  // the IP TTL it arrived with (HopEcho: wire.HopsFromTTL)
 	peerTx    uint32 // TxTime of the latest packet, echoed on data packets
-	nack      pendingNack
+	// dupWin and dupPSN: a packet that came again (a duplicate or stale
+	// PSN), reported in the next ACK (wire.AckBody.Dup); dupWin 0: none.
+	dupWin wire.Window
+	dupPSN uint32
+	nack   pendingNack
 	// ULP-error NACKs owed, oldest first: unlike an RNR NACK (one at a
 	// time, the sender holds off) each refused packet needs its own, and
 	// one the queue has no room for is owed again when the packet returns.
@@ -214,7 +223,8 @@ func (c *conn) window(w wire.Window) int { return int(w) - 1 }
 // queue is full.
 func (c *conn) oweULPNack(n pendingNack) {
 	for i := range c.nULPNack {
-		if c.ulpNacks[i] == n {
+		if q := &c.ulpNacks[i]; q.code == n.code && q.ulpCode == n.ulpCode && q.window == n.window && q.psn == n.psn {
+			q.echo = n.echo // the latest refused transmission
 			return
 		}
 	}

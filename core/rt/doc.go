@@ -150,7 +150,18 @@
 // early resend found spurious (the ACK came
 // sooner than the resend could have earned it:
 // Stats.SpuriousEarlyRetransmit) widens it at once; it never falls below
-// a quarter of the least RTT. Packets sprayed over paths of different
+// a quarter of the least RTT. Duplicate reports tell the sender what
+// timing alone cannot: a receiver that gets a packet it had already (a
+// duplicate, or a PSN before its window) says so in its next ACK
+// (wire.AckBody.Dup, the PSN in the ACK's PSN field; TxDupReport,
+// RxDupReport), as a DSACK does, and a report of a packet whose latest
+// transmission was an early resend (SpuriousDupReport) proves the
+// original late, not lost: the window gets a floor of how late it came,
+// plus a quarter, which wears down by 1/4096 per packet nothing
+// overtook, so bursts of reordering (a queue on one path, frames held
+// back now and then) are covered from one to the next, as RFC 8985 keeps
+// a DSACK-widened window for 16 recoveries. Options.NoDupReports runs
+// without (the behaviour before them, for comparisons). Packets sprayed over paths of different
 // delays, or queued on one ordered path (IOI's head and tail), are thus
 // given the time they take: a hole is not lost either while packets sent
 // with or before it are still being acknowledged (the queue on its path
@@ -274,10 +285,13 @@
 //     with the cookie and the peer's code; a resync takes the packet's
 //     place (the retained frame is freed then), and EventResynced tells
 //     when that resync is acknowledged and its window place is free.
-//   - Refusal for now (NotReady, NoResources, out of window): not an end.
+//   - Refusal for now (NotReady, NoResources, OutOfWindow): not an end.
 //     The sender holds off the packet and the ones after it for the NACK's
-//     RNR time, at most MaxRTO (early retransmission too), then resends;
-//     each resend counts toward RetryLimit.
+//     RNR time (an RTO for out of window), at most MaxRTO (early
+//     retransmission too), then resends; each resend counts toward
+//     RetryLimit, except that an out-of-window refusal gives the refused
+//     transmission back (Refunds, at most RetryLimit per packet): the
+//     packet arrived too far ahead of a gap, it was not lost.
 //   - Abandonment: after RetryLimit+1 transmissions and RetryLimit+1
 //     expiries of its timer a resync takes its place; when the peer acknowledges the resync, EventAbandoned gives
 //     the cookie (the packet may or may not have been delivered). The
@@ -364,7 +378,8 @@
 // given up on after their retries; Abandoned also counts the resyncs of
 // packets the ULP gave up, GivenUp), TxRetransmit and TxEarlyRetransmit
 // (with SpuriousEarlyRetransmit),
-// AckForged and NackStale (acknowledgements ignored), RxBadSource
+// AckForged, NackForged (a NACK whose echo names no transmission of its
+// PSN) and NackStale (acknowledgements ignored), RxBadSource
 // (packets from a stranger), RxUnknownCID and RxStaleCID (frames for no
 // connection) with TxBadCIDNack and BadCIDNackSuppressed, AwaitProbes
 // (SetAwaiting's probes), KeepAliveSent and IdleTimeouts, ConnFailed and

@@ -331,7 +331,8 @@ func TestUnexpectedNackKeepsCookieUntilResolved(t *testing.T) {
 	h.poll()
 	h.injectA(h.frameFromB(&wire.Header{Version: wire.Version, DestCID: ca.LocalCID(), Type: wire.TypeNack,
 		ReqEBSN: ca.Window(wire.WindowRequest).TxBSN, DataEBSN: ca.Window(wire.WindowData).TxBSN,
-		Nack: wire.NackBody{Code: wire.NackUnexpected, Window: wire.WindowRequest, PSN: psn}}, nil))
+		TxEcho: stamp(h.clk.Now()), // the refused transmission's TxTime: this NACK names it
+		Nack:   wire.NackBody{Code: wire.NackUnexpected, Window: wire.WindowRequest, PSN: psn}}, nil))
 	nacks := eventsOf(h.evA, EventNack)
 	require.Len(t, nacks, 1, "the ULP hears of the NACK")
 	h.pa.tap = nil

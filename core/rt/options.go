@@ -146,6 +146,13 @@ type Options struct {
 	// many as it lost); after an acknowledged resend the time rule alone
 	// decides. Default 3; negative disables.
 	EarlyRetransmitDistance int
+	// NoDupReports runs loss recovery as it was before duplicate reports:
+	// the receiver does not tell the sender of copies it had already
+	// (wire.AckBody.Dup) and the sender ignores such reports, so it learns
+	// of a spurious early resend only when the ACK comes too soon for the
+	// resend (Stats.SpuriousEarlyRetransmit). For comparisons (bench
+	// integrity); off by default.
+	NoDupReports bool
 	// CAMCapacity is the number of packets the retransmission engine can
 	// track across all connections (default MaxConns × 2 × MaxOutstanding,
 	// at most 2^20). A Send beyond it is refused with ErrCAMFull.

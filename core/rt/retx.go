@@ -39,6 +39,9 @@ type retxCtx struct {
 	early   bool // queued as an early retransmit
 	resync  bool // the frame is a resync standing in for the abandoned packet
 	nacked  bool // the resync stands in for a packet the peer's ULP refused
+	// refunds: transmissions given back because the peer refused them as
+	// out of window (refund), at most RetryLimit.
+	refunds uint16
 
 	// route: how its transmissions are steered over the paths (paths.go).
 	route uint8
@@ -321,6 +324,31 @@ func (e *Endpoint) holdOff(c *conn, w wire.Window, psn uint32, d time.Duration) 
 	}
 }
 
+// refund gives packet psn of window w back the transmission an
+// out-of-window NACK refused: the packet arrived, too far ahead for the
+// receiver to take yet (an in-order packet past a gap), so it was not lost
+// and the resend after the hold-off must not spend its retry budget — a
+// loss earlier in the window would otherwise abandon every packet past
+// it. At most RetryLimit refunds per packet, so a peer that refuses a
+// packet forever cannot keep it outstanding forever: it is sent at most
+// 2×(RetryLimit+1) times.
+func (e *Endpoint) refund(c *conn, w wire.Window, psn uint32) {
+	idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
+	if !ok {
+		return
+	}
+	x := &e.ctx[idx]
+	if x.resync || x.tx == 0 || int(x.refunds) >= e.opts.RetryLimit {
+		return
+	}
+	x.refunds++
+	x.tx--
+	if x.timeouts > 0 {
+		x.timeouts-- // the hold-off's end counts one again
+	}
+	e.cnt.own[cRefunds]++
+}
+
 // retriesSpent reports whether the current frame of x was sent
 // RetryLimit+1 times: the next step is a resync (or failure), not a
 // resend.
@@ -428,6 +456,47 @@ func (e *Endpoint) onRackTimer(idx uint32, x *retxCtx) bool {
 	return true
 }
 
+// owedDup notes that packet psn of window w came again, one the receiver
+// had already: the next ACK reports it (wire.AckBody.Dup), at once. One
+// report per ACK, the latest: a signal to the sender, not an account.
+func (e *Endpoint) owedDup(c *conn, w wire.Window, psn uint32) {
+	if e.opts.NoDupReports {
+		return
+	}
+	c.dupWin, c.dupPSN = w, psn
+}
+
+// onDupReport takes the peer's report that our packet psn of window w
+// reached it again (a duplicate-SACK): if our latest transmission of it
+// was an early resend, that resend was not needed — the original was
+// late, not lost — and the reordering window widens to cover how late it
+// was (rackState.floor), as RFC 8985 widens its window on a DSACK. A
+// report of a packet we never resent early (a timeout's resend, a copy
+// the network made) changes nothing.
+func (e *Endpoint) onDupReport(c *conn, w wire.Window, psn uint32) {
+	e.cnt.own[cRxDupReport]++
+	if e.opts.NoDupReports || w != wire.WindowRequest && w != wire.WindowData {
+		return
+	}
+	r := &c.rtt.rack
+	late, ok := r.takeResent(w, psn)
+	if !ok {
+		idx, live := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
+		if !live {
+			return
+		}
+		x := &e.ctx[idx]
+		if x.sends < 2 || !x.earlyDecl || x.prevAt == 0 {
+			return
+		}
+		// Still outstanding (the ACK of the first copy was lost): the
+		// original came at least this late.
+		late = e.now.Sub(x.prevAt) - r.win[c.window(w)].rtt
+	}
+	e.cnt.own[cSpuriousDup]++
+	r.widen(late)
+}
+
 // rtoDue returns when packet x's retransmit timeout expires: its RTO
 // (doubled per expiry) after the later of its last transmission and the
 // last ACK that acknowledged a packet of its window (rackMark.progress).
@@ -460,6 +529,9 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 				// At least that late, with a margin; not more for each
 				// of many spurious resends that one late burst caused.
 				r.reo = max(r.reo, rtt-m.rtt+r.minRTT/4)
+				if !e.opts.NoDupReports {
+					r.widen(rtt - m.rtt + r.minRTT/4) // as a duplicate report would
+				}
 			}
 		}
 	}
@@ -475,6 +547,12 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		} else {
 			r.inOrder()
 		}
+	}
+	if resent && x.earlyDecl && x.prevAt != 0 && !e.opts.NoDupReports {
+		// Acknowledged after an early resend, and not too soon for it: the
+		// resend may have been what arrived, or the original, late. A
+		// duplicate report, if one follows, says which (onDupReport).
+		r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
 	}
 	if !resent {
 		m.drained(at, e.now, r.reoWnd())

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // rttEstimator keeps a connection's smoothed RTT and its retransmit
@@ -79,7 +80,52 @@ type rackState struct {
 	reo time.Duration
 	// win holds, per window, the most recently sent packet acknowledged.
 	win [2]rackMark
+	// floor is what duplicate reports taught the window (wire.AckBody.Dup:
+	// the peer had a packet we resent early, so the original was not
+	// lost, only that late): the window stays at least this wide. It is
+	// the lateness of the latest such original, and it wears down by
+	// 1/4096 per packet acknowledged that nothing overtook, far more
+	// slowly than reo, so that reordering which comes in bursts (a path
+	// that stalls now and then, frames held back at random) is covered
+	// between one burst and the next; RFC 8985 keeps its DSACK-widened
+	// window for 16 recoveries for the same reason.
+	floor time.Duration
+	// resent remembers the latest packets acknowledged after an early
+	// resend, for the duplicate report that may follow their ACK (the
+	// resend arrives after the original did): which window and PSN, and
+	// how late the original was if it was what the ACK acknowledged.
+	resent [32]resentRec
+	nextRe uint8
 }
+
+// resentRec is one packet acknowledged after an early resend.
+type resentRec struct {
+	win  wire.Window // 0: free
+	psn  uint32
+	late time.Duration
+}
+
+// noteResent remembers an acknowledged packet whose latest transmission
+// was an early resend.
+func (r *rackState) noteResent(w wire.Window, psn uint32, late time.Duration) {
+	r.resent[r.nextRe%uint8(len(r.resent))] = resentRec{win: w, psn: psn, late: late}
+	r.nextRe++
+}
+
+// takeResent finds (and forgets) the record of packet psn of window w.
+func (r *rackState) takeResent(w wire.Window, psn uint32) (time.Duration, bool) {
+	for i := range r.resent {
+		if x := &r.resent[i]; x.win == w && x.psn == psn {
+			late := x.late
+			*x = resentRec{}
+			return late, true
+		}
+	}
+	return 0, false
+}
+
+// widen raises the window's floor to cover a late original.
+func (r *rackState) widen(late time.Duration) { r.floor = max(r.floor, late+late/4) }
 
 // rackMark is the most recently sent acknowledged packet of a window
 // (RFC 8985's RACK.xmit_ts, RACK.rtt and RACK.end_seq).
@@ -122,7 +168,7 @@ func (m *rackMark) drained(at, now clock.Time, wnd time.Duration) {
 // RTT a hole is still given to arrive. At least minRTT/4 (RFC 8985); the
 // lateness estimate plus a quarter for the samples not seen yet.
 func (r *rackState) reoWnd() time.Duration {
-	return max(r.minRTT/4, r.reo+r.reo/4)
+	return max(r.minRTT/4, r.reo+r.reo/4, r.floor)
 }
 
 // lateness feeds the reordering estimate one sample (see reo).
@@ -142,7 +188,10 @@ func (r *rackState) lateness(l time.Duration) {
 // message's sprayed middle and the next, while the ordered path's queue
 // (IOI's head and tail) was still as deep — on the real clock the demo
 // resent four times as many packets early as the fabric lost.
-func (r *rackState) inOrder() { r.reo -= r.reo / 1024 }
+func (r *rackState) inOrder() {
+	r.reo -= r.reo / 1024
+	r.floor -= r.floor / 4096
+}
 
 // overtaken reports whether a packet sent at at with PSN psn was sent
 // before the window's mark, i.e. a packet sent after it was acknowledged.

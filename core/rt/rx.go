@@ -314,7 +314,7 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 		if class != rxBeyond {
 			e.pathNotNew(c, w, hd) // paths.go
 		}
-		e.onNotNew(c, w, class)
+		e.onNotNew(c, w, hd.PSN, class)
 		return
 	}
 	switch hd.Type {
@@ -327,7 +327,11 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	default:
 		if e.deliver != nil {
 			if v := e.deliver(c.handle, hd, payload); v != Accept {
-				e.onRefused(c, w, hd.PSN, v)
+				if v == Drop {
+					e.cnt.own[cRxDropped]++
+					return
+				}
+				e.onRefused(c, w, hd.PSN, hd.TxTime, v)
 				return
 			}
 			if c.state == StateFree {
@@ -357,11 +361,13 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 }
 
 // onNotNew handles a packet the receive window does not take: before it
-// (stale), past it, or already received; each is answered by an ACK.
-func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
+// (stale), past it, or already received; each is answered by an ACK, and
+// one we had already is reported in it (owedDup).
+func (e *Endpoint) onNotNew(c *conn, w wire.Window, psn uint32, class rxClass) {
 	switch class {
 	case rxStale:
 		e.cnt.own[cRxStalePSN]++
+		e.owedDup(c, w, psn)
 	case rxBeyond:
 		e.cnt.own[cRxOutOfWindow]++
 		c.oow |= wire.OOWFlags(1) << c.window(w)
@@ -371,13 +377,14 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, class rxClass) {
 	case rxDuplicate:
 		e.cnt.own[cRxDuplicate]++
 		c.stats.Duplicates++
+		e.owedDup(c, w, psn)
 	}
 	e.ackNow(c)
 }
 
 // onRefused records the NACK owed for a packet the deliver function did
-// not accept.
-func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
+// not accept; echo is the packet's TxTime, which the NACK echoes.
+func (e *Endpoint) onRefused(c *conn, w wire.Window, psn, echo uint32, v Verdict) {
 	e.cnt.own[cRxRefused]++
 	code := wire.NackReceiverNotReady
 	switch v.kind() {
@@ -385,13 +392,15 @@ func (e *Endpoint) onRefused(c *conn, w wire.Window, psn uint32, v Verdict) {
 		code = wire.NackResourceExhausted
 	case ULPError:
 		code = wire.NackULPError
+	case OutOfWindow:
+		code = wire.NackOutOfWindow
 	}
 	if v.kind() == ULPError {
-		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn})
+		c.oweULPNack(pendingNack{code: code, ulpCode: v.ulpCode(), window: w, psn: psn, echo: echo})
 	} else if c.nack.code == 0 {
 		// One NACK at a time, for the first refusal: the sender holds
 		// off that packet and every later one.
-		c.nack = pendingNack{code: code, window: w, psn: psn}
+		c.nack = pendingNack{code: code, window: w, psn: psn, echo: echo}
 	}
 	e.ackNow(c)
 }

@@ -19,6 +19,7 @@ const (
 	cRxStalePSN
 	cRxOutOfWindow
 	cRxRefused
+	cRxDropped
 	cRxResync
 	cRxAck
 	cRxExtendedAck
@@ -56,6 +57,11 @@ const (
 	cGivenUp
 	cAwaitProbes
 	cSpuriousEarly
+	cRefunds
+	cNackForged
+	cTxDupReport
+	cRxDupReport
+	cSpuriousDup
 	cInternal
 	numCounters
 )
@@ -78,6 +84,7 @@ type Stats struct {
 	RxStalePSN     uint64 // reliable packets before the receive window (dropped)
 	RxOutOfWindow  uint64 // reliable packets past the receive window (dropped)
 	RxRefused      uint64 // packets the deliver function refused (NACKed)
+	RxDropped      uint64 // packets the deliver function dropped (Drop: neither acknowledged nor NACKed)
 	RxResync       uint64 // resyncs accepted in place of a packet
 	RxAck          uint64 // ACKs received
 	RxExtendedAck  uint64 // extended ACKs received
@@ -135,6 +142,20 @@ type Stats struct {
 	// earlier transmission arrived. Each widens the connection's
 	// reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
+	// Refunds counts transmissions given back to a packet's retry budget
+	// because the peer refused them as out of window (an in-order packet
+	// past a gap: it arrived, it was not lost).
+	Refunds uint64
+	// NackForged counts NACKs that name a PSN of ours but not the packet
+	// we sent with it (their echo matches none of its transmissions: a
+	// refusal of a forged packet, or a forged NACK), ignored whole.
+	NackForged uint64
+	// TxDupReport counts ACKs that told the peer a packet it sent came
+	// again (a PSN already received: wire.AckDupRequest/AckDupData);
+	// RxDupReport the reports received, and SpuriousDupReport those that
+	// showed a resend of ours was not needed (each widens the
+	// connection's reordering window, like SpuriousEarlyRetransmit).
+	TxDupReport, RxDupReport, SpuriousDupReport uint64
 	// Internal counts states that should be impossible (a bug); tests
 	// assert it stays 0.
 	Internal uint64
@@ -163,7 +184,7 @@ func (c *counters) snapshot() Stats {
 		RxMalformed: v[cRxMalformed], RxBadChecksum: v[cRxBadChecksum], RxNotForUs: v[cRxNotForUs],
 		RxUnknownCID: v[cRxUnknownCID], RxStaleCID: v[cRxStaleCID], RxBadState: v[cRxBadState],
 		RxDelivered: v[cRxDelivered], RxDuplicate: v[cRxDuplicate], RxStalePSN: v[cRxStalePSN],
-		RxOutOfWindow: v[cRxOutOfWindow], RxRefused: v[cRxRefused], RxResync: v[cRxResync],
+		RxOutOfWindow: v[cRxOutOfWindow], RxRefused: v[cRxRefused], RxDropped: v[cRxDropped], RxResync: v[cRxResync],
 		RxAck: v[cRxAck], RxExtendedAck: v[cRxExtendedAck], RxNack: v[cRxNack], NackStale: v[cNackStale],
 		AckStale: v[cAckStale], AckForged: v[cAckForged], AckRetired: v[cAckRetired],
 		TxFrames: v[cTxFrames], TxData: v[cTxData], TxRetransmit: v[cTxRetransmit],
@@ -177,6 +198,8 @@ func (c *counters) snapshot() Stats {
 		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
+		Refunds: v[cRefunds], NackForged: v[cNackForged],
+		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		Internal: v[cInternal],
 	}
 }

@@ -24,6 +24,18 @@ const (
 	// replaces the packet by a resync. If that NACK is lost the packet is
 	// resent and refused again.
 	ULPError
+	// OutOfWindow: the ULP cannot take it yet because it came too far
+	// ahead of what it waits for (an in-order packet past the gap its
+	// window spans). Like NotReady, but NACKed as out of window: the
+	// sender holds off for an RTO and the refused transmission does not
+	// count toward its RetryLimit (the packet was not lost).
+	OutOfWindow
+	// Drop: the ULP will not take the packet and has nothing definite to
+	// tell the sender (a forged or misdirected packet, or a copy of one
+	// whose fate the ULP no longer knows). It is not marked received and
+	// neither acknowledged nor NACKed: the sender resends it and, past its
+	// retries, abandons it. Counted (RxDropped).
+	Drop
 )
 
 // ULPErrorCode is ULPError with a code for the peer's ULP: the NACK

@@ -128,8 +128,11 @@
 //     each window. Every bit below it is acknowledged.
 //   - TxTime: the sender's clock in ns, truncated to 32 bits (wraps every
 //     4.29 s). TxEcho: the TxTime of the last packet received from the
-//     peer (for an ACK or NACK: of the packet that triggered it).
-//     RTT = (now - TxEcho) mod 2^32.
+//     peer (for an ACK: of the packet that triggered it; for a NACK:
+//     exactly the refused packet's, which names that transmission — its
+//     sender ignores a NACK whose echo matches none of the PSN's recent
+//     transmissions, so the refusal of a forged packet with a live PSN is
+//     not taken for its own). RTT = (now - TxEcho) mod 2^32.
 //   - HopEcho: the IP hops the echoed packet crossed, which its receiver
 //     infers from the TTL (or hop limit) it arrived with: the smallest
 //     usual initial value (32, 64, 128, 255) at or above it, minus it
@@ -159,7 +162,7 @@
 // acked packet's TxTime.
 //
 //	+---------------+---------------+-------------------------------+
-//	|  OOW flags    |  RxBufLevel   |        OOWCount (16)          | 48
+//	|Rsv|Dup|OOW fl.|  RxBufLevel   |        OOWCount (16)          | 48
 //	+---------------+---------------+-------------------------------+
 //	|          Receive time of the echoed packet (RxTime)           | 52
 //	+---------------------------------------------------------------+
@@ -177,6 +180,14 @@
 //   - OOW flags: 0x01 request window, 0x02 data window — the receiver
 //     dropped a packet beyond that window since its previous ACK; the
 //     sender should hold off (stop growing and shrink that window).
+//   - Dup (bits 0x0c of byte 48, value 1 request window, 2 data window,
+//     0 none; 3 reserved, read as none): a duplicate report (DSACK, RFC
+//     2883's idea): a reliable packet of that window came again, one the
+//     receiver had already (received, or before its window). Its PSN is
+//     in the base header's PSN field, which ACKs do not use otherwise.
+//     The sender learns that a resend was not needed and widens its
+//     reordering window (core/rt). Receivers that predate it send 0 and
+//     ignore it: the byte's upper bits were reserved.
 //     OOWCount counts those drops (saturating at 65535). RxBufLevel is the
 //     receiver's buffer occupancy quantised to 0–255.
 //   - RxTime lets the sender take the receiver's turnaround out of the

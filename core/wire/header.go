@@ -112,6 +112,12 @@ type AckBody struct {
 	// OOWCount counts out-of-window drops since the previous ACK
 	// (saturating).
 	OOWCount uint16
+	// Dup reports that a reliable packet of that window came again (the
+	// receiver had it already: received, or before its window), a
+	// duplicate-SACK: its PSN is the base header's PSN field, unused by
+	// ACKs otherwise. WindowNone: no report. Its sender learns that a
+	// resend was not needed (core/rt widens its reordering window).
+	Dup Window
 	// RxTime is when the receiver got the packet whose TxTime is echoed
 	// (its clock, ns, 32 bits), so the sender can remove the receiver's
 	// turnaround from the RTT: (now - TxEcho) - (TxTime - RxTime).
@@ -228,6 +234,9 @@ func (h *Header) Validate() error {
 		if h.Ack.OOW&^oowKnown != 0 {
 			return fmt.Errorf("%w: ack OOW flags %#02x set reserved bits", ErrField, uint8(h.Ack.OOW))
 		}
+		if h.Ack.Dup > WindowData {
+			return fmt.Errorf("%w: ack duplicate report window %v is not none, request or data", ErrField, h.Ack.Dup)
+		}
 	case TypeNack:
 		if !h.Nack.Code.Valid() {
 			return fmt.Errorf("%w: nack code %d is not defined", ErrBody, h.Nack.Code)
@@ -299,7 +308,7 @@ func (h *Header) put(b []byte, payloadLen uint16) {
 	body := b[BaseHeaderLen:]
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
-		body[0] = byte(h.Ack.OOW)
+		body[0] = byte(h.Ack.OOW) | byte(h.Ack.Dup)<<ackDupShift
 		body[1] = h.Ack.RxBufLevel
 		be.PutUint16(body[2:], h.Ack.OOWCount)
 		be.PutUint32(body[4:], h.Ack.RxTime)
@@ -368,6 +377,9 @@ func (h *Header) Decode(b []byte) (int, error) {
 	switch t {
 	case TypeAck, TypeExtendedAck:
 		h.Ack.OOW = OOWFlags(body[0]) & oowKnown
+		if d := Window(body[0]>>ackDupShift) & 3; d <= WindowData {
+			h.Ack.Dup = d // 3 is reserved: no report
+		}
 		h.Ack.RxBufLevel = body[1]
 		h.Ack.OOWCount = be.Uint16(body[2:])
 		h.Ack.RxTime = be.Uint32(body[4:])
@@ -465,6 +477,9 @@ func (h *Header) String() string {
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
 		fmt.Fprintf(&b, " oow=%v oowcount=%d rxbuf=%d rxtime=%d", h.Ack.OOW, h.Ack.OOWCount, h.Ack.RxBufLevel, h.Ack.RxTime)
+		if h.Ack.Dup != WindowNone {
+			fmt.Fprintf(&b, " dup=%v/%d", h.Ack.Dup, h.PSN)
+		}
 		if h.Type == TypeExtendedAck {
 			fmt.Fprintf(&b, " reqmap=%v datamap=%v", h.Ack.ReqBitmap, h.Ack.DataBitmap)
 		}

@@ -280,11 +280,15 @@ func (m PlacementMode) String() string {
 // receiver catches up.
 type OOWFlags uint8
 
-// Out-of-window bits. Bits 2–7 are reserved: sent as 0, ignored on receipt.
+// Out-of-window bits. Bits 2–3 of the byte carry AckBody.Dup (the
+// window of a duplicate report); bits 4–7 are reserved: sent as 0,
+// ignored on receipt.
 const (
 	OOWRequest OOWFlags = 1 << 0
 	OOWData    OOWFlags = 1 << 1
 	oowKnown            = OOWRequest | OOWData
+
+	ackDupShift = 2
 )
 
 func (o OOWFlags) String() string {

@@ -20,7 +20,11 @@ const MaxHops = 255
 
 // maxTarget bounds each time parameter so that their sum, and the pacing
 // arithmetic built on it, stays far from overflowing time.Duration.
-const maxTarget = time.Second
+// MaxBaseTarget bounds BaseTarget (and PerHopTarget × MaxHops,
+// FlowScalingRange): a target delay of a second is far beyond a fabric.
+const MaxBaseTarget = time.Second
+
+const maxTarget = MaxBaseTarget
 
 // Params configures a Controller. Start from DefaultParams and change what
 // the fabric needs; a zero field is not replaced by its default (several

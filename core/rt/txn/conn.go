@@ -111,6 +111,13 @@ type conn struct {
 	nextSSN   uint32
 	doneBase  uint32 // next RSN to complete
 	grantBase uint32 // next SSN whose grant releases data
+	// Ordered: completions that came in their turn while an earlier
+	// operation's abort notice is unacknowledged (noticesOwed of them)
+	// wait here, in posting order (linked through xact.deferNext;
+	// context index + 1, 0: none): the target releases nothing behind
+	// that operation until the notice reaches it (cq.go).
+	noticesOwed          int
+	deferHead, deferTail int32
 
 	// Target.
 	peerOrdered bool
@@ -182,6 +189,9 @@ type xact struct {
 	grantQ    bool          // target: linked in its connection's grant queue
 	ioi       ioiXact       // IOI sender or receiver state (ioi.go)
 	snd       sendX         // a Send's state (send.go)
+	owesTurn  bool          // initiator, ordered: completed, counted in its connection's noticesOwed
+	deferred  bool          // initiator, ordered: completion waits in its connection's deferred list
+	deferNext int32         // the next in that list (context index + 1, 0: none)
 	// givenUp: initiator: stopped (timeout, cancel) with packets still
 	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
 	// it no longer references the buffer, so the operation completes; the

@@ -209,3 +209,46 @@ func (q *cq) pop(out []Completion) int {
 	q.size -= n
 	return n
 }
+
+// completeInTurn posts the completion of initiator operation j of ordered
+// connection c, whose turn came — unless an earlier operation's abort
+// notice is still unacknowledged: until the target has it, the target
+// holds every request behind that operation, and one completed OK here
+// might never reach its ULP (the connection may fail first). Such
+// completions wait, in posting order, until every notice before them is
+// acknowledged (noticeReached) or the connection ends (teardown: then
+// StatusConnFailed, never OK).
+func (e *Endpoint) completeInTurn(c *conn, j int32) {
+	x := &e.xacts[j]
+	if c.noticesOwed == 0 && c.deferHead == 0 {
+		e.complete(j, x.status)
+		return
+	}
+	e.cnt.own[cCompletionsHeld]++
+	x.deferred, x.deferNext = true, 0
+	if c.deferTail != 0 {
+		e.xacts[c.deferTail-1].deferNext = j + 1
+	} else {
+		c.deferHead = j + 1
+	}
+	c.deferTail = j + 1
+}
+
+// noticeReached: the target acknowledged an abort notice of connection
+// ci that completions waited for; those with no notice left before them
+// complete now, in posting order (one that owes a notice itself holds
+// the rest again).
+func (e *Endpoint) noticeReached(ci int32) {
+	c := &e.conns[ci]
+	c.noticesOwed--
+	for c.noticesOwed == 0 && c.deferHead != 0 {
+		j := c.deferHead - 1
+		x := &e.xacts[j]
+		c.deferHead = x.deferNext
+		if c.deferHead == 0 {
+			c.deferTail = 0
+		}
+		x.deferred, x.deferNext = false, 0
+		e.complete(j, x.status)
+	}
+}

@@ -154,8 +154,9 @@
 // ibv_wc_status:
 //
 //   - Success: StatusOK (IBV_WC_SUCCESS). A push: every packet
-//     acknowledged, so placed; the target's OnRequest saw it once all its
-//     data was placed. A pull: all its data placed locally.
+//     acknowledged, so placed, and handed to the target's OnRequest
+//     exactly once (a Send: its WQE completed OK), as "Every promise
+//     kept" below says. A pull: all its data placed locally.
 //   - Refusal: the target's region check failed; StatusRemoteAccess
 //     (IBV_WC_REM_ACCESS_ERR) with the Refusal. Nothing was written; the
 //     target's ULP is not told; the request still takes its turn there.
@@ -249,14 +250,99 @@
 //
 // When a connection ends — failed in the transport, aborted, stopped or
 // closed — every operation on it not yet completed completes
-// (StatusFlushed after Abort, else StatusConnFailed, unless its status was
-// decided already) in posting order, the peer's requests are dropped with
-// their contexts, reorder entries and incast credit, contexts kept only
+// (StatusFlushed after Abort, else StatusConnFailed, unless an error was
+// decided already; a push or Send done here but still waiting for its
+// turn is flushed too, since the target drops it unreleased) in posting
+// order, the peer's requests are dropped with their contexts, reorder
+// entries and incast credit — OnAborted hearing of each one the target
+// ULP was not told of yet (HeldAtEnd) —, contexts kept only
 // for a notice are freed, and then Options.OnConnEvent hears ConnFailed
 // (with the reason: rt.ErrAborted after Abort, rt.ErrStopped after Stop)
 // or ConnClosed. The transport's own report of a connection this layer
 // already tore down (rt.EventFailed after Abort) finds nothing and
 // changes nothing.
+//
+// # Every promise kept
+//
+// A reliable packet is acknowledged only if its effect happened (placed,
+// held in the hold buffer to be placed, a request recorded, a notice
+// applied) or the sender is told a definite refusal instead (a NACK,
+// repeated to every copy). Anything else the receiver will not take is
+// dropped unacknowledged (rt.Drop, counted in the transport's RxDropped
+// and here by reason), so the packet that really holds that PSN still
+// comes, and a sender whose packet it was resends it and, past its
+// retries, abandons it — never completing OK. Every receive path that
+// does not place a reliable packet, and what its sender is told:
+//
+//	where            what arrives                                  verdict (sender told)      counter
+//	rt (rx.go)       PSN before the window, or received already    ACK (it was delivered)     RxStalePSN, RxDuplicate
+//	rt (rx.go)       PSN beyond the window                         ACK not covering it        RxOutOfWindow
+//	rt (rx.go)       bad checksum, malformed, unknown CID          nothing / bad-CID NACK     RxBadChecksum, RxMalformed, RxUnknownCID
+//	deliver          connection with no slot here                  ULP-error NACK             ConnRefused
+//	deliver          type this layer does not know                 dropped, unacknowledged    Malformed
+//	push data        outside its message; contradicts its request  ULP-error NACK             Malformed
+//	push data        region refused (every segment, every copy)    NACK with the Refusal      Refused*
+//	push data        solicited before its grant; of no request;
+//	                 ordered, of a request released already        dropped, unacknowledged    Unmatched
+//	push/pull req.   region refused (every copy)                   NACK with the Refusal      Refused*
+//	push/pull req.   a second request under a registered RSN       dropped, unacknowledged    Unmatched
+//	any request      no context free (or the last, reserved)       resource NACK (resent)     -
+//	abort notice     applied, applied already, or unknown          ACK (a placeholder keeps
+//	                                                                its turn); resource NACK
+//	                                                                when there is no room      NoticesReceived
+//	pull data (init) of an operation done or stopped               ACK (the initiator decided;
+//	                                                                its notice follows)        Unmatched
+//	pull data (init) length or span not the pull's                 dropped, unacknowledged    Malformed
+//	grant (init)     of no waiting push                            ACK (a grant sent again
+//	                                                                for a push that had one)   Unmatched
+//	IOI (ioi.go)     impossible phase/flag; middle or tail of no
+//	                 known message; in-order number seen already   ACK                        IOIStats Forged, Unknown, Stale
+//	IOI (ioi.go)     flagged, more than 64 ahead                   RNR NACK (resent)          IOIStats Refused
+//	Send             bad descriptor, undecodable index, omitted
+//	                 index of no binding                           dropped, unacknowledged    SendStats Forged
+//	Send             index naming a WQE bound to another Send, or
+//	                 an RSN bound to another WQE                   dropped, unacknowledged    SendStats Forged
+//	Send             index naming a WQE consumed already           dropped, unacknowledged    SendStats Stale
+//	Send             of a Send refused (longer than its WQE), any
+//	                 packet, any copy                              NACK RecvTooSmall again    SendStats RefusedAgain
+//	Send             longer than its WQE (first packet)            NACK RecvTooSmall; WQE
+//	                                                                ends StatusLocalLength    SendStats TooLong
+//	Send             absolute index of another depth (every copy)  NACK IndexMismatch         SendStats IndexMismatch
+//	Send             no WQE posted, beyond the queue, elements
+//	                 full                                          RNR NACK (resent)          RNRSent, Beyond, ElementsFull
+//	Send             hold buffer full; no context                  resource NACK (resent)     HoldFull
+//	Send             segment outside its message or its binding    ULP-error NACK             Malformed
+//	Send notice      applied; stale; of an unknown binding         ACK                        NoticesApplied, Stale, Forged
+//
+// A refused Send is remembered by RSN (16 per connection, the newest) so
+// that a copy arriving after its WQE was consumed — its NACK lost — is
+// refused again; one forgotten falls back to "consumed already": dropped
+// unacknowledged, so the sender abandons it, still never OK. A WQE bound
+// to one Send is never bound to another; the sender's abort notice,
+// whose index is its own count of its Sends, ends WQE k even when a
+// misdirected packet took it. Two things the receiver cannot tell: a
+// forged packet with a valid PSN whose index names a WQE no Send has
+// bound yet is taken as that Send's (the transport has no
+// authentication); and the IOI rows (ioi.go) still acknowledge what
+// they drop — no sender builds those packets, so only a forgery's PSN is
+// at stake, but they should answer rt.Drop too. On an unordered
+// connection a forged segment of a push released already starts a new
+// request that never completes (its context stays until the connection
+// ends).
+//
+// Every request the initiator completes OK is handed to the target ULP
+// exactly once (OnRequest; a Send: its WQE's receive completion), or the
+// initiator does not complete it OK. On an ordered connection the target
+// holds a request behind an earlier one the initiator gave up on until
+// that one's abort notice arrives: an operation completing OK here behind
+// such a one waits (CompletionsHeld) until the notice is acknowledged —
+// the target has then released both — and completes StatusConnFailed if
+// the connection ends first. A pull's data is only sent once its request
+// was handed over, so a pull done here completes OK even then. And when
+// a connection ends, the target's OnAborted hears of every request it
+// held and never handed over (waiting for its turn or its data, or given
+// up by its initiator; HeldAtEnd), each once, never after OnRequest for
+// it; a Send's WQE completes StatusConnFailed instead.
 //
 // # IOI forwarding
 //

@@ -65,7 +65,11 @@ type Endpoint struct {
 	req      Request
 	cnt      counters
 	ioiCnt   ioiCounters
-	dx       dixEP // two-sided operations (send.go, recvq.go)
+	// ioiHeld, ioiOff, ioiLen: the IOI receivers' windows (ioi.go).
+	ioiHeld []uint64
+	ioiOff  []uint32
+	ioiLen  []uint16
+	dx      dixEP // two-sided operations (send.go, recvq.go)
 
 	// aw: connections whose awaiting may have changed (await.go).
 	aw awaitSet
@@ -113,6 +117,7 @@ func New(opts Options) (*Endpoint, error) {
 	for i := o.MaxOps - 1; i >= 0; i-- {
 		e.freeX = append(e.freeX, int32(i))
 	}
+	e.ioiWindow()
 	e.cq.buf = make([]Completion, o.CQSize)
 	e.wheel, err = clock.NewWheel(clock.WheelOptions{Tick: ro.TimerTick, Timers: o.MaxOps, Start: e.now})
 	if err != nil {

@@ -356,7 +356,11 @@ func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
 		e.maybeFreeTarget(i)
 		return
 	}
-	if x.completed {
+	if x.owesTurn {
+		x.owesTurn = false
+		e.noticeReached(x.conn) // cq.go
+	}
+	if x.completed && x.live {
 		ci := x.conn
 		e.freeXact(i)
 		e.maybeClose(ci)

@@ -29,6 +29,13 @@ type middlebox struct {
 	// test replays or frees it; Close frees what is left).
 	keep func(fromA bool, h wire.HeaderView) bool
 	held *[]mbuf.Handle
+	// tamper sees the whole frame: it may drop it (true) or rewrite its
+	// transport header in place (forgeWord). late, when it says so,
+	// holds a frame back behind the next one of its direction.
+	tamper func(fromA bool, h wire.HeaderView, frame []byte) bool
+	late   func() bool
+	lateH  [2]mbuf.Handle
+	isLate [2]bool
 }
 
 // hdrOff is where the transport header starts in an IPv4 frame.
@@ -36,7 +43,7 @@ const hdrOff = wire.EthHeaderLen + wire.IPv4HeaderLen + wire.UDPHeaderLen
 
 func (m *middlebox) Poll(clock.Time) int {
 	work := 0
-	for _, dir := range []struct {
+	for di, dir := range []struct {
 		from, to port.Port
 		fromA    bool
 	}{{m.a, m.b, true}, {m.b, m.a, false}} {
@@ -49,17 +56,37 @@ func (m *middlebox) Poll(clock.Time) int {
 				*m.held = append(*m.held, h)
 				continue
 			}
-			if m.drop != nil && len(d) >= hdrOff+wire.BaseHeaderLen && m.drop(dir.fromA, wire.HeaderView(d[hdrOff:])) {
+			if len(d) >= hdrOff+wire.BaseHeaderLen && (m.drop != nil && m.drop(dir.fromA, wire.HeaderView(d[hdrOff:])) ||
+				m.tamper != nil && m.tamper(dir.fromA, wire.HeaderView(d[hdrOff:]), d)) {
 				m.killed++
 				m.pool.Free(one)
 				continue
 			}
-			if dir.to.TxBurst(0, one) != 1 {
-				m.pool.Free(one)
+			if !m.isLate[di] && m.late != nil && m.late() {
+				m.lateH[di], m.isLate[di] = h, true
+				continue
 			}
+			m.send(dir.to, h)
+			if m.isLate[di] {
+				m.isLate[di] = false
+				m.send(dir.to, m.lateH[di])
+			}
+		}
+		if n == 0 && m.isLate[di] {
+			// Nothing to overtake it: it goes now.
+			m.isLate[di] = false
+			m.send(dir.to, m.lateH[di])
+			work++
 		}
 	}
 	return work
+}
+
+func (m *middlebox) send(to port.Port, h mbuf.Handle) {
+	one := []mbuf.Handle{h}
+	if to.TxBurst(0, one) != 1 {
+		m.pool.Free(one)
+	}
 }
 
 func (m *middlebox) NextDeadline() (clock.Time, bool) { return 0, false }
@@ -69,6 +96,12 @@ func (m *middlebox) Close() error {
 	if m.held != nil {
 		m.pool.Free(*m.held)
 		*m.held = nil
+	}
+	for di := range m.isLate {
+		if m.isLate[di] {
+			m.pool.Free([]mbuf.Handle{m.lateH[di]})
+			m.isLate[di] = false
+		}
 	}
 	for _, pt := range []port.Port{m.a, m.b} {
 		for n := pt.RxBurst(0, m.buf); n > 0; n = pt.RxBurst(0, m.buf) {
@@ -81,17 +114,24 @@ func (m *middlebox) Close() error {
 	return nil
 }
 
+// newMiddlebox makes the ports a pair's endpoints use (pa, pb) and the
+// middlebox between them, on pool.
+func newMiddlebox(t testing.TB, pool *mbuf.Pool) (pa, pb port.Port, m *middlebox) {
+	t.Helper()
+	pa, ma, err := mem.NewPair(pool, mem.PairOptions{Name: "fa", Size: 4096})
+	require.NoError(t, err)
+	pb, mb, err := mem.NewPair(pool, mem.PairOptions{Name: "fb", Size: 4096})
+	require.NoError(t, err)
+	return pa, pb, &middlebox{pool: pool, a: ma, b: mb, ports: []port.Port{pa, ma, pb, mb}, buf: make([]mbuf.Handle, 64)}
+}
+
 // newFaultPair is newPair with a middlebox instead of a fabric, and a
 // small retry limit so that abandonment comes quickly.
 func newFaultPair(t *testing.T, seed uint64, tweak func(a, b *Options)) (*pair, *middlebox) {
 	t.Helper()
 	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 8192, CacheSize: 64})
 	require.NoError(t, err)
-	pa, ma, err := mem.NewPair(pool, mem.PairOptions{Name: "fa", Size: 4096})
-	require.NoError(t, err)
-	pb, mb, err := mem.NewPair(pool, mem.PairOptions{Name: "fb", Size: 4096})
-	require.NoError(t, err)
-	m := &middlebox{pool: pool, a: ma, b: mb, ports: []port.Port{pa, ma, pb, mb}, buf: make([]mbuf.Handle, 64)}
+	pa, pb, m := newMiddlebox(t, pool)
 	p := buildPair(t, pool, pa, pb, m, seed, func(a, b *Options) {
 		for _, o := range []*Options{a, b} {
 			o.Transport.RetryLimit = 2

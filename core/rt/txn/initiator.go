@@ -321,7 +321,7 @@ func (e *Endpoint) checkDone(i int32) {
 			}
 			j := e.byEntry[k]
 			e.xacts[j].rsnHeld = false
-			e.complete(j, e.xacts[j].status)
+			e.completeInTurn(c, j) // cq.go
 		}
 		return
 	}
@@ -373,6 +373,10 @@ func (e *Endpoint) complete(i int32, st Status) {
 	ci := x.conn
 	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {
 		x.completed = true // the context stays until its notice (and given-up packets) resolve
+		if c.ordered && x.noticePending() {
+			x.owesTurn = true
+			c.noticesOwed++
+		}
 		return
 	}
 	e.freeXact(i)
@@ -456,10 +460,12 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 		return rt.Accept
 	}
 	if h.ReqLen != x.length || uint64(h.Offset)+uint64(len(p)) > uint64(x.length) {
+		// Not our pull's data (forged): not acknowledged, so the packet
+		// that holds this PSN still comes.
 		e.cnt.own[cMalformed]++
-		return rt.Accept
+		return rt.Drop
 	}
-	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+	if v, ok := e.ioiAdmit(c, i, x, h, p); !ok {
 		return v
 	}
 	copy(x.mem[h.Offset:], p)

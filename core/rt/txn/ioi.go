@@ -22,11 +22,15 @@ import (
 // bytes in order as they arrive; sprayed middle packets are placed as
 // they arrive and reach the ULP with the whole message (OnRequest, the
 // completion). A flagged packet that arrives out of sequence (an earlier
-// one was lost on the ordered path) is counted (IOIStats.OutOfSequence);
-// within ioi.Window of the next expected it is placed and handed over
-// when its turn comes, beyond that refused with a receiver-not-ready NACK
-// (IOIStats.Refused), so its sender resends it after rt.Options.RNRTimeout:
-// it is never handed over ahead of its turn. Message boundaries stay in order on ordered connections by
+// one was lost on the ordered path) is counted (IOIStats.OutOfSequence),
+// placed and handed over when its turn comes. Each message's receiver
+// buffers as far ahead as the transport's receive window reaches
+// (rt.Options.WindowSize: its bitmap and the held packets' places live in
+// the endpoint's ioiHeld, ioiOff and ioiLen, one window per transaction),
+// so a packet the transport accepted is never too far ahead; one that is
+// (a forgery) is refused as out of window (IOIStats.Refused): an
+// out-of-window NACK, which does not spend its sender's retry budget.
+// It is never handed over ahead of its turn. Message boundaries stay in order on ordered connections by
 // the reorder engine as before: a message is complete only when all its
 // bytes are placed, whatever path they took.
 //
@@ -58,10 +62,27 @@ type ioiXact struct {
 	mark    ioi.Mark
 	nonIdem bool        // Op.NonIdempotent: wholly in order
 	cl      sched.Class // the class the held last packet goes back to
-	// heldOff: the offsets of flagged packets placed ahead of their turn,
-	// by sequence number mod ioi.Window, handed over when it comes.
-	heldOff [ioi.Window]uint32
-	heldLen [ioi.Window]uint16
+}
+
+// ioiWindow sets up the receivers' windows: per transaction, a bitmap of
+// the transport's window and, by sequence number mod that window, the
+// offset and length of each flagged packet placed ahead of its turn.
+func (e *Endpoint) ioiWindow() {
+	w := e.rt.Options().WindowSize
+	e.ioiHeld = make([]uint64, len(e.xacts)*w/64)
+	e.ioiOff = make([]uint32, len(e.xacts)*w)
+	e.ioiLen = make([]uint16, len(e.xacts)*w)
+}
+
+// ioiReceiver returns transaction i's receiver, its window given on the
+// first use after the transaction was allocated.
+func (e *Endpoint) ioiReceiver(i int32, x *xact) *ioi.Receiver {
+	r := &x.ioi.r
+	if !r.Ready() {
+		words := len(e.ioiHeld) / len(e.xacts)
+		r.Init(e.ioiHeld[int(i)*words : int(i+1)*words])
+	}
+	return r
 }
 
 // IOI counter indices.
@@ -310,37 +331,41 @@ func (e *Endpoint) ioiUnknown(h *wire.Header) bool {
 
 // ioiAdmit checks a data packet of x against its message's in-sequence
 // state before it is placed. ok false: do not place it, answer v.
-func (e *Endpoint) ioiAdmit(c *conn, x *xact, h *wire.Header, p []byte) (v rt.Verdict, ok bool) {
+func (e *Endpoint) ioiAdmit(c *conn, i int32, x *xact, h *wire.Header, p []byte) (v rt.Verdict, ok bool) {
 	flagged := h.Flags.Has(wire.FlagIOIInOrder)
 	if !ioi.CheckCombo(true, flagged, h.Phase) {
 		e.ioiCnt.own[iForged]++
 		return rt.Accept, false
 	}
-	switch x.ioi.r.Admit(flagged, h.SSN) {
+	r := e.ioiReceiver(i, x)
+	base := int(i) * int(r.Window())
+	switch r.Admit(flagged, h.SSN) {
 	case ioi.InSequence:
 		e.ioiCnt.own[iInSequence]++
 		if e.opts.OnInOrder != nil {
 			e.opts.OnInOrder(c.handle, h.RSN, h.Offset, p)
 		}
 		for {
-			o, ok := x.ioi.r.Release()
+			o, ok := r.Release()
 			if !ok {
 				break
 			}
 			e.ioiCnt.own[iInSequence]++
 			if e.opts.OnInOrder != nil {
-				off := x.ioi.heldOff[o%ioi.Window]
-				e.opts.OnInOrder(c.handle, h.RSN, off, x.mem[off:off+uint32(x.ioi.heldLen[o%ioi.Window])])
+				s := base + int(r.Slot(o))
+				off := e.ioiOff[s]
+				e.opts.OnInOrder(c.handle, h.RSN, off, x.mem[off:off+uint32(e.ioiLen[s])])
 			}
 		}
 	case ioi.Buffered:
 		e.ioiCnt.own[iOutOfSequence]++
-		x.ioi.heldOff[h.SSN%ioi.Window] = h.Offset
-		x.ioi.heldLen[h.SSN%ioi.Window] = uint16(len(p))
+		s := base + int(r.Slot(h.SSN))
+		e.ioiOff[s] = h.Offset
+		e.ioiLen[s] = uint16(len(p))
 	case ioi.OutOfSequence:
 		e.ioiCnt.own[iOutOfSequence]++
 		e.ioiCnt.own[iRefused]++
-		return rt.NotReady, false
+		return rt.OutOfWindow, false
 	case ioi.Stale:
 		e.ioiCnt.own[iStale]++
 		return rt.Accept, false

@@ -70,7 +70,12 @@ type Options struct {
 	// data may be partly placed (r.Data: the span, contents undefined), a
 	// pull not yet served. It comes in the request's turn on ordered
 	// connections, never after OnRequest for the same request; r is
-	// valid during the call only. Nil: such requests are dropped quietly.
+	// valid during the call only. It is also told, when a connection
+	// ends, of each request of it held here and never handed to
+	// OnRequest (waiting for its turn or its data: its initiator may have
+	// seen it all acknowledged, but completes it StatusConnFailed), and
+	// may not post on that connection then. Nil: such requests are
+	// dropped quietly.
 	OnAborted func(r *Request)
 	// OnConnEvent receives the connection events (ConnEvent): established,
 	// failed (with the reason), closed. They are the asynchronous events

@@ -50,11 +50,17 @@ import (
 // An absolute index travels with the depth it counts modulo; one counted
 // modulo another depth than this queue's is refused (IndexMismatch; the
 // sender's Send fails with StatusRemoteInvalid, RefusalIndexMismatch)
-// before it can name any WQE. An index that names a WQE consumed already
-// is dropped and counted (Stale); one that names a WQE not posted yet, or one beyond the queue,
-// is refused for now (RNR) and counted; a packet whose index names a WQE
-// bound to another transaction is dropped and counted (Forged): no packet
-// ever writes into a WQE that is not its Send's.
+// before it can name any WQE. Every packet (and every copy) of a Send
+// refused as longer than its WQE is refused again (RefusedAgain). An index
+// that names a WQE consumed already is dropped unacknowledged and counted
+// (Stale): every packet of a Send that completed was accepted, so none
+// comes again. One that names a WQE not posted yet, or one beyond the
+// queue, is refused for now (RNR) and counted; a packet whose index names
+// a WQE bound to another transaction, or whose RSN is bound to another
+// WQE, is dropped unacknowledged and counted (Forged): no packet ever
+// writes into a WQE that is not its Send's, and a WQE bound to one Send
+// is never bound to another. The package doc's "Every promise kept" has
+// the whole table.
 
 // Defaults of the receive-queue options.
 const (
@@ -91,6 +97,42 @@ type recvQueue struct {
 	wqes    []wqe
 	held    int32 // hold-buffer chunks of this connection (baseline), linked
 	stalled bool  // the head Send's held packets wait for a free context
+	// The Sends refused lately (longer than their WQE), newest last: a
+	// copy of one of their packets that the transport delivers again (the
+	// refusal NACK was lost) or another packet of the same Send is refused
+	// the same way, never acknowledged as stale. Bounded: one evicted
+	// falls back to being dropped unacknowledged (the sender abandons it).
+	refused  [refusedMemory]refusedSend
+	refusedN uint32
+}
+
+// refusedMemory is how many refused Sends a receive queue remembers. A
+// refused Send is remembered until its sender has turned every packet of
+// it into a resync (one NACK each way suffices); the sender's window keeps
+// that to a few round trips, during which few Sends of one connection are
+// refused.
+const refusedMemory = 16
+
+// refusedSend is a Send refused for good, by its RSN.
+type refusedSend struct {
+	rsn uint32
+	why Refusal
+}
+
+// rememberRefusal records that the Send with this RSN was refused.
+func (rq *recvQueue) rememberRefusal(rsn uint32, why Refusal) {
+	rq.refused[rq.refusedN%refusedMemory] = refusedSend{rsn: rsn, why: why}
+	rq.refusedN++
+}
+
+// refusal says whether the Send with this RSN was refused lately, and why.
+func (rq *recvQueue) refusal(rsn uint32) (Refusal, bool) {
+	for j := range min(rq.refusedN, refusedMemory) {
+		if r := rq.refused[j]; r.rsn == rsn {
+			return r.why, true
+		}
+	}
+	return 0, false
 }
 
 // hchunk is one packet held in the hold buffer.
@@ -129,6 +171,7 @@ const (
 	dIndexOmitted
 	dNoticesApplied
 	dIndexMismatch
+	dRefusedAgain
 	numDixCounters
 )
 
@@ -172,6 +215,10 @@ type SendStats struct {
 	// Options.RecvDepth). Nothing of them is written; the Send fails at
 	// the sender with StatusRemoteInvalid, RefusalIndexMismatch.
 	IndexMismatch uint64
+	// RefusedAgain: packets of a Send refused already (longer than its
+	// WQE) refused again: a resend whose refusal NACK was lost, or another
+	// packet of the same Send. Never acknowledged.
+	RefusedAgain uint64
 }
 
 // dixEP is the endpoint's two-sided state.
@@ -253,6 +300,7 @@ func (e *Endpoint) SendStats() SendStats {
 		HoldFull: v(dHoldFull), Held: v(dHeld), HeldBytes: v(dHeldBytes), PeakHeldBytes: v(dPeakHeldBytes),
 		Stale: v(dStale), Forged: v(dForged), TooLong: v(dTooLong), BytesPlaced: v(dBytesPlaced),
 		BytesCopied: v(dBytesCopied), NoticesApplied: v(dNoticesApplied), IndexMismatch: v(dIndexMismatch),
+		RefusedAgain: v(dRefusedAgain),
 	}
 }
 
@@ -363,7 +411,7 @@ func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdic
 	desc := dix.Desc(h.Desc)
 	if !desc.Valid() {
 		d.cnt[dForged]++
-		return rt.Accept
+		return rt.Drop
 	}
 	c.peerOrdered = h.Flags.Has(wire.FlagOrdered)
 	notice := h.Offset == abortOffset && len(p) == 0
@@ -392,6 +440,14 @@ func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdic
 		d.cnt[dRNRSent]++ // nothing posted on this connection yet
 		return rt.NotReady
 	}
+	if why, ok := rq.refusal(h.RSN); ok {
+		// Its Send was refused: every packet of it, every copy, hears so.
+		d.cnt[dRefusedAgain]++
+		if v := e.holdTurn(ci, c, h, why); v != rt.Accept {
+			return v
+		}
+		return rt.ULPErrorCode(uint8(why))
+	}
 	if rq.stalled {
 		e.drainHeld(ci, rq)
 	}
@@ -400,14 +456,14 @@ func (e *Endpoint) onSend(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdic
 		k, ok := d.binds.Lookup(uint64(c.cid)<<32 | uint64(h.RSN))
 		if !ok {
 			d.cnt[dForged]++
-			return rt.Accept
+			return rt.Drop
 		}
 		i = d.bindX[k]
 	} else {
 		k, ok := e.decodeIndex(rq, desc, h)
 		if !ok {
 			d.cnt[dForged]++
-			return rt.Accept
+			return rt.Drop
 		}
 		var v rt.Verdict
 		if i, v = e.bindSend(ci, c, rq, h, p, desc, k); i < 0 {
@@ -424,8 +480,11 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 	w := &rq.wqes[k&uint32(len(rq.wqes)-1)]
 	if bound, _ := rq.q.Bound(k); bound {
 		if w.x < 0 || e.xacts[w.x].rsn != h.RSN {
-			d.cnt[dForged]++ // WQE k belongs to another Send
-			return -1, rt.Accept
+			// WQE k belongs to another Send: a misdirected or forged
+			// index. Not acknowledged, so a packet that really holds this
+			// PSN still comes.
+			d.cnt[dForged]++
+			return -1, rt.Drop
 		}
 		return w.x, rt.Accept
 	}
@@ -437,7 +496,7 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 	}
 	if _, ok := d.binds.Lookup(uint64(c.cid)<<32 | uint64(h.RSN)); ok {
 		d.cnt[dForged]++ // this RSN is bound to another WQE already
-		return -1, rt.Accept
+		return -1, rt.Drop
 	}
 	inOrder := desc.Kind() == dix.None
 	switch v := rq.q.Arrive(k, inOrder); v {
@@ -453,11 +512,10 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 			// Longer than its WQE: the WQE completes in error, nothing is
 			// written, and the packet is refused (the sender's Send fails;
 			// any later packet of it finds the WQE consumed and is dropped).
-			d.cnt[dTooLong]++
 			if v == dix.BoundElement {
 				d.elems--
 			}
-			e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusLocalLength)
+			e.refuseTooLong(ci, rq, h, k)
 			_ = e.holdTurn(ci, c, h, RefusalRecvTooSmall) // admitted above
 			e.drainHeld(ci, rq)
 			return -1, rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
@@ -506,8 +564,21 @@ func (e *Endpoint) bindSend(ci int32, c *conn, rq *recvQueue, h *wire.Header, p 
 		d.cnt[dElementsFull]++
 		return -1, rt.NotReady
 	}
+	// WQE k is consumed already, and not by a Send refused lately (see
+	// onSend): every packet of a Send that completed was accepted, so the
+	// transport takes no copy of it again; this one is forged, or of a
+	// Send whose refusal is forgotten. Not acknowledged: the sender, if
+	// any, abandons it.
 	d.cnt[dStale]++
-	return -1, rt.Accept
+	return -1, rt.Drop
+}
+
+// refuseTooLong ends WQE k in error for a Send longer than it: nothing is
+// written, and every later packet or copy of the Send is refused too.
+func (e *Endpoint) refuseTooLong(ci int32, rq *recvQueue, h *wire.Header, k uint32) {
+	e.dx.cnt[dTooLong]++
+	rq.rememberRefusal(h.RSN, RefusalRecvTooSmall)
+	e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusLocalLength)
 }
 
 // placeSend copies a packet into its Send's WQE.
@@ -635,13 +706,25 @@ func (e *Endpoint) onSendNotice(ci int32, c *conn, h *wire.Header, desc dix.Desc
 	switch rq.q.Abort(k) {
 	case dix.Placed:
 		w := &rq.wqes[k&uint32(len(rq.wqes)-1)]
-		if w.x < 0 || e.xacts[w.x].rsn != h.RSN {
+		if w.x < 0 {
 			d.cnt[dForged]++
 			return rt.Accept
 		}
+		// The notice's index is the sender's own count of its Sends: WQE k
+		// was Send k's. Bound to another RSN, a misdirected packet took it
+		// (its own Send's packets are dropped since): it ends all the same,
+		// else it would never complete.
 		switch x := &e.xacts[w.x]; {
 		case x.snd.whole:
 			return rt.Accept // placed whole already, waiting for its turn
+		case x.rsn != h.RSN:
+			d.cnt[dForged]++
+			if x.rsnHeld {
+				e.sendFailOrdered(ci, rq, w.x, StatusRemoteAbandoned)
+			} else {
+				e.finishSend(ci, rq, w.x, StatusRemoteAbandoned)
+			}
+			_ = e.holdTurn(ci, c, h, RefusalUnspecified) // admitted above
 		case x.rsnHeld:
 			e.sendFailOrdered(ci, rq, w.x, StatusRemoteAbandoned)
 		default:
@@ -669,17 +752,23 @@ func (e *Endpoint) onSendNotice(ci int32, c *conn, h *wire.Header, desc dix.Desc
 // hold buffer.
 func (e *Endpoint) holdPacket(ci int32, rq *recvQueue, h *wire.Header, p []byte, k uint32) rt.Verdict {
 	d := &e.dx
+	if w := &rq.wqes[k&uint32(len(rq.wqes)-1)]; uint64(h.ReqLen) > uint64(len(w.mem)) {
+		// Longer than its WQE: that WQE completes in error now (out of
+		// order), nothing is held, and the Send is refused. On an ordered
+		// connection it keeps its turn first, as on the direct path (no
+		// room for that: the packet comes back, nothing changed).
+		c := &e.conns[ci]
+		if c.peerOrdered && !e.admissible(h.RSN != c.reqBase, 2) {
+			return rt.NoResources
+		}
+		e.refuseTooLong(ci, rq, h, k)
+		e.dropHeld(ci, rq, k)
+		_ = e.holdTurn(ci, c, h, RefusalRecvTooSmall) // admitted above
+		return rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
+	}
 	if len(d.freeChunk) == 0 || len(p) > e.seg {
 		d.cnt[dHoldFull]++
 		return rt.NoResources
-	}
-	if w := &rq.wqes[k&uint32(len(rq.wqes)-1)]; uint64(h.ReqLen) > uint64(len(w.mem)) {
-		// Longer than its WQE: that WQE completes in error now (out of
-		// order), nothing is held, and the Send is refused.
-		d.cnt[dTooLong]++
-		e.recvDone(ci, rq, k, h.RSN, h.ReqLen, StatusLocalLength)
-		e.dropHeld(ci, rq, k)
-		return rt.ULPErrorCode(uint8(RefusalRecvTooSmall))
 	}
 	j := d.freeChunk[len(d.freeChunk)-1]
 	d.freeChunk = d.freeChunk[:len(d.freeChunk)-1]
@@ -733,7 +822,9 @@ func (e *Endpoint) drainHeld(ci int32, rq *recvQueue) {
 		// Unlinked before placing: placing may complete the Send.
 		e.unlinkChunk(rq, j, prev)
 		if i < 0 {
-			d.cnt[dStale]++
+			if v != rt.Accept { // else placed whole, and completed, already
+				d.cnt[dStale]++
+			}
 			continue
 		}
 		x := &e.xacts[i]
@@ -804,6 +895,7 @@ func (e *Endpoint) recvTeardown(ci int32, st Status) {
 			d.freeChunk = append(d.freeChunk, j)
 		}
 		rq.held = -1
+		rq.refusedN = 0
 		c := &e.conns[ci]
 		for k := rq.q.Head(); seqLT(k, rq.q.Posted()); k++ {
 			w := &rq.wqes[k&uint32(len(rq.wqes)-1)]

@@ -234,11 +234,18 @@ func (e *Endpoint) teardown(ci int32, err error) {
 			e.freeXact(i) // its completion is out; only its notice was left
 		case x.role == roleInitiator:
 			st := x.status
-			if !x.done && st == StatusOK {
+			if st == StatusOK && (!x.done || x.kind != OpPull) {
+				// Not done; or a push or Send done here but still waiting
+				// for its turn (an earlier operation unfinished, or its
+				// notice unacknowledged): the target holds it behind that
+				// one and drops it now, never handing it to its ULP. A
+				// pull done here was served, so handed to the target ULP.
 				st = flush
 			}
+			x.deferred = false
 			e.complete(i, st)
 		default:
+			e.heldAtEnd(c, i) // target.go: OnAborted for a request held
 			if x.granted && x.grantLeft > 0 {
 				e.granted -= int(x.grantLeft)
 			}

@@ -191,8 +191,11 @@ func (e *Endpoint) sendResolved(x *xact, st Status) Status {
 	switch {
 	case st == StatusOK:
 		x.snd.acked = true
+		x.snd.rnr = false // it found its WQE: a later loss is not for want of one
 	case st == StatusAbandoned && x.snd.rnr:
-		e.dx.cnt[dRNRExceeded]++
+		if x.status == StatusOK { // once per Send, not per packet
+			e.dx.cnt[dRNRExceeded]++
+		}
 		return StatusRNRRetryExceeded
 	case st == StatusRemoteAccess && (x.refusal == RefusalRecvTooSmall || x.refusal == RefusalIndexMismatch):
 		return StatusRemoteInvalid
@@ -208,8 +211,11 @@ func (x *xact) notePSN(psn uint32) {
 	x.snd.psnHi = psn
 }
 
-// onRNR counts a receiver-not-ready NACK and marks the Send it names, so
-// that its abandonment reads as StatusRNRRetryExceeded.
+// onRNR counts a receiver-not-ready NACK and marks the Sends it holds
+// off, so that their abandonment reads as StatusRNRRetryExceeded: the
+// Send it names and every later one already sent on the connection (the
+// transport holds off the NACKed packet and every packet after it, and
+// NACKs only the first; those behind it starve of WQEs just the same).
 func (e *Endpoint) onRNR(ev rt.Event) {
 	if ev.Nack.Code != wire.NackReceiverNotReady {
 		return
@@ -221,10 +227,8 @@ func (e *Endpoint) onRNR(ev rt.Event) {
 	}
 	for i := c.head; i >= 0; i = e.xacts[i].next {
 		x := &e.xacts[i]
-		if x.role == roleInitiator && x.kind == OpSend && x.snd.psnSet &&
-			!seqLT(ev.PSN, x.snd.psnLo) && !seqLT(x.snd.psnHi, ev.PSN) {
+		if x.role == roleInitiator && x.kind == OpSend && x.snd.psnSet && !seqLT(x.snd.psnHi, ev.PSN) {
 			x.snd.rnr = true
-			return
 		}
 	}
 }

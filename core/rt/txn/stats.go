@@ -32,6 +32,8 @@ const (
 	cNoticesSent
 	cNoticesAcked
 	cNoticesReceived
+	cHeldAtEnd
+	cCompletionsHeld
 	numCounters
 )
 
@@ -79,6 +81,13 @@ type Stats struct {
 	NoticesSent     uint64
 	NoticesAcked    uint64
 	NoticesReceived uint64
+	// HeldAtEnd: target: peer requests held (waiting for their turn or
+	// their data, or given up by their initiator) when their connection
+	// ended; each was told to OnAborted. CompletionsHeld: initiator, ordered
+	// connections: completions that waited for an earlier operation's
+	// abort notice to be acknowledged.
+	HeldAtEnd       uint64
+	CompletionsHeld uint64
 
 	// From the reorder engine: arrivals that waited for an earlier
 	// sequence number, and the entries released in order.
@@ -112,7 +121,7 @@ func (e *Endpoint) Stats() Stats {
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
 		TimedOut: v(cTimedOut), GrantsResent: v(cGrantsResent), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
-		NoticesReceived: v(cNoticesReceived),
-		ReorderWaits:    e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
+		NoticesReceived: v(cNoticesReceived), HeldAtEnd: v(cHeldAtEnd), CompletionsHeld: v(cCompletionsHeld),
+		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}
 }

@@ -53,7 +53,7 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		return e.onSend(ci, c, h, p)
 	}
 	e.cnt.own[cMalformed]++
-	return rt.Accept
+	return rt.Drop
 }
 
 // span checks the region a request names.
@@ -181,12 +181,15 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 			return rt.ULPError
 		}
 		if solicited && !x.granted {
+			// Data before its grant: no sender does that (forged).
 			e.cnt.own[cUnmatched]++
-			return rt.Accept
+			return rt.Drop
 		}
 	} else if solicited {
+		// Data of no request here: every packet of a released request
+		// came already, and no copy follows an abort notice (forged).
 		e.cnt.own[cUnmatched]++
-		return rt.Accept
+		return rt.Drop
 	}
 	span, why := e.span(h, RemoteWrite)
 	if why != refuseNone {
@@ -201,8 +204,9 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 			return rt.Accept
 		}
 		if c.peerOrdered && seqLT(h.RSN, c.reqBase) {
+			// A segment of a request released already (forged): see above.
 			e.cnt.own[cUnmatched]++
-			return rt.Accept
+			return rt.Drop
 		}
 		if !e.admissible(c.peerOrdered && h.RSN != c.reqBase, 1) {
 			return rt.NoResources
@@ -213,7 +217,7 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		_ = e.register(i, c.cid, spacePeerRSN, h.RSN)
 		x.rsnHeld = true
 	}
-	if v, ok := e.ioiAdmit(c, x, h, p); !ok {
+	if v, ok := e.ioiAdmit(c, i, x, h, p); !ok {
 		return v
 	}
 	copy(x.mem[h.Offset:], p)
@@ -242,8 +246,10 @@ func (e *Endpoint) admit(ci int32, c *conn, h *wire.Header, access Access, entri
 		return -1, nil, e.refuse(ci, c, h, why)
 	}
 	if _, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok || c.peerOrdered && seqLT(h.RSN, c.reqBase) {
+		// A second request under one RSN (a request is one packet, and
+		// the transport passes each PSN once): forged, not acknowledged.
 		e.cnt.own[cUnmatched]++
-		return -1, nil, rt.Accept
+		return -1, nil, rt.Drop
 	}
 	waits := c.peerOrdered && h.RSN != c.reqBase || h.Type == wire.TypePushRequest && h.SSN != c.ssnBase
 	if !e.admissible(waits, entries) {
@@ -441,3 +447,24 @@ func (e *Endpoint) maybeFreeTarget(i int32) {
 }
 
 func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
+
+// heldAtEnd tells the target ULP (OnAborted) of peer request i of
+// connection c, which ends with the connection, if the ULP was never told
+// of it and would have been: a push or pull waiting for its turn or its
+// data (its initiator may have seen every packet of it acknowledged), or
+// one its initiator gave up on. Refused requests and placeholders stay
+// untold, as they always are; a Send's WQE is flushed instead.
+func (e *Endpoint) heldAtEnd(c *conn, i int32) {
+	x := &e.xacts[i]
+	if !x.rsnHeld || x.placeheld || x.kind == OpSend || x.failed && !x.aborted {
+		return
+	}
+	e.cnt.own[cHeldAtEnd]++
+	if e.opts.OnAborted == nil {
+		return
+	}
+	c.closing = true // the ULP may not post on a connection that is going
+	e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
+	e.opts.OnAborted(&e.req)
+	e.req = Request{}
+}

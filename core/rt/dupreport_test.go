@@ -1,0 +1,31 @@
+package rt
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// TestDupReportsAllocateNothing: sprayed pushes with loss and frames held
+// back, where early resends reach a receiver that had the packet and its
+// ACKs report them, allocate nothing per packet (the push's own buffer
+// aside), at either end.
+func TestDupReportsAllocateNothing(t *testing.T) {
+	n := newRackNet(t, sprayed+",path-loss=1%,reorder=2%/200us", 5, nil)
+	n.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { return Accept })
+	n.cookie = make([]uint64, 0, 1024)
+	c := n.connect()
+	n.push(c, 512, 1024)
+	const packets = 512
+	allocs := testing.AllocsPerRun(5, func() {
+		n.cookie = n.cookie[:0]
+		n.push(c, packets, 1024)
+	})
+	sa, sb := n.a.Stats(), n.b.Stats()
+	t.Logf("%.1f allocations per push of %d packets; early %d, reports sent %d, received %d, spurious by them %d", allocs, packets,
+		sa.TxEarlyRetransmit, sb.TxDupReport, sa.RxDupReport, sa.SpuriousDupReport)
+	require.Positive(t, sa.RxDupReport, "the receiver reported copies it had")
+	require.LessOrEqual(t, allocs, 1.0, "only the push's payload buffer")
+}
