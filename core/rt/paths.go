@@ -267,16 +267,24 @@ func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 // its next entropy value in good standing.
 func (e *Endpoint) moveOrdered(c *conn) {
 	p := &c.paths
+	p.ordPort, p.ordFails, p.ordSince = e.newFlow(c, &p.ordSlot), 0, e.now
+	e.pathCnt.orderedMoves.Add(1)
+}
+
+// newFlow returns the port of the connection's next entropy value in good
+// standing from *cursor on (any, when none is), and moves the cursor past
+// it: a new flow for a path that moves.
+func (e *Endpoint) newFlow(c *conn, cursor *uint8) uint16 {
+	p := &c.paths
 	if !p.ready {
 		p.init(e.hashSeed, c.localCID)
 	}
-	s := nextIn(^p.suspect&(1<<numEV-1), p.ordSlot)
+	s := nextIn(^p.suspect&(1<<numEV-1), *cursor)
 	if s < 0 {
-		s = int(p.ordSlot) % numEV
+		s = int(*cursor) % numEV
 	}
-	p.ordSlot = uint8(s+1) % numEV
-	p.ordPort, p.ordFails, p.ordSince = p.ev[s], 0, e.now
-	e.pathCnt.orderedMoves.Add(1)
+	*cursor = uint8(s+1) % numEV
+	return p.ev[s]
 }
 
 // pathAcked learns from x's acknowledgement, before its context goes: its
@@ -321,15 +329,7 @@ func (e *Endpoint) pathNotNew(c *conn, w wire.Window, hd *wire.Header) {
 	if p.dupRun++; p.dupRun < ackMoveAfter {
 		return
 	}
-	if !p.ready {
-		p.init(e.hashSeed, c.localCID)
-	}
-	s := nextIn(^p.suspect&(1<<numEV-1), p.ackSlot)
-	if s < 0 {
-		s = int(p.ackSlot) % numEV
-	}
-	p.ackSlot = uint8(s+1) % numEV
-	p.ackPort, p.dupRun = p.ev[s], 0
+	p.ackPort, p.dupRun = e.newFlow(c, &p.ackSlot), 0
 	e.pathCnt.ackMoves.Add(1)
 }
 
