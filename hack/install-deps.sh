@@ -24,6 +24,7 @@ packages=(
 	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_PROFILE)
 	git                    # git: the static-build test checks --version names the commit (cmd/peregrine)
 	python3-scapy          # python3 with scapy's RoCE layer: the RoCEv2 oracle (core/roce)
+	sockperf               # sockperf: kernel UDP ping-pong latency, the anchor of bench/latency
 )
 
 is_installed() {

@@ -29,7 +29,7 @@
 //     what the sink counted.
 //
 // Both sides run as configured by default, except that peregrine's ports
-// get the two settings DPDK's PMDs apply by default (afxdp busy_poll=64 as
+// get the two settings DPDK's PMDs apply by default (afxdp busy_budget=64 as
 // net_af_xdp's busy_budget, afpacket qdisc_bypass=1 as net_af_packet's),
 // and the pool is sized to what the ports hold (8192 frames for one port,
 // 16384 for two). The ports use the loop's mbuf cache (UseCaches): an afxdp

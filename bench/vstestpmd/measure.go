@@ -40,7 +40,7 @@ var poolFrames = map[string]int{
 // polling budget set to: 64") and net_af_packet bypasses the qdisc
 // (qdisc_bypass=1).
 var driverParams = map[string]string{
-	"afxdp":    "&busy_poll=64",
+	"afxdp":    "&busy_budget=64",
 	"afpacket": "&qdisc_bypass=1",
 }
 

@@ -38,6 +38,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchDixCommand(), newBenchQPXCommand())
 	cmd.AddCommand(newBenchMCSQCommand())
 	cmd.AddCommand(newBenchCaptureCommand())
+	cmd.AddCommand(newBenchLatencyCommand())
 	cmd.AddCommand(newBenchIntegrityCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and

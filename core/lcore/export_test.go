@@ -2,3 +2,6 @@ package lcore
 
 // Iterate exposes one loop iteration to the tests: it must not allocate.
 func (l *Loop) Iterate() int { return l.iterate() }
+
+// Counts returns the loop goroutine's own counters (exact after Iterate).
+func (l *Loop) Counts() Stats { return l.count }

@@ -3,9 +3,11 @@ package lcore
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,25 +37,41 @@ type Stopper interface {
 }
 
 // IdleMode says what a loop does once it has been idle for
-// IdlePolicy.SpinPolls consecutive iterations.
+// IdlePolicy.SpinPolls consecutive iterations. What each costs when the
+// loop has nothing to do, and what it adds to the first packet after, is
+// measured by `peregrine bench latency` (idle_cpu_* and the latency rows).
 type IdleMode int
 
 const (
-	// IdleBusy keeps polling: lowest latency, one CPU fully used.
+	// IdleBusy keeps polling: lowest latency, one CPU fully used, idle or
+	// not.
 	IdleBusy IdleMode = iota
 	// IdleYield yields the CPU to the OS scheduler (sched_yield) every idle
 	// iteration, and to Go's (runtime.Gosched) every 16th, so other
 	// processes, the kernel's work and other goroutines can run; the
-	// thread still spins when nothing else wants the CPU.
+	// thread still spins when nothing else wants the CPU, so an idle loop
+	// on an otherwise idle CPU uses all of it.
 	IdleYield
 	// IdleSleep sleeps between idle iterations, doubling the sleep from
-	// IdlePolicy.SleepMin up to SleepMax; any work resets it.
+	// IdlePolicy.SleepMin up to SleepMax; any work resets it. Almost free
+	// when idle, but every packet that finds the loop asleep waits for
+	// the timer (Go's timers oversleep short requests by up to a
+	// millisecond on a quiet process), and so does every reply in a
+	// request/response exchange.
 	IdleSleep
+	// IdleAdaptive spins for IdlePolicy.SpinFor after the last work, then
+	// yields (as IdleYield) until YieldFor after it, then sleeps (as
+	// IdleSleep). Traffic that keeps coming within YieldFor — a
+	// request/response exchange, a stream — finds the loop awake and
+	// sees busy-polling latency; a loop idle for longer costs what a
+	// sleeping one does, plus YieldFor of a CPU after each spell of work.
+	// The default of the shipped configurations.
+	IdleAdaptive
 )
 
-var idleModeNames = [...]string{IdleBusy: "busy", IdleYield: "yield", IdleSleep: "sleep"}
+var idleModeNames = [...]string{IdleBusy: "busy", IdleYield: "yield", IdleSleep: "sleep", IdleAdaptive: "adaptive"}
 
-// String returns "busy", "yield" or "sleep".
+// String returns "busy", "yield", "sleep" or "adaptive".
 func (m IdleMode) String() string {
 	if m >= 0 && int(m) < len(idleModeNames) {
 		return idleModeNames[m]
@@ -61,14 +79,14 @@ func (m IdleMode) String() string {
 	return fmt.Sprintf("IdleMode(%d)", int(m))
 }
 
-// ParseIdleMode parses "busy", "yield" or "sleep".
+// ParseIdleMode parses "busy", "yield", "sleep" or "adaptive".
 func ParseIdleMode(s string) (IdleMode, error) {
 	for m, name := range idleModeNames {
 		if s == name {
 			return IdleMode(m), nil
 		}
 	}
-	return 0, fmt.Errorf("lcore: unknown idle mode %q (use busy, yield or sleep)", s)
+	return 0, fmt.Errorf("lcore: unknown idle mode %q (use busy, yield, sleep or adaptive)", s)
 }
 
 // Idle policy defaults, used for zero fields of IdlePolicy.
@@ -83,6 +101,16 @@ const (
 	// DefaultSleepMax caps the back-off, and so the extra latency an idle
 	// loop adds to the first packet after a quiet spell.
 	DefaultSleepMax = time.Millisecond
+	// DefaultSpinFor is how long an IdleAdaptive loop spins after work
+	// before it starts yielding. Short: a spinning thread keeps the CPU
+	// from another loop or process scheduled on it until the scheduler's
+	// slice ends, while a yield costs a system call (a microsecond or
+	// less) and lets it run.
+	DefaultSpinFor = 5 * time.Microsecond
+	// DefaultYieldFor is when, after its last work, an IdleAdaptive loop
+	// stops yielding and starts sleeping: past a few round trips, short
+	// enough that a loop with nothing to do sleeps within a millisecond.
+	DefaultYieldFor = 500 * time.Microsecond
 )
 
 // IdlePolicy says how a loop behaves when its stages find nothing to do.
@@ -99,6 +127,11 @@ type IdlePolicy struct {
 	// loop notices Stop at once; it notices new work within SleepMax (plus
 	// the timer's lateness).
 	SleepMax time.Duration
+	// SpinFor and YieldFor are IdleAdaptive's phases, measured on the
+	// loop's clock from the last iteration that did work: spin until
+	// SpinFor, yield until YieldFor, then sleep (0 → DefaultSpinFor,
+	// DefaultYieldFor).
+	SpinFor, YieldFor time.Duration
 }
 
 // Options configures a Loop.
@@ -188,6 +221,7 @@ type Loop struct {
 
 	started  atomic.Bool
 	stopping atomic.Bool
+	tid      atomic.Int32 // the pinned loop's thread, 0 before it runs
 	stopOnce sync.Once
 	stopCh   chan struct{} // closed by Stop: wakes a sleeping loop
 	done     chan struct{} // closed when the loop goroutine is about to exit
@@ -196,6 +230,7 @@ type Loop struct {
 	// Owned by the loop goroutine.
 	count      Stats
 	idleRun    int           // consecutive idle iterations
+	lastWork   clock.Time    // IdleAdaptive: the last iteration with work
 	sleepFor   time.Duration // next sleep in IdleSleep mode
 	sleepTimer *time.Timer
 	polling    int // stage being polled, -1 for the clock: names a panic
@@ -249,7 +284,7 @@ func New(opts Options) (*Loop, error) {
 		done:     make(chan struct{}),
 		sleepFor: idle.SleepMin,
 	}
-	if idle.Mode == IdleSleep {
+	if idle.Mode == IdleSleep || idle.Mode == IdleAdaptive {
 		l.sleepTimer = time.NewTimer(time.Hour)
 		l.sleepTimer.Stop()
 	}
@@ -278,8 +313,23 @@ func checkCPUAllowed(cpu int) error {
 }
 
 func (p IdlePolicy) withDefaults() (IdlePolicy, error) {
-	if p.Mode < IdleBusy || p.Mode > IdleSleep {
-		return p, fmt.Errorf("lcore: Options.Idle.Mode %d is unknown (use IdleBusy, IdleYield or IdleSleep)", int(p.Mode))
+	if p.Mode < IdleBusy || p.Mode > IdleAdaptive {
+		return p, fmt.Errorf("lcore: Options.Idle.Mode %d is unknown (use IdleBusy, IdleYield, IdleSleep or IdleAdaptive)", int(p.Mode))
+	}
+	if p.SpinFor < 0 || p.YieldFor < 0 {
+		return p, fmt.Errorf("lcore: Options.Idle SpinFor %v and YieldFor %v include a negative duration (use 0 for the defaults %v, %v)", p.SpinFor, p.YieldFor, DefaultSpinFor, DefaultYieldFor)
+	}
+	if p.SpinFor == 0 {
+		p.SpinFor = DefaultSpinFor
+		if p.YieldFor > 0 {
+			p.SpinFor = min(DefaultSpinFor, p.YieldFor)
+		}
+	}
+	if p.YieldFor == 0 {
+		p.YieldFor = max(DefaultYieldFor, p.SpinFor)
+	}
+	if p.SpinFor > p.YieldFor {
+		return p, fmt.Errorf("lcore: Options.Idle.SpinFor %v exceeds YieldFor %v (raise YieldFor or lower SpinFor)", p.SpinFor, p.YieldFor)
 	}
 	if p.SpinPolls < 0 {
 		return p, fmt.Errorf("lcore: Options.Idle.SpinPolls %d is negative (use 0 for the default %d, or a positive count)", p.SpinPolls, DefaultSpinPolls)
@@ -367,6 +417,7 @@ func (l *Loop) run() {
 		// Never unlocked: the thread's affinity is changed below, and a
 		// goroutine exiting locked takes its thread with it.
 		runtime.LockOSThread()
+		l.tid.Store(int32(unix.Gettid()))
 		var set unix.CPUSet
 		set.Set(l.cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
@@ -400,6 +451,7 @@ func (l *Loop) poll() (err error) {
 			err = l.panicError(l.polling, r)
 		}
 	}()
+	l.lastWork = l.clock.Now()
 	for !l.stopping.Load() {
 		l.iterate()
 	}
@@ -475,11 +527,14 @@ func (l *Loop) iterate() int {
 		l.count.Work += uint64(work)
 		l.idleRun = 0
 		l.sleepFor = l.idle.SleepMin
+		l.lastWork = now
 	} else {
 		l.count.IdlePolls++
 		l.idleRun++
-		if l.idleRun > l.idle.SpinPolls {
-			l.backOff()
+		if l.idle.Mode == IdleAdaptive {
+			l.adapt(now)
+		} else if l.idleRun > l.idle.SpinPolls {
+			l.backOff(l.idle.Mode)
 		}
 	}
 	if l.count.Polls&publishMask == 0 {
@@ -492,8 +547,21 @@ func (l *Loop) iterate() int {
 // goroutines instead of only yielding the CPU to the OS.
 const goschedEvery = 16
 
-func (l *Loop) backOff() {
-	switch l.idle.Mode {
+// adapt is IdleAdaptive's back-off: nothing within SpinFor of the last
+// work, a yield within YieldFor, a sleep after. A loop that never worked
+// counts from its start.
+func (l *Loop) adapt(now clock.Time) {
+	switch quiet := now.Sub(l.lastWork); {
+	case quiet < l.idle.SpinFor:
+	case quiet < l.idle.YieldFor:
+		l.backOff(IdleYield)
+	default:
+		l.backOff(IdleSleep)
+	}
+}
+
+func (l *Loop) backOff(mode IdleMode) {
+	switch mode {
 	case IdleYield:
 		l.count.Yields++
 		// The OS-level yield lets other processes' poll loops and the
@@ -518,6 +586,31 @@ func (l *Loop) backOff() {
 		}
 		l.sleepFor = min(2*l.sleepFor, l.idle.SleepMax)
 	}
+}
+
+// ThreadCPU returns how much CPU time the pinned loop's thread has used
+// so far, as the kernel's scheduler counts it (/proc's schedstat): what an
+// idle policy costs is read as its growth over a window. A loop that is
+// unpinned (its goroutine may change threads) or not running yet has no
+// thread of its own to read.
+func (l *Loop) ThreadCPU() (time.Duration, error) {
+	tid := l.tid.Load()
+	if tid == 0 {
+		return 0, fmt.Errorf("lcore %q: ThreadCPU: the loop has no thread of its own (unpinned, or not started)", l.name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		return 0, fmt.Errorf("lcore %q: ThreadCPU: %w", l.name, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("lcore %q: ThreadCPU: empty schedstat", l.name)
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("lcore %q: ThreadCPU: schedstat %q: %w", l.name, f[0], err)
+	}
+	return time.Duration(ns), nil
 }
 
 // String describes the loop, e.g. `lcore "rx0" (cpu 0, sleep)`.

@@ -390,7 +390,7 @@ func TestGroupWaitAllJoinsErrors(t *testing.T) {
 }
 
 func TestIdleModeNames(t *testing.T) {
-	for _, m := range []lcore.IdleMode{lcore.IdleBusy, lcore.IdleYield, lcore.IdleSleep} {
+	for _, m := range []lcore.IdleMode{lcore.IdleBusy, lcore.IdleYield, lcore.IdleSleep, lcore.IdleAdaptive} {
 		got, err := lcore.ParseIdleMode(m.String())
 		require.NoError(t, err)
 		require.Equal(t, m, got)
@@ -398,7 +398,82 @@ func TestIdleModeNames(t *testing.T) {
 	require.Equal(t, "busy", lcore.IdleBusy.String())
 	require.Equal(t, "IdleMode(9)", lcore.IdleMode(9).String())
 	_, err := lcore.ParseIdleMode("spin")
-	require.ErrorContains(t, err, `unknown idle mode "spin" (use busy, yield or sleep)`)
+	require.ErrorContains(t, err, `unknown idle mode "spin" (use busy, yield, sleep or adaptive)`)
+}
+
+// switchStage reports work units of work on each poll.
+type switchStage struct{ work int }
+
+func (s *switchStage) Name() string        { return "switch" }
+func (s *switchStage) Poll(clock.Time) int { return s.work }
+
+// TestAdaptiveSpinsThenYieldsThenSleeps walks an adaptive loop through a
+// quiet spell on a virtual clock: it spins until SpinFor after the last
+// work, yields until YieldFor, sleeps after, and work starts it over.
+func TestAdaptiveSpinsThenYieldsThenSleeps(t *testing.T) {
+	vc := clock.NewVirtual(clock.Time(time.Second))
+	s := &switchStage{work: 1}
+	l := mustNew(t, lcore.Options{CPU: -1, Clock: vc, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleAdaptive, SpinFor: 10 * time.Microsecond, YieldFor: 100 * time.Microsecond,
+		SleepMin: time.Nanosecond, SleepMax: time.Nanosecond,
+	}})
+	at := func(d time.Duration) lcore.Stats {
+		vc.Set(clock.Time(time.Second + d))
+		l.Iterate()
+		return l.Counts()
+	}
+	at(0)
+	s.work = 0
+	for _, step := range []struct {
+		at             time.Duration
+		yields, sleeps uint64
+	}{
+		{5 * time.Microsecond, 0, 0},   // spinning
+		{9 * time.Microsecond, 0, 0},   // still
+		{10 * time.Microsecond, 1, 0},  // yielding
+		{99 * time.Microsecond, 2, 0},  // still
+		{100 * time.Microsecond, 2, 1}, // sleeping
+		{5 * time.Millisecond, 2, 2},   // for good
+	} {
+		st := at(step.at)
+		require.Equal(t, step.yields, st.Yields, "yields at %v", step.at)
+		require.Equal(t, step.sleeps, st.Sleeps, "sleeps at %v", step.at)
+	}
+	s.work = 1
+	at(6 * time.Millisecond)
+	s.work = 0
+	st := at(6*time.Millisecond + 5*time.Microsecond)
+	require.Equal(t, uint64(2), st.Yields, "work starts the spin over")
+	st = at(6*time.Millisecond + 50*time.Microsecond)
+	require.Equal(t, uint64(3), st.Yields)
+	require.Equal(t, uint64(2), st.Sleeps)
+}
+
+// TestAdaptiveDefaults: zero phases take the documented defaults, and
+// phases out of order are refused.
+func TestAdaptiveDefaults(t *testing.T) {
+	vc := clock.NewVirtual(clock.Time(time.Second))
+	s := &switchStage{}
+	l := mustNew(t, lcore.Options{CPU: -1, Clock: vc, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{Mode: lcore.IdleAdaptive, SleepMin: time.Nanosecond, SleepMax: time.Nanosecond}})
+	// Iterate outside a running loop counts the quiet spell from the
+	// clock's zero, so one poll with work starts it.
+	s.work = 1
+	l.Iterate()
+	s.work = 0
+	vc.Advance(lcore.DefaultSpinFor - 1)
+	l.Iterate()
+	require.Zero(t, l.Counts().Yields)
+	vc.Advance(1)
+	l.Iterate()
+	require.Equal(t, uint64(1), l.Counts().Yields)
+	vc.Advance(lcore.DefaultYieldFor - lcore.DefaultSpinFor)
+	l.Iterate()
+	require.Equal(t, uint64(1), l.Counts().Sleeps)
+
+	_, err := lcore.New(lcore.Options{CPU: -1, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{Mode: lcore.IdleAdaptive, SpinFor: time.Millisecond, YieldFor: time.Microsecond}})
+	require.ErrorContains(t, err, "SpinFor 1ms exceeds YieldFor 1µs")
+	_, err = lcore.New(lcore.Options{CPU: -1, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{Mode: lcore.IdleAdaptive, SpinFor: -1}})
+	require.ErrorContains(t, err, "negative")
 }
 
 func TestParseCPUList(t *testing.T) {
@@ -455,6 +530,8 @@ func TestIterateDoesNotAllocate(t *testing.T) {
 		{lcore.IdlePolicy{Mode: lcore.IdleBusy}, 1000},
 		{lcore.IdlePolicy{Mode: lcore.IdleYield, SpinPolls: 1}, 1000},
 		{lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Nanosecond, SleepMax: time.Nanosecond}, 20},
+		// SpinFor and YieldFor of 1 ns: every idle iteration sleeps.
+		{lcore.IdlePolicy{Mode: lcore.IdleAdaptive, SpinFor: time.Nanosecond, YieldFor: time.Nanosecond, SleepMin: time.Nanosecond, SleepMax: time.Nanosecond}, 20},
 	} {
 		t.Run(tc.idle.Mode.String(), func(t *testing.T) {
 			s := &idleStage{}
@@ -575,4 +652,37 @@ func TestIsolateKeepsOtherThreadsOff(t *testing.T) {
 		}
 	}
 	require.Equal(t, allowed, allowedCPUs(t), "the caller's own mask is untouched")
+}
+
+// TestThreadCPUSeesASpinningLoop: a pinned busy loop's thread CPU time
+// grows while it spins, and an unpinned loop has none to read.
+func TestThreadCPUSeesASpinningLoop(t *testing.T) {
+	allowed := allowedCPUs(t)
+	cpu := 0
+	for !allowed.IsSet(cpu) {
+		cpu++
+	}
+	busy := newScript("busy", 1<<62, 0)
+	l := mustNew(t, lcore.Options{CPU: cpu, Stages: []lcore.Stage{busy}})
+	_, err := l.ThreadCPU()
+	require.ErrorContains(t, err, "no thread of its own")
+	require.NoError(t, l.Start())
+	for l.Stats().Polls < 1<<16 {
+		runtime.Gosched()
+	}
+	first, err := l.ThreadCPU()
+	require.NoError(t, err)
+	require.Positive(t, first)
+	for l.Stats().Polls < 1<<20 {
+		runtime.Gosched()
+	}
+	later, err := l.ThreadCPU()
+	require.NoError(t, err)
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.Greater(t, later, first, "a million polls take CPU time")
+
+	unpinned := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}}})
+	_, err = unpinned.ThreadCPU()
+	require.Error(t, err)
 }

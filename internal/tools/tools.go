@@ -72,6 +72,7 @@ var table = []Tool{
 	{"setpriv", "util-linux", Base},
 	{"sh", "dash", Base},
 	{"sleep", "coreutils", Base},
+	{"sockperf", "sockperf", Listed},
 	{"sort", "coreutils", Base},
 	{"sudo", "sudo", Optional},
 	{"taskset", "util-linux", Base},

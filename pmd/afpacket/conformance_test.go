@@ -43,12 +43,13 @@ func openPair(t testing.TB, pool *mbuf.Pool, topo *netnstest.Topology, opts afpa
 }
 
 func TestConformance(t *testing.T) {
-	for _, bypass := range []bool{false, true} {
-		name := "qdisc"
-		if bypass {
-			name = "bypass"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bypass bool
+		ring   afpacket.RingVersion
+	}{{"qdisc", false, afpacket.RingV2}, {"bypass", true, afpacket.RingV2}, {"v3", false, afpacket.RingV3}} {
+		bypass := c.bypass
+		t.Run(c.name, func(t *testing.T) {
 			topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 			pool := newPool(t, 8192)
 			var rx *afpacket.Port
@@ -56,13 +57,13 @@ func TestConformance(t *testing.T) {
 				Pool: pool,
 				Open: func(t *testing.T) (port.Port, port.Port) {
 					var tx *afpacket.Port
-					tx, rx = openPair(t, pool, topo, afpacket.Options{QdiscBypass: bypass})
+					tx, rx = openPair(t, pool, topo, afpacket.Options{QdiscBypass: bypass, Ring: c.ring})
 					return tx, rx
 				},
 				MaxFrame: 1514,
 				Lossy:    true, // a full receive ring drops (counted in RxDropped; see TestDropsAreCounted)
-				// A receive block reaches us when full or after the block
-				// timeout; wait for it in poll(2) instead of spinning.
+				// A V3 receive block reaches us when full or after the
+				// block timeout; wait for it in poll(2) instead of spinning.
 				Settle: func() {
 					_, _ = rx.Wait(2 * time.Millisecond)
 				},

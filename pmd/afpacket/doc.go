@@ -4,26 +4,38 @@
 // packet in each direction; use pmd/afxdp where zero copy matters.
 //
 // Each queue is one socket bound to the interface by index (SOCK_RAW,
-// ETH_P_ALL) with a TPACKET_V3 receive ring of blocks and a transmit ring of
-// fixed-size frames, both mmap'd. With more than one queue the sockets join
+// ETH_P_ALL) with a receive ring and a transmit ring of fixed-size slots,
+// both mmap'd. With more than one queue the sockets join
 // one PACKET_FANOUT group, so the kernel spreads received flows over them
 // (by flow hash unless Options.Fanout says otherwise). The sockets are
 // created inside Options.Netns when it is set and stay in that namespace.
 //
-// RX: the kernel fills a block of the ring with frames and hands the whole
-// block over (when full, or after Options.BlockTimeout). RxBurst copies each
-// frame into an mbuf from the queue's receive Cache and returns the block
-// to the kernel as soon as its last frame is copied. A frame that does not
-// fit an mbuf, or arrived truncated, is dropped and counted in RxDropped;
-// the kernel's own drops (ring full) are folded into RxDropped by Stats.
+// RX comes in two layouts (Options.Ring, spec ring=v2|v3):
+//
+//   - TPACKET_V2 (the default): one frame per slot. The kernel hands each
+//     slot over as soon as it has written the frame, and RxBurst returns
+//     the slot the moment it has copied it out, so a lone frame waits for
+//     nothing: a request/response transport sees the link's latency.
+//   - TPACKET_V3: the kernel packs frames into blocks and hands a whole
+//     block over when it is full or Options.BlockTimeout (1 ms) after its
+//     first frame; RxBurst returns the block after its last frame. Fewer
+//     handovers per frame suit capture at high rates, but at low rates
+//     every frame waits up to the timeout, at every hop that reads with
+//     it: over a fabric in the middle, a round trip waited for four.
+//
+// Either way RxBurst copies each frame into an mbuf from the queue's
+// receive Cache. A frame that does not fit an mbuf, or arrived truncated
+// (larger than a V2 slot), is dropped and counted in RxDropped; the
+// kernel's own drops (ring full) are folded into RxDropped by Stats. Slots
+// left to their default size hold a frame of the interface's MTU, jumbo
+// frames included.
 //
 // A veth delivers frames to AF_PACKET sockets only while GRO is on at the
 // receiving end (`ethtool -K IFACE gro on`; netns.VethOptions.GRO does it).
 //
-// Receive blocks reach user space when full or when their timeout expires,
-// so at low rates a frame waits up to BlockTimeout. Callers that would
-// rather sleep than spin on an idle port use Wait or WaitRx, which block in
-// poll(2) until a block is handed over.
+// Callers that would rather sleep than spin on an idle port use Wait or
+// WaitRx, which block in poll(2) until a frame (V2) or block (V3) is
+// handed over.
 //
 // TX: TxBurst copies each mbuf into the next free slot of the transmit ring
 // (Options.TxSlots slots, few enough to stay in the CPU cache), marks it

@@ -136,3 +136,57 @@ func (f *rxFrame) copyTo(dst, block []byte) {
 	binary.BigEndian.PutUint32(dst[etherAddrs:], f.vlan)
 	copy(dst[etherAddrs+vlanTagLen:], src[etherAddrs:])
 }
+
+// Layout of struct tpacket2_hdr, at the start of every slot of a V2 ring.
+const (
+	v2StatusOff  = 0  // tp_status u32
+	v2LenOff     = 4  // tp_len u32
+	v2SnapOff    = 8  // tp_snaplen u32
+	v2MacOff     = 12 // tp_mac u16
+	v2SecOff     = 16 // tp_sec u32
+	v2NsecOff    = 20 // tp_nsec u32
+	v2VlanTCIOff = 24 // tp_vlan_tci u16
+	v2VlanTPOff  = 26 // tp_vlan_tpid u16
+	// tpacket2HdrLen is TPACKET_ALIGN(sizeof(struct tpacket2_hdr)): where
+	// the sockaddr_ll of a received frame starts, and where a transmit
+	// slot's virtio-net header starts.
+	tpacket2HdrLen  = 32
+	v2PkttypeOff    = tpacket2HdrLen + 10
+	tpStatusKernel  = 0
+	txStatusPending = 1 | 2 // TP_STATUS_SEND_REQUEST | TP_STATUS_SENDING
+)
+
+// parseSlot reads the frame in a V2 receive slot whose status says the
+// kernel handed it over. ok is false when the header describes data
+// outside the slot, so a corrupted ring never makes the driver read out
+// of bounds.
+func parseSlot(slot []byte) (f rxFrame, ok bool) {
+	if len(slot) < tpacket2HdrLen {
+		return rxFrame{}, false
+	}
+	snap := binary.NativeEndian.Uint32(slot[v2SnapOff:])
+	mac := uint32(binary.NativeEndian.Uint16(slot[v2MacOff:]))
+	if uint64(mac)+uint64(snap) > uint64(len(slot)) || (mac < tpacket2HdrLen && snap > 0) {
+		return rxFrame{}, false
+	}
+	f = rxFrame{
+		data:    int(mac),
+		snapLen: int(snap),
+		wireLen: int(binary.NativeEndian.Uint32(slot[v2LenOff:])),
+		sec:     binary.NativeEndian.Uint32(slot[v2SecOff:]),
+		nsec:    binary.NativeEndian.Uint32(slot[v2NsecOff:]),
+	}
+	status := binary.NativeEndian.Uint32(slot[v2StatusOff:])
+	if status&tpStatusVlanValid != 0 && snap >= etherAddrs {
+		tci := uint32(binary.NativeEndian.Uint16(slot[v2VlanTCIOff:]))
+		tpid := uint32(etherTypeVLAN)
+		if status&tpStatusVlanTPValid != 0 {
+			tpid = uint32(binary.NativeEndian.Uint16(slot[v2VlanTPOff:]))
+		}
+		f.vlan = tpid<<16 | tci
+	}
+	if mac > v2PkttypeOff {
+		f.outgoing = slot[v2PkttypeOff] == packetOutgoing
+	}
+	return f, true
+}

@@ -27,6 +27,37 @@ const (
 	DefaultBlockTimeout = time.Millisecond
 )
 
+// RingVersion selects the layout of the receive ring (PACKET_VERSION).
+type RingVersion int
+
+const (
+	// RingV2 is TPACKET_V2: a ring of fixed-size slots, one frame each.
+	// A frame is the application's as soon as the kernel has written it,
+	// so a lone frame waits for nothing: the latency-sensitive choice and
+	// the default.
+	RingV2 RingVersion = iota
+	// RingV3 is TPACKET_V3: the kernel packs frames into blocks and hands
+	// a block over when it is full or Options.BlockTimeout after its first
+	// frame. Fewer status handovers per frame make it the capture
+	// (rxonly) choice at high rates; at low rates every frame waits up to
+	// the block timeout (1 ms at each hop it crosses).
+	RingV3
+)
+
+// ringVersions is the number of RingVersion values.
+const ringVersions = 2
+
+// String returns the name used in specs: v2 or v3.
+func (r RingVersion) String() string {
+	switch r {
+	case RingV2:
+		return "v2"
+	case RingV3:
+		return "v3"
+	}
+	return fmt.Sprintf("RingVersion(%d)", int(r))
+}
+
 // Fanout selects how the kernel spreads received frames over the queues
 // (PACKET_FANOUT modes).
 type Fanout int
@@ -71,14 +102,20 @@ type Options struct {
 	Name string
 	// Queues is the number of queue pairs, one socket each. Default 1.
 	Queues int
+	// Ring is the receive ring's layout. Default RingV2.
+	Ring RingVersion
 	// BlockSize is the size of a receive-ring block and of the transmit
-	// ring's blocks: a multiple of the page size. Default 64 KiB.
+	// ring's blocks: a multiple of the page size. Default 64 KiB, or one
+	// FrameSize when that is larger.
 	BlockSize int
 	// BlockCount is the number of blocks in each ring. Default 32.
 	BlockCount int
-	// FrameSize is the size of a transmit slot (and the receive ring's
-	// nominal frame size): a multiple of 16 that divides BlockSize. A slot
-	// carries frames of up to FrameSize-48 bytes. Default 2048.
+	// FrameSize is the size of a transmit slot and, with RingV2, of a
+	// receive slot: a multiple of 16 that divides BlockSize. A transmit
+	// slot carries frames of up to FrameSize-58 bytes (RingV3) or
+	// FrameSize-42 (RingV2), a receive slot up to FrameSize-76. Default:
+	// 2048, or the power of two that holds a frame of the interface's MTU
+	// when that is larger (jumbo frames).
 	FrameSize int
 	// TxSlots is the number of transmit-ring slots, rounded up to whole
 	// blocks. TxBurst writes slots in ring order and the kernel frees them
@@ -98,7 +135,7 @@ type Options struct {
 	TxBatch int
 	// BlockTimeout is how long the kernel keeps filling a receive block
 	// before handing it over part-full, in whole milliseconds: the worst
-	// added latency at low rates. Default 1 ms.
+	// added latency at low rates. RingV3 only. Default 1 ms.
 	BlockTimeout time.Duration
 	// QdiscBypass sends straight to the device, skipping the qdisc layer
 	// (PACKET_QDISC_BYPASS): faster, but no traffic control and drops
@@ -110,6 +147,12 @@ type Options struct {
 	Fanout Fanout
 	// Clock stamps Meta.RxTime. nil → a real clock.
 	Clock clock.Clock
+
+	// autoFrame and autoBlock: FrameSize and BlockSize were left to
+	// sizeSlots, which sizes them again once the MTU is known.
+	autoFrame, autoBlock bool
+	// mtu is the interface's, once openRings has looked (0 before).
+	mtu int
 }
 
 // txBlocks is the number of blocks of the transmit ring: TxSlots rounded
@@ -117,6 +160,29 @@ type Options struct {
 func (o *Options) txBlocks() int {
 	perBlock := o.BlockSize / o.FrameSize
 	return (o.TxSlots + perBlock - 1) / perBlock
+}
+
+// frameOverhead is what a receive slot holds besides the frame: the
+// tpacket header and sockaddr_ll, aligned, and the virtio-net header
+// (76 bytes on V2), rounded up, with room for a VLAN tag.
+const frameOverhead = 96 + vlanTagLen
+
+// sizeSlots fills in FrameSize and BlockSize when they were left 0: 2048
+// and 64 KiB, or, for an interface MTU (0 when not known yet) whose
+// frames do not fit 2048, the power of two that holds one, and blocks of
+// at least one frame. Sizes given are kept.
+func (o *Options) sizeSlots(mtu int) {
+	if o.FrameSize == 0 || o.autoFrame {
+		o.autoFrame = true
+		o.FrameSize = DefaultFrameSize
+		for o.FrameSize < mtu+etherHeaderLen+frameOverhead && o.FrameSize < MaxBlockSize {
+			o.FrameSize *= 2
+		}
+	}
+	if o.BlockSize == 0 || o.autoBlock {
+		o.autoBlock = true
+		o.BlockSize = max(DefaultBlockSize, o.FrameSize)
+	}
 }
 
 func (o *Options) validate() error {
@@ -132,14 +198,8 @@ func (o *Options) validate() error {
 	if o.Queues == 0 {
 		o.Queues = DefaultQueues
 	}
-	if o.BlockSize == 0 {
-		o.BlockSize = DefaultBlockSize
-	}
 	if o.BlockCount == 0 {
 		o.BlockCount = DefaultBlockCount
-	}
-	if o.FrameSize == 0 {
-		o.FrameSize = DefaultFrameSize
 	}
 	if o.BlockTimeout == 0 {
 		o.BlockTimeout = DefaultBlockTimeout
@@ -153,12 +213,16 @@ func (o *Options) validate() error {
 	if o.Queues < 1 || o.Queues > MaxQueues {
 		return fmt.Errorf("afpacket: Options.Queues %d is out of range (use 1..%d)", o.Queues, MaxQueues)
 	}
+	o.sizeSlots(o.mtu)
 	page := os.Getpagesize()
 	if o.BlockSize < page || o.BlockSize > MaxBlockSize || o.BlockSize%page != 0 {
 		return fmt.Errorf("afpacket: Options.BlockSize %d is not a multiple of the page size %d in %d..%d (use %d)", o.BlockSize, page, page, MaxBlockSize, DefaultBlockSize)
 	}
 	if o.BlockCount < 1 || o.BlockCount > MaxBlockCount {
 		return fmt.Errorf("afpacket: Options.BlockCount %d is out of range (use 1..%d)", o.BlockCount, MaxBlockCount)
+	}
+	if o.Ring < 0 || o.Ring >= ringVersions {
+		return fmt.Errorf("afpacket: Options.Ring %d is not a known layout (use RingV2, or RingV3 for capture)", int(o.Ring))
 	}
 	if o.FrameSize < MinFrameSize || o.FrameSize%16 != 0 || o.FrameSize > o.BlockSize || o.BlockSize%o.FrameSize != 0 {
 		return fmt.Errorf("afpacket: Options.FrameSize %d must be a multiple of 16, at least %d, dividing BlockSize %d (use %d)", o.FrameSize, MinFrameSize, o.BlockSize, DefaultFrameSize)

@@ -19,12 +19,18 @@ import (
 const benchFrameLen = 60 // the smallest Ethernet frame without FCS
 
 // TestZeroAllocsPerBurst: a steady-state round trip (TxBurst of a burst,
-// RxBurst until it is back) allocates nothing.
+// RxBurst until it is back) allocates nothing, with either ring layout.
 func TestZeroAllocsPerBurst(t *testing.T) {
+	for _, ring := range []afpacket.RingVersion{afpacket.RingV2, afpacket.RingV3} {
+		t.Run(ring.String(), func(t *testing.T) { zeroAllocsPerBurst(t, ring) })
+	}
+}
+
+func zeroAllocsPerBurst(t *testing.T, ring afpacket.RingVersion) {
 	topo := netnstest.TwoNS(t, netns.VethOptions{GRO: true})
 	pool := newPool(t, 1024)
 	// Small blocks fill (and reach us) without waiting for the timeout.
-	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64})
+	tx, rx := openPair(t, pool, topo, afpacket.Options{BlockSize: 4096, BlockCount: 64, Ring: ring})
 	const burst = 32
 	out := make([]mbuf.Handle, burst)
 	in := make([]mbuf.Handle, burst)

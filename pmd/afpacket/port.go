@@ -59,21 +59,26 @@ type queue struct {
 	room       int // largest frame an mbuf takes
 	headroom   uint16
 	rxLook     time.Time // when an empty queue reads its block status again
+	v3         bool      // the rings are TPACKET_V3; else V2
+	rxSlot     int       // V2: the slot read next
+	rxSlots    int       // V2: slots in the receive ring
 
 	_ [128]byte // keep the two sides' fields on different cache lines
 
 	// Transmit side.
-	txCache     *mbuf.Cache // where TxBurst frees copied mbufs: txOwn or the caller's
-	txOwn       *mbuf.Cache
-	txRing      []byte
-	slotSize    int
-	slots       int
-	txHead      int
-	txMax       int // largest untagged frame sent: MTU + Ethernet header, capped by the slot
-	slotRoom    int // data bytes a slot holds
-	kickPending bool
-	txBatch     int // Options.TxBatch
-	txHeld      int // frames marked for sending since the last kick
+	txCache  *mbuf.Cache // where TxBurst frees copied mbufs: txOwn or the caller's
+	txOwn    *mbuf.Cache
+	txRing   []byte
+	slotSize int
+	slots    int
+	txHead   int
+	txMax    int // largest untagged frame sent: MTU + Ethernet header, capped by the slot
+	slotRoom int // data bytes a slot holds
+	// Where a transmit slot's fields are: they differ between V2 and V3.
+	txData, txStatusOff, txLenOff, txSnapOff int
+	kickPending                              bool
+	txBatch                                  int // Options.TxBatch
+	txHeld                                   int // frames marked for sending since the last kick
 
 	stats *portstat.Queue
 	_     [128]byte
@@ -113,26 +118,37 @@ func New(pool *mbuf.Pool, opts Options) (*Port, error) {
 		p.info.MAC = nil
 	}
 	rxLen := opts.BlockSize * opts.BlockCount
+	v3 := opts.Ring == RingV3
+	txData, txStatusOff, txLenOff, txSnapOff := tpacket2HdrLen, v2StatusOff, v2LenOff, v2SnapOff
+	if v3 {
+		txData, txStatusOff, txLenOff, txSnapOff = tpacket3HdrLen, hdrStatusOff, hdrLenOff, hdrSnapOff
+	}
 	for i, r := range rings {
 		rxOwn, txOwn := pool.NewCache(), pool.NewCache()
 		p.queues[i] = queue{
-			ring:       r,
-			rxCache:    rxOwn,
-			rxOwn:      rxOwn,
-			rxRing:     r.mem[:rxLen:rxLen],
-			blockSize:  opts.BlockSize,
-			blockCount: opts.BlockCount,
-			room:       pool.FrameSize() - pool.Headroom(),
-			headroom:   uint16(pool.Headroom()),
-			txCache:    txOwn,
-			txOwn:      txOwn,
-			txRing:     r.mem[rxLen:],
-			txBatch:    opts.TxBatch,
-			slotSize:   opts.FrameSize,
-			slots:      len(r.mem[rxLen:]) / opts.FrameSize,
-			txMax:      min(lk.mtu+etherHeaderLen, opts.FrameSize-tpacket3HdrLen-vnetHdrLen),
-			slotRoom:   opts.FrameSize - tpacket3HdrLen - vnetHdrLen,
-			stats:      p.stats.Queue(i),
+			v3:          v3,
+			rxSlots:     rxLen / opts.FrameSize,
+			txData:      txData,
+			txStatusOff: txStatusOff,
+			txLenOff:    txLenOff,
+			txSnapOff:   txSnapOff,
+			ring:        r,
+			rxCache:     rxOwn,
+			rxOwn:       rxOwn,
+			rxRing:      r.mem[:rxLen:rxLen],
+			blockSize:   opts.BlockSize,
+			blockCount:  opts.BlockCount,
+			room:        pool.FrameSize() - pool.Headroom(),
+			headroom:    uint16(pool.Headroom()),
+			txCache:     txOwn,
+			txOwn:       txOwn,
+			txRing:      r.mem[rxLen:],
+			txBatch:     opts.TxBatch,
+			slotSize:    opts.FrameSize,
+			slots:       len(r.mem[rxLen:]) / opts.FrameSize,
+			txMax:       min(lk.mtu+etherHeaderLen, opts.FrameSize-txData-vnetHdrLen),
+			slotRoom:    opts.FrameSize - txData - vnetHdrLen,
+			stats:       p.stats.Queue(i),
 		}
 	}
 	return p, nil
@@ -183,6 +199,9 @@ func (q *queue) releaseBlock() {
 
 // rxReady reports whether a frame can be read without waiting.
 func (q *queue) rxReady() bool {
+	if !q.v3 {
+		return loadStatus(q.slot(q.rxSlot), v2StatusOff)&tpStatusUser != 0
+	}
 	return q.rxLeft > 0 || loadStatus(q.block(q.rxBlock), blockStatusOff)&tpStatusUser != 0
 }
 
@@ -194,6 +213,9 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 		return 0
 	}
 	q := &p.queues[queue]
+	if !q.v3 {
+		return p.rxV2(q, queue, bufs)
+	}
 	if q.rxLeft == 0 {
 		// The status word of the block being filled shares its cache line
 		// with the block's frame count and length, which the kernel
@@ -213,25 +235,16 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 			return 0
 		}
 	}
-	// Every frame handed out gets its whole Meta written below, so a raw
-	// get (no metadata reset) will do when the cache has a full burst.
-	got := q.rxCache.GetBulk(bufs)
+	got := q.getMbufs(bufs)
 	if got == 0 {
-		got = q.rxCache.AllocBurst(bufs)
-	}
-	if got < len(bufs) {
-		q.stats.RxNoBuf.Add(1)
-		if got == 0 {
-			return 0
-		}
+		return 0
 	}
 	// One clock reading per burst maps the kernel's wall-clock stamps onto
 	// the port's clock.
 	nowClock := int64(p.clock.Now())
 	nowWall := time.Now().UnixNano()
 	n := 0
-	var bytes uint64
-	var dropped, malformed uint64
+	var bytes, dropped, malformed uint64
 	for n < got {
 		if q.rxLeft == 0 {
 			block := q.block(q.rxBlock)
@@ -263,27 +276,60 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 			malformed++ // the chain ends early; skip the rest of the block
 			q.rxLeft = 0
 		}
-		switch size := f.frameLen(); {
+		switch {
 		case f.outgoing:
-		case f.snapLen < f.wireLen || size > q.room || size > 0xffff:
+		case !q.fits(&f):
 			dropped++
 		default:
-			h := bufs[n]
-			age := nowWall - (int64(f.sec)*1e9 + int64(f.nsec))
-			*p.pool.Meta(h) = mbuf.Meta{
-				DataOff: q.headroom,
-				DataLen: uint16(size),
-				Queue:   uint16(queue),
-				RxTime:  nowClock - max(age, 0),
-			}
-			f.copyTo(p.pool.Data(h), block)
-			bytes += uint64(size)
+			bytes += uint64(p.fill(bufs[n], &f, block, queue, nowClock, nowWall))
 			n++
 		}
 		if q.rxLeft == 0 {
 			q.releaseBlock()
 		}
 	}
+	return q.endRx(bufs, n, got, bytes, dropped, malformed)
+}
+
+// getMbufs takes up to len(bufs) mbufs from the receive cache for a
+// burst, counting a short one in RxNoBuf. Every frame handed out gets its
+// whole Meta written, so a raw get (no metadata reset) will do when the
+// cache has a full burst.
+func (q *queue) getMbufs(bufs []mbuf.Handle) int {
+	got := q.rxCache.GetBulk(bufs)
+	if got == 0 {
+		got = q.rxCache.AllocBurst(bufs)
+	}
+	if got < len(bufs) {
+		q.stats.RxNoBuf.Add(1)
+	}
+	return got
+}
+
+// fits reports whether a received frame arrived whole and fits an mbuf.
+func (q *queue) fits(f *rxFrame) bool {
+	size := f.frameLen()
+	return f.snapLen >= f.wireLen && size <= q.room && size <= 0xffff
+}
+
+// fill copies frame f out of ring memory mem into h and sets its Meta;
+// it returns the frame's length.
+func (p *Port) fill(h mbuf.Handle, f *rxFrame, mem []byte, queue int, nowClock, nowWall int64) int {
+	size := f.frameLen()
+	age := nowWall - (int64(f.sec)*1e9 + int64(f.nsec))
+	*p.pool.Meta(h) = mbuf.Meta{
+		DataOff: p.queues[queue].headroom,
+		DataLen: uint16(size),
+		Queue:   uint16(queue),
+		RxTime:  nowClock - max(age, 0),
+	}
+	f.copyTo(p.pool.Data(h), mem)
+	return size
+}
+
+// endRx gives back the mbufs of bufs[n:got] that got no frame and counts
+// the burst.
+func (q *queue) endRx(bufs []mbuf.Handle, n, got int, bytes, dropped, malformed uint64) int {
 	if n < got {
 		q.rxCache.Free(bufs[n:got])
 	}
@@ -295,6 +341,49 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 	}
 	q.stats.AddRx(n, bytes)
 	return n
+}
+
+// slot returns receive slot i of a V2 ring.
+func (q *queue) slot(i int) []byte {
+	off := i * q.slotSize
+	return q.rxRing[off : off+q.slotSize : off+q.slotSize]
+}
+
+// rxV2 is RxBurst on a V2 ring: every slot holds one frame, handed back
+// to the kernel as soon as it is copied.
+func (p *Port) rxV2(q *queue, queue int, bufs []mbuf.Handle) int {
+	if loadStatus(q.slot(q.rxSlot), v2StatusOff)&tpStatusUser == 0 {
+		return 0
+	}
+	got := q.getMbufs(bufs)
+	if got == 0 {
+		return 0
+	}
+	nowClock := int64(p.clock.Now())
+	nowWall := time.Now().UnixNano()
+	n := 0
+	var bytes, dropped, malformed uint64
+	for n < got {
+		slot := q.slot(q.rxSlot)
+		if loadStatus(slot, v2StatusOff)&tpStatusUser == 0 {
+			break
+		}
+		switch f, ok := parseSlot(slot); {
+		case !ok:
+			malformed++
+		case f.outgoing:
+		case !q.fits(&f):
+			dropped++
+		default:
+			bytes += uint64(p.fill(bufs[n], &f, slot, queue, nowClock, nowWall))
+			n++
+		}
+		storeStatus(slot, v2StatusOff, tpStatusKernel)
+		if q.rxSlot++; q.rxSlot == q.rxSlots {
+			q.rxSlot = 0
+		}
+	}
+	return q.endRx(bufs, n, got, bytes, dropped, malformed)
 }
 
 // TxBurst copies up to len(bufs) frames into the transmit ring, frees them
@@ -312,7 +401,7 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 	for _, h := range bufs {
 		off := q.txHead * q.slotSize
 		slot := q.txRing[off : off+q.slotSize : off+q.slotSize]
-		if loadStatus(slot, hdrStatusOff)&(unix.TP_STATUS_SEND_REQUEST|unix.TP_STATUS_SENDING) != 0 {
+		if loadStatus(slot, q.txStatusOff)&txStatusPending != 0 {
 			break // the kernel has not finished with the oldest slot: full
 		}
 		n++
@@ -321,14 +410,16 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 			rejected++
 			continue
 		}
-		vh := slot[tpacket3HdrLen : tpacket3HdrLen+vnetHdrLen]
+		vh := slot[q.txData : q.txData+vnetHdrLen]
 		clear(vh)
 		binary.LittleEndian.PutUint16(vh[2:], uint16(len(data))) // hdr_len: all of it linear
-		copy(slot[tpacket3HdrLen+vnetHdrLen:], data)
-		binary.NativeEndian.PutUint32(slot[hdrNextOff:], 0)
-		binary.NativeEndian.PutUint32(slot[hdrLenOff:], uint32(len(data)+vnetHdrLen))
-		binary.NativeEndian.PutUint32(slot[hdrSnapOff:], uint32(len(data)+vnetHdrLen))
-		storeStatus(slot, hdrStatusOff, unix.TP_STATUS_SEND_REQUEST)
+		copy(slot[q.txData+vnetHdrLen:], data)
+		if q.v3 {
+			binary.NativeEndian.PutUint32(slot[hdrNextOff:], 0)
+		}
+		binary.NativeEndian.PutUint32(slot[q.txLenOff:], uint32(len(data)+vnetHdrLen))
+		binary.NativeEndian.PutUint32(slot[q.txSnapOff:], uint32(len(data)+vnetHdrLen))
+		storeStatus(slot, q.txStatusOff, unix.TP_STATUS_SEND_REQUEST)
 		if q.txHead++; q.txHead == q.slots {
 			q.txHead = 0
 		}

@@ -53,6 +53,11 @@ func openRings(o *Options) (lk link, rings []ring, err error) {
 			return noInterface(o, err)
 		}
 		lk = link{index: ifc.Index, mac: ifc.HardwareAddr, mtu: ifc.MTU}
+		// Slots sized by default hold a frame of this MTU.
+		o.mtu = ifc.MTU
+		if err := o.validate(); err != nil {
+			return err
+		}
 		var fanoutID uint32
 		for q := range o.Queues {
 			r, err := openRing(o, lk.index)
@@ -154,7 +159,11 @@ func openRing(o *Options, ifindex int) (r ring, err error) {
 		}
 		return nil
 	}
-	if err := setInt("PACKET_VERSION TPACKET_V3", unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+	version := unix.TPACKET_V2
+	if o.Ring == RingV3 {
+		version = unix.TPACKET_V3
+	}
+	if err := setInt("PACKET_VERSION "+o.Ring.String(), unix.SOL_PACKET, unix.PACKET_VERSION, version); err != nil {
 		return r, err
 	}
 	// A transmit slot the kernel rejects is skipped instead of stalling
@@ -177,13 +186,17 @@ func openRing(o *Options, ifindex int) (r ring, err error) {
 			return r, err
 		}
 	}
+	// A V2 socket reads only the struct tpacket_req prefix of the
+	// request, so one struct serves both versions.
 	frames := uint32(o.BlockSize / o.FrameSize * o.BlockCount)
 	rx := unix.TpacketReq3{
-		Block_size:     uint32(o.BlockSize),
-		Block_nr:       uint32(o.BlockCount),
-		Frame_size:     uint32(o.FrameSize),
-		Frame_nr:       frames,
-		Retire_blk_tov: uint32(o.BlockTimeout.Milliseconds()),
+		Block_size: uint32(o.BlockSize),
+		Block_nr:   uint32(o.BlockCount),
+		Frame_size: uint32(o.FrameSize),
+		Frame_nr:   frames,
+	}
+	if o.Ring == RingV3 {
+		rx.Retire_blk_tov = uint32(o.BlockTimeout.Milliseconds())
 	}
 	if err := unix.SetsockoptTpacketReq3(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &rx); err != nil {
 		return r, sockErr("PACKET_RX_RING", err)
@@ -257,7 +270,9 @@ func (r *ring) close() error {
 // kernelDrops reads and resets the socket's PACKET_STATISTICS: the frames
 // the kernel dropped because the receive ring was full.
 func (r *ring) kernelDrops() (uint64, error) {
-	st, err := unix.GetsockoptTpacketStatsV3(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	// struct tpacket_stats is the prefix of tpacket_stats_v3 the kernel
+	// fills for a V2 socket; Drops sits at the same place in both.
+	st, err := unix.GetsockoptTpacketStats(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
 	if err != nil {
 		return 0, err
 	}

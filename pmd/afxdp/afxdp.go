@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -175,13 +176,15 @@ func geometryOf(pool *mbuf.Pool) geometry {
 func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 	ifQueue := p.opts.Queue + i
 	cfg := xsk.Config{
-		Ifindex:        li.Index,
-		Queue:          ifQueue,
-		RingSize:       uint32(p.opts.RingSize),
-		UMEM:           p.pool.Arena(),
-		ChunkSize:      uint32(1) << geo.chunkShift,
-		Headroom:       geo.umemHeadroom,
-		BusyPollBudget: p.opts.BusyPoll,
+		Ifindex:   li.Index,
+		Queue:     ifQueue,
+		RingSize:  uint32(p.opts.RingSize),
+		UMEM:      p.pool.Arena(),
+		ChunkSize: uint32(1) << geo.chunkShift,
+		Headroom:  geo.umemHeadroom,
+		BusyPoll: xsk.BusyPoll{
+			Usec: int(p.opts.BusyPoll / time.Microsecond), Budget: p.opts.BusyBudget, Prefer: !p.opts.NoPreferBusy,
+		},
 	}
 	var sock *xsk.Socket
 	var err error

@@ -1,7 +1,29 @@
 // Package afxdp is the AF_XDP port driver: kernel bypass over any Linux
 // interface, one AF_XDP socket per queue, registered with pmd as
 //
-//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0
+//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1
+//
+// # Waking the kernel, busy polling
+//
+// The sockets are bound with need-wakeup: the kernel processes the fill
+// and TX rings on its own while it can, and sets a flag when it needs a
+// system call to go on. An empty RxBurst enters the kernel (recvfrom)
+// only when the fill ring's flag asks; a TxBurst's frames are sent with
+// sendto when the TX ring's does (always, in copy mode, where sendto is
+// the copy). So a loop whose port is idle makes no system calls.
+//
+// busy_poll=US turns on busy polling (SO_BUSY_POLL, SO_BUSY_POLL_BUDGET
+// from busy_budget, SO_PREFER_BUSY_POLL unless prefer_busy=0; busy_budget
+// alone turns it on with 20 µs, as in DPDK): every empty RxBurst then
+// enters the kernel to poll the device's queue itself, once the kernel has
+// named the NAPI context that delivers to the socket. Idle, that is one
+// system call per poll of the loop; it pays off on NICs whose interrupts
+// it replaces (with napi_defer_hard_irqs and gro_flush_timeout set on the
+// device). Off by default: a veth names no NAPI context to a copy-mode
+// socket, so there the options are applied but poll nothing. A setting
+// the kernel refuses fails Open with the option, its value and the errno
+// (EPERM: prefer_busy and values above net.core.busy_read need
+// CAP_NET_ADMIN).
 //
 // # The pool is the UMEM
 //

@@ -1,10 +1,12 @@
 package afxdp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"time"
 
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )
@@ -20,8 +22,13 @@ const (
 	MinRingSize    = 64
 	MaxRingSize    = 32768
 	MaxQueues      = 256
-	MaxBusyPoll    = 65535
 	MinFillLevel   = 32
+	// DefaultBusyPoll and DefaultBusyBudget are what busy polling uses
+	// when only the other is given: DPDK's net_af_xdp's values.
+	DefaultBusyPoll   = 20 * time.Microsecond
+	DefaultBusyBudget = 64
+	MaxBusyPoll       = time.Second
+	MaxBusyBudget     = 65535
 )
 
 // Mode selects how the XDP program is attached.
@@ -113,13 +120,26 @@ type Options struct {
 	// default leave less slack for a receiver that pauses. Default
 	// RingSize/2.
 	FillLevel int
-	// BusyPoll, when > 0, turns on preferred busy polling with this budget
-	// (SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET) and makes every empty
-	// RxBurst enter the kernel to poll, once the kernel has delivered to the
-	// socket from a NAPI context it can busy-poll (SO_INCOMING_NAPI_ID);
-	// before that, such a poll would have nothing to poll and is skipped.
-	// Default 0 (off).
-	BusyPoll int
+	// BusyPoll, when > 0, turns on busy polling: SO_BUSY_POLL of this
+	// many (whole) microseconds, SO_BUSY_POLL_BUDGET of BusyBudget and,
+	// unless NoPreferBusy, SO_PREFER_BUSY_POLL. Every empty RxBurst then
+	// enters the kernel to poll the device queue, once the kernel has
+	// delivered to the socket from a NAPI context it can busy-poll
+	// (SO_INCOMING_NAPI_ID); before that such a poll would have nothing to
+	// poll and is skipped. The cost: a system call per empty poll, so an
+	// idle busy-polling loop stays in the kernel part of its time rather
+	// than in user space (its idle policy still decides how often it
+	// polls). BusyBudget > 0 alone turns it on with DefaultBusyPoll.
+	// Default 0 (off): without busy polling the kernel processes received
+	// frames in its softirq and the loop only reads the RX ring, entering
+	// the kernel when the fill ring asks for a wakeup (need-wakeup).
+	BusyPoll time.Duration
+	// BusyBudget is SO_BUSY_POLL_BUDGET: the most frames one busy poll
+	// processes (0 → DefaultBusyBudget when busy polling).
+	BusyBudget int
+	// NoPreferBusy leaves SO_PREFER_BUSY_POLL off while busy polling, so
+	// the kernel's softirq keeps processing the queue between polls.
+	NoPreferBusy bool
 	// TxBatch is how many frames a queue may hold on its TX ring before
 	// the system call that sends them, in copy mode, while TxBurst gets
 	// full bursts (port.FullBurst frames or more): each call costs about
@@ -190,8 +210,14 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Options.UDPPort %d is out of range (use 1..65535, or 0 to redirect every frame)", o.UDPPort)
 	case o.TxBatch < 1 || o.TxBatch > o.RingSize:
 		return bad("Options.TxBatch %d is out of range (use 1..RingSize %d, or 0 for %d)", o.TxBatch, o.RingSize, DefaultTxBatch)
-	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll:
-		return bad("Options.BusyPoll %d is out of range (use 0 for off, or a budget in 1..%d)", o.BusyPoll, MaxBusyPoll)
+	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll || o.BusyPoll%time.Microsecond != 0:
+		return bad("Options.BusyPoll %v is out of range (use 0 for off, or whole microseconds up to %v, e.g. %v)", o.BusyPoll, MaxBusyPoll, DefaultBusyPoll)
+	case o.BusyBudget < 0 || o.BusyBudget > MaxBusyBudget:
+		return bad("Options.BusyBudget %d is out of range (use 1..%d, or 0 for %d)", o.BusyBudget, MaxBusyBudget, DefaultBusyBudget)
+	}
+	if o.BusyPoll > 0 || o.BusyBudget > 0 {
+		o.BusyPoll = cmp.Or(o.BusyPoll, DefaultBusyPoll)
+		o.BusyBudget = cmp.Or(o.BusyBudget, DefaultBusyBudget)
 	}
 	switch o.Mode {
 	case ModeAuto, ModeNative, ModeGeneric:

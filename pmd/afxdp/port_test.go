@@ -421,8 +421,8 @@ func TestSharedInterface(t *testing.T) {
 func TestBusyPoll(t *testing.T) {
 	tp := topo(t, 1)
 	pool := newPool(t, 4096, 2048)
-	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256, BusyPoll: 64})
-	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256, BusyPoll: 64})
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, RingSize: 256, BusyBudget: 64})
+	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256, BusyBudget: 64})
 	sendFrames(t, tx, pool, 0, 50, 128)
 	require.Equal(t, 50, receiveFrames(t, rx, pool, 0, 50, 128))
 
@@ -441,6 +441,44 @@ func TestBusyPoll(t *testing.T) {
 	napi := rx.queues[0].sock.NAPIID()
 	require.Equal(t, napi != 0, rx.queues[0].rx.napiKnown, "the receiver busy-polls exactly when the kernel named its NAPI (%d)", napi)
 	t.Logf("the receiver's NAPI id: %d", napi)
+}
+
+// TestBusyPollOptionsApplied opens ports with the busy-polling parameters
+// of the spec and reads the socket options back from the kernel.
+func TestBusyPollOptionsApplied(t *testing.T) {
+	tp := topo(t, 1)
+	pool := newPool(t, 4096, 2048)
+	for _, c := range []struct {
+		params string
+		want   xsk.BusyPoll
+	}{
+		{"", xsk.BusyPoll{}},
+		{"&busy_poll=50&busy_budget=16&prefer_busy=1", xsk.BusyPoll{Usec: 50, Budget: 16, Prefer: true}},
+		{"&busy_budget=32", xsk.BusyPoll{Usec: 20, Budget: 32, Prefer: true}},
+		{"&busy_poll=30&prefer_busy=0", xsk.BusyPoll{Usec: 30, Budget: 64}},
+	} {
+		p, err := pmd.Open(&pmd.Env{Pool: pool}, fmt.Sprintf("afxdp:%s?netns=%s&ring=256%s", tp.IfB, tp.B.Name, c.params))
+		require.NoError(t, err, c.params)
+		got, err := p.(*Port).queues[0].sock.BusyPollSettings()
+		polls := p.(*Port).queues[0].rx.busyPoll
+		require.NoError(t, p.Close())
+		require.NoError(t, err)
+		if got.Budget == -1 {
+			c.want.Budget = -1 // the kernel does not report it; setsockopt took it
+		}
+		if c.want.Usec == 0 {
+			// Off: the socket keeps the system's defaults (net.core.busy_read).
+			require.False(t, got.Prefer, c.params)
+			require.False(t, polls, c.params)
+		} else {
+			require.Equal(t, c.want, got, c.params)
+			require.True(t, polls, c.params)
+		}
+	}
+	for _, bad := range []string{"&busy_poll=-1", "&busy_budget=70000", "&prefer_busy=maybe", "&busy_poll=2000000"} {
+		_, err := pmd.Open(&pmd.Env{Pool: pool}, fmt.Sprintf("afxdp:%s?netns=%s&ring=256%s", tp.IfB, tp.B.Name, bad))
+		require.ErrorIs(t, err, pmd.ErrBadParam, bad)
+	}
 }
 
 // TestFillLevel: a port keeps FillLevel frames on its fill ring, not

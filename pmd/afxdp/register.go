@@ -3,6 +3,7 @@ package afxdp
 import (
 	"fmt"
 	"math/bits"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/pmd"
@@ -12,7 +13,7 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=0&tx_batch=128]",
+		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1&tx_batch=128]",
 		Help:   "AF_XDP sockets on queues of a kernel interface; the pool's arena is the UMEM, so frames pass with no copy in peregrine",
 		Open:   open,
 	})
@@ -23,7 +24,7 @@ func init() {
 const attachmentsKey = "afxdp/attachments"
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll", "tx_batch"); err != nil {
+	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll", "busy_budget", "prefer_busy", "tx_batch"); err != nil {
 		return nil, err
 	}
 	pool, err := env.RequirePool(DriverName)
@@ -55,9 +56,21 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 	if opts.TxBatch, err = spec.Int("tx_batch", 0, 1, MaxRingSize); err != nil {
 		return nil, err
 	}
-	if opts.BusyPoll, err = spec.Int("busy_poll", 0, 0, MaxBusyPoll); err != nil {
+	// busy_poll is in microseconds, as SO_BUSY_POLL and net.core.busy_read
+	// are; busy_budget alone turns busy polling on, as in DPDK.
+	usec, err := spec.Int("busy_poll", 0, 0, int(MaxBusyPoll/time.Microsecond))
+	if err != nil {
 		return nil, err
 	}
+	opts.BusyPoll = time.Duration(usec) * time.Microsecond
+	if opts.BusyBudget, err = spec.Int("busy_budget", 0, 0, MaxBusyBudget); err != nil {
+		return nil, err
+	}
+	prefer, err := spec.Bool("prefer_busy", true)
+	if err != nil {
+		return nil, err
+	}
+	opts.NoPreferBusy = !prefer
 	mode, err := spec.Choice("mode", string(ModeAuto), string(ModeAuto), string(ModeNative), string(ModeGeneric))
 	if err != nil {
 		return nil, err

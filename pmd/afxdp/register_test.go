@@ -3,6 +3,7 @@ package afxdp
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +59,9 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Interface: "x", UDPPort: -5}, "Options.UDPPort -5"},
 		{Options{Interface: "x", FillLevel: 16}, "Options.FillLevel 16"},
 		{Options{Interface: "x", RingSize: 256, FillLevel: 512}, "RingSize 256"},
-		{Options{Interface: "x", BusyPoll: -1}, "Options.BusyPoll -1"},
+		{Options{Interface: "x", BusyPoll: -1}, "Options.BusyPoll -1ns"},
+		{Options{Interface: "x", BusyPoll: 1500 * time.Nanosecond}, "whole microseconds"},
+		{Options{Interface: "x", BusyBudget: 65536}, "Options.BusyBudget 65536"},
 		{Options{Interface: "x", Mode: "turbo"}, `Options.Mode "turbo"`},
 		{Options{Interface: "x", ZeroCopy: "yes"}, `Options.ZeroCopy "yes"`},
 	} {

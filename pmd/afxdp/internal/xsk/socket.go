@@ -37,9 +37,86 @@ type Config struct {
 	// BindFlags are XDP_COPY or XDP_ZEROCOPY (or neither) and
 	// XDP_USE_NEED_WAKEUP; ignored with Shared.
 	BindFlags uint16
-	// BusyPollBudget > 0 turns on preferred busy polling
-	// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL 20 µs, SO_BUSY_POLL_BUDGET).
-	BusyPollBudget int
+	// BusyPoll, when its Usec is not 0, turns on busy polling.
+	BusyPoll BusyPoll
+}
+
+// BusyPoll is a socket's busy-polling setting (socket(7)).
+type BusyPoll struct {
+	// Usec is SO_BUSY_POLL: how long a receive call may poll the device
+	// queue for frames, in microseconds; 0 is off.
+	Usec int
+	// Budget is SO_BUSY_POLL_BUDGET: the most frames one busy poll
+	// processes.
+	Budget int
+	// Prefer is SO_PREFER_BUSY_POLL: the kernel leaves the queue to the
+	// application's busy polls instead of its own softirq processing, as
+	// long as the application keeps polling.
+	Prefer bool
+}
+
+// OptionError is a socket option the kernel refused, with its reason.
+type OptionError struct {
+	Name  string // e.g. "SO_BUSY_POLL"
+	Value int
+	Errno unix.Errno
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("the kernel refused %s=%d: %s (%v)", e.Name, e.Value, unix.ErrnoName(e.Errno), e.Errno)
+}
+
+func (e *OptionError) Unwrap() error { return e.Errno }
+
+// SetBusyPoll applies bp to the socket, the three options in turn; the
+// first the kernel refuses is returned as an *OptionError. Setting one
+// above the system's default (net.core.busy_read) or turning Prefer on
+// needs CAP_NET_ADMIN.
+func (s *Socket) SetBusyPoll(bp BusyPoll) error { return setBusyPoll(s.fd, bp) }
+
+func setBusyPoll(fd int, bp BusyPoll) error {
+	prefer := 0
+	if bp.Prefer {
+		prefer = 1
+	}
+	for _, o := range []struct {
+		name     string
+		opt, val int
+	}{
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, bp.Usec},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, bp.Budget},
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, prefer},
+	} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
+			errno, _ := err.(unix.Errno)
+			return &OptionError{Name: o.name, Value: o.val, Errno: errno}
+		}
+	}
+	return nil
+}
+
+// BusyPollSettings reads the socket's busy-polling options back from the
+// kernel (getsockopt): what it applies, whatever was asked. Budget is -1
+// when the kernel does not report it.
+func (s *Socket) BusyPollSettings() (BusyPoll, error) {
+	var bp BusyPoll
+	var err error
+	if bp.Usec, err = unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL); err != nil {
+		return bp, fmt.Errorf("xsk: getsockopt SO_BUSY_POLL: %w", err)
+	}
+	// Kernels up to 6.18 at least do not report the budget (ENOPROTOOPT):
+	// it reads -1 then, and SetBusyPoll's success is all there is to know.
+	if bp.Budget, err = unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL_BUDGET); errors.Is(err, unix.ENOPROTOOPT) {
+		bp.Budget = -1
+	} else if err != nil {
+		return bp, fmt.Errorf("xsk: getsockopt SO_BUSY_POLL_BUDGET: %w", err)
+	}
+	prefer, err := unix.GetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL)
+	if err != nil {
+		return bp, fmt.Errorf("xsk: getsockopt SO_PREFER_BUSY_POLL: %w", err)
+	}
+	bp.Prefer = prefer != 0
+	return bp, nil
 }
 
 // Socket is one bound AF_XDP socket and its rings.
@@ -121,15 +198,9 @@ func (s *Socket) setup(cfg Config) error {
 	if s.TX, err = mapDescRing(s.fd, unix.XDP_PGOFF_TX_RING, off.Tx, cfg.RingSize, true); err != nil {
 		return &OpError{StepRings, fmt.Errorf("mmap TX ring: %w", err)}
 	}
-	if cfg.BusyPollBudget > 0 {
-		for _, o := range []struct{ opt, val int }{
-			{unix.SO_PREFER_BUSY_POLL, 1},
-			{unix.SO_BUSY_POLL, 20},
-			{unix.SO_BUSY_POLL_BUDGET, cfg.BusyPollBudget},
-		} {
-			if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
-				return &OpError{StepOption, fmt.Errorf("busy polling (option %d = %d): %w", o.opt, o.val, err)}
-			}
+	if cfg.BusyPoll.Usec > 0 {
+		if err := setBusyPoll(s.fd, cfg.BusyPoll); err != nil {
+			return &OpError{StepOption, err}
 		}
 	}
 	sa := &unix.SockaddrXDP{Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
@@ -245,7 +316,7 @@ func (s *Socket) Wake() unix.Errno {
 
 // NAPIID returns the id of the NAPI context the kernel last delivered a
 // frame to this socket from (SO_INCOMING_NAPI_ID), or 0 while there is
-// none: until then a busy poll (Wake on a socket with BusyPollBudget) has
+// none: until then a busy poll (Wake on a socket with BusyPoll) has
 // no NAPI to poll and enters the kernel for nothing. A syscall: call it
 // rarely. It does not allocate.
 func (s *Socket) NAPIID() uint32 {
