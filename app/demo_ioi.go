@@ -57,7 +57,8 @@ func demoSizes(o *TransportDemoOptions) []int {
 // IOILines describes what IOI did in the demo, for its summary: the
 // messages each side sent by mode, their packets by phase, the counters'
 // peaks, the waits for UPC == 0 and the threshold, what the receivers
-// made of the in-order packets, and each fabric path's link and load.
+// made of the in-order packets, how the senders steered around failing
+// paths, and each fabric path's link and load.
 func (d *TransportDemo) IOILines() []string {
 	i, t := d.Initiator.IOIStats(), d.Target.IOIStats()
 	fs := d.Fabric.Stats()
@@ -71,6 +72,9 @@ func (d *TransportDemo) IOILines() []string {
 		fmt.Sprintf("IOI receive: in-order packets handed over in sequence %d, out of sequence %d (placed, handed over in their turn; %d too far ahead, refused and resent), forged %d, stale %d, unknown message %d",
 			i.InSequence+t.InSequence, i.OutOfSequence+t.OutOfSequence, i.Refused+t.Refused, i.Forged+t.Forged, i.Stale+t.Stale, i.Unknown+t.Unknown),
 	}
+	pi, pt := d.Initiator.Transport().PathStats(), d.Target.Transport().PathStats()
+	lines = append(lines, fmt.Sprintf("paths: sprayed resends moved off the path they were lost on %d, entropy values found failing %d, probes %d (values restored %d), ordered-path moves %d, ACK-path moves %d",
+		pi.Reroutes+pt.Reroutes, pi.Suspects+pt.Suspects, pi.Probes+pt.Probes, pi.Restored+pt.Restored, pi.OrderedMoves+pt.OrderedMoves, pi.AckMoves+pt.AckMoves))
 	var paths []string
 	for k, p := range fs.AtoB.PathDetail {
 		paths = append(paths, fmt.Sprintf("#%d %s: %d frames %.1f MB peak queue %d drops %d", k, d.pathLink(k), p.Frames, float64(p.Bytes)/1e6, p.QueuePeak, p.Drops))

@@ -100,6 +100,11 @@ type direction struct {
 	pathDepH   []int
 	pathDepN   []int
 	pathRng    *rand.Rand // path loss: its own stream, so the others draw as before
+	// pathDown: the paths that are down (Profile.PathDown, SetPathDown),
+	// MaxPaths of them so that no change reallocates; anyPathDown says
+	// whether any is.
+	pathDown    []bool
+	anyPathDown bool
 
 	rx, tx, pending, drops []mbuf.Handle
 	dupBuf                 [1]mbuf.Handle
@@ -109,10 +114,11 @@ type direction struct {
 
 func newDirection(p Profile, seed uint64, dir int, burst int) *direction {
 	d := &direction{
-		rx:      make([]mbuf.Handle, burst),
-		tx:      make([]mbuf.Handle, burst),
-		pending: make([]mbuf.Handle, 0, burst),
-		drops:   make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
+		rx:       make([]mbuf.Handle, burst),
+		tx:       make([]mbuf.Handle, burst),
+		pending:  make([]mbuf.Handle, 0, burst),
+		drops:    make([]mbuf.Handle, 0, 2*burst), // a burst and its copies
+		pathDown: make([]bool, MaxPaths),
 	}
 	d.counters.init()
 	d.apply(p)
@@ -193,6 +199,11 @@ func (d *direction) applyPaths(p Profile) {
 		}
 		grow(paths - len(d.pathRate))
 	}
+	clear(d.pathDown)
+	for _, k := range p.PathDown {
+		d.pathDown[k] = true
+	}
+	d.notePathDown()
 	for i := range paths {
 		d.pathLoss[i] = threshold(pathAt(p.PathLoss, i))
 		if d.pathLoss[i] != 0 {
@@ -215,6 +226,14 @@ func (d *direction) applyPaths(p Profile) {
 			}
 			d.pathDeps[i], d.pathDepH[i], d.pathDepN[i] = deps, 0, n
 		}
+	}
+}
+
+// notePathDown recomputes anyPathDown.
+func (d *direction) notePathDown() {
+	d.anyPathDown = false
+	for _, down := range d.pathDown {
+		d.anyPathDown = d.anyPathDown || down
 	}
 }
 
@@ -471,11 +490,6 @@ func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.
 			}
 		}
 	}
-	if d.pathLossOn && d.pathLoss[path] != 0 && hit(d.pathRng, d.pathLoss[path]) {
-		d.ownPathX[pDrops][path]++
-		d.drop(h, cPathLoss)
-		return
-	}
 	if d.pathShaped {
 		var ok bool
 		if release, ok = d.pathLink(path, int(d.pool.Meta(h).DataLen), release); !ok {
@@ -483,6 +497,20 @@ func (d *direction) forward(h mbuf.Handle, flow uint32, inOrder bool, now clock.
 			d.drop(h, cPathQueueFull)
 			return
 		}
+	}
+	// Loss on the path, and a path that is down, come after its link: the
+	// frame took its time there first, so a path that loses everything
+	// looks as busy to adaptive spraying as its traffic makes it, not
+	// idle (and would otherwise draw most of the frames).
+	if d.pathLossOn && d.pathLoss[path] != 0 && hit(d.pathRng, d.pathLoss[path]) {
+		d.ownPathX[pDrops][path]++
+		d.drop(h, cPathLoss)
+		return
+	}
+	if d.anyPathDown && d.pathDown[path] {
+		d.ownPathX[pDrops][path]++
+		d.drop(h, cPathDown)
+		return
 	}
 	d.ownPaths[path]++
 	d.ownPathX[pBytes][path] += uint64(d.pool.Meta(h).DataLen)

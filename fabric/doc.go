@@ -63,11 +63,16 @@
 //     gives their flow hash (TransportClassifier: the IOIInOrder flag or a
 //     DSCP value); without it every frame is in order and hashed by
 //     Meta.FlowHash or FlowHash (the IPv4/IPv6 5-tuple). Each path may have its own capacity (Profile.PathRate, PathQueue,
-//     PathLoss): the frame is lost on its path with PathLoss, then meets
-//     the path's own serialising link (after the direction's shared one,
-//     Rate, which stands for the sender's access link) and its queue of
-//     PathQueue frames, tail-dropped beyond (PathQueueFull). Path i's
-//     frames, bytes, queue peak and drops are counted (DirStats.PathDetail).
+//     PathLoss, PathDown): the frame meets the path's own serialising
+//     link (after the direction's shared one, Rate, which stands for the
+//     sender's access link) and its queue of PathQueue frames,
+//     tail-dropped beyond (PathQueueFull); then it is lost on its path
+//     with PathLoss, or for good when the path is down (PathDown: a black
+//     hole beyond the switch, which spraying does not see). Loss comes
+//     after the link so that a lossy or dead path is as busy as the
+//     frames sent down it make it, and adaptive spraying gives it its
+//     share, not the most. Path i's frames, bytes, queue peak and drops
+//     are counted (DirStats.PathDetail).
 //  7. Release time = when the rate limiters finished it (or arrival) + its
 //     path's delay + jitter in [0, Jitter] (uniform, or normal with mean
 //     Jitter/2 and deviation Jitter/4, redrawn until inside). With
@@ -90,8 +95,9 @@
 //
 // # Changes at run time
 //
-// A fault can be scripted: SetProfile replaces a direction's profile and
-// SetLinkDown takes a direction (or both) down and up, between Polls on the
+// A fault can be scripted: SetProfile replaces a direction's profile,
+// SetLinkDown takes a direction (or both) down and up, and SetPathDown one
+// of its paths, between Polls on the
 // polling goroutine; Schedule queues such Changes for virtual (or real)
 // times, applied by the first Poll at or after each, and NextDeadline stops
 // a simulation's clock there. A new profile applies to the frames taken
@@ -137,6 +143,8 @@
 // or, for paths with their own capacity (one value for all, or one each),
 //
 //	paths=4,path-rate=1gbit,path-delay=0/2us/5us/10us,path-queue=200,spray=adaptive
+//
+// and a path that is down, path-down=2,
 //
 // and Profile.String writes it back (see ProfileSyntax for every key).
 package fabric

@@ -198,7 +198,7 @@ func (s *sim) finish() {
 func requireBalanced(t testing.TB, d DirStats) {
 	t.Helper()
 	require.Equal(t, d.Received+d.Duplicated,
-		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.LinkDown+d.LinkCut+d.Flushed+d.PathQueueFull+d.PathLossDrops+d.Held, "frames unaccounted for: %+v", d)
+		d.Sent+d.LossRandom+d.LossBurst+d.QueueFull+d.LimitFull+d.TTLExpired+d.LinkDown+d.LinkCut+d.Flushed+d.PathQueueFull+d.PathLossDrops+d.PathDownDrops+d.Held, "frames unaccounted for: %+v", d)
 	var paths uint64
 	for _, n := range d.Paths {
 		paths += n
@@ -209,7 +209,7 @@ func requireBalanced(t testing.TB, d DirStats) {
 		require.Equal(t, d.Paths[i], ps.Frames)
 		pathDrops += ps.Drops
 	}
-	require.Equal(t, d.PathQueueFull+d.PathLossDrops, pathDrops, "every path drop is one path's")
+	require.Equal(t, d.PathQueueFull+d.PathLossDrops+d.PathDownDrops, pathDrops, "every path drop is one path's")
 }
 
 func ratio(n, of int) float64 { return float64(n) / float64(of) }

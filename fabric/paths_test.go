@@ -147,3 +147,85 @@ func TestTransportClassifierDSCP(t *testing.T) {
 	_, inOrder = classify(frame)
 	require.True(t, inOrder)
 }
+
+func TestPathDownSyntax(t *testing.T) {
+	p, err := ParseProfile("paths=4,path-down=1/3")
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 3}, p.PathDown)
+	back, err := ParseProfile(p.String())
+	require.NoError(t, err)
+	require.Equal(t, p, back, p.String())
+	for _, bad := range []string{
+		"paths=4,path-down=4",  // no such path
+		"path-down=0",          // one path: that is a link down
+		"paths=2,path-down=-1", // not an index
+		"paths=2,path-down=x",  // not a number
+	} {
+		_, err := ParseProfile(bad)
+		require.ErrorIs(t, err, ErrBadProfile, bad)
+	}
+}
+
+// Adaptive spraying cannot tell a black-holed path from a healthy one by
+// its link (a switch does not see a failure beyond it), but it must not
+// prefer it either: the dead path's frames take their time on its link
+// like any other's, so it gets its quarter, not the most (before, its loss
+// came before its link, the link always looked idle, and it took 57 %).
+func TestAdaptiveSprayDoesNotFavourADeadPath(t *testing.T) {
+	const (
+		n    = 4000
+		size = 1000
+	)
+	for _, p := range []Profile{
+		{PathLoss: []Percent{0, 0, 100, 0}},
+		{PathDown: []int{2}},
+	} {
+		p.Paths, p.PathRate, p.PathQueue, p.Spray, p.Limit = 4, []uint64{100e6}, []int{n}, SprayAdaptive, 2*n
+		t.Run(p.String(), func(t *testing.T) {
+			pool := newPool(t, 2*n)
+			sprayAll := func([]byte) (uint32, bool) { return 1, false }
+			s := newSim(t, pool, Options{Seed: 3, AtoB: p, Classify: sprayAll})
+			// Bursts of 40 at the four paths' rate on average: queues form.
+			gap := clock.Time(size * 8 * 1e9 / 400e6)
+			for i := 0; i < n; i += 40 {
+				s.sendBurst(s.a, clock.Time(i)*gap, uint32(i), 40, 1, size)
+			}
+			s.finish()
+			st := s.f.Stats().AtoB
+			dead := st.PathDetail[2]
+			require.Zero(t, dead.Frames)
+			share := float64(dead.Drops) / n
+			require.InDelta(t, 0.25, share, 0.03, "the dead path's share of the frames")
+			require.EqualValues(t, n-dead.Drops, len(s.atB))
+			requireBalanced(t, st)
+		})
+	}
+}
+
+// A path taken down at run time loses what is sent down it from then on
+// and carries traffic again once it is back; the rest flows throughout.
+func TestSetPathDownAndUp(t *testing.T) {
+	p := Profile{Paths: 4}
+	pool := newPool(t, 1024)
+	sprayAll := func([]byte) (uint32, bool) { return 1, false }
+	s := newSim(t, pool, Options{Seed: 3, AtoB: p, Classify: sprayAll})
+	require.NoError(t, s.f.Schedule(
+		Change{At: clock.Time(100 * time.Microsecond), Dir: AtoB, Path: 1, PathDown: true},
+		Change{At: clock.Time(200 * time.Microsecond), Dir: AtoB, Path: 1, PathUp: true}))
+	require.ErrorIs(t, s.f.Schedule(Change{Dir: AtoB, Path: MaxPaths, PathDown: true}), ErrInvalidOptions)
+	for i := range 300 {
+		s.send(s.a, clock.Time(i)*clock.Time(time.Microsecond), uint32(i), 1, 100)
+	}
+	s.finish()
+	st := s.f.Stats().AtoB
+	// Round robin: 100 of the 300 frames go while path 1 is down, a
+	// quarter of them down path 1.
+	require.EqualValues(t, 25, st.PathDownDrops)
+	require.EqualValues(t, 25, st.PathDetail[1].Drops)
+	require.EqualValues(t, 50, st.PathDetail[1].Frames)
+	require.Len(t, s.atB, 275)
+	require.False(t, s.f.PathDown(AtoB, 1))
+	require.NoError(t, s.f.SetPathDown(Both, 3, true))
+	require.True(t, s.f.PathDown(BtoA, 3))
+	requireBalanced(t, st)
+}

@@ -135,6 +135,15 @@ type Profile struct {
 	PathQueue []int
 	PathLoss  []Percent
 	PathDelay []time.Duration
+	// PathDown lists the paths that are down (path-down=2 or
+	// path-down=1/3, path indexes from 0): a black hole the direction's
+	// spraying does not see, as when a link beyond the first switch fails.
+	// A frame sent down such a path still takes its place on the path's
+	// own link (so adaptive spraying finds the path no busier or idler
+	// than its traffic makes it) and is then lost (PathDownDrops). The
+	// senders must notice and steer around it; Fabric.SetPathDown and the
+	// fabric's Schedule take a path down and bring it back at run time.
+	PathDown []int
 	// Hops is how many routers the direction stands for (hops=3): each IP
 	// frame leaves with its IPv4 TTL (header checksum updated) or IPv6 hop
 	// limit that much lower, and one that arrives with no more than Hops
@@ -178,6 +187,7 @@ const ProfileSyntax = `comma-separated KEY=VALUE items, all optional:
   paths=N spread=DURATION spray=rr|random|entropy|adaptive
   path-rate=RATE[/RATE...] path-queue=PACKETS[/...] path-loss=P%[/...] path-delay=DURATION[/...]
                                each path's own link, queue, loss and extra delay (one value, or one per path)
+  path-down=I[/I...]           paths (from 0) that are down: a black hole spraying does not see
   hops=N                       lower the IP TTL / hop limit by N (a path of N routers)
   limit=PACKETS
 e.g. loss=1%,burst=0.5%/30%/50%,dup=0.1%,reorder=5%/200us,corrupt=0.01%,delay=50us,jitter=10us,rate=10gbit,queue=1000,paths=4,spread=20us,hops=3
@@ -189,7 +199,7 @@ var ErrBadProfile = errors.New("fabric: bad profile")
 
 // profileKeys lists the keys in the order String writes them.
 var profileKeys = [...]string{"loss", "burst", "dup", "reorder", "corrupt", "delay", "jitter", "dist", "order",
-	"rate", "overhead", "queue", "paths", "spread", "spray", "path-rate", "path-queue", "path-loss", "path-delay", "hops", "limit"}
+	"rate", "overhead", "queue", "paths", "spread", "spray", "path-rate", "path-queue", "path-loss", "path-delay", "path-down", "hops", "limit"}
 
 // keySyntax is each key's own syntax, for its error messages.
 var keySyntax = map[string]string{
@@ -212,6 +222,7 @@ var keySyntax = map[string]string{
 	"path-queue": "path-queue=PACKETS or one per path (e.g. path-queue=100)",
 	"path-loss":  "path-loss=P% or one per path (e.g. path-loss=1% or path-loss=0%/0%/5%/0%)",
 	"path-delay": "path-delay=DURATION or one per path (e.g. path-delay=0/2us/5us/10us)",
+	"path-down":  "path-down=I or I/I/... path indexes from 0 (e.g. path-down=2)",
 	"hops":       "hops=N (e.g. hops=3)",
 	"limit":      "limit=PACKETS (e.g. limit=8192)",
 }
@@ -346,6 +357,8 @@ func (p *Profile) set(key, value string) error {
 		p.PathLoss, err = parseList(value, parsePercent)
 	case "path-delay":
 		p.PathDelay, err = parseList(value, parseDuration)
+	case "path-down":
+		p.PathDown, err = parseList(value, parseCount)
 	case "hops":
 		p.Hops, err = parseCount(value)
 	case "limit":
@@ -469,6 +482,10 @@ func (p Profile) String() string {
 		case "path-delay":
 			if len(p.PathDelay) > 0 {
 				add(key, formatList(p.PathDelay, formatDuration))
+			}
+		case "path-down":
+			if len(p.PathDown) > 0 {
+				add(key, formatList(p.PathDown, strconv.Itoa))
 			}
 		case "hops":
 			if p.Hops != 0 {
@@ -604,6 +621,14 @@ func (p Profile) validatePaths() error {
 		if d < 0 || d > MaxDuration {
 			return fmt.Errorf("PathDelay[%d] %v is out of range (use 0..%v)", i, d, MaxDuration)
 		}
+	}
+	for i, k := range p.PathDown {
+		if k < 0 || k >= p.paths() {
+			return fmt.Errorf("PathDown[%d] names path %d of %d (paths are numbered from 0)", i, k, p.paths())
+		}
+	}
+	if len(p.PathDown) > 0 && p.paths() == 1 {
+		return errors.New("PathDown needs more than one path: a direction whose only path is down is a link down (use SetLinkDown)")
 	}
 	if len(p.PathDelay) > 0 && p.Spread > 0 {
 		return fmt.Errorf("PathDelay and Spread are both set (give each path's delay with path-delay, or a constant step with spread, not both)")

@@ -87,14 +87,52 @@ func (f *Fabric) LinkDown(d Dir) bool {
 	return false
 }
 
+// SetPathDown takes path (from 0) of direction d (or Both) down or brings
+// it back up: while it is down, every frame sprayed or hashed onto it
+// takes its place on the path's own link and is then lost
+// (PathDownDrops), a black hole the fabric's spraying does not see.
+// Frames already past the path's link are delivered. A later SetProfile
+// replaces the set of down paths by its PathDown. Call it on the polling
+// goroutine, between Polls; it does not allocate.
+func (f *Fabric) SetPathDown(d Dir, path int, down bool) error {
+	if d > Both {
+		return badOptions("SetPathDown: direction %v (use AtoB, BtoA or Both)", d)
+	}
+	if path < 0 || path >= MaxPaths {
+		return badOptions("SetPathDown: path %d (paths are numbered 0..%d)", path, MaxPaths-1)
+	}
+	for _, dir := range f.dirsOf(d) {
+		dir.pathDown[path] = down
+		dir.notePathDown()
+	}
+	return nil
+}
+
+// PathDown reports whether path of direction d (Both: of either) is down.
+// Call it on the polling goroutine.
+func (f *Fabric) PathDown(d Dir, path int) bool {
+	if path < 0 || path >= MaxPaths {
+		return false
+	}
+	for _, dir := range f.dirsOf(d) {
+		if dir.pathDown[path] {
+			return true
+		}
+	}
+	return false
+}
+
 // Change is one scripted change of a fabric, applied by the first Poll
 // whose now is at or after At: a new Profile for Dir (when Profile is not
-// nil), then the link of Dir taken Down or brought Up.
+// nil), then the link of Dir taken Down or brought Up, then path Path of
+// Dir taken down (PathDown) or brought back up (PathUp).
 type Change struct {
-	At       clock.Time
-	Dir      Dir
-	Profile  *Profile
-	Down, Up bool
+	At               clock.Time
+	Dir              Dir
+	Profile          *Profile
+	Down, Up         bool
+	Path             int
+	PathDown, PathUp bool
 }
 
 func (c Change) String() string {
@@ -107,6 +145,12 @@ func (c Change) String() string {
 	}
 	if c.Up {
 		s += " up"
+	}
+	if c.PathDown {
+		s += fmt.Sprintf(" path %d down", c.Path)
+	}
+	if c.PathUp {
+		s += fmt.Sprintf(" path %d up", c.Path)
 	}
 	return s
 }
@@ -122,8 +166,11 @@ func (f *Fabric) Schedule(changes ...Change) error {
 		if c.Dir > Both {
 			return badOptions("Schedule: change %d: direction %v (use AtoB, BtoA or Both)", i, c.Dir)
 		}
-		if c.Down && c.Up {
+		if c.Down && c.Up || c.PathDown && c.PathUp {
 			return badOptions("Schedule: change %d: Down and Up both set (schedule two changes)", i)
+		}
+		if (c.PathDown || c.PathUp) && (c.Path < 0 || c.Path >= MaxPaths) {
+			return badOptions("Schedule: change %d: path %d (paths are numbered 0..%d)", i, c.Path, MaxPaths-1)
 		}
 		if c.Profile != nil {
 			if err := c.Profile.Validate(); err != nil {
@@ -161,6 +208,9 @@ func (f *Fabric) runPlan(now clock.Time) {
 		}
 		if c.Down || c.Up {
 			f.SetLinkDown(c.Dir, c.Down)
+		}
+		if c.PathDown || c.PathUp {
+			_ = f.SetPathDown(c.Dir, c.Path, c.PathDown) // checked by Schedule
 		}
 	}
 	if f.planNext == len(f.plan) && f.planNext > 0 {

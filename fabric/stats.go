@@ -25,6 +25,7 @@ const (
 	cFlushed
 	cPathQueueFull
 	cPathLoss
+	cPathDown
 	cHeld
 	numCounters
 )
@@ -32,9 +33,9 @@ const (
 // DirStats are one direction's counters. All but Held only grow. Every
 // frame taken from the input port or made by duplication ends up in exactly
 // one of Sent, LossRandom, LossBurst, QueueFull, LimitFull, TTLExpired,
-// LinkDown, LinkCut, Flushed, PathQueueFull, PathLossDrops or Held:
+// LinkDown, LinkCut, Flushed, PathQueueFull, PathLossDrops, PathDownDrops or Held:
 //
-//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + LinkDown + LinkCut + Flushed + PathQueueFull + PathLossDrops + Held
+//	Received + Duplicated == Sent + LossRandom + LossBurst + QueueFull + LimitFull + TTLExpired + LinkDown + LinkCut + Flushed + PathQueueFull + PathLossDrops + PathDownDrops + Held
 //
 // and every frame that got past the queues, its path's included, took one
 // path:
@@ -68,6 +69,9 @@ type DirStats struct {
 	// (Profile.PathLoss).
 	PathQueueFull uint64
 	PathLossDrops uint64
+	// PathDownDrops counts frames sent down a path that was down
+	// (Profile.PathDown, Fabric.SetPathDown), after its link.
+	PathDownDrops uint64
 	Held          uint64 // frames held now (a gauge)
 	// Paths counts the frames sent down each path, indexed by path (as
 	// many as the most paths any of the direction's profiles had).
@@ -81,7 +85,7 @@ type PathStats struct {
 	Frames    uint64 // frames sent down the path (Paths[i])
 	Bytes     uint64 // their bytes
 	QueuePeak uint64 // most frames ever in the path's own queue (Profile.PathRate), the one on the wire included
-	Drops     uint64 // frames the path dropped: its queue full or its loss
+	Drops     uint64 // frames the path dropped: its queue full, its loss, or down
 }
 
 // Stats are a fabric's counters, per direction.
@@ -172,6 +176,7 @@ func (c *counters) snapshot() DirStats {
 	}
 	s.PathQueueFull = c.pub[cPathQueueFull].Load()
 	s.PathLossDrops = c.pub[cPathLoss].Load()
+	s.PathDownDrops = c.pub[cPathDown].Load()
 	s.Duplicated = c.pub[cDuplicated].Load()
 	s.Received = c.pub[cReceived].Load()
 	for i := range s.Paths {

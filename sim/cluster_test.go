@@ -126,6 +126,32 @@ func TestClusterLinkDownAndProfile(t *testing.T) {
 	require.Len(t, x.c.FaultsApplied(), 3)
 }
 
+// TestClusterPathDownAndUp takes the paths of a node's link down on the
+// timeline and brings them back: nothing crosses while they are down, the
+// frames sent down them are counted as the dead paths', and the packets
+// arrive, exactly once, after they are back.
+func TestClusterPathDownAndUp(t *testing.T) {
+	x := newRTCluster(t, 2, []Fault{
+		{At: 100 * time.Microsecond, Do: PathDown{Node: 0, Dir: fabric.AtoB, Path: 0}},
+		{At: 100 * time.Microsecond, Do: PathDown{Node: 0, Dir: fabric.AtoB, Path: 1}},
+		{At: 2 * time.Millisecond, Do: PathUp{Node: 0, Dir: fabric.AtoB, Path: 0}},
+		{At: 2 * time.Millisecond, Do: PathUp{Node: 0, Dir: fabric.AtoB, Path: 1}},
+	}, func(cfg *ClusterConfig) { cfg.Nodes[0].Up = fabric.Profile{Paths: 2} })
+	c := x.open(t, 0, 1)
+	require.NoError(t, x.c.Idle(200*time.Microsecond-x.c.Clock.Now().Sub(1_000_000)))
+	require.True(t, x.c.Nodes[0].Link.PathDown(fabric.AtoB, 0))
+	for i := range 20 {
+		send(t, c, uint64(i))
+	}
+	require.NoError(t, x.c.Run(func() bool { return len(x.got[1]) == 20 && x.eps[0].Outstanding() == 0 }, time.Second))
+	require.GreaterOrEqual(t, x.c.Clock.Now().Sub(1_000_000), 2*time.Millisecond, "nothing crossed while the paths were down")
+	require.False(t, x.c.Nodes[0].Link.PathDown(fabric.AtoB, 0))
+	st := x.c.Nodes[0].Link.Stats()
+	require.Positive(t, st.AtoB.PathDownDrops, "frames from the node were lost on the dead paths")
+	require.Len(t, x.c.FaultsApplied(), 4)
+	require.Contains(t, x.c.FaultsApplied()[0], "path 0 down")
+}
+
 // TestClusterKillRevive kills a node with its state kept: frames to it are
 // dropped and its timers stop; revived, it resumes and the transfer
 // completes.

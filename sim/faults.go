@@ -20,7 +20,8 @@ type Fault struct {
 
 func (f Fault) String() string { return fmt.Sprintf("+%v %v", f.At, f.Do) }
 
-// FaultAction is what a Fault does: SetProfile, LinkDown, LinkUp, Kill,
+// FaultAction is what a Fault does: SetProfile, LinkDown, LinkUp,
+// PathDown, PathUp, Kill,
 // Revive, Restart, Replay, Inject or Call.
 type FaultAction interface {
 	apply(c *Cluster) error
@@ -63,6 +64,34 @@ func (a LinkUp) apply(c *Cluster) error {
 	return nil
 }
 func (a LinkUp) String() string { return fmt.Sprintf("node %d link %v up", a.Node, a.Dir) }
+
+// PathDown takes path Path (from 0) of one direction (or Both) of node
+// Node's link down: a black hole its spraying does not see
+// (fabric.Fabric.SetPathDown). PathUp brings it back.
+type PathDown struct {
+	Node, Path int
+	Dir        fabric.Dir
+}
+
+func (a PathDown) apply(c *Cluster) error {
+	return c.Nodes[a.Node].Link.SetPathDown(a.Dir, a.Path, true)
+}
+func (a PathDown) String() string {
+	return fmt.Sprintf("node %d link %v path %d down", a.Node, a.Dir, a.Path)
+}
+
+// PathUp brings a path of node Node's link back up.
+type PathUp struct {
+	Node, Path int
+	Dir        fabric.Dir
+}
+
+func (a PathUp) apply(c *Cluster) error {
+	return c.Nodes[a.Node].Link.SetPathDown(a.Dir, a.Path, false)
+}
+func (a PathUp) String() string {
+	return fmt.Sprintf("node %d link %v path %d up", a.Node, a.Dir, a.Path)
+}
 
 // Kill stops node Node answering (Cluster.Kill): with Discard its state is
 // gone, without it is kept for Revive.

@@ -375,6 +375,7 @@ func FabricDrops(d fabric.DirStats) map[string]uint64 {
 	return map[string]uint64{
 		"loss_random": d.LossRandom, "loss_burst": d.LossBurst, "queue_full": d.QueueFull,
 		"limit_full": d.LimitFull, "ttl_expired": d.TTLExpired, "link_down": d.LinkDown, "link_cut": d.LinkCut,
+		"path_queue_full": d.PathQueueFull, "path_loss": d.PathLossDrops, "path_down": d.PathDownDrops,
 	}
 }
 

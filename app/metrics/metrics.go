@@ -101,7 +101,8 @@ func (r *Registry) Fabric(name string, f *fabric.Fabric) error {
 			ch <- counter("peregrine_fabric_duplicated_total", "Copies the fabric made.", labels, float64(d.Duplicated), name, dir)
 			ch <- counter("peregrine_fabric_corrupted_total", "Frames the fabric flipped a bit in.", labels, float64(d.Corrupted), name, dir)
 			for reason, n := range map[string]uint64{"loss_random": d.LossRandom, "loss_burst": d.LossBurst, "queue_full": d.QueueFull,
-				"limit_full": d.LimitFull, "ttl_expired": d.TTLExpired, "link_down": d.LinkDown, "link_cut": d.LinkCut, "dup_no_buffer": d.DupNoBuf} {
+				"limit_full": d.LimitFull, "ttl_expired": d.TTLExpired, "link_down": d.LinkDown, "link_cut": d.LinkCut, "dup_no_buffer": d.DupNoBuf,
+				"path_queue_full": d.PathQueueFull, "path_loss": d.PathLossDrops, "path_down": d.PathDownDrops} {
 				ch <- counter("peregrine_fabric_drops_total", "Frames the fabric dropped, by reason.", []string{"fabric", "direction", "reason"}, float64(n), name, dir, reason)
 			}
 		}

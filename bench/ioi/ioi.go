@@ -26,6 +26,9 @@
 // reorder window (core/rt, detectLoss) gives the head packets queued on
 // the ordered path the time they take while middle packets on emptier
 // paths overtake them.
+//
+// The path-death rows (pathdeath.go) black-hole one of the four paths
+// mid-run and compare the goodput with that of three healthy paths.
 package ioi
 
 import (
@@ -62,6 +65,8 @@ type Options struct {
 	PathRate uint64
 	Delay    time.Duration
 	Window   int
+	// DeathSize is the message size of the path-death rows (0: 16 MiB).
+	DeathSize int
 	// CostPackets is the packets per mode and round of the real-clock
 	// sender cost (0: 1<<11), CostRounds its rounds (0: 31; cost.go).
 	CostPackets, CostRounds int
@@ -76,6 +81,9 @@ func (o *Options) defaults() {
 	}
 	if o.Window == 0 {
 		o.Window = DefaultWindow
+	}
+	if o.DeathSize == 0 {
+		o.DeathSize = 16 << 20
 	}
 }
 
@@ -161,6 +169,9 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	rep.Add(report.Ratio{Name: "ioi_loss1pct_vs_noloss_16MiB", Value: lossy.Goodput() / clean.Goodput(), Op: report.AtLeast, Target: 0.80,
 		Detail: fmt.Sprintf("goodput %.2f vs %.2f Gbit/s; %d retransmits, %d path losses; in-order packets out of sequence at the receiver %d (buffered), refused %d",
 			lossy.Goodput()*8/1e9, clean.Goodput()*8/1e9, lossy.Retransmits, lossy.Fabric.AtoB.PathLossDrops, lossy.RxIOI.OutOfSequence, lossy.RxIOI.Refused)})
+	if err := pathDeathRows(ctx, rep, opts); err != nil {
+		return 0, 0, err
+	}
 	cost, err := SenderCost(opts.CostPackets, opts.CostRounds)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench ioi: sender cost: %w", err)
@@ -241,6 +252,9 @@ type env struct {
 	local  txn.Region
 	cq     []txn.Completion
 	got    []txn.Completion
+	// hook, when set, runs before every poll of run (the path-death
+	// scenario's timeline and its observer).
+	hook func()
 }
 
 func newEnv(pool *mbuf.Pool, prof fabric.Profile, mode cioi.Mode, window int, seed uint64, size int) (*env, error) {
@@ -310,6 +324,9 @@ func (e *env) poll() int {
 func (e *env) run(cond func() bool, limit time.Duration) error {
 	end := e.clk.Now().Add(limit)
 	for !cond() {
+		if e.hook != nil {
+			e.hook()
+		}
 		if e.poll() > 0 {
 			continue
 		}

@@ -47,13 +47,19 @@ IOI (in-order head and tail, sprayed middle; SEEDS S1). Ratios:
   ioi_vs_sprayed_completion_1MiB, _16MiB completion IOI / all sprayed   <= 1.10
   below_threshold_unchanged_64KiB        IOI / in order, below the threshold <= 1.01
   ioi_loss1pct_vs_noloss_16MiB           goodput with 1% loss on every path / without >= 0.80
+  ioi_one_path_dead_vs_three_paths_rr, _random, _entropy, _adaptive, _inorder
+                                         goodput of 2 messages of 16 MiB with the ordered
+                                         path of 4 black-holed mid-run / over 3 healthy paths >= 0.7
+                                         (IOI under each spraying policy; wholly in order)
+  messages_abandoned_with_healthy_path   messages of those runs not completed OK  <= 0
+  (frames_into_dead_path_after_detection is printed for each policy)
   ioi_sender_cost_vs_plain               the sender's ns per packet with IOI / without  <= 1.10
   ioi_sender_allocs_per_packet           heap allocations per packet    <= 0
 
 The sender's cost is on the real clock: the sending endpoint's Poll only,
 IOI on and off in 31 interleaved rounds, the median of the round ratios;
 measure it on a quiet machine (PEREGRINE_IOI_COST=1 go test ./bench/ioi
--run SenderCostStable checks that it is stable). Takes well under a minute.`,
+-run SenderCostStable checks that it is stable). Takes about a minute.`,
 		Example: `  peregrine bench ioi
   peregrine bench ioi --path-rate 200mbit --delay 20us`,
 		Args: cobra.NoArgs,

@@ -74,8 +74,8 @@ head and tail on their flow's path, the middle sprayed over every path. It
 prints live per-second stats and a summary (goodput, ops/s, latency
 p50/p99/p999, grants, reorder-engine waits, retransmissions, drops by reason;
 IOI's messages by mode, packets by phase, peak OPC/UPC, waits for UPC == 0,
-threshold, each path's load), and verifies that every operation completed
-exactly once with no error, in posting order on ordered connections, with its
+threshold, how the senders steered around failing paths, each path's load),
+and verifies that every operation completed exactly once with no error, in posting order on ordered connections, with its
 bytes where they belong, that IOI sprayed over every path, and that every
 buffer is back in the pool. It exits 0 only if verification passes.
 

@@ -49,6 +49,7 @@ func TestDemoTransportVerifiesOnOneAndTwoLcores(t *testing.T) {
 			require.Contains(t, out.String(), "DC connects")
 			require.Contains(t, out.String(), "[ok  ] IOI sprayed the middles of large messages (up to 1 MiB) over all 4 paths")
 			require.Contains(t, out.String(), "peak OPC")
+			require.Contains(t, out.String(), "ordered-path moves")
 		})
 	}
 }

@@ -181,8 +181,8 @@ func dirRate(now, prev fabric.DirStats) string {
 func dirTotals(d fabric.DirStats) string {
 	s := fmt.Sprintf("received %d sent %d | lost random %d burst %d | queue full %d limit full %d ttl expired %d | duplicated %d corrupted %d reordered %d delayed %d | tx refused %d flushed at stop %d | per path %v",
 		d.Received, d.Sent, d.LossRandom, d.LossBurst, d.QueueFull, d.LimitFull, d.TTLExpired, d.Duplicated, d.Corrupted, d.Reordered, d.Delayed, d.TxRefused, d.Flushed, d.Paths)
-	if d.PathQueueFull+d.PathLossDrops > 0 || len(d.PathDetail) > 1 {
-		s += fmt.Sprintf(" | path queue full %d path lost %d", d.PathQueueFull, d.PathLossDrops)
+	if d.PathQueueFull+d.PathLossDrops+d.PathDownDrops > 0 || len(d.PathDetail) > 1 {
+		s += fmt.Sprintf(" | path queue full %d path lost %d path down %d", d.PathQueueFull, d.PathLossDrops, d.PathDownDrops)
 		for i, p := range d.PathDetail {
 			s += fmt.Sprintf(" | path %d: %d frames %d B peak queue %d drops %d", i, p.Frames, p.Bytes, p.QueuePeak, p.Drops)
 		}

@@ -266,6 +266,7 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 		}
 		x := &e.ctx[idx]
 		e.rackAcked(c, k, x)
+		e.pathAcked(c, x)
 		abandoned, nacked, cookie := x.resync && !x.nacked, x.nacked, x.cookie
 		e.releaseCtx(idx)
 		e.cnt.own[cAckRetired]++
@@ -391,6 +392,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 		e.ackSent(c)
 		return true
 	}
+	c.steerAck(e.room(f)[:n]) // paths.go
 	e.pool.SetLen(f, n)
 	e.pending = append(e.pending, f)
 	if nack {

@@ -213,6 +213,7 @@ type conn struct {
 	bornAt    clock.Time // when the slot took this connection: no RTT sample is older
 
 	rtt   rttEstimator
+	paths pathSet // entropy values and the ordered path (paths.go)
 	fixed FixedWindow
 	cc    CongestionControl
 	hopCC HopSetter // cc, when it takes the path's hop count; else nil

@@ -109,6 +109,8 @@ type Endpoint struct {
 	replay      replayCache
 	// reclaimAt: the earliest next pass of reclaimSlots.
 	reclaimAt clock.Time
+	// pathCnt: multipath health (paths.go).
+	pathCnt pathCounters
 }
 
 // NewEndpoint validates opts and builds an endpoint. Everything it will

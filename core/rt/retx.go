@@ -42,6 +42,9 @@ type retxCtx struct {
 	// refunds: transmissions given back because the peer refused them as
 	// out of window (refund), at most RetryLimit.
 	refunds uint16
+
+	// route: how its transmissions are steered over the paths (paths.go).
+	route uint8
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.

@@ -311,6 +311,9 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 	rw := &c.rx[c.window(w)]
 	class, off := rw.classify(hd.PSN)
 	if class != rxNew {
+		if class != rxBeyond {
+			e.pathNotNew(c, w, hd) // paths.go
+		}
 		e.onNotNew(c, w, hd.PSN, class)
 		return
 	}

@@ -75,7 +75,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
-	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie}
+	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie, route: routeOf(sh)}
 	e.newQ.push(int32(idx))
 	c.stats.Sent++
 	return psn, nil
@@ -201,6 +201,9 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
 		// The window is closed until an ACK comes back: ask for it now.
 		send.Flags |= wire.FlagAckRequested
+	}
+	if x.route != routeNone {
+		e.steer(c, x, dst) // its path: source port and checksum (paths.go)
 	}
 	// Flags, retry, piggybacked BSNs and timestamps for this transmission,
 	// the UDP checksum updated from the header bytes alone.
