@@ -337,7 +337,11 @@
 // that one's abort notice arrives: an operation completing OK here behind
 // such a one waits (CompletionsHeld) until the notice is acknowledged —
 // the target has then released both — and completes StatusConnFailed if
-// the connection ends first. A pull's data is only sent once its request
+// the connection ends first, or StatusTimeout at its own deadline
+// (Op.Timeout), never OK: it then owes its own abort notice, and those
+// held before it end with it, so completions keep their posting order
+// (an operation that times out behind them ends at its deadline the same
+// way, rather than waiting for the notice). A pull's data is only sent once its request
 // was handed over, so a pull done here completes OK even then. And when
 // a connection ends, the target's OnAborted hears of every request it
 // held and never handed over (waiting for its turn or its data, or given
