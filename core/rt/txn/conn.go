@@ -192,6 +192,7 @@ type xact struct {
 	owesTurn  bool          // initiator, ordered: completed, counted in its connection's noticesOwed
 	deferred  bool          // initiator, ordered: completion waits in its connection's deferred list
 	deferNext int32         // the next in that list (context index + 1, 0: none)
+	expired   bool          // initiator, deferred: its deadline passed; it ends once those before it do
 	// givenUp: initiator: stopped (timeout, cancel) with packets still
 	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
 	// it no longer references the buffer, so the operation completes; the

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/sched"
 )
 
 // OpKind is the kind of a transaction.
@@ -216,22 +217,65 @@ func (q *cq) pop(out []Completion) int {
 // holds every request behind that operation, and one completed OK here
 // might never reach its ULP (the connection may fail first). Such
 // completions wait, in posting order, until every notice before them is
-// acknowledged (noticeReached) or the connection ends (teardown: then
-// StatusConnFailed, never OK).
+// acknowledged (noticeReached), the connection ends (teardown: then
+// StatusConnFailed, never OK), or their deadline passes (expireHeld).
 func (e *Endpoint) completeInTurn(c *conn, j int32) {
 	x := &e.xacts[j]
-	if c.noticesOwed == 0 && c.deferHead == 0 {
+	// One that timed out is past its deadline: it waits for nothing but
+	// the completions before it.
+	expired := x.status == StatusTimeout
+	if c.deferHead == 0 && (c.noticesOwed == 0 || expired) {
 		e.complete(j, x.status)
 		return
 	}
-	e.cnt.own[cCompletionsHeld]++
-	x.deferred, x.deferNext = true, 0
+	x.deferred, x.deferNext, x.expired = true, 0, expired
 	if c.deferTail != 0 {
 		e.xacts[c.deferTail-1].deferNext = j + 1
 	} else {
 		c.deferHead = j + 1
 	}
 	c.deferTail = j + 1
+	if !expired {
+		e.cnt.own[cCompletionsHeld]++
+	}
+}
+
+// expireHeld: the deadline of held completion j of connection ci passed.
+// A push or Send done OK here ends StatusTimeout, never OK: the target
+// holds it behind the unacknowledged notice and may never hand it over
+// (the connection may fail first); its own abort notice tells the target
+// to drop it. A pull done here keeps its status: its data is only sent
+// once its request was handed over. It ends as soon as those before it
+// do, so that completions keep their posting order.
+func (e *Endpoint) expireHeld(ci int32, j int32) {
+	x := &e.xacts[j]
+	x.expired = true
+	if x.kind != OpPull && x.status == StatusOK {
+		x.status, x.stop = StatusTimeout, true
+		if e.needsNotice(x) {
+			e.queueNotice(j, sched.ClassRequest)
+		}
+	}
+	e.releaseHeld(&e.conns[ci])
+}
+
+// releaseHeld completes, in posting order, the held completions of c that
+// wait for nothing more: all of them once no notice is owed, else those
+// at the head whose deadline passed.
+func (e *Endpoint) releaseHeld(c *conn) {
+	for c.deferHead != 0 {
+		j := c.deferHead - 1
+		x := &e.xacts[j]
+		if c.noticesOwed != 0 && !x.expired {
+			return
+		}
+		c.deferHead = x.deferNext
+		if c.deferHead == 0 {
+			c.deferTail = 0
+		}
+		x.deferred, x.deferNext = false, 0
+		e.complete(j, x.status) // one that owes a notice holds the rest again
+	}
 }
 
 // noticeReached: the target acknowledged an abort notice of connection
@@ -241,14 +285,5 @@ func (e *Endpoint) completeInTurn(c *conn, j int32) {
 func (e *Endpoint) noticeReached(ci int32) {
 	c := &e.conns[ci]
 	c.noticesOwed--
-	for c.noticesOwed == 0 && c.deferHead != 0 {
-		j := c.deferHead - 1
-		x := &e.xacts[j]
-		c.deferHead = x.deferNext
-		if c.deferHead == 0 {
-			c.deferTail = 0
-		}
-		x.deferred, x.deferNext = false, 0
-		e.complete(j, x.status)
-	}
+	e.releaseHeld(c)
 }

@@ -292,7 +292,8 @@
 //	                                                                when there is no room      NoticesReceived
 //	pull data (init) of an operation done or stopped               ACK (the initiator decided;
 //	                                                                its notice follows)        Unmatched
-//	pull data (init) length or span not the pull's                 dropped, unacknowledged    Malformed
+//	pull data (init) length or span not the pull's; under an RSN
+//	                 never posted or of a push or Send             dropped, unacknowledged    Malformed
 //	grant (init)     of no waiting push                            ACK (a grant sent again
 //	                                                                for a push that had one)   Unmatched
 //	IOI (ioi.go)     impossible phase/flag; middle or tail of no
@@ -328,7 +329,14 @@
 // at stake, but they should answer rt.Drop too. On an unordered
 // connection a forged segment of a push released already starts a new
 // request that never completes (its context stays until the connection
-// ends).
+// ends). Nor do the receivers yet bind a packet's PSN to the request it
+// belongs to: a push segment, pull request or Send whose request number,
+// request length or offset was rewritten consistently with a request
+// that could exist is taken (and acknowledged), and so is pull data
+// naming another outstanding pull of the same length, or an offset
+// rewritten within the span. And no receiver can protect the payload
+// bytes themselves: that takes a per-packet integrity check, which the
+// wire format does not carry.
 //
 // Every request the initiator completes OK is handed to the target ULP
 // exactly once (OnRequest; a Send: its WQE's receive completion), or the
@@ -337,7 +345,11 @@
 // that one's abort notice arrives: an operation completing OK here behind
 // such a one waits (CompletionsHeld) until the notice is acknowledged —
 // the target has then released both — and completes StatusConnFailed if
-// the connection ends first. A pull's data is only sent once its request
+// the connection ends first, or StatusTimeout at its own deadline
+// (Op.Timeout), never OK: it then owes its own abort notice, and those
+// held before it end with it, so completions keep their posting order
+// (an operation that times out behind them ends at its deadline the same
+// way, rather than waiting for the notice). A pull's data is only sent once its request
 // was handed over, so a pull done here completes OK even then. And when
 // a connection ends, the target's OnAborted hears of every request it
 // held and never handed over (waiting for its turn or its data, or given

@@ -260,6 +260,11 @@ func (e *Endpoint) fireTimeout(_ clock.TimerID, cookie uint64) {
 		return
 	}
 	x.timer = clock.NoTimer
+	if x.deferred {
+		e.cnt.own[cTimedOut]++
+		e.expireHeld(x.conn, i) // cq.go
+		return
+	}
 	if x.done || x.completed {
 		return // its completion is decided already
 	}

@@ -44,6 +44,20 @@ func TestForgedPacketsAreNotAcknowledged(t *testing.T) {
 			}
 			return false
 		}, true},
+		{"pull data under an RSN never posted", func(fromA bool, h wire.HeaderView, frame []byte) bool {
+			if !fromA && h.Type() == wire.TypePullData && h.Flags()&wire.FlagRetransmission == 0 {
+				forgeWord(frame, offRSN, 7)
+				return true
+			}
+			return false
+		}, true},
+		{"pull data under a push's RSN", func(fromA bool, h wire.HeaderView, frame []byte) bool {
+			if !fromA && h.Type() == wire.TypePullData && h.Flags()&wire.FlagRetransmission == 0 {
+				forgeWord(frame, offRSN, 2) // the push posted after the pulls
+				return true
+			}
+			return false
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp, m := newTamperPair(t, nil, 8, func(a, b *Options) { a.SolicitThreshold = 1024 })
@@ -75,7 +89,14 @@ func TestForgedPacketsAreNotAcknowledged(t *testing.T) {
 				}
 				require.NoError(t, err)
 			}
-			done := sp.runFor(func() bool { return len(sp.cqA) == 2 }, time.Second)
+			ops := 2
+			if tc.pull {
+				// A push of the same length, whose RSN a forgery may name.
+				_, err = c.Push(Op{Local: ra, LocalAddr: 8192, Len: 3000, Remote: wire.RegionRef{Key: rb.Key, Addr: 0}, Tag: 2})
+				require.NoError(t, err)
+				ops++
+			}
+			done := sp.runFor(func() bool { return len(sp.cqA) == ops }, time.Second)
 			require.Equal(t, 1, forged)
 			require.True(t, done, "completions %s: the operation whose packet the forgery displaced never completed", statuses(sp.cqA))
 			for _, cp := range sp.cqA {

@@ -449,13 +449,23 @@ func (e *Endpoint) fail(i int32, st Status) {
 // onPullData places pull data in the initiator's local span.
 func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 	k, ok := e.ro.Lookup(c.cid, spaceRSN, h.RSN)
+	if !ok && !seqLT(h.RSN, c.nextRSN) {
+		// Data of a pull never posted: its PSN is another's (forged).
+		e.cnt.own[cMalformed]++
+		return rt.Drop
+	}
 	if !ok {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}
 	i := e.byEntry[k]
 	x := &e.xacts[i]
-	if x.kind != OpPull || x.done || x.stop {
+	if x.kind != OpPull {
+		// Pull data under the RSN of a push or Send (forged).
+		e.cnt.own[cMalformed]++
+		return rt.Drop
+	}
+	if x.done || x.stop {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}

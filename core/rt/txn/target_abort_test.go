@@ -160,3 +160,52 @@ func runHeldSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (ok, failed, delive
 	}
 	return ok, failed, delivered, aborted
 }
+
+// A completion held behind an unacknowledged abort notice still ends by
+// its own deadline: here push 0 times out and neither its data nor its
+// notice ever arrives, so the target never releases what follows it.
+// Pushes 1 and 2 are acknowledged, yet held; push 3's data is lost too,
+// so it times out in its turn while push 0's notice is still owed. Each
+// ends StatusTimeout (never OK: the target's ULP may never get it) within
+// its timeout and one tick, long before the notice's retries run out.
+// Before, pushes 1 to 3 waited for the connection to fail, far past
+// their deadlines.
+func TestHeldCompletionEndsByItsTimeout(t *testing.T) {
+	var h heardOf
+	p, m := newFaultPair(t, 7, func(a, b *Options) {
+		listenB(&h)(a, b)
+		a.Transport.RetryLimit = 7
+	})
+	f := newFaultMem(t, p, 64<<10)
+	cut := false
+	m.drop = func(fromA bool, hv wire.HeaderView) bool {
+		lost := hv.RSN() == 0 || hv.RSN() == 3
+		return cut || fromA && lost && hv.Type() >= wire.TypePullRequest && hv.Type() <= wire.TypePushUnsolicitedData
+	}
+	c := p.connect(ConnOptions{Ordered: true})
+	timeouts := []time.Duration{200 * time.Microsecond, 3 * time.Millisecond, 4 * time.Millisecond, 5 * time.Millisecond}
+	for tag, to := range timeouts {
+		_, err := c.Push(Op{Local: f.rSrc, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: 4096 * uint64(tag)}, Tag: uint64(tag), Timeout: to})
+		require.NoError(t, err)
+	}
+	p.runFor(func() bool { return len(p.cqA) == len(timeouts) }, 50*time.Millisecond)
+	require.Len(t, p.cqA, len(timeouts), "A:\n%s", p.a.dump())
+	require.NotZero(t, p.a.Stats().CompletionsHeld, "the pushes behind push 0 were not held: the test lost its point")
+	tick := p.a.wheel.Tick()
+	for _, cp := range p.cqA {
+		require.Equal(t, StatusTimeout, cp.Status, "push %d", cp.Tag)
+		require.LessOrEqual(t, cp.Latency(), timeouts[cp.Tag]+tick, "push %d ended %v after it was posted, timeout %v", cp.Tag, cp.Latency(), timeouts[cp.Tag])
+	}
+	// Push 0's notice is resent while the link lives; cut it, so that
+	// the connection ends: the target's ULP heard once of each push it
+	// got.
+	cut = true
+	p.run(func() bool { return p.a.Outstanding() == 0 && p.b.Outstanding() == 0 }, 10*time.Second)
+	for _, cp := range p.cqA {
+		n := h.delivered[cp.RSN] + h.aborted[cp.RSN]
+		if cp.Tag == 1 || cp.Tag == 2 {
+			require.Equal(t, 1, n, "push %d: handed %d, aborted %d", cp.Tag, h.delivered[cp.RSN], h.aborted[cp.RSN])
+		}
+		require.LessOrEqual(t, n, 1, "push %d", cp.Tag)
+	}
+}
