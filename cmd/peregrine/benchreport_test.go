@@ -56,7 +56,7 @@ func TestBenchIOIReport(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ioi")
 	out, _ := runCLI(t, "bench", "ioi", "--report", dir)
 	require.Contains(t, out, "SERIES ioi_completion_vs_message_size ioi 16384 ")
-	require.Contains(t, out, "report: "+filepath.Join(dir, "README.md")+" (8 ratios, a plot each; 1 figures)")
+	require.Contains(t, out, "report: "+filepath.Join(dir, "README.md")+" (14 ratios, a plot each; 1 figures)")
 	md, err := os.ReadFile(filepath.Join(dir, "README.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "![ioi_completion_vs_message_size](ioi_completion_vs_message_size.png)")
