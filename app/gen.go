@@ -188,17 +188,25 @@ func (s *Sinks) Stats() (traffic.SinkStats, hist.Histogram) {
 }
 
 // Flows sums the sinks' per-flow counters and merges their HDR latency
-// histograms (total, and the last closed interval with its number). Safe
-// while they run; nil without PerFlow.
-func (s *Sinks) Flows() (flows []traffic.FlowStats, total, last hist.HDR, interval uint64) {
+// histograms and counts the intervals closed. Safe while they run; nil
+// without PerFlow.
+func (s *Sinks) Flows() (flows []traffic.FlowStats, total hist.HDR, intervals uint64) {
 	for _, sk := range s.Sinks {
 		flows = traffic.MergeFlows(flows, sk.Flows())
-		t, l, n := sk.LatencyHDR()
+		t, n := sk.LatencyHDR()
 		total.Merge(&t)
-		last.Merge(&l)
-		interval = max(interval, n)
+		intervals = max(intervals, n)
 	}
-	return flows, total, last, interval
+	return flows, total, intervals
+}
+
+// TakeIntervals merges the sinks' traffic.Sink.TakeIntervals.
+func (s *Sinks) TakeIntervals() (h hist.HDR) {
+	for _, sk := range s.Sinks {
+		t := sk.TakeIntervals()
+		h.Merge(&t)
+	}
+	return h
 }
 
 // AddSinks adds a sink for every queue of port o.Port, queue q on loop q

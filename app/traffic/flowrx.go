@@ -20,7 +20,7 @@ type flowRx struct {
 
 	mu      sync.Mutex
 	total   hist.HDR
-	last    hist.HDR // the last closed interval
+	pending hist.HDR // intervals closed since the last TakeIntervals
 	closed  atomic.Uint64
 	snap    []FlowStats
 	negSnap uint64
@@ -50,7 +50,7 @@ func (r *flowRx) frame(flow uint16, seq uint64, withLatency bool, lat int64) {
 func (r *flowRx) close(now clock.Time, every time.Duration) {
 	r.mu.Lock()
 	r.total.Merge(&r.cur)
-	r.last = r.cur
+	r.pending.Merge(&r.cur)
 	copy(r.snap, r.flows)
 	r.negSnap = r.negative
 	r.mu.Unlock()
@@ -61,7 +61,7 @@ func (r *flowRx) close(now clock.Time, every time.Duration) {
 			// The first call only starts the clock: an interval is a
 			// whole period.
 			r.total.Reset()
-			r.last.Reset()
+			r.pending.Reset()
 			r.closed.Store(0)
 		}
 		r.nextClose = now.Add(every)
@@ -88,14 +88,28 @@ func (s *Sink) Flows() []FlowStats {
 }
 
 // LatencyHDR returns the HDR latency histogram of everything up to the
-// last closed interval or Stop, and the last closed interval's alone with
-// its number (1 for the first; 0: none closed yet). Without PerFlow all
-// are empty. Safe from any goroutine.
-func (s *Sink) LatencyHDR() (total, last hist.HDR, interval uint64) {
+// last closed interval or Stop, and how many intervals have closed (0:
+// none yet). Without PerFlow it is empty. Safe from any goroutine.
+func (s *Sink) LatencyHDR() (total hist.HDR, intervals uint64) {
 	if s.rx == nil {
 		return
 	}
 	s.rx.mu.Lock()
 	defer s.rx.mu.Unlock()
-	return s.rx.total, s.rx.last, s.rx.closed.Load()
+	return s.rx.total, s.rx.closed.Load()
+}
+
+// TakeIntervals returns the latencies of the intervals closed since the
+// last call, and forgets them: an exporter that calls it every period
+// loses no frame even when two intervals closed between its calls. Safe
+// from any goroutine.
+func (s *Sink) TakeIntervals() hist.HDR {
+	if s.rx == nil {
+		return hist.HDR{}
+	}
+	s.rx.mu.Lock()
+	defer s.rx.mu.Unlock()
+	h := s.rx.pending
+	s.rx.pending.Reset()
+	return h
 }

@@ -53,7 +53,7 @@ type rxFlowRun struct {
 	flows   int
 	srcPort int
 	hist    *os.File
-	seen    uint64
+	seen    uint64 // records written
 }
 
 func (r *rxFlowFlags) start(sinks *app.Sinks, flows int, srcPort uint16) (*rxFlowRun, error) {
@@ -78,12 +78,12 @@ func (run *rxFlowRun) tick(elapsed time.Duration) {
 	if run == nil || run.hist == nil {
 		return
 	}
-	_, _, last, n := run.sinks.Flows()
-	if n == run.seen {
+	last := run.sinks.TakeIntervals()
+	if last.Count() == 0 {
 		return
 	}
-	run.seen = n
-	rec := traffic.NewIntervalRecord(n, elapsed.Seconds(), &last)
+	run.seen++
+	rec := traffic.NewIntervalRecord(run.seen, elapsed.Seconds(), &last)
 	if filepath.Ext(run.r.histOut) == ".csv" {
 		_ = rec.WriteCSV(run.hist)
 	} else {
@@ -98,7 +98,7 @@ func (run *rxFlowRun) summary(out io.Writer, elapsed time.Duration) error {
 		return nil
 	}
 	run.tick(elapsed)
-	flows, total, _, _ := run.sinks.Flows()
+	flows, total, _ := run.sinks.Flows()
 	recs := traffic.FlowRecords(flows, run.srcPort)
 	var lost, dups, reord, maxExt uint64
 	for _, f := range recs {
