@@ -64,9 +64,39 @@
 //   - Repeats searches at RepeatSize give search_repeatability: max ÷ min
 //     of their NDRs.
 //
+// # Over veth (RunVeth, `peregrine bench rfc2544`)
+//
+// RunVeth builds gen ↔ fwd ↔ sink (netns.ThreeNS: three namespaces, two
+// veth pairs, MTU 1504, GRO on, addresses in 198.18.0.0/15) and opens the
+// traffic side once: AF_XDP ports on the gen and sink ends, polled by one
+// busy loop pinned to CPU 0 that runs a single stage (trialStage). A trial
+// builds a fresh traffic.Generator (one flow, rate-limited, Count frames,
+// addressed gen → sink) and hands it to the loop through an atomic
+// pointer; its frames carry a UDP source port new to the trial, so a late
+// frame of an earlier trial is counted stale, never received. The trial
+// ends when the generator has handed every frame to its port and the
+// receiver has seen them all or none for 200 ms; the controller then asks
+// the loop to close the trial and takes its counts and latency histogram
+// (real clock read once per received burst, minus the transmit stamp:
+// both CLOCK_MONOTONIC, nanoseconds).
+//
+// For each frame size every DUT is set up in the fwd namespace, warmed up
+// (64 frames until some arrive), measured with Run, and torn down, so the
+// DUTs alternate within a run: the Linux bridge (kernel), peregrine fwd
+// (core/fwd io forwarding between two AF_XDP ports, both directions, one
+// busy loop pinned to CPU 1, busy_budget=64 as DPDK's net_af_xdp), then
+// dpdk-testpmd (io, net_af_xdp on the same interfaces, -l 0,1). Only
+// peregrine fwd searches Repeats times (search_repeatability). The ratios
+// are ndr_64b_fwd_vs_testpmd and ndr_1518b_fwd_vs_testpmd (>= 1),
+// ndr_64b_fwd_vs_kernel_bridge (>= 2) and search_repeatability (<= 1.10).
+//
 // # Ownership
 //
 // A Trialer owns everything it sends and receives; a TrialResult's
 // Latency histogram belongs to the caller once returned. Search and Run
-// hold no frames and start no goroutines.
+// hold no frames and start no goroutines. In the veth harness the traffic
+// loop owns every frame: the generator allocates from the loop's cache
+// and hands frames to the gen port's TxBurst, the receiver frees what
+// RxBurst gave it at once; a trial closed before its generator finished
+// has the generator's held frames freed on the loop.
 package rfc2544

@@ -115,11 +115,11 @@ func (o *Options) validate() error {
 	if o.Clock == nil {
 		o.Clock = clock.NewReal()
 	}
-	probe := o.Search
 	if o.MaxRate != nil {
-		probe.MaxRate = o.MaxRate(o.Sizes[0])
+		o.Search.MaxRate = o.MaxRate(o.Sizes[0])
 	}
-	return probe.Validate()
+	// In place, so that the defaults are what a report records.
+	return o.Search.Validate()
 }
 
 func (o *Options) has(m Measure) bool { return slices.Contains(o.Measures, m) }
