@@ -59,7 +59,9 @@ and --vlan set the headers; an IP or destination-port range
 With --rx it is the receiving side instead: it reports rate, loss (from
 sequence gaps, or exactly against --expect), reordering (frames behind the
 expected sequence number) and one-way latency (the machine's monotonic
-clock, shared by every process on it).
+clock, shared by every process on it). --per-flow adds loss, RFC 4737
+reordering, duplicates and latency per flow and an HDR latency histogram
+(1 %) per --stats-period (--hist-out, --flows-out: CSV or JSON).
 
 With --replay FILE it sends the frames of a pcap capture instead, as fast
 as possible or at the capture's own timing (--timing recorded).`,
