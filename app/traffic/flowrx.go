@@ -30,10 +30,19 @@ func newFlowRx(flows int) *flowRx {
 	return &flowRx{flows: make([]FlowStats, flows), snap: make([]FlowStats, flows)}
 }
 
-// frame accounts one stamped frame of a tracked flow; lat is now minus
-// its transmit stamp.
-func (r *flowRx) frame(flow uint16, seq uint64, withLatency bool, lat int64) {
+// frame accounts one stamped frame of a tracked flow, in st's counters
+// as the plain sink would and in the flow's; lat is now minus its
+// transmit stamp.
+func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool, lat int64) {
 	f := &r.flows[flow]
+	switch exp := f.NextExp; {
+	case seq == exp:
+		st.InOrder++
+	case seq > exp:
+		st.Gaps += seq - exp
+	default:
+		st.Late++
+	}
 	if !f.account(seq) || !withLatency {
 		return
 	}

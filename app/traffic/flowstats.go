@@ -19,26 +19,33 @@ type jump struct{ start, at uint64 }
 // frames arrived between the earliest-arriving frame with a higher number
 // and it.
 type FlowStats struct {
-	// Received counts distinct frames; Duplicates the arrivals of a
-	// number already received (checked within SeqWindow of NextExp).
-	Received, Duplicates uint64
+	// The first cache line is all an in-order frame touches.
+
+	// NextExp is one past the highest sequence number received.
+	NextExp uint64
+	seen    uint64 // bit i: number NextExp−1−i received
+	// Received counts distinct frames.
+	Received uint64
+	arrivals uint64
+	// LatencyMin, LatencyMax and LatSum over LatCount frames, nanoseconds.
+	LatencyMin, LatencyMax, LatSum, LatCount uint64
+
+	// Duplicates counts the arrivals of a number already received
+	// (checked within SeqWindow of NextExp).
+	Duplicates uint64
 	// Reordered counts frames that arrived with a number below NextExp;
 	// BeyondWindow those of them more than SeqWindow behind, which were
 	// not checked for duplication. ExtentSum and MaxExtent sum and bound
 	// the reordering extents measured; ExtentUnknown counts reordered
 	// frames whose extent was not (their hole was older than the last
 	// four jumps).
-	Reordered, BeyondWindow        uint64
-	ExtentSum, MaxExtent           uint64
-	ExtentUnknown                  uint64
-	NextExp                        uint64
-	LatencyMin, LatencyMax, LatSum uint64 // nanoseconds; LatCount frames
-	LatCount                       uint64
+	Reordered, BeyondWindow uint64
+	ExtentSum, MaxExtent    uint64
+	ExtentUnknown           uint64
 
-	seen     uint64 // bit i: number NextExp−1−i received
-	arrivals uint64
-	jumps    [jumpMemory]jump // oldest first
-	njumps   uint8
+	jumps  [jumpMemory]jump // oldest first
+	njumps uint8
+	_      [15]byte // 192 bytes: the hot line stays one line in a slice
 }
 
 // Lost is the frames of the flow never received below NextExp: loss

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -285,4 +286,11 @@ func FuzzFlowStats(f *testing.F) {
 		require.LessOrEqual(t, st.Lost(), st.NextExp)
 		require.LessOrEqual(t, st.ExtentUnknown+st.BeyondWindow, 2*st.Reordered)
 	})
+}
+
+// TestFlowStatsIsThreeCacheLines: the hot fields fill the first line of a
+// 192-byte element, so an in-order frame touches one line.
+func TestFlowStatsIsThreeCacheLines(t *testing.T) {
+	require.Equal(t, uintptr(192), unsafe.Sizeof(FlowStats{}))
+	require.Equal(t, uintptr(56), unsafe.Offsetof(FlowStats{}.LatCount))
 }

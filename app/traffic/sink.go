@@ -125,6 +125,12 @@ func (s *Sink) Poll(now clock.Time) int {
 			continue
 		}
 		s.local.Received++
+		if s.rx != nil {
+			// The flow's NextExp is the expected number: s.next is not
+			// touched, one cache line per frame fewer.
+			s.rx.frame(&s.local, st.Flow, st.Seq, s.opts.Latency, int64(now)-st.Time)
+			continue
+		}
 		switch exp := s.next[st.Flow]; {
 		case st.Seq == exp:
 			s.local.InOrder++
@@ -134,10 +140,6 @@ func (s *Sink) Poll(now clock.Time) int {
 			s.next[st.Flow] = st.Seq + 1
 		default:
 			s.local.Late++
-		}
-		if s.rx != nil {
-			s.rx.frame(st.Flow, st.Seq, s.opts.Latency, int64(now)-st.Time)
-			continue
 		}
 		if s.opts.Latency && int64(now) >= st.Time {
 			s.lat.Record(uint64(int64(now) - st.Time))
