@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -293,4 +294,34 @@ func FuzzFlowStats(f *testing.F) {
 func TestFlowStatsIsThreeCacheLines(t *testing.T) {
 	require.Equal(t, uintptr(192), unsafe.Sizeof(FlowStats{}))
 	require.Equal(t, uintptr(56), unsafe.Offsetof(FlowStats{}.LatCount))
+}
+
+// TestPerFlowKeepsThePlainCounters: in per-flow mode the sink's InOrder,
+// Gaps and Late come from the flows' NextExp; they must equal the plain
+// sink's over any stream.
+func TestPerFlowKeepsThePlainCounters(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	rx := newFlowRx(3)
+	next := make([]uint64, 3)
+	var plain, perFlow SinkStats
+	for range 20000 {
+		flow := uint16(r.IntN(3))
+		seq := next[flow] + uint64(r.IntN(4))
+		if r.IntN(5) == 0 {
+			seq = uint64(max(0, int(next[flow])-r.IntN(80)))
+		}
+		switch exp := next[flow]; {
+		case seq == exp:
+			plain.InOrder++
+			next[flow] = exp + 1
+		case seq > exp:
+			plain.Gaps += seq - exp
+			next[flow] = seq + 1
+		default:
+			plain.Late++
+		}
+		rx.frame(&perFlow, flow, seq, true, 1000)
+	}
+	require.Equal(t, plain, perFlow)
+	require.Positive(t, plain.Late)
 }
