@@ -17,7 +17,9 @@
 // timer wheels, the fabric's next release, a paced sender's next burst).
 // It never steps through idle virtual time, so a simulated second of a
 // retransmission back-off costs a handful of polls. After every Poll it
-// can check the endpoints' invariants (Config.Check).
+// can check the endpoints' invariants (Config.Check). Sim and Cluster run
+// the one loop of loop.go; each says only which stages it polls, in what
+// order, and whose deadlines count.
 //
 // # Properties
 //
