@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -370,4 +371,135 @@ func TestCheckFailsOnForbiddenGraph(t *testing.T) {
 			t.Errorf("a package without a layer passed:\n%s", v)
 		}
 	})
+}
+
+// TestArchitectureStatesTheCoreRules keeps ARCHITECTURE.md's "Inside core"
+// table and coreRules one list: a package, its imports and whether it is
+// pure logic must read the same in both.
+func TestArchitectureStatesTheCoreRules(t *testing.T) {
+	doc, err := os.ReadFile("../../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stated, err := statedCoreRules(string(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffRules(stated, coreRules) {
+		t.Error(d)
+	}
+}
+
+// TestArchitectureCheckCatchesADrift proves the comparison can fail: a
+// table that drops an import, adds one, loses "pure logic" or a package is
+// reported.
+func TestArchitectureCheckCatchesADrift(t *testing.T) {
+	const good = "### Inside core\n\n```\ncore/ioi   core/wire, core/clock   (pure logic)\ncore/rt    cam,\n           core/wire\ncore/dix, core/hist   nothing of ours\n```\n"
+	want := map[string]coreRule{
+		"core/ioi":  {imports: []string{"core/clock", "core/wire"}, pure: true},
+		"core/rt":   {imports: []string{"core/wire", "cam"}},
+		"core/dix":  {},
+		"core/hist": {},
+	}
+	stated, err := statedCoreRules(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffRules(stated, want); len(d) != 0 {
+		t.Fatalf("a table that agrees was refused: %v", d)
+	}
+	for _, c := range []struct{ name, from, to, report string }{
+		{"an import dropped", "core/rt    cam,", "core/rt    ", "core/rt"},
+		{"an import added", "core/wire, core/clock   (pure", "core/wire, core/clock, cam   (pure", "core/ioi"},
+		{"pure logic lost", "   (pure logic)", "", "core/ioi"},
+		{"a package missing", "core/dix, core/hist", "core/hist", "core/dix"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stated, err := statedCoreRules(strings.Replace(good, c.from, c.to, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := strings.Join(diffRules(stated, want), "\n"); !strings.Contains(d, c.report) {
+				t.Errorf("the drift was not reported for %s:\n%s", c.report, d)
+			}
+		})
+	}
+}
+
+// statedCoreRules parses the code block under "### Inside core": a line
+// names one or more packages (comma-separated) and, after two or more
+// spaces, their imports (comma-separated, "nothing of ours" for none),
+// optionally ending "(pure logic)"; an indented line continues the imports
+// of the line above.
+func statedCoreRules(doc string) (map[string]coreRule, error) {
+	_, rest, ok := strings.Cut(doc, "### Inside core")
+	if !ok {
+		return nil, fmt.Errorf(`ARCHITECTURE.md has no "### Inside core" section`)
+	}
+	_, rest, ok = strings.Cut(rest, "```\n")
+	if !ok {
+		return nil, fmt.Errorf(`"Inside core" has no code block`)
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	rules := map[string]coreRule{}
+	var current []string
+	for _, line := range strings.Split(block, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		text := line
+		if line[0] != ' ' {
+			var pkgs string
+			pkgs, text, _ = strings.Cut(line, "  ")
+			current = current[:0]
+			for _, p := range strings.Split(pkgs, ",") {
+				current = append(current, strings.TrimSpace(p))
+				rules[strings.TrimSpace(p)] = coreRule{}
+			}
+		}
+		text = strings.TrimSpace(text)
+		pure := strings.HasSuffix(text, "(pure logic)")
+		text = strings.TrimSpace(strings.TrimSuffix(text, "(pure logic)"))
+		var imports []string
+		if text != "nothing of ours" {
+			for _, imp := range strings.Split(text, ",") {
+				if imp = strings.TrimSpace(imp); imp != "" {
+					imports = append(imports, imp)
+				}
+			}
+		}
+		for _, p := range current {
+			r := rules[p]
+			r.imports = append(r.imports, imports...)
+			r.pure = r.pure || pure
+			rules[p] = r
+		}
+	}
+	return rules, nil
+}
+
+// diffRules lists where stated and rules disagree, sorted.
+func diffRules(stated, rules map[string]coreRule) []string {
+	var d []string
+	for pkg, r := range rules {
+		s, ok := stated[pkg]
+		if !ok {
+			d = append(d, fmt.Sprintf("%s has a rule in coreRules but no line in ARCHITECTURE.md's \"Inside core\"", pkg))
+			continue
+		}
+		a, b := slices.Sorted(slices.Values(s.imports)), slices.Sorted(slices.Values(r.imports))
+		if !slices.Equal(a, b) {
+			d = append(d, fmt.Sprintf("%s: ARCHITECTURE.md lists imports %v, coreRules %v", pkg, a, b))
+		}
+		if s.pure != r.pure {
+			d = append(d, fmt.Sprintf("%s: pure logic in ARCHITECTURE.md %v, in coreRules %v", pkg, s.pure, r.pure))
+		}
+	}
+	for pkg := range stated {
+		if _, ok := rules[pkg]; !ok {
+			d = append(d, fmt.Sprintf("%s has a line in ARCHITECTURE.md's \"Inside core\" but no rule in coreRules", pkg))
+		}
+	}
+	sort.Strings(d)
+	return d
 }
