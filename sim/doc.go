@@ -65,7 +65,7 @@
 // clock stops at every fault, and everything, the timeline included, comes
 // from ClusterConfig.Seed, so a run replays exactly.
 //
-// TestFaults (faults_test.go) is the fault suite of issue 12: transactions
+// TestFaults (faults_test.go) is the fault suite: transactions
 // between txn endpoints under heavy and burst loss, link flaps, ACK-only
 // loss, loss of every NACK, a target's death, its restart with the same or
 // a new seed, initiator restarts, stale-incarnation replay, RNR storms,

@@ -24,7 +24,7 @@ import (
 	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-// The fault suite (issue 12): transactions between nodes of a Cluster,
+// The fault suite: transactions between nodes of a Cluster,
 // each scenario a fault scripted on the cluster's timeline, run over many
 // seeds. The invariants are the test's own, checked from the outside (the
 // completions, what the target's ULP was handed, the frames on the wire),
