@@ -10,26 +10,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // TestSearchFindsCapacityAcrossSeeds runs the search against simulated
 // DUTs of random capacity whose trials jitter by up to 0.2 % and are
 // disturbed (30–90 % of capacity) 3 % of the time, on the virtual clock:
 // every seed's NDR must lie within the resolution below the capacity (and
-// the jitter), and never above it, and PDR likewise.
+// the jitter), and never above it, and PDR likewise. 1,000 seeds (100
+// under -short, 200 under the race detector); -seed=N replays one.
 func TestSearchFindsCapacityAcrossSeeds(t *testing.T) {
-	const seeds = 1000
+	seeds := []uint64{}
+	if s, ok := testenv.Replay(t); ok {
+		seeds = append(seeds, s)
+	} else {
+		for s := range (testenv.Seeds{Full: 1000, Short: 100, Race: 200}).N(t) {
+			seeds = append(seeds, uint64(s))
+		}
+	}
 	const jitter = 0.002
 	var trials, maxTrials int
 	var simTime time.Duration
-	for seed := range uint64(seeds) {
+	for _, seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, 1))
 		capacity := 2e5 + r.Float64()*3e6
 		vc := clock.NewVirtual(0)
 		dut, err := NewSimulated(SimulatedOptions{Capacity: capacity, Jitter: jitter, NoisyProb: 0.03, Seed: seed, Clock: vc})
 		require.NoError(t, err)
 		res, err := Search(context.Background(), dut, SearchOptions{MaxRate: 4e6, Duration: time.Second})
-		require.NoError(t, err, "seed %d", seed)
+		require.NoError(t, err, "seed %d (replay: go test ./bench/rfc2544 -run TestSearchFindsCapacityAcrossSeeds -seed=%d)", seed, seed)
 		for _, g := range res.Goals {
 			require.False(t, g.AtMax, "seed %d %s", seed, g.Goal.Name)
 			lo := capacity * (1 - jitter) * (1 - DefaultWidth)
@@ -48,7 +57,8 @@ func TestSearchFindsCapacityAcrossSeeds(t *testing.T) {
 		maxTrials = max(maxTrials, len(res.Trials))
 		simTime += res.TrialTime
 	}
-	t.Logf("%d seeds: %.1f trials per search (max %d), %.1f s of trials per search", seeds, float64(trials)/seeds, maxTrials, simTime.Seconds()/seeds)
+	n := float64(len(seeds))
+	t.Logf("%d seeds: %.1f trials per search (max %d), %.1f s of trials per search", len(seeds), float64(trials)/n, maxTrials, simTime.Seconds()/n)
 }
 
 // TestSearchToleratesOneBadTrialPerLoad: a DUT whose every trial at one
