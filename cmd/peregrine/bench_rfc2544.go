@@ -94,7 +94,7 @@ func (c *rfc2544Config) check() error {
 		errs = append(errs, fmt.Errorf("--initial-duration %v: at most --duration %v", c.initial, c.duration))
 	}
 	if c.reportPath == "" || c.jsonPath == "" {
-		errs = append(errs, errors.New("--report and --json: name the files to write (e.g. rfc2544.md, rfc2544.json)"))
+		errs = append(errs, errors.New("--markdown and --json: name the files to write (e.g. rfc2544.md, rfc2544.json)"))
 	}
 	errs = append(errs,
 		checkPositiveDuration("duration", c.duration, time.Millisecond),
@@ -150,8 +150,9 @@ For each frame size (on the wire, with FCS; imix is 7:4:1 of 64/594/1518):
   frame-loss    loss ratio at 10 % to 100 % of --max-rate
   back-to-back  longest burst at --max-rate with no loss (--burst-trials)
 
-peregrine fwd searches --repeats times at 64 B. Writes --report (Markdown)
-and --json (every parameter, every trial), then prints
+peregrine fwd searches --repeats times at 64 B. Writes --markdown (the
+report, with text plots) and --json (every parameter, every trial), then
+prints
 
   RATIO ndr_64b_fwd_vs_testpmd        (goal >= 1; also 1518 B)
   RATIO ndr_64b_fwd_vs_kernel_bridge  (goal >= 2)
@@ -191,7 +192,7 @@ deleted at the end, also on error or SIGINT/SIGTERM.`,
 	f.StringVar(&c.measures, "measures", "throughput,latency,frame-loss,back-to-back", "measurements, comma-separated")
 	f.IntVar(&c.burstTrials, "burst-trials", rfc2544.DefaultBurstTrials, "back-to-back searches averaged")
 	f.DurationVar(&c.burstDuration, "burst-duration", 2*time.Second, "longest back-to-back burst tried, in time at --max-rate")
-	f.StringVar(&c.reportPath, "report", "rfc2544.md", "Markdown report to write")
+	f.StringVar(&c.reportPath, "markdown", "rfc2544.md", "Markdown report to write")
 	f.StringVar(&c.jsonPath, "json", "rfc2544.json", "JSON result to write (every parameter and trial)")
 	f.StringVar(&c.prefix, "netns-prefix", "", "name the namespaces PREFIX-gen, PREFIX-fwd, PREFIX-sink (default pg2544<pid>)")
 	return cmd
@@ -200,7 +201,7 @@ deleted at the end, also on error or SIGINT/SIGTERM.`,
 func writeRFC2544(rep *rfc2544.Report, mdPath, jsonPath string) error {
 	md, err := os.Create(mdPath)
 	if err != nil {
-		return fmt.Errorf("--report: %w", err)
+		return fmt.Errorf("--markdown: %w", err)
 	}
 	err = errors.Join(rep.WriteMarkdown(md), md.Close())
 	js, jerr := os.Create(jsonPath)

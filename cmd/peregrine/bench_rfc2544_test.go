@@ -28,7 +28,7 @@ func TestBenchRFC2544WritesTheReportAndJSON(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs([]string{"--duts", "kernel,fwd", "--sizes", "64", "--measures", "throughput", "--duration", "20ms",
-		"--max-rate", "20kpps", "--repeats", "2", "--width", "0.05", "--report", md, "--json", js,
+		"--max-rate", "20kpps", "--repeats", "2", "--width", "0.05", "--markdown", md, "--json", js,
 		"--netns-prefix", fmt.Sprintf("pgc%d", os.Getpid()%100000)})
 	require.NoError(t, cmd.Execute(), out.String())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -66,7 +66,7 @@ func TestBenchRFC2544RefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--sizes", "32"}, {"--sizes", "64,jumbo"}, {"--duts", "vpp"}, {"--measures", "latency"},
 		{"--width", "0"}, {"--exceed-ratio", "1"}, {"--max-rate", "0pps"}, {"--duration", "1s", "--initial-duration", "2s"},
-		{"--repeats", "0"}, {"--report", ""},
+		{"--repeats", "0"}, {"--markdown", ""},
 	} {
 		cmd := newBenchRFC2544Command()
 		var out bytes.Buffer
