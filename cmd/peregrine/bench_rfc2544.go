@@ -81,6 +81,14 @@ func (c *rfc2544Config) check() error {
 		errs = append(errs, fmt.Errorf("--max-rate %q: %w; give e.g. 1mpps, 500kpps or 10gbit", c.maxRate, err))
 	}
 	c.rate = r
+	if err == nil {
+		for _, size := range c.sizeList {
+			if fps := r.FramesPerSecond(size.MeanBytes() + 20); fps < 100 || fps > 100e6 {
+				errs = append(errs, fmt.Errorf("--max-rate %q: %.0f frames/s at %s; give 100 to 100,000,000 frames per second", c.maxRate, fps, size))
+				break
+			}
+		}
+	}
 	checkFloat := func(flag string, v, lo, hi float64, hint string) {
 		if !(v >= lo && v <= hi) {
 			errs = append(errs, fmt.Errorf("--%s %g: give %g..%g, %s", flag, v, lo, hi, hint))
@@ -159,8 +167,10 @@ prints
   RATIO search_repeatability          (goal <= 1.10)
   BENCH-SUMMARY pass=<n> fail=<m>
 
-Needs root; dpdk-testpmd from hack/install-deps.sh. The namespaces are
-deleted at the end, also on error or SIGINT/SIGTERM.`,
+Needs root; dpdk-testpmd from hack/install-deps.sh. With the defaults a
+run takes tens of minutes (each DUT and size: a few dozen trials of up to
+--duration, 14 more for latency and loss, and the burst searches). The
+namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rfc2544
   sudo peregrine bench rfc2544 --sizes 64,1518 --duration 2s --max-rate 2mpps
   sudo peregrine bench rfc2544 --duts fwd --sizes 64 --measures throughput --duration 100ms   # a quick look`,

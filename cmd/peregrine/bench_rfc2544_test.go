@@ -65,7 +65,7 @@ func TestBenchRFC2544WritesTheReportAndJSON(t *testing.T) {
 func TestBenchRFC2544RefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--sizes", "32"}, {"--sizes", "64,jumbo"}, {"--duts", "vpp"}, {"--measures", "latency"},
-		{"--width", "0"}, {"--exceed-ratio", "1"}, {"--max-rate", "0pps"}, {"--duration", "1s", "--initial-duration", "2s"},
+		{"--width", "0"}, {"--exceed-ratio", "1"}, {"--max-rate", "0pps"}, {"--max-rate", "10pps"}, {"--duration", "1s", "--initial-duration", "2s"},
 		{"--repeats", "0"}, {"--markdown", ""},
 	} {
 		cmd := newBenchRFC2544Command()
