@@ -236,6 +236,9 @@ func Run(ctx context.Context, t Trialer, dut string, opts Options) (*Result, err
 					pdr = append(pdr, s.Goals[1].Rate)
 				}
 				say("%s search %d/%d: NDR %.0f fps, %d trials", size, i+1, n, s.NDR(), len(s.Trials))
+				if s.GeneratorLimited {
+					say("%s search %d/%d: the generator could not offer some trials' rates (< 97 %%): rates near them are overstated; lower the maximum rate", size, i+1, n)
+				}
 			}
 			sr.NDR, sr.PDR = median(ndr), median(pdr)
 			if n > 1 {

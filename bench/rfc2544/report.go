@@ -65,7 +65,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 			// Layer 1: the frame plus preamble and inter-frame gap (20 B).
 			gbps := s.NDR * (s.Size.MeanBytes() + 20) * 8 / 1e9
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %.3f | %s | %d |\n", res.DUT, s.Size, s.NDR, s.PDR, gbps, rep, trials)
+			limited := ""
+			for _, x := range s.Searches {
+				if x.GeneratorLimited {
+					limited = " (generator-limited)"
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f%s | %.0f | %.3f | %s | %d |\n", res.DUT, s.Size, s.NDR, limited, s.PDR, gbps, rep, trials)
 		}
 	}
 	fmt.Fprintf(&b, "\n```\n")

@@ -70,6 +70,9 @@ type TrialRecord struct {
 	Sent     uint64        `json:"sent"`
 	Received uint64        `json:"received"`
 	Loss     float64       `json:"loss_ratio"`
+	// Offered is the rate actually offered (sent ÷ send time) when the
+	// Trialer measured it, else Rate.
+	Offered float64 `json:"offered_fps"`
 }
 
 // GoalResult is what the search found for one goal.
@@ -96,6 +99,10 @@ type SearchResult struct {
 	Trials []TrialRecord `json:"trials"`
 	// TrialTime sums the trials' durations.
 	TrialTime time.Duration `json:"trial_time_ns"`
+	// GeneratorLimited: some trial offered less than 97 % of its rate (the
+	// generator, not the DUT, set the pace), so a rate near it is
+	// overstated; lower MaxRate.
+	GeneratorLimited bool `json:"generator_limited"`
 }
 
 // NDR returns the first goal's rate (the non-drop rate).
@@ -377,7 +384,13 @@ func (s *searcher) trial(ctx context.Context, g Goal, phase int, rate float64, d
 	}
 	o := outcome{dur: d, loss: r.LossRatio(), rx: float64(r.Received) / d.Seconds()}
 	s.loads[rate] = append(s.loads[rate], o)
-	rec := TrialRecord{Goal: g.Name, Phase: phase, Rate: rate, Duration: d, Sent: r.Sent, Received: r.Received, Loss: o.loss}
+	rec := TrialRecord{Goal: g.Name, Phase: phase, Rate: rate, Duration: d, Sent: r.Sent, Received: r.Received, Loss: o.loss, Offered: rate}
+	if r.SendTime > 0 {
+		rec.Offered = float64(r.Sent) / r.SendTime.Seconds()
+		if rec.Offered < generatorSlack*rate {
+			s.result.GeneratorLimited = true
+		}
+	}
 	s.result.Trials = append(s.result.Trials, rec)
 	s.result.TrialTime += d
 	if s.opts.OnTrial != nil {

@@ -155,3 +155,25 @@ func TestRepeatability(t *testing.T) {
 	require.Equal(t, 1.1, Repeatability([]float64{100, 110, 105}))
 	require.True(t, math.IsInf(Repeatability([]float64{0, 1}), 1))
 }
+
+// TestSearchFlagsAGeneratorThatCannotKeepUp: a Trialer whose sends took
+// longer than the rate allows marks the search generator-limited.
+func TestSearchFlagsAGeneratorThatCannotKeepUp(t *testing.T) {
+	slow := &slowGen{limit: 5e5}
+	res, err := Search(context.Background(), slow, SearchOptions{MaxRate: 1e6})
+	require.NoError(t, err)
+	require.True(t, res.GeneratorLimited)
+	res, err = Search(context.Background(), &slowGen{limit: 2e6}, SearchOptions{MaxRate: 1e6})
+	require.NoError(t, err)
+	require.False(t, res.GeneratorLimited)
+	require.InDelta(t, 1e6, res.Trials[0].Offered, 1)
+}
+
+// slowGen sends at most limit frames per second and loses nothing.
+type slowGen struct{ limit float64 }
+
+func (g *slowGen) Trial(_ context.Context, spec TrialSpec) (TrialResult, error) {
+	n := spec.Count()
+	d := time.Duration(float64(n) / min(spec.Rate, g.limit) * float64(time.Second))
+	return TrialResult{Sent: n, Received: n, SendTime: d}, nil
+}

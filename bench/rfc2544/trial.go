@@ -60,7 +60,14 @@ func (t TrialSpec) Count() uint64 {
 type TrialResult struct {
 	Sent, Received uint64
 	Latency        *hist.HDR
+	// SendTime, when the Trialer measures it, is how long sending took: a
+	// generator that could not keep the rate took longer than asked.
+	SendTime time.Duration
 }
+
+// generatorSlack is how far below the asked rate a trial may offer before
+// it counts as generator-limited.
+const generatorSlack = 0.97
 
 // LossRatio is the fraction of sent frames that did not arrive; more
 // arrivals than sends (duplicates) count as no loss.
