@@ -90,6 +90,14 @@
 // are ndr_64b_fwd_vs_testpmd and ndr_1518b_fwd_vs_testpmd (>= 1),
 // ndr_64b_fwd_vs_kernel_bridge (>= 2) and search_repeatability (<= 1.10).
 //
+// On a two-CPU machine a busy-polling DUT (fwd, testpmd) and the busy
+// traffic loop hold both CPUs, so the controller goroutine and the Go
+// runtime take turns with them: latencies through those DUTs then show
+// milliseconds of scheduling, and a trial whose generator was held back
+// offers less than asked (TrialRecord.Offered; the search is then marked
+// GeneratorLimited and the report says so). Figures that matter come from
+// a machine with a CPU to spare.
+//
 // # Ownership
 //
 // A Trialer owns everything it sends and receives; a TrialResult's

@@ -19,7 +19,11 @@ type armed struct {
 	srcPort  uint16
 	received uint64
 	lat      hist.HDR
-	rx       atomic.Uint64 // received, for the controller's drain wait
+	// startAt and doneAt are the loop's times of the trial's first poll
+	// and of the poll that found the generator done: the send time, to
+	// a loop iteration's precision.
+	startAt, doneAt clock.Time
+	rx              atomic.Uint64 // received, for the controller's drain wait
 }
 
 // trialStage is the traffic side of the veth harness, one stage on one
@@ -57,7 +61,13 @@ func (s *trialStage) Poll(now clock.Time) int {
 	work := 0
 	cur := s.cur
 	if cur != nil {
+		if cur.startAt == 0 {
+			cur.startAt = now
+		}
 		work += cur.gen.Poll(now)
+		if cur.doneAt == 0 && cur.gen.Done() {
+			cur.doneAt = now
+		}
 	}
 	n := s.sink.RxBurst(0, s.burst)
 	if n > 0 {

@@ -60,5 +60,5 @@ func TestRunVethTinyTrials(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[len(lines)-1], "BENCH-SUMMARY pass=1 fail=1"), text)
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
-	require.Contains(t, md.String(), "| fwd | 64B | 20000 |")
+	require.Contains(t, md.String(), "| fwd | 64B | 20000")
 }
