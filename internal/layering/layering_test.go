@@ -40,6 +40,9 @@ var layers = []layer{
 	{"sim", prefix("sim"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric"}},
 	{"app", prefix("app"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim"}},
 	{"bench", prefix("bench"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app"}},
+	// The public API at the module root sits on the transport and the
+	// drivers; nothing of ours imports it.
+	{"peregrine", func(p string) bool { return p+"/" == module }, []string{"internal", "rings", "cam", "sched", "core", "pmd"}},
 	{"cmd", prefix("cmd"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "bench"}},
 	// internal/ holds leaves (release ordering, unit parsing) that import
 	// nothing of ours, so every layer above the rings may use them.
