@@ -50,7 +50,9 @@ func testHost(t testing.TB, opts HostOptions) *Host {
 // connect dials b from a and accepts it.
 func connect(t testing.TB, a, b *Endpoint, opts ConnOptions) (*Conn, *Conn, *Listener) {
 	t.Helper()
-	l, err := b.Listen(opts)
+	lo := opts
+	lo.Ordered = false // the dialler decides
+	l, err := b.Listen(lo)
 	if err != nil {
 		t.Fatal(err)
 	}

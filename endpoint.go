@@ -133,7 +133,7 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 		return nil, &Error{Op: "open " + spec, Status: st, Cause: err}
 	}
 	if opts.MCSQ {
-		return fail(StatusInvalid, fmt.Errorf("%w: Options.MCSQ: the multi-channel send queue is not wired into this package yet (use sched/mcsq over core/rt/txn)", ErrNotSupported))
+		return fail(StatusNotSupported, errors.New("Options.MCSQ: the multi-channel send queue is not wired into this package yet (use sched/mcsq over core/rt/txn)"))
 	}
 	if !opts.IP.IsValid() {
 		return fail(StatusInvalid, invalidf("Options.IP is required (the endpoint's address, e.g. 198.18.0.1)"))
@@ -170,7 +170,7 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	pt, err := pmd.Open(h.h.env, spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, err
 	}
 	e := &engine{host: h, name: spec, opts: opts, port: pt, gone: make(chan struct{}),
 		conns: make(map[*txn.Conn]*conn, opts.MaxConns)}
@@ -354,7 +354,7 @@ func (e *engine) post(op *Op) bool {
 		return false
 	}
 	tag := e.freeTags[len(e.freeTags)-1]
-	t := txn.Op{Tag: uint64(tag), Len: o.n}
+	t := txn.Op{Tag: uint64(tag), Len: o.n, Timeout: c.opts.Timeout}
 	var err error
 	switch o.kind {
 	case opSend:
@@ -676,7 +676,7 @@ func (e *engine) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, 
 
 func (e *engine) doDial(op *Op) {
 	o := &op.o
-	tc, err := e.tx.Open(rt.PeerAddr{MAC: o.peer.MAC, IP: o.peer.IP}, txn.ConnOptions{Ordered: o.copts.Ordered, OpTimeout: o.copts.Timeout, Index: sendIndex})
+	tc, err := e.tx.Open(rt.PeerAddr{MAC: o.peer.MAC, IP: o.peer.IP}, txn.ConnOptions{Ordered: o.copts.Ordered, Index: sendIndex})
 	if err != nil {
 		e.finish(op, 0, statusOf(err), err)
 		return
@@ -696,6 +696,11 @@ func (e *engine) doDial(op *Op) {
 func (e *engine) listen(opts ConnOptions) (*Listener, error) {
 	if err := checkConnOptions(&opts); err != nil {
 		return nil, &Error{Op: "listen", Status: StatusInvalid, Cause: err}
+	}
+	if opts.Ordered {
+		// The transaction layer takes an accepted connection's order from
+		// the side that dialled it (every request carries it).
+		return nil, &Error{Op: "listen", Status: StatusNotSupported, Cause: errors.New("ConnOptions.Ordered on a listener: an accepted connection is ordered when its peer dials it ordered")}
 	}
 	l := &Listener{l: listener{e: e, opts: opts, ch: make(chan *Conn, e.opts.MaxConns), closed: make(chan struct{})}}
 	op := e.takeOp()

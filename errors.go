@@ -85,6 +85,8 @@ const (
 	StatusInvalid
 	// StatusBusy: refused for now.
 	StatusBusy
+	// StatusNotSupported: an option this package does not wire yet.
+	StatusNotSupported
 )
 
 func (s Status) String() string {
@@ -99,6 +101,8 @@ func (s Status) String() string {
 		return "invalid"
 	case StatusBusy:
 		return "busy"
+	case StatusNotSupported:
+		return "not-supported"
 	}
 	if s <= StatusLocalLength {
 		return txn.Status(s).String()
@@ -129,6 +133,8 @@ func (s Status) Err() error {
 		return ErrTooLarge
 	case StatusRefused:
 		return ErrRefused
+	case StatusNotSupported:
+		return ErrNotSupported
 	}
 	return ErrInvalid
 }
@@ -214,6 +220,6 @@ func cancelled(op string, ctx context.Context) error {
 	return &Error{Op: op, Status: StatusCancelled, Cause: context.Cause(ctx)}
 }
 
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
-}
+// invalidf is the cause of a StatusInvalid error (the status makes it
+// match ErrInvalid).
+func invalidf(format string, args ...any) error { return fmt.Errorf(format, args...) }

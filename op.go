@@ -107,7 +107,7 @@ func (o *opState) causeOf() error {
 
 // check validates a data op's arguments on the caller's goroutine.
 func (cn *conn) check(kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
-	if cn.ended.Load() {
+	if kind != opRecv && cn.ended.Load() { // a Recv may still find a message
 		return &Error{Op: kind.String(), Status: StatusClosed, Cause: errors.New("the connection is closed or failed")}
 	}
 	switch kind {
