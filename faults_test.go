@@ -109,7 +109,7 @@ func TestLossyFabricMessages(t *testing.T) {
 	a, b, _ := lossyPair(t, h, "loss=3%,reorder=3%/50us", 7, Options{}, Options{})
 	ca, cb, _ := connect(t, a, b, ConnOptions{Ordered: true, RecvSlots: 16})
 	ctx := ctxT(t)
-	const count = 200
+	const count = 100
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64<<10)

@@ -51,6 +51,18 @@ const (
 	IdleSleep
 )
 
+func (i Idle) String() string {
+	switch i {
+	case IdleAdaptive:
+		return "adaptive"
+	case IdleBusy:
+		return "busy"
+	case IdleSleep:
+		return "sleep"
+	}
+	return "idle?"
+}
+
 // Options configure an endpoint (Host.Open). IP is required; the zero value
 // of the rest selects the defaults, with every mechanism that changes the
 // wire (IOI, global QP numbers) off.
