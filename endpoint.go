@@ -104,6 +104,8 @@ type engine struct {
 	// loop-owned
 	locked   bool
 	stopping bool
+	woke     bool // a caller was handed its op this poll
+	idle     uint32
 	backlog  fifo[entry] // taken, not yet accepted by the transport (busy)
 	tags     []*Op       // txn Op.Tag -> op
 	freeTags []int32
@@ -264,6 +266,19 @@ func (e *engine) Poll(now clock.Time) int {
 	n += e.reap()
 	e.setupFresh()
 	e.postSlots()
+	if n == 0 {
+		e.idle++
+	}
+	if e.woke || e.idle&31 == 31 {
+		// The callers' goroutines share the processors with this loop,
+		// and a caller it just woke waits in this loop's run queue: a poll
+		// that woke one (and every 32nd idle poll, for the others) lets
+		// them run now rather than at the scheduler's next preemption.
+		// On a locked thread a yield hands the processor over, so it is
+		// not done on every idle poll.
+		e.woke = false
+		runtime.Gosched()
+	}
 	return n
 }
 
@@ -470,6 +485,7 @@ func (e *engine) finish(op *Op, n int, st Status, why error) {
 	case o.done <- struct{}{}:
 	default:
 	}
+	e.woke = true
 }
 
 // cancelOp stops op if it is still the generation the canceller saw.
