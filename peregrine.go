@@ -267,7 +267,11 @@ func (r *Region) Remote(off uint64) RemoteAddr { return RemoteAddr{Key: r.r.key,
 // Len returns the region's length.
 func (r *Region) Len() int { return len(r.r.mem) }
 
-// Bytes returns the registered memory.
+// Bytes returns the registered memory. The endpoint writes it on its poll
+// loop (this side's pulls, the peers' pushes): read it once a completion
+// of this endpoint says the writing is over — a Pull's, or a Recv of the
+// message with which the peer says its Push completed — which orders the
+// read after the loop's writes.
 func (r *Region) Bytes() []byte { return r.r.mem }
 
 // RemoteAddr names memory in a peer's registered region: its key and an
