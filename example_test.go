@@ -23,6 +23,29 @@ func openPair(h *peregrine.Host, name string) (a, b *peregrine.Endpoint, err err
 	return a, b, nil
 }
 
+// run opens a host and the in-memory pair name, connects the two
+// endpoints with opts, calls f with them and prints its error, if any, and
+// then closes everything.
+func run(name string, opts peregrine.ConnOptions, f func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error) {
+	h, err := peregrine.NewHost(peregrine.HostOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	a, b, err := openPair(h, name)
+	if err == nil {
+		ctx := context.Background()
+		var ca, cb *peregrine.Conn
+		if ca, cb, err = connected(ctx, a, b, opts); err == nil {
+			err = f(ctx, a, b, ca, cb)
+		}
+		err = errors.Join(err, a.Close(), b.Close())
+	}
+	if err = errors.Join(err, h.Close()); err != nil {
+		fmt.Println(err)
+	}
+}
+
 // connected dials b from a and accepts the connection on b.
 func connected(ctx context.Context, a, b *peregrine.Endpoint, opts peregrine.ConnOptions) (ca, cb *peregrine.Conn, err error) {
 	l, err := b.Listen(peregrine.ConnOptions{RecvSlots: opts.RecvSlots, MaxMessage: opts.MaxMessage})
@@ -243,71 +266,37 @@ func ExampleListener() {
 // ConnOptions size the receive slots: a message longer than the peer's
 // fails with ErrTooLarge.
 func ExampleConnOptions() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "connopts")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, _, err := connected(ctx, a, b, peregrine.ConnOptions{MaxMessage: 1024, RecvSlots: 4})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	err = ca.Send(ctx, make([]byte, 2048))
-	fmt.Println("too large:", errors.Is(err, peregrine.ErrTooLarge))
+	run("connopts", peregrine.ConnOptions{MaxMessage: 1024, RecvSlots: 4}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+		err := ca.Send(ctx, make([]byte, 2048))
+		fmt.Println("too large:", errors.Is(err, peregrine.ErrTooLarge))
+		return nil
+	})
 	// Output: too large: true
 }
 
 // Conn.Send and Conn.Recv move whole messages; a cancelled Recv returns
 // the context's error.
 func ExampleConn() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "conn")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, cb, err := connected(ctx, a, b, peregrine.ConnOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, m := range []string{"one", "two"} {
-		if err := ca.Send(ctx, []byte(m)); err != nil {
-			fmt.Println(err)
-			return
+	run("conn", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
+		for _, m := range []string{"one", "two"} {
+			if err := ca.Send(ctx, []byte(m)); err != nil {
+				return err
+			}
 		}
-	}
-	buf := make([]byte, 64)
-	for range 2 {
-		n, err := cb.Recv(ctx, buf)
-		if err != nil {
-			fmt.Println(err)
-			return
+		buf := make([]byte, 64)
+		for range 2 {
+			n, err := cb.Recv(ctx, buf)
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(buf[:n]))
 		}
-		fmt.Println(string(buf[:n]))
-	}
-	short, cancel := context.WithTimeout(ctx, time.Millisecond)
-	defer cancel()
-	_, err = cb.Recv(short, buf)
-	fmt.Println("nothing more:", errors.Is(err, context.DeadlineExceeded), errors.Is(err, peregrine.ErrCancelled))
+		short, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		_, err := cb.Recv(short, buf)
+		fmt.Println("nothing more:", errors.Is(err, context.DeadlineExceeded), errors.Is(err, peregrine.ErrCancelled))
+		return nil
+	})
 	// Output:
 	// one
 	// two
@@ -317,87 +306,48 @@ func ExampleConn() {
 // Access says what peers may do with a region: pushing into one
 // registered read-only is refused.
 func ExampleAccess() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "access")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, _, err := connected(ctx, a, b, peregrine.ConnOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	readOnly, err := b.Register(make([]byte, 64), peregrine.RemoteRead)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	src, err := a.Register([]byte("data"), 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	err = ca.Push(ctx, src, 0, 4, readOnly.Remote(0))
-	fmt.Println("refused:", errors.Is(err, peregrine.ErrRemoteAccess))
+	run("access", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+		readOnly, err := b.Register(make([]byte, 64), peregrine.RemoteRead)
+		if err != nil {
+			return err
+		}
+		src, err := a.Register([]byte("data"), 0)
+		if err != nil {
+			return err
+		}
+		err = ca.Push(ctx, src, 0, 4, readOnly.Remote(0))
+		fmt.Println("refused:", errors.Is(err, peregrine.ErrRemoteAccess))
+		return nil
+	})
 	// Output: refused: true
 }
 
 // A Region is registered memory: this side pushes from one of its own into
 // the peer's and pulls it back.
 func ExampleRegion() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "region")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, _, err := connected(ctx, a, b, peregrine.ConnOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	remote, err := b.Register(make([]byte, 64), peregrine.RemoteWrite|peregrine.RemoteRead)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	local, err := a.Register([]byte("written remotely, read back"), 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := ca.Push(ctx, local, 0, local.Len(), remote.Remote(8)); err != nil {
-		fmt.Println(err)
-		return
-	}
-	back, err := a.Register(make([]byte, local.Len()), 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := ca.Pull(ctx, back, 0, back.Len(), remote.Remote(8)); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(string(back.Bytes()))
-	fmt.Println("deregistered:", b.Deregister(remote))
+	run("region", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+		remote, err := b.Register(make([]byte, 64), peregrine.RemoteWrite|peregrine.RemoteRead)
+		if err != nil {
+			return err
+		}
+		local, err := a.Register([]byte("written remotely, read back"), 0)
+		if err != nil {
+			return err
+		}
+		if err := ca.Push(ctx, local, 0, local.Len(), remote.Remote(8)); err != nil {
+			return err
+		}
+		back, err := a.Register(make([]byte, local.Len()), 0)
+		if err != nil {
+			return err
+		}
+		if err := ca.Pull(ctx, back, 0, back.Len(), remote.Remote(8)); err != nil {
+			return err
+		}
+		fmt.Println(string(back.Bytes()))
+		fmt.Println("deregistered:", b.Deregister(remote))
+		return nil
+	})
 	// Output:
 	// written remotely, read back
 	// deregistered: <nil>
@@ -406,133 +356,76 @@ func ExampleRegion() {
 // A RemoteAddr names a peer's memory; a key the peer never registered is
 // refused.
 func ExampleRemoteAddr() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "remoteaddr")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, _, err := connected(ctx, a, b, peregrine.ConnOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	dst, err := a.Register(make([]byte, 16), 0)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	err = ca.Pull(ctx, dst, 0, 16, peregrine.RemoteAddr{Key: 0x1234, Addr: 0})
-	fmt.Println("unknown key:", errors.Is(err, peregrine.ErrRemoteAccess))
+	run("remoteaddr", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+		dst, err := a.Register(make([]byte, 16), 0)
+		if err != nil {
+			return err
+		}
+		err = ca.Pull(ctx, dst, 0, 16, peregrine.RemoteAddr{Key: 0x1234, Addr: 0})
+		fmt.Println("unknown key:", errors.Is(err, peregrine.ErrRemoteAccess))
+		return nil
+	})
 	// Output: unknown key: true
 }
 
 // An Op is one asynchronous operation, waited on when its result is
 // needed.
 func ExampleOp() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "op")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, cb, err := connected(ctx, a, b, peregrine.ConnOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	var recv, send peregrine.Op
-	buf := make([]byte, 64)
-	if err := cb.RecvAsync(&recv, buf); err != nil { // buf is the endpoint's now
-		fmt.Println(err)
-		return
-	}
-	if err := ca.SendAsync(&send, []byte("async")); err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, err := send.Wait(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
-	n, err := recv.Wait(ctx) // buf is ours again
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(string(buf[:n]), recv.Status())
+	run("op", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
+		var recv, send peregrine.Op
+		buf := make([]byte, 64)
+		if err := cb.RecvAsync(&recv, buf); err != nil { // buf is the endpoint's now
+			return err
+		}
+		if err := ca.SendAsync(&send, []byte("async")); err != nil {
+			return err
+		}
+		if _, err := send.Wait(ctx); err != nil {
+			return err
+		}
+		n, err := recv.Wait(ctx) // buf is ours again
+		if err != nil {
+			return err
+		}
+		fmt.Println(string(buf[:n]), recv.Status())
+		return nil
+	})
 	// Output: async ok
 }
 
 // A CompletionQueue collects many ops for one goroutine to reap in
 // batches.
 func ExampleCompletionQueue() {
-	h, err := peregrine.NewHost(peregrine.HostOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	a, b, err := openPair(h, "cq")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer b.Close()
-	defer a.Close()
-	ctx := context.Background()
-	ca, _, err := connected(ctx, a, b, peregrine.ConnOptions{RecvSlots: 8})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	cq, err := peregrine.NewCompletionQueue(16)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ops := make([]peregrine.Op, 8)
-	for i := range ops {
-		ops[i].Tag, ops[i].CQ = uint64(i), cq
-		if err := ca.SendAsync(&ops[i], []byte("batch")); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	done := make([]*peregrine.Op, 4)
-	sum := 0
-	for reaped := 0; reaped < len(ops); {
-		n, err := cq.Wait(ctx, done)
+	run("cq", peregrine.ConnOptions{RecvSlots: 8}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+		cq, err := peregrine.NewCompletionQueue(16)
 		if err != nil {
-			fmt.Println(err)
-			return
+			return err
 		}
-		for _, op := range done[:n] {
-			if _, err := op.Result(); err != nil {
-				fmt.Println(err)
-				return
+		ops := make([]peregrine.Op, 8)
+		for i := range ops {
+			ops[i].Tag, ops[i].CQ = uint64(i), cq
+			if err := ca.SendAsync(&ops[i], []byte("batch")); err != nil {
+				return err
 			}
-			sum += int(op.Tag)
 		}
-		reaped += n
-	}
-	fmt.Println("tags sum to", sum)
+		done := make([]*peregrine.Op, 4)
+		sum := 0
+		for reaped := 0; reaped < len(ops); {
+			n, err := cq.Wait(ctx, done)
+			if err != nil {
+				return err
+			}
+			for _, op := range done[:n] {
+				if _, err := op.Result(); err != nil {
+					return err
+				}
+				sum += int(op.Tag)
+			}
+			reaped += n
+		}
+		fmt.Println("tags sum to", sum)
+		return nil
+	})
 	// Output: tags sum to 28
 }
 
