@@ -50,9 +50,8 @@
 //     Recv takes it: the loop copies it into the caller's buffer (the one
 //     copy on the receive path) and posts the slot again. buf is the
 //     endpoint's from the call until it returns (or the Op completes).
-//     A connection accepted by a listener sends without an index (the
-//     transaction layer configures the index only when it opens a
-//     connection): the peer places those packets in order.
+//     Both ends' Sends carry the index: an accepted connection gets it
+//     before its first Send (core/rt/txn Conn.SetIndex).
 //   - Push and Pull name a registered Region (Endpoint.Register) and an
 //     offset; the region's memory is read (push) or written (pull) on the
 //     loop while the op is in flight. The peer's memory is named by a

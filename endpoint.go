@@ -644,7 +644,7 @@ func (e *engine) onConnEvent(ev txn.ConnEvent) {
 func (e *engine) setupFresh() {
 	for i, cn := range e.fresh {
 		e.fresh[i] = nil
-		if err := cn.setupSlots(); err != nil {
+		if err := errors.Join(cn.tc.SetIndex(sendIndex), cn.setupSlots()); err != nil {
 			_ = cn.tc.Abort()
 			continue
 		}

@@ -404,3 +404,48 @@ func TestRefusedOptions(t *testing.T) {
 		t.Fatalf("1000 slots: %v, want ErrInvalid", err)
 	}
 }
+
+// The accepted side's Sends carry a delivery index too: reordered on the
+// way, each is placed into its slot on arrival (bound out of order through
+// an element), never refused for want of a hold buffer as index-less
+// Sends that come early are.
+func TestAcceptedSideSendsCarryIndex(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b, _ := lossyPair(t, h, "reorder=30%/100us", 3, Options{}, Options{})
+	ca, cb, _ := connect(t, a, b, ConnOptions{RecvSlots: 32})
+	ctx := ctxT(t)
+	cq, err := NewCompletionQueue(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := make([]Op, 32)
+	for i := range ops {
+		ops[i].CQ = cq
+		if err := cb.SendAsync(&ops[i], bytes.Repeat([]byte{byte(i)}, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]*Op, 32)
+	for n := 0; n < len(ops); {
+		k, err := cq.Wait(ctx, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range out[:k] {
+			if _, err := op.Result(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n += k
+	}
+	buf := make([]byte, 256)
+	for range ops {
+		if _, err := ca.Recv(ctx, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := a.e.tx.SendStats()
+	if st.HoldFull != 0 || st.BindsElement == 0 {
+		t.Fatalf("dialler's receive side: %d packets refused for want of a hold buffer, %d Sends bound out of order; want 0 and some (the accepted side's Sends carry no index)", st.HoldFull, st.BindsElement)
+	}
+}
