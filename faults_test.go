@@ -449,3 +449,95 @@ func TestAcceptedSideSendsCarryIndex(t *testing.T) {
 		t.Fatalf("dialler's receive side: %d packets refused for want of a hold buffer, %d Sends bound out of order; want 0 and some (the accepted side's Sends carry no index)", st.HoldFull, st.BindsElement)
 	}
 }
+
+// ConnOptions.Timeout ends an operation the network cannot finish with
+// ErrTimeout, at its deadline, whatever the peer does; the connection
+// lives on.
+func TestOpTimeout(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b, w := lossyPair(t, h, "", 1, Options{RetryLimit: 200}, Options{RetryLimit: 200})
+	ca, cb, _ := connect(t, a, b, ConnOptions{Timeout: 20 * time.Millisecond})
+	ctx := ctxT(t)
+	w.down.Store(true)
+	if err := ca.Send(ctx, []byte("lost")); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("send into a dark link: %v, want ErrTimeout", err)
+	}
+	remote, err := b.Register(make([]byte, 4096), RemoteWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := a.Register(make([]byte, 4096), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Push(ctx, local, 0, 4096, remote.Remote(0)); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("push into a dark link: %v, want ErrTimeout", err)
+	}
+	w.down.Store(false)
+	if err := ca.Pull(ctx, local, 0, 4096, remote.Remote(0)); err != nil {
+		t.Fatalf("pull once the link is back: %v", err)
+	}
+	if err := ca.Send(ctx, []byte("found")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if n, err := cb.Recv(ctx, buf); err != nil || string(buf[:n]) != "found" {
+		t.Fatalf("recv: %q, %v (the timed-out Send must not arrive)", buf[:n], err)
+	}
+}
+
+// Pushes and pulls through loss: every byte lands where it belongs.
+func TestLossyFabricPushPull(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b, _ := lossyPair(t, h, "loss=2%,reorder=2%/50us", 11, Options{}, Options{})
+	ca, _, _ := connect(t, a, b, ConnOptions{})
+	ctx := ctxT(t)
+	remote, err := b.Register(make([]byte, 1<<20), RemoteWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := make([]byte, 1<<20)
+	for i := range src {
+		src[i] = byte(i*7 + i>>9)
+	}
+	local, err := a.Register(src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.Register(make([]byte, 1<<20), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, span := range [][2]int{{0, 1000}, {1000, 64 << 10}, {(64 << 10) + 1000, (1 << 20) - (64 << 10) - 1000}} {
+		if err := ca.Push(ctx, local, span[0], span[1], remote.Remote(uint64(span[0]))); err != nil {
+			t.Fatalf("push %v: %v", span, err)
+		}
+	}
+	if err := ca.Pull(ctx, back, 0, 1<<20, remote.Remote(0)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.Bytes(), src) {
+		t.Fatal("pulled bytes differ from those pushed")
+	}
+}
+
+// A pinned endpoint runs its loop on the CPU asked for.
+func TestPinnedEndpoint(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{Pin: true, CPU: 0}, Options{Pin: true, CPU: 0})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	if a.e.loop.CPU() != 0 {
+		t.Fatalf("loop CPU %d, want 0", a.e.loop.CPU())
+	}
+	ca, cb, _ := connect(t, a, b, ConnOptions{})
+	ctx := ctxT(t)
+	if err := ca.Send(ctx, []byte("pinned")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.Recv(ctx, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Open("mem:pinbad/0", Options{IP: netip.MustParseAddr("198.18.0.9"), Pin: true, CPU: 4096}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("CPU 4096: %v, want ErrInvalid", err)
+	}
+}
