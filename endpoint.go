@@ -383,7 +383,7 @@ func (e *engine) post(op *Op) bool {
 			return false // every region slot is in use: retry
 		}
 		o.tmp = r.Key
-		t.Local, t.Len = r, len(o.buf)
+		t.Local = r // t.Len is the message's length: 0 for an empty one
 		o.rsn, err = c.tc.Send(t)
 	case opPush, opPull:
 		t.Local = txn.Region{Key: o.region.r.key, Len: len(o.region.r.mem)}
@@ -491,7 +491,11 @@ func (e *engine) finish(op *Op, n int, st Status, why error) {
 // cancelOp stops op if it is still the generation the canceller saw.
 func (e *engine) cancelOp(op *Op, gen uint32) {
 	o := &op.o
-	if o.gen.Load() != gen || o.state.Load() != statePosted {
+	// The state first: a start stores the new generation before it
+	// stores statePosted, so an op seen posted here shows its current
+	// generation, and a stale request (the op since completed and started
+	// again, perhaps by another caller) is told apart.
+	if o.state.Load() != statePosted || o.gen.Load() != gen {
 		return
 	}
 	switch {

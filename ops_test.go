@@ -39,6 +39,24 @@ func TestEightMiBMessage(t *testing.T) {
 	}
 }
 
+// An empty message is a message: Recv returns it with length 0.
+func TestEmptyMessage(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{}, Options{})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ca, cb, _ := connect(t, a, b, ConnOptions{})
+	ctx := ctxT(t)
+	for _, m := range []string{"", "x", ""} {
+		if err := ca.Send(ctx, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if n, err := cb.Recv(ctx, buf); err != nil || string(buf[:n]) != m {
+			t.Fatalf("recv %q: %q, %v", m, buf[:n], err)
+		}
+	}
+}
+
 // Asynchronous ops reaped in batches from one completion queue, across
 // Sends, Recvs, Pushes and Pulls; Done and Wait on single ops.
 func TestAsyncCompletionQueue(t *testing.T) {
