@@ -138,6 +138,9 @@ func (cn *conn) listRepost() {
 
 // repost gives a slot back to the transport.
 func (cn *conn) repost(slot int32) {
+	if cn.released {
+		return // the connection's slots are gone
+	}
 	cn.toPost = append(cn.toPost, slot)
 	if !cn.postSlots() {
 		cn.listRepost()
@@ -173,6 +176,13 @@ func (cn *conn) match() {
 			continue
 		}
 		cn.ready.pop()
+		if op.o.borrow {
+			// A blocking Recv copies on its own goroutine, off the loop,
+			// and gives the slot back.
+			op.o.lent, op.o.slot = true, int(m.slot)
+			cn.e.finish(op, m.n, StatusOK, nil)
+			continue
+		}
 		off := int(m.slot) * cn.size
 		copy(op.o.buf, cn.slotMem[off:off+m.n])
 		cn.e.finish(op, m.n, StatusOK, nil)

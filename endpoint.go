@@ -63,6 +63,9 @@ type entry struct {
 	op     *Op
 	gen    uint32
 	cancel bool
+	// repost: a blocking Recv gives back the slot it copied out of.
+	repost *conn
+	slot   int32
 }
 
 var (
@@ -112,6 +115,10 @@ func (e *engine) intake() int {
 	for i := range n {
 		en := e.burst[i]
 		e.burst[i] = entry{}
+		if en.repost != nil {
+			en.repost.repost(en.slot)
+			continue
+		}
 		if en.cancel {
 			e.cancelOp(en.op, en.gen)
 			continue
@@ -383,7 +390,7 @@ func (e *engine) drainSubmissions() {
 		for i := range n {
 			en := e.burst[i]
 			e.burst[i] = entry{}
-			if !en.cancel && en.op.o.state.Load() == statePosted {
+			if en.op != nil && !en.cancel && en.op.o.state.Load() == statePosted {
 				e.finish(en.op, 0, StatusClosed, nil)
 			}
 		}
@@ -588,6 +595,7 @@ func (e *engine) takeOp() *Op {
 func (e *engine) putOp(op *Op) {
 	o := &op.o
 	o.buf, o.region, o.c, o.res, o.err, o.lst = nil, nil, nil, nil, nil, nil
+	o.borrow, o.lent = false, false
 	o.cause.Store(nil)
 	op.CQ, op.Tag = nil, 0
 	one := [1]*Op{op}

@@ -90,6 +90,11 @@ type opState struct {
 	tag   int32
 	inTxn bool
 	tmp   uint32 // the region key of a Send's buffer
+	// borrow: a blocking Recv takes its message's slot rather than a copy
+	// (lent, the slot's index in slot), and copies it out itself.
+	borrow bool
+	lent   bool
+	slot   int
 
 	// The results.
 	res    *Conn
@@ -143,11 +148,20 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 	e := cn.e
 	op := e.takeOp()
 	cn.fill(op, kind, buf, r, off, remote)
+	op.o.borrow = kind == opRecv
 	if err := e.launch(op); err != nil {
 		e.putOp(op)
 		return 0, err
 	}
 	n, err := op.wait(ctx)
+	if o := &op.o; o.lent {
+		// The loop lent a Recv's slot instead of copying out of it on the
+		// loop: the copy runs here, on the caller's goroutine, and the
+		// slot goes back to be posted again.
+		copy(buf, cn.slotMem[o.slot*cn.size:o.slot*cn.size+n])
+		o.lent = false
+		e.submit(entry{repost: cn, slot: int32(o.slot)})
+	}
 	e.putOp(op)
 	return n, err
 }
