@@ -23,10 +23,10 @@ func openPair(h *peregrine.Host, name string) (a, b *peregrine.Endpoint, err err
 	return a, b, nil
 }
 
-// run opens a host and the in-memory pair name, connects the two
+// withPair opens a host and the in-memory pair name, connects the two
 // endpoints with opts, calls f with them and prints its error, if any, and
 // then closes everything.
-func run(name string, opts peregrine.ConnOptions, f func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error) {
+func withPair(name string, opts peregrine.ConnOptions, f func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error) {
 	h, err := peregrine.NewHost(peregrine.HostOptions{})
 	if err != nil {
 		fmt.Println(err)
@@ -266,7 +266,7 @@ func ExampleListener() {
 // ConnOptions size the receive slots: a message longer than the peer's
 // fails with ErrTooLarge.
 func ExampleConnOptions() {
-	run("connopts", peregrine.ConnOptions{MaxMessage: 1024, RecvSlots: 4}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+	withPair("connopts", peregrine.ConnOptions{MaxMessage: 1024, RecvSlots: 4}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
 		err := ca.Send(ctx, make([]byte, 2048))
 		fmt.Println("too large:", errors.Is(err, peregrine.ErrTooLarge))
 		return nil
@@ -277,7 +277,7 @@ func ExampleConnOptions() {
 // Conn.Send and Conn.Recv move whole messages; a cancelled Recv returns
 // the context's error.
 func ExampleConn() {
-	run("conn", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
+	withPair("conn", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
 		for _, m := range []string{"one", "two"} {
 			if err := ca.Send(ctx, []byte(m)); err != nil {
 				return err
@@ -306,7 +306,7 @@ func ExampleConn() {
 // Access says what peers may do with a region: pushing into one
 // registered read-only is refused.
 func ExampleAccess() {
-	run("access", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+	withPair("access", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
 		readOnly, err := b.Register(make([]byte, 64), peregrine.RemoteRead)
 		if err != nil {
 			return err
@@ -325,7 +325,7 @@ func ExampleAccess() {
 // A Region is registered memory: this side pushes from one of its own into
 // the peer's and pulls it back.
 func ExampleRegion() {
-	run("region", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+	withPair("region", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
 		remote, err := b.Register(make([]byte, 64), peregrine.RemoteWrite|peregrine.RemoteRead)
 		if err != nil {
 			return err
@@ -356,7 +356,7 @@ func ExampleRegion() {
 // A RemoteAddr names a peer's memory; a key the peer never registered is
 // refused.
 func ExampleRemoteAddr() {
-	run("remoteaddr", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+	withPair("remoteaddr", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
 		dst, err := a.Register(make([]byte, 16), 0)
 		if err != nil {
 			return err
@@ -371,7 +371,7 @@ func ExampleRemoteAddr() {
 // An Op is one asynchronous operation, waited on when its result is
 // needed.
 func ExampleOp() {
-	run("op", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
+	withPair("op", peregrine.ConnOptions{}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, cb *peregrine.Conn) error {
 		var recv, send peregrine.Op
 		buf := make([]byte, 64)
 		if err := cb.RecvAsync(&recv, buf); err != nil { // buf is the endpoint's now
@@ -396,7 +396,7 @@ func ExampleOp() {
 // A CompletionQueue collects many ops for one goroutine to reap in
 // batches.
 func ExampleCompletionQueue() {
-	run("cq", peregrine.ConnOptions{RecvSlots: 8}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
+	withPair("cq", peregrine.ConnOptions{RecvSlots: 8}, func(ctx context.Context, a, b *peregrine.Endpoint, ca, _ *peregrine.Conn) error {
 		cq, err := peregrine.NewCompletionQueue(16)
 		if err != nil {
 			return err
