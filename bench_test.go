@@ -20,7 +20,7 @@ import (
 
 func BenchmarkAPIRoundTrip1K(b *testing.B) {
 	h := testHost(b, HostOptions{})
-	ea, eb := pair(b, h, Options{}, Options{})
+	ea, eb := pair(b, h, Options{Idle: IdleBusy}, Options{Idle: IdleBusy})
 	b.Cleanup(func() { _ = ea.Close(); _ = eb.Close() })
 	ca, cb, _ := connect(b, ea, eb, ConnOptions{})
 	ctx := context.Background()

@@ -362,6 +362,13 @@ func (e *engine) inBacklog(op *Op) bool {
 // Stop runs once as the loop ends (Close): the transport stops, every
 // operation completes with ErrClosed, whatever is still submitted too.
 func (e *engine) Stop(now clock.Time) {
+	// Close set this already; a loop that ends otherwise (a stage panic)
+	// refuses new submissions from here on too, and the last submitter is
+	// waited for, so that nothing enqueued is left unanswered.
+	e.dead.Store(true)
+	for e.users.Load() != 0 {
+		runtime.Gosched()
+	}
 	e.stopping = true
 	e.tx.Stop(now)
 	e.reap()
