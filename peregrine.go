@@ -305,7 +305,9 @@ type Op struct {
 // ErrCancelled and ctx.Err(). One goroutine waits for an op.
 func (op *Op) Wait(ctx context.Context) (int, error) { return op.wait(ctx) }
 
-// Done is closed-like: it receives one value when the op completes.
+// Done delivers one value when the op completes (nil before the op's
+// first start): select on it beside other channels, then take the result
+// with Result.
 func (op *Op) Done() <-chan struct{} { return op.o.done }
 
 // Result returns the op's result once it completed (Completed reports
