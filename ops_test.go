@@ -185,3 +185,51 @@ func TestBlockingCallsDoNotAllocate(t *testing.T) {
 		t.Fatal(failed)
 	}
 }
+
+// The options that change the wire work when both ends turn them on, and
+// a peer without global QP numbers cannot connect to one with them.
+func TestWireOptions(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	on := Options{IOI: true, GlobalQPNs: true}
+	a, b := pair(t, h, on, on)
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ca, cb, _ := connect(t, a, b, ConnOptions{MaxMessage: 1 << 20})
+	ctx := ctxT(t)
+	remote, err := b.Register(make([]byte, 2<<20), RemoteWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bytes.Repeat([]byte("ioi "), 512<<10)
+	local, err := a.Register(src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Push(ctx, local, 0, len(src), remote.Remote(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Send(ctx, src[:1<<20]); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	if n, err := cb.Recv(ctx, buf); err != nil || !bytes.Equal(buf[:n], src[:1<<20]) {
+		t.Fatalf("recv: %d, %v", n, err)
+	}
+	if !bytes.Equal(remote.Bytes()[:len(src)], src) {
+		t.Fatal("pushed bytes differ")
+	}
+	if st := a.e.tx.IOIStats(); st.MsgIOI == 0 {
+		t.Fatalf("IOI on, but no message went with IOI: %+v", st)
+	}
+	if q := a.e.tx.Transport().QPNStats(); q.CAM.Opened == 0 || q.CAM.Translated == 0 {
+		t.Fatalf("global QPNs on, but the QP table opened nothing: %+v", q)
+	}
+
+	plain, other := pair(t, h, Options{}, on)
+	t.Cleanup(func() { _ = plain.Close(); _ = other.Close() })
+	if _, err := other.Listen(ConnOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Dial(ctx, other.Addr(), ConnOptions{}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("a peer without global QPNs: %v, want ErrRefused", err)
+	}
+}
