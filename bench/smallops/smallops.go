@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -41,6 +42,16 @@ type Options struct {
 	Prefix string
 	// Seed seeds the fabric and the endpoints (0: 1).
 	Seed uint64
+	// oneLoop runs both endpoints of an in-memory row on one unpinned
+	// loop: one goroutine does all the work, so a CPU profile's shares
+	// are the cost of an operation at both ends (BenchmarkRow).
+	oneLoop bool
+	// size overrides Size (BenchmarkRow's bulk profiles); label, when
+	// set, starts each pipeline's loops under the pprof label side=
+	// initiator or target, so that a CPU profile splits by endpoint.
+	size  int
+	label bool
+	idle  lcore.IdleMode
 }
 
 // DefaultWindow is Options.Window's default: the transport's default PSN
@@ -93,6 +104,9 @@ type result struct {
 	retx, earlyR uint64        // both endpoints
 	fabricLost   uint64
 	skipped      string
+	// bytes is what the operations completed OK moved from start to
+	// drain (a profile's span).
+	bytes uint64
 }
 
 func (r result) rate() float64 { return float64(r.ops) / r.wall.Seconds() }
@@ -241,7 +255,11 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 		if r.where == throughFabric {
 			ports = []string{"mem:so-a/0", "mem:so-a/1", "mem:so-b/0", "mem:so-b/1"}
 		}
-		p, err := newPipeline(r.name, ports, []app.Lcore{{Name: "initiator", CPU: cpuA}, {Name: "target", CPU: cpuB}})
+		lcores, tl := []app.Lcore{{Name: "initiator", CPU: cpuA}, {Name: "target", CPU: cpuB}}, 1
+		if o.oneLoop {
+			lcores, tl = []app.Lcore{{Name: "both", CPU: -1}}, 0
+		}
+		p, err := newPipeline(r.name, ports, lcores, o.idle)
 		if err != nil {
 			return res, err
 		}
@@ -252,11 +270,11 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 			if err != nil {
 				return res, err
 			}
-			if s.fab, err = p.AddFabric(app.FabricOptions{A: 1, B: 2, AtoB: prof, BtoA: prof, Seed: o.Seed, Loop: 1}); err != nil {
+			if s.fab, err = p.AddFabric(app.FabricOptions{A: 1, B: 2, AtoB: prof, BtoA: prof, Seed: o.Seed, Loop: tl}); err != nil {
 				return res, err
 			}
 		}
-		if err := s.addTransports(o, r, p, tgtPort, 1, p, iniPort, 0); err != nil {
+		if err := s.addTransports(o, r, p, tgtPort, tl, p, iniPort, 0); err != nil {
 			return res, err
 		}
 	case overAFXDP:
@@ -268,12 +286,12 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 			return res, err
 		}
 		s.cleanup = cleanup
-		pt, err := newPipeline(r.name+"-b", []string{fmt.Sprintf("afxdp:%s?netns=%s", ifB, b.Name)}, []app.Lcore{{Name: "target", CPU: cpuB}})
+		pt, err := newPipeline(r.name+"-b", []string{fmt.Sprintf("afxdp:%s?netns=%s", ifB, b.Name)}, []app.Lcore{{Name: "target", CPU: cpuB}}, o.idle)
 		if err != nil {
 			return res, err
 		}
 		s.pipes = append(s.pipes, pt)
-		pi, err := newPipeline(r.name+"-a", []string{fmt.Sprintf("afxdp:%s?netns=%s", ifA, a.Name)}, []app.Lcore{{Name: "initiator", CPU: cpuA}})
+		pi, err := newPipeline(r.name+"-a", []string{fmt.Sprintf("afxdp:%s?netns=%s", ifA, a.Name)}, []app.Lcore{{Name: "initiator", CPU: cpuA}}, o.idle)
 		if err != nil {
 			return res, err
 		}
@@ -283,7 +301,14 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 		}
 	}
 	for i := len(s.pipes) - 1; i >= 0; i-- { // the target first
-		if err := s.pipes[i].Start(); err != nil {
+		start := s.pipes[i].Start
+		if o.label && len(s.pipes) == 2 {
+			side := [2]string{"target", "initiator"}[i]
+			pprof.Do(ctx, pprof.Labels("side", side), func(context.Context) { err = start() })
+		} else {
+			err = start()
+		}
+		if err != nil {
 			return res, err
 		}
 	}
@@ -294,12 +319,15 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 	return s.measure(ctx, o, r, loops)
 }
 
-func newPipeline(name string, ports []string, lcores []app.Lcore) (*app.Pipeline, error) {
+// newPipeline makes a row's pipeline; its loops busy-poll unless idle
+// names another policy (the zero IdleMode is IdleBusy; BenchmarkRow's
+// profiles sleep).
+func newPipeline(name string, ports []string, lcores []app.Lcore, idle lcore.IdleMode) (*app.Pipeline, error) {
 	return app.New(app.Options{
 		Pool:   mbuf.Options{Name: "bench-smallops-" + name, Frames: frames},
 		Ports:  ports,
 		Lcores: lcores,
-		Idle:   lcore.IdlePolicy{Mode: lcore.IdleBusy},
+		Idle:   lcore.IdlePolicy{Mode: idle},
 		Clock:  clock.NewReal(),
 	})
 }
@@ -307,8 +335,12 @@ func newPipeline(name string, ports []string, lcores []app.Lcore) (*app.Pipeline
 // addTransports adds the target (port tp, loop tl of pipeline pt) and the
 // initiator (port ip, loop il of pi) of row r.
 func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi *app.Pipeline, ip, il int) error {
-	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{Size}, Seed: o.Seed + 1}
-	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{Size}, Conns: 2, Seed: o.Seed,
+	size := Size
+	if o.size != 0 {
+		size = o.size
+	}
+	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{size}, Seed: o.Seed + 1}
+	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed,
 		Peer: rt.PeerAddr{MAC: [6]byte(pt.Port(tp).Info().MAC), IP: ipB}}
 	if r.send {
 		// One push, then Sends alone.
@@ -355,13 +387,19 @@ func (s *sides) fabricLost() uint64 {
 	return n
 }
 
+// loopsCPU reads each pinned loop's thread's CPU time (none for an
+// unpinned loop, which has no thread of its own).
 func loopsCPU(loops []*lcore.Loop) ([]time.Duration, error) {
-	out := make([]time.Duration, len(loops))
-	for i, l := range loops {
-		var err error
-		if out[i], err = l.ThreadCPU(); err != nil {
+	var out []time.Duration
+	for _, l := range loops {
+		if l.CPU() < 0 {
+			continue
+		}
+		d, err := l.ThreadCPU()
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -403,11 +441,19 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 	}
 	rt1, er1 := s.retransmits()
 	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, fabricLost: s.fabricLost() - l0}
-	for i := range loops {
+	for i := range cpu1 {
 		res.cpu = max(res.cpu, cpu1[i]-cpu0[i])
 	}
 	if !s.ini.Drain() {
-		return res, errors.New("operations still outstanding 5s after posting stopped")
+		st := s.ini.Load.Stats()
+		t, e := s.retransmits()
+		return res, fmt.Errorf("operations still outstanding 5s after posting stopped: %d posted, %d completed, %d failed; retransmissions %d timeout + %d early (%v)",
+			st.Posted, st.Completed, st.Failed, t, e, s.ini.ConnErr())
+	}
+	if r.send {
+		res.bytes = s.ini.Sends.Stats().Bytes
+	} else {
+		res.bytes = s.ini.Load.Stats().Bytes
 	}
 	if res.ops == 0 {
 		return res, errors.New("no operation completed in the measured window")
