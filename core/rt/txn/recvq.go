@@ -311,6 +311,7 @@ func (e *Endpoint) SendStats() SendStats {
 // is full. Its buffer must stay registered and untouched until the WQE
 // completes (or its connection ends).
 func (h *Conn) PostRecv(wr RecvWR) (wqeNum uint32, err error) {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil || c.closing {
 		return 0, ErrClosed
