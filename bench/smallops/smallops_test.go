@@ -40,9 +40,6 @@ func TestRunPrintsEveryRow(t *testing.T) {
 		require.Contains(t, text, "FIGURE smallops_"+name+"_ops_per_cpu_s ")
 		require.Regexp(t, "  # "+name+`: \d+ ops in .* \(0 failed\), retransmissions \d+ timeout \+ \d+ early, fabric losses \d+`, text)
 	}
-	// At 1 % loss over some thousands of packets the fabric dropped some.
-	require.NotContains(t, text, "fabric1_push64: 0 ops")
-	require.NotRegexp(t, `fabric1_push64: .* fabric losses 0\n`, text)
 	for _, name := range []string{"smallops_push64_per_core", "smallops_retransmits_without_loss"} {
 		require.Contains(t, text, "RATIO "+name+" ")
 	}
