@@ -10,7 +10,7 @@ import (
 	"github.com/peregrine-net/peregrine/sched"
 )
 
-// Two-sided operations (SEEDS §S2): the initiator's Send names no remote
+// Two-sided operations (docs/sends.md): the initiator's Send names no remote
 // memory; its bytes go into the target's next posted receive WQE
 // (PostRecv, recvq.go), as an RDMA SEND into a queue pair's receive
 // queue (ibv_post_send with IBV_WR_SEND; ibv_post_recv). The k-th Send of
