@@ -288,7 +288,7 @@ func (d *dixEP) publish() {
 }
 
 // SendStats returns the two-sided counters as of the end of the latest
-// Poll.
+// Poll that published them (see Stats).
 func (e *Endpoint) SendStats() SendStats {
 	v := func(i int) uint64 { return e.dx.pub[i].Load() }
 	return SendStats{
