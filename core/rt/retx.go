@@ -489,9 +489,14 @@ func (e *Endpoint) onDupReport(c *conn, w wire.Window, psn uint32) {
 		if x.sends < 2 || !x.earlyDecl || x.prevAt == 0 {
 			return
 		}
-		// Still outstanding (the ACK of the first copy was lost): the
-		// original came at least this late.
-		late = e.now.Sub(x.prevAt) - r.win[c.window(w)].rtt
+		// Still outstanding: the resend was not needed, but when the
+		// first copy came is unknown — its ACK may have been lost, or
+		// could not name it (past the ACK's bitmap, behind a hole that
+		// a dead path keeps open). The time since it was sent is no
+		// lateness: taken as one, each report of a packet held behind
+		// such a hole widened the window more than the one before.
+		e.cnt.own[cSpuriousDup]++
+		return
 	}
 	e.cnt.own[cSpuriousDup]++
 	r.widen(late)

@@ -88,7 +88,8 @@ type rackState struct {
 	// slowly than reo, so that reordering which comes in bursts (a path
 	// that stalls now and then, frames held back at random) is covered
 	// between one burst and the next; RFC 8985 keeps its DSACK-widened
-	// window for 16 recoveries for the same reason.
+	// window for 16 recoveries for the same reason. It halves after
+	// floorKeep early resends in a row that drew no report (needed).
 	floor time.Duration
 	// resent remembers the latest packets acknowledged after an early
 	// resend, for the duplicate report that may follow their ACK (the
@@ -96,7 +97,20 @@ type rackState struct {
 	// how late the original was if it was what the ACK acknowledged.
 	resent [32]resentRec
 	nextRe uint8
+	// needed counts early resends that drew no duplicate report since
+	// the floor last widened.
+	needed uint8
 }
+
+// floorKeep is the early resends in a row found needed (no duplicate
+// report) that halve the floor. Without it only acknowledgements of
+// packets nothing overtook wore the floor down (1/4096 each), so where
+// nearly every packet is overtaken or resent — a fabric that sprays a
+// quarter of its frames into a dead path — a few late originals kept it
+// for good, and every loss waited it out: ten times the round trip, half
+// the goodput. RFC 8985 likewise drops its DSACK-widened window after 16
+// recoveries without a DSACK.
+const floorKeep = 32
 
 // resentRec is one packet acknowledged after an early resend.
 type resentRec struct {
@@ -108,6 +122,14 @@ type resentRec struct {
 // noteResent remembers an acknowledged packet whose latest transmission
 // was an early resend.
 func (r *rackState) noteResent(w wire.Window, psn uint32, late time.Duration) {
+	if r.resent[r.nextRe%uint8(len(r.resent))].win != 0 {
+		// The record it replaces drew no duplicate report in the
+		// len(resent) resends since: that resend was needed.
+		if r.needed++; r.needed >= floorKeep {
+			r.floor /= 2
+			r.needed = 0
+		}
+	}
 	r.resent[r.nextRe%uint8(len(r.resent))] = resentRec{win: w, psn: psn, late: late}
 	r.nextRe++
 }
@@ -125,7 +147,10 @@ func (r *rackState) takeResent(w wire.Window, psn uint32) (time.Duration, bool) 
 }
 
 // widen raises the window's floor to cover a late original.
-func (r *rackState) widen(late time.Duration) { r.floor = max(r.floor, late+late/4) }
+func (r *rackState) widen(late time.Duration) {
+	r.floor = max(r.floor, late+late/4)
+	r.needed = 0
+}
 
 // rackMark is the most recently sent acknowledged packet of a window
 // (RFC 8985's RACK.xmit_ts, RACK.rtt and RACK.end_seq).
