@@ -189,7 +189,14 @@
 // packet is reported abandoned (EventAbandoned: it may or may not have been
 // delivered), and if the resync runs out too the connection fails
 // (EventFailed, ErrRetryExhausted). The RTO follows Jacobson/Karels over
-// the echoed samples, plus AckDelay, within [MinRTO, MaxRTO].
+// the echoed samples, plus AckDelay, within [MinRTO, MaxRTO]. A timer
+// resend the peer reports as a duplicate (or an ACK too soon for it)
+// fired for a packet that was only waiting — the peer's poll loop
+// descheduled, its ring backed up — and the RTO is kept above how long
+// those packets took, plus a quarter, halving each second without
+// another (SpuriousTimeout): with one sample per packet RTTVAR forgets a
+// stall within a few dozen packets, and every stall of a loop on a
+// shared machine cost a window of resends with nothing lost.
 //
 // A Send that finds the window (WindowSize PSNs), the congestion window,
 // the CAM or the pool full is refused with an error matching ErrBusy and

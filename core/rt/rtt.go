@@ -22,13 +22,33 @@ type rttEstimator struct {
 	rto          time.Duration
 	samples      uint64
 	rack         rackState
+	// stall is what spurious timeouts taught the timeout: a packet whose
+	// timer fired was only waiting (the peer's duplicate report of the
+	// resend, or an ACK too soon for it, shows the first copy arrived),
+	// for this long from its send to its ACK — the peer's poll loop
+	// descheduled, or its receive ring backed up. The timeout stays
+	// longer than that, so the next such stall costs no window of
+	// resends; it halves every stallHalfLife without a new one. RTT
+	// samples alone cannot keep it: one per packet, RTTVAR forgets a
+	// stall within a few dozen packets (RFC 4015 restores the timeout
+	// from the spurious one's sample for the same reason).
+	stall   time.Duration
+	stallAt clock.Time
 }
+
+// stallHalfLife is how long a learnt stall keeps the timeout up at full
+// length.
+const stallHalfLife = time.Second
 
 func (r *rttEstimator) init(initial time.Duration) { *r = rttEstimator{rto: initial} }
 
-func (r *rttEstimator) sample(rtt time.Duration, o *Options) {
+func (r *rttEstimator) sample(rtt time.Duration, now clock.Time, o *Options) {
 	if rtt < 0 {
 		return
+	}
+	if r.stall > 0 && now.Sub(r.stallAt) >= stallHalfLife {
+		r.stall /= 2
+		r.stallAt = now
 	}
 	if r.samples == 0 {
 		r.srtt, r.rttvar = rtt, rtt/2
@@ -41,7 +61,18 @@ func (r *rttEstimator) sample(rtt time.Duration, o *Options) {
 		r.srtt = (7*r.srtt + rtt) / 8
 	}
 	r.samples++
-	r.rto = min(max(r.srtt+max(o.TimerTick, 4*r.rttvar)+o.AckDelay, o.MinRTO), o.MaxRTO)
+	r.rto = min(max(r.srtt+max(o.TimerTick, 4*r.rttvar)+o.AckDelay, o.MinRTO, r.stall), o.MaxRTO)
+}
+
+// stalled learns from a spurious timeout: a packet that took took from
+// its send to its ACK had its timer fire.
+func (r *rttEstimator) stalled(took time.Duration, now clock.Time, o *Options) {
+	if took <= 0 {
+		return
+	}
+	r.stall = max(r.stall, took+took/4)
+	r.stallAt = now
+	r.rto = min(max(r.rto, r.stall), o.MaxRTO)
 }
 
 // backoff returns the timeout after n timeouts of one packet: RTO doubled
@@ -97,6 +128,8 @@ type rackState struct {
 	// how late the original was if it was what the ACK acknowledged.
 	resent [32]resentRec
 	nextRe uint8
+	// tmo: the timer's latest resends acknowledged (rttEstimator.stall).
+	tmo tmoRange
 	// needed counts early resends that drew no duplicate report since
 	// the floor last widened.
 	needed uint8
@@ -117,6 +150,46 @@ type resentRec struct {
 	win  wire.Window // 0: free
 	psn  uint32
 	late time.Duration
+}
+
+// tmoRange is the timer's latest resends acknowledged, for the duplicate
+// reports that may follow (a whole window's timers fire together when
+// the peer's loop stalls, more than resent records): their window, the
+// PSNs from lo to hi, the longest time from a first copy's send to its
+// ACK among them, and when the latest was acknowledged.
+type tmoRange struct {
+	win    wire.Window // 0: none
+	lo, hi uint32
+	took   time.Duration
+	at     clock.Time
+}
+
+// note adds packet psn of window w, acknowledged now after a timer's
+// resend, took after its first copy was sent; a range older than gap
+// starts again.
+func (t *tmoRange) note(w wire.Window, psn uint32, took time.Duration, now clock.Time, gap time.Duration) {
+	if t.win != w || now.Sub(t.at) > gap {
+		*t = tmoRange{win: w, lo: psn, hi: psn, took: took, at: now}
+		return
+	}
+	if int32(psn-t.lo) < 0 {
+		t.lo = psn
+	}
+	if int32(psn-t.hi) > 0 {
+		t.hi = psn
+	}
+	t.took, t.at = max(t.took, took), now
+}
+
+// take reports (and forgets the range) whether packet psn of window w is
+// in it, and the longest time its packets took.
+func (t *tmoRange) take(w wire.Window, psn uint32) (time.Duration, bool) {
+	if t.win == 0 || t.win != w || int32(psn-t.lo) < 0 || int32(psn-t.hi) > 0 {
+		return 0, false
+	}
+	took := t.took
+	*t = tmoRange{}
+	return took, true
 }
 
 // noteResent remembers an acknowledged packet whose latest transmission
