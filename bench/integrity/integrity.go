@@ -21,7 +21,10 @@
 //     frame dropped;
 //   - goodput_vs_before: goodput over a run of the same traffic and seed
 //     with the transport's early retransmission as it was before
-//     duplicate reports (rt.Options.NoDupReports);
+//     duplicate reports (rt.Options.NoDupReports). Everything else (path
+//     health, timeouts, congestion control) is the same code in both
+//     runs, so the ratio is what duplicate reports do to goodput, not a
+//     comparison with an older build: a change elsewhere moves both;
 //   - inorder_2pct_loss_ops_abandoned: operations that did not complete OK
 //     with every data packet in order (ioi.ModeInOrder), 128 packets
 //     outstanding per connection (a fixed window the size of the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,6 +58,9 @@ func TestPathDeathRows(t *testing.T) {
 		require.Zero(t, row.Dead.Abandoned+row.Healthy.Abandoned, r.name)
 		require.GreaterOrEqual(t, row.Dead.DeadPath, 0)
 		require.Positive(t, row.Dead.DetectedAfter, r.name)
+		// A move needs a packet lost twice on the path (the in-order row:
+		// two timeouts, 1 ms and 2 ms), and comes soon after.
+		require.Less(t, row.Dead.DetectedAfter, 5*time.Millisecond, r.name)
 	}
 }
 
