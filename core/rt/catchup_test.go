@@ -56,3 +56,34 @@ func TestReceiverPausesCostNoResendsOnceLearnt(t *testing.T) {
 	require.Zero(t, second, "resends after the first stops showed the timeout too short")
 	require.LessOrEqual(t, first, uint64(4*DefaultWindowSize), "more than the first stops' windows of resends to learn it")
 }
+
+// A timer resend whose first copy's ACK was lost draws a duplicate report
+// in the very ACK that first acknowledges the packet: no stall of the
+// peer's, and the timeout must not grow by it. Taken as one, each lost
+// ACK of a tail packet made the timeout longer by a quarter.
+func TestLostACKIsNoStall(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	h.run(func() bool { return ca.RTO() > 0 }, time.Second)
+	lost := 0
+	h.pb.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypeAck && lost < 1 {
+			lost++
+			return 0 // the first ACK of the push
+		}
+		return 1
+	}
+	for i := range 5 {
+		before := ca.RTO()
+		lost = 0
+		_, err := ca.Send(SendHeader{Type: wire.TypePushRequest, RSN: uint32(i)}, payload(uint64(i), 64))
+		require.NoError(t, err)
+		h.run(h.quiet, time.Second)
+		require.Equal(t, 1, lost)
+		require.LessOrEqual(t, ca.RTO(), before, "a lost ACK lengthened the timeout (push %d)", i)
+	}
+	st := h.a.Stats()
+	require.EqualValues(t, 5, st.TxRetransmit)
+	require.Zero(t, st.SpuriousTimeout)
+	require.Positive(t, st.RxDupReport)
+}

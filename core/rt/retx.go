@@ -479,7 +479,7 @@ func (e *Endpoint) onDupReport(c *conn, w wire.Window, psn uint32) {
 		return
 	}
 	r := &c.rtt.rack
-	if took, ok := r.tmo.take(w, psn); ok {
+	if took, ok := r.tmo.take(w, psn, c.stats.AcksReceived); ok {
 		// The timer fired for packets that were only waiting.
 		e.cnt.own[cSpuriousTimeout]++
 		c.rtt.stalled(took, e.now, &e.opts)
@@ -570,7 +570,7 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if x.earlyDecl {
 			r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
 		} else {
-			r.tmo.note(x.win, x.psn, e.now.Sub(x.prevAt), e.now, c.rtt.rto)
+			r.tmo.note(x.win, x.psn, e.now.Sub(x.prevAt), e.now, c.rtt.rto, c.stats.AcksReceived)
 		}
 	}
 	if !resent {

@@ -162,16 +162,18 @@ type tmoRange struct {
 	lo, hi uint32
 	took   time.Duration
 	at     clock.Time
+	ack    uint64 // the connection's ACK count at the latest
 }
 
 // note adds packet psn of window w, acknowledged now after a timer's
 // resend, took after its first copy was sent; a range older than gap
 // starts again.
-func (t *tmoRange) note(w wire.Window, psn uint32, took time.Duration, now clock.Time, gap time.Duration) {
+func (t *tmoRange) note(w wire.Window, psn uint32, took time.Duration, now clock.Time, gap time.Duration, ack uint64) {
 	if t.win != w || now.Sub(t.at) > gap {
-		*t = tmoRange{win: w, lo: psn, hi: psn, took: took, at: now}
+		*t = tmoRange{win: w, lo: psn, hi: psn, took: took, at: now, ack: ack}
 		return
 	}
+	t.ack = ack
 	if int32(psn-t.lo) < 0 {
 		t.lo = psn
 	}
@@ -182,9 +184,12 @@ func (t *tmoRange) note(w wire.Window, psn uint32, took time.Duration, now clock
 }
 
 // take reports (and forgets the range) whether packet psn of window w is
-// in it, and the longest time its packets took.
-func (t *tmoRange) take(w wire.Window, psn uint32) (time.Duration, bool) {
-	if t.win == 0 || t.win != w || int32(psn-t.lo) < 0 || int32(psn-t.hi) > 0 {
+// in it, acknowledged by an ACK before ack (the connection's ACK count
+// now), and the longest time its packets took. A report in the ACK that
+// acknowledged them is no stall: the first copy's ACK was lost and the
+// resend's ACK is the first the sender got, which a timeout is for.
+func (t *tmoRange) take(w wire.Window, psn uint32, ack uint64) (time.Duration, bool) {
+	if t.win == 0 || t.win != w || int32(psn-t.lo) < 0 || int32(psn-t.hi) > 0 || t.ack == ack {
 		return 0, false
 	}
 	took := t.took
