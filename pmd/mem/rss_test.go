@@ -185,14 +185,23 @@ func TestSteerHashFullRing(t *testing.T) {
 	require.ErrorContains(t, err, "was created with steer=hash")
 }
 
+// hashPair returns a hash-steered pair closed at cleanup.
+func hashPair(t *testing.T, pool *mbuf.Pool, queues, size int) (a, b *mem.Port) {
+	t.Helper()
+	a, b, err := mem.NewPair(pool, mem.PairOptions{Queues: queues, Size: size, Steer: mem.SteerHash})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		a.Close()
+		b.Close()
+	})
+	return a, b
+}
+
 // TestSteerHashConcurrent drives two sending and two receiving queues from
 // four goroutines (run it with -race): every packet arrives once.
 func TestSteerHashConcurrent(t *testing.T) {
 	pool := newPool(t, 8192)
-	a, b, err := mem.NewPair(pool, mem.PairOptions{Queues: 2, Size: 256, Steer: mem.SteerHash})
-	require.NoError(t, err)
-	defer a.Close()
-	defer b.Close()
+	a, b := hashPair(t, pool, 2, 256)
 	const perSender = 20000
 	var received [2]int
 	var done sync.WaitGroup
@@ -246,10 +255,7 @@ func TestSteerHashConcurrent(t *testing.T) {
 // TestSteerHashAllocs: steering allocates nothing per packet.
 func TestSteerHashAllocs(t *testing.T) {
 	pool := newPool(t, 256)
-	a, b, err := mem.NewPair(pool, mem.PairOptions{Queues: 4, Size: 64, Steer: mem.SteerHash})
-	require.NoError(t, err)
-	defer a.Close()
-	defer b.Close()
+	a, b := hashPair(t, pool, 4, 64)
 	hs := make([]mbuf.Handle, 32)
 	require.Equal(t, 32, pool.AllocBulk(hs))
 	for i, h := range hs {
