@@ -279,3 +279,24 @@ pipelines: [{lcore: a, stages: [
 	require.ErrorContains(t, err, "pipelines[0].stages[0].sends: window 1 and 4096 Sends and 0 receive WQEs of up to 1073741824 B need")
 	require.ErrorContains(t, err, "pipelines[0].stages[1].post_recv: window 1 and 0 Sends and 256 receive WQEs")
 }
+
+// A failed coverage check says why — WRs without a CQE, or a drain cut
+// short — and what to do, naming the setting.
+func TestCoverCheckSaysWhyAndWhatToDo(t *testing.T) {
+	const more = "give run.drain more time (e.g. drain: 10s)"
+	for _, tc := range []struct {
+		drained         bool
+		posted, covered uint64
+		ok              bool
+		want            string
+	}{
+		{true, 3862, 3862, true, "(3862 posted, 3862 covered)"},
+		{false, 3862, 3862, false, "(3862 posted, 3862 covered): every WR has its CQE, but the drain ended before the send queues were seen empty, so a late CQE could not be ruled out: " + more + "; a second signal"},
+		{true, 10, 7, false, ": 3 WR(s) had no CQE when the drain ended (the target stopped answering, or the drain was too short): " + more},
+		{true, 7, 10, false, ": 3 CQEs covered WRs never posted"},
+	} {
+		c := config.CoverCheck(tc.drained, tc.posted, tc.covered, more)
+		require.Equal(t, tc.ok, c.OK, c.What)
+		require.Contains(t, c.What, tc.want)
+	}
+}
