@@ -3,14 +3,17 @@ package config_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/core/qpx"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
@@ -127,6 +130,16 @@ pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 
 			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
 			`pipelines[0].stages[0].first_qpn: 0x1000000 is out of range: use 0x2..0xfffffe`,
 			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
+		}},
+		{"roce: QP numbers the stage could not open", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}]
+pipelines:
+  - {lcore: a, stages: [{kind: roce, net: p0, host: p1, qps: ["qpn=0xffffff"]}]}
+  - {lcore: b, stages: [{kind: roce, net: p0, host: p1, retire: 1, open: 3, qps: ["qpn=0x100", "qpn=4"]}]}
+`, []string{
+			`pipelines[0].stages[0].qps[0]: "qpn=0xffffff": qpn=0xffffff is out of range: use 0x2..0xfffffe`,
+			`pipelines[1].stages[0].qps[1]: "qpn=4": qpn=0x4 is taken by one of the 3 QPs opened first (0x3..0x5 after 1 retired)`,
 		}},
 		{"roce: unknown key", `
 lcores: [{name: a}]
@@ -298,5 +311,62 @@ func TestCoverCheckSaysWhyAndWhatToDo(t *testing.T) {
 		c := config.CoverCheck(tc.drained, tc.posted, tc.covered, more)
 		require.Equal(t, tc.ok, c.OK, c.What)
 		require.Contains(t, c.What, tc.want)
+	}
+}
+
+// CheckRoCEQPs refuses exactly the QP lists the stage's table would
+// refuse to open: random rotations (some wrapping past the last QPN),
+// retired and opened counts and qps, each checked against a qpx.Table
+// doing what app.AddRoCE does.
+func TestCheckRoCEQPsAgreesWithTheTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	for trial := range 2000 {
+		first := uint32(0)
+		if r.IntN(2) == 0 {
+			first = qpx.LastQPN - uint32(r.IntN(8))
+		}
+		retire, open := r.IntN(6), r.IntN(6)
+		var qps []app.RoCEQP
+		for range r.IntN(4) {
+			q := app.RoCEQP{}
+			switch r.IntN(4) {
+			case 0: // the rotation's next
+			case 1:
+				q.QPN = uint32(r.IntN(12)) // near the start, 0 and 1 included
+			default:
+				q.QPN = qpx.MaxQPN - uint32(r.IntN(12))
+			}
+			qps = append(qps, q)
+		}
+		tb, err := qpx.New(qpx.Options{Slots: 64, Start: first, Name: "check"})
+		require.NoError(t, err)
+		for range retire {
+			q, _, err := tb.Open(qpx.Context{})
+			require.NoError(t, err)
+			require.NoError(t, tb.Close(q))
+		}
+		for range open {
+			_, _, err := tb.Open(qpx.Context{})
+			require.NoError(t, err)
+		}
+		want := -1
+		for i, q := range qps {
+			if q.QPN == 0 {
+				_, _, err = tb.Open(qpx.Context{})
+			} else {
+				_, err = tb.Bind(q.QPN, qpx.Context{})
+			}
+			if err != nil {
+				want = i
+				break
+			}
+		}
+		i, err := config.CheckRoCEQPs(first, retire, open, qps)
+		if want < 0 {
+			require.NoError(t, err, "trial %d: first %#x retire %d open %d qps %+v", trial, first, retire, open, qps)
+		} else {
+			require.Error(t, err, "trial %d: first %#x retire %d open %d qps %+v", trial, first, retire, open, qps)
+			require.Equal(t, want, i, "trial %d", trial)
+		}
 	}
 }
