@@ -65,7 +65,8 @@ const (
 	// request/response exchange, a stream — finds the loop awake and
 	// sees busy-polling latency; a loop idle for longer costs what a
 	// sleeping one does, plus YieldFor of a CPU after each spell of work.
-	// The default of the shipped configurations.
+	// The default of the peregrine binary (every --idle flag, a config
+	// file's idle key).
 	IdleAdaptive
 )
 
@@ -344,7 +345,11 @@ func (p IdlePolicy) withDefaults() (IdlePolicy, error) {
 		p.SpinPolls = DefaultSpinPolls
 	}
 	if p.SleepMin == 0 {
-		p.SleepMin = min(DefaultSleepMin, max(p.SleepMax, time.Nanosecond))
+		// The default, or a shorter SleepMax given alone.
+		p.SleepMin = DefaultSleepMin
+		if p.SleepMax > 0 {
+			p.SleepMin = min(DefaultSleepMin, p.SleepMax)
+		}
 	}
 	if p.SleepMax == 0 {
 		p.SleepMax = max(DefaultSleepMax, p.SleepMin)
