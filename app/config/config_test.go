@@ -35,7 +35,7 @@ func TestParseAppliesDefaults(t *testing.T) {
 	c, err := config.Parse([]byte(genSink))
 	require.NoError(t, err)
 	require.Equal(t, config.DefaultFrames, c.File.Pool.Frames)
-	require.Equal(t, "sleep", c.File.Idle)
+	require.Equal(t, "adaptive", c.File.Idle)
 	require.Len(t, c.Stages, 2)
 	require.Equal(t, "generator-0", c.Stages[0].Name)
 	require.Equal(t, "pipelines[0].stages[1]", c.Stages[1].Path)

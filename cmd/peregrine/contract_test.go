@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/peregrine-net/peregrine/app/config"
@@ -669,4 +670,24 @@ func TestContractDefects(t *testing.T) {
 			t.Errorf("%s: the error holds Go (%q):\n%s", line, m, r.out)
 		}
 	}
+}
+
+// Every subcommand's poll loops idle by one default, the config file's
+// (adaptive: spin after work, then yield, then sleep), and --help says
+// which modes there are.
+func TestContractIdleDefault(t *testing.T) {
+	require.Equal(t, "adaptive", config.DefaultIdle)
+	n := 0
+	for _, c := range leafCommands(newRootCommand()) {
+		f := c.Flags().Lookup("idle")
+		if f == nil {
+			continue
+		}
+		n++
+		require.Equal(t, config.DefaultIdle, f.DefValue, c.CommandPath())
+		for _, mode := range []string{"adaptive", "busy", "yield", "sleep"} {
+			require.Contains(t, f.Usage, mode, c.CommandPath())
+		}
+	}
+	require.GreaterOrEqual(t, n, 6, "subcommands with --idle")
 }

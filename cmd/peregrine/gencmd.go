@@ -95,7 +95,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until --count, --idle-exit or SIGINT)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
 	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")

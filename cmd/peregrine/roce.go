@@ -80,7 +80,7 @@ ends when the capture is read.`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM or the pcap input ends)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
 	f.IntVar(&cfg.frames, "frames", 4096, "frames in the packet pool")
 	f.IntVar(&cfg.slots, "slots", 64, "local QP contexts (the CAM's size, 1..1048576)")
