@@ -13,6 +13,7 @@ import (
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/qpx"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
@@ -130,6 +131,23 @@ pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 
 			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
 			`pipelines[0].stages[0].first_qpn: 0x1000000 is out of range: use 0x2..0xfffffe`,
 			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
+		}},
+		{"generator addresses: the gen flags' rules and words", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}, {name: p2, spec: "null:"}]
+pipelines: [{lcore: a, stages: [
+  {kind: generator, port: p0, src_mac: bogus, dst_ip: 198.18.0.9-198.18.0.2, dst_port: "0", vlan: 4095, src_port: 65535, flows: 2},
+  {kind: generator, port: p1, src_ip: 198.18.0.1, dst_ip: "2001:db8::2", vlan: 7, size: 60},
+  {kind: sink, port: p2, src_port: 70000}]}]
+`, []string{
+			`pipelines[0].stages[0].src_mac: "bogus": give an Ethernet address, e.g. 02:00:00:00:00:01`,
+			`pipelines[0].stages[0].dst_ip: "198.18.0.9-198.18.0.2": give LOW-HIGH of one family, low first`,
+			`pipelines[0].stages[0].dst_port: "0" is not a UDP port or range (1..65535, e.g. 9 or 1000-1099)`,
+			`pipelines[0].stages[0].vlan: 4095: give a VLAN ID 1..4094, or 0 for untagged frames`,
+			`pipelines[0].stages[0].src_port: 65535: give 1..65534, so that the flows 2 source ports fit under 65536`,
+			`pipelines[0].stages[1].src_ip: 198.18.0.1 and dst_ip 2001:db8::2: give both IPv4 or both IPv6`,
+			`pipelines[0].stages[1].size: "60": frames of 60 B are too small for these headers (a VLAN tag adds 4 B, IPv6 20 B) and the stamp: use 64 B or more`,
+			`pipelines[0].stages[2].src_port: 70000: give 1..65535`,
 		}},
 		{"roce: QP numbers the stage could not open", `
 lcores: [{name: a}]
@@ -291,6 +309,33 @@ pipelines: [{lcore: a, stages: [
 `))
 	require.ErrorContains(t, err, "pipelines[0].stages[0].sends: window 1 and 4096 Sends and 0 receive WQEs of up to 1073741824 B need")
 	require.ErrorContains(t, err, "pipelines[0].stages[1].post_recv: window 1 and 0 Sends and 256 receive WQEs")
+}
+
+// A generator stage takes gen's addresses: IPv6 ranges, ports, VLAN and
+// MACs reach the generator's options, and the defaults are gen's.
+func TestGeneratorAddresses(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: out, spec: "mem:ga/0"}, {name: in, spec: "mem:ga/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: generator, port: out, size: 128, src_mac: "02:aa:00:00:00:01", dst_mac: "02:aa:00:00:00:02",
+   src_ip: "2001:db8::1-2001:db8::4", dst_ip: "2001:db8::100", src_port: 30000, dst_port: 7000-7009, vlan: 42, flows: 2},
+  {kind: generator, port: out},
+  {kind: sink, port: in, flows: 2, src_port: 30000}]}]
+`))
+	require.NoError(t, err)
+	g := c.Stages[0].Spec.(*config.Generator)
+	require.Equal(t, "2001:db8::1", g.Opts().Addressing.SrcIP.Lo.String())
+	require.Equal(t, "2001:db8::4", g.Opts().Addressing.SrcIP.Hi.String())
+	require.Equal(t, traffic.PortRange{Lo: 7000, Hi: 7009}, g.Opts().Addressing.DstPort)
+	require.Equal(t, uint16(30000), g.Opts().Addressing.SrcPort)
+	require.Equal(t, uint16(42), g.Opts().Addressing.VLAN)
+	require.Equal(t, "02:aa:00:00:00:02", g.Opts().DstMAC.String())
+	def := c.Stages[1].Spec.(*config.Generator).Opts()
+	require.Equal(t, config.DefaultSrcMAC, def.SrcMAC.String())
+	require.Equal(t, config.DefaultDstIP, def.Addressing.DstIP.Lo.String())
+	require.Equal(t, uint16(traffic.BaseSrcPort), def.Addressing.SrcPort)
+	require.Equal(t, uint16(0), def.Addressing.VLAN)
 }
 
 // A failed coverage check says why — WRs without a CQE, or a drain cut

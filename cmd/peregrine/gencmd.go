@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -104,12 +106,12 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
-	f.StringVar(&cfg.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC of generated frames")
-	f.StringVar(&cfg.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC of generated frames")
-	f.StringVar(&cfg.srcIP, "src-ip", "198.18.0.1", "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
-	f.StringVar(&cfg.dstIP, "dst-ip", "198.18.0.2", "destination IP (the same family as --src-ip), or a range")
+	f.StringVar(&cfg.srcMAC, "src-mac", config.DefaultSrcMAC, "source MAC of generated frames")
+	f.StringVar(&cfg.dstMAC, "dst-mac", config.DefaultDstMAC, "destination MAC of generated frames")
+	f.StringVar(&cfg.srcIP, "src-ip", config.DefaultSrcIP, "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
+	f.StringVar(&cfg.dstIP, "dst-ip", config.DefaultDstIP, "destination IP (the same family as --src-ip), or a range")
 	f.Uint16Var(&cfg.srcPort, "src-port", traffic.BaseSrcPort, "UDP source port of flow 0 (flow i sends from it + i); the receiver must use the same")
-	f.StringVar(&cfg.dstPort, "dst-port", "9", "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
+	f.StringVar(&cfg.dstPort, "dst-port", config.DefaultDstPort, "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
 	f.Uint16Var(&cfg.vlan, "vlan", 0, "tag frames with this 802.1Q VLAN ID (1..4094; 0: untagged)")
 	return cmd
 }
@@ -317,45 +319,17 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	return ok, stopErr
 }
 
-// addressing reads the address, port and VLAN flags.
+// addressing reads the address, port and VLAN flags (config.CheckAddresses:
+// a generator stage's keys follow the same rules).
 func (cfg genConfig) addressing() (*traffic.Addressing, net.HardwareAddr, net.HardwareAddr, error) {
-	// A genConfig built in code (tests) leaves the flags' defaults empty.
-	inCode := cfg.srcMAC == ""
-	for p, def := range map[*string]string{&cfg.srcMAC: "02:00:00:00:00:01", &cfg.dstMAC: "02:00:00:00:00:02", &cfg.srcIP: "198.18.0.1",
-		&cfg.dstIP: "198.18.0.2", &cfg.dstPort: "9"} {
-		if *p == "" {
-			*p = def
-		}
+	var errs []error
+	flag := func(key string) string { return strings.ReplaceAll(key, "_", "-") }
+	addr, srcMAC, dstMAC := config.CheckAddresses(config.Addresses{SrcMAC: cfg.srcMAC, DstMAC: cfg.dstMAC, SrcIP: cfg.srcIP, DstIP: cfg.dstIP,
+		DstPort: cfg.dstPort, SrcPort: int(cfg.srcPort), VLAN: int(cfg.vlan)}, cfg.flows,
+		func(key string) string { return "--" + flag(key) },
+		func(key string, err error) { errs = append(errs, flagged(flag(key), err)) })
+	if err := usage(errs...); err != nil {
+		return nil, nil, nil, err
 	}
-	if cfg.srcPort == 0 && inCode {
-		cfg.srcPort = traffic.BaseSrcPort
-	}
-	srcMAC, err := net.ParseMAC(cfg.srcMAC)
-	if err != nil || len(srcMAC) != 6 {
-		return nil, nil, nil, usage(fmt.Errorf("--src-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:01", cfg.srcMAC))
-	}
-	dstMAC, err := net.ParseMAC(cfg.dstMAC)
-	if err != nil || len(dstMAC) != 6 {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:02", cfg.dstMAC))
-	}
-	a := &traffic.Addressing{SrcPort: cfg.srcPort, VLAN: cfg.vlan}
-	if a.SrcIP, err = traffic.ParseIPRange(cfg.srcIP); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--src-ip: %w", err))
-	}
-	if a.DstIP, err = traffic.ParseIPRange(cfg.dstIP); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-ip: %w", err))
-	}
-	if a.SrcIP.Lo.Is4() != a.DstIP.Lo.Is4() {
-		return nil, nil, nil, usage(fmt.Errorf("--src-ip %s and --dst-ip %s: give both IPv4 or both IPv6", cfg.srcIP, cfg.dstIP))
-	}
-	if a.DstPort, err = traffic.ParsePortRange(cfg.dstPort); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-port: %w", err))
-	}
-	if cfg.srcPort == 0 || int(cfg.srcPort)+cfg.flows-1 > 65535 {
-		return nil, nil, nil, usage(fmt.Errorf("--src-port %d: give 1..%d, so that the --flows %d source ports fit under 65536", cfg.srcPort, 65536-max(cfg.flows, 1), cfg.flows))
-	}
-	if cfg.vlan > 4094 {
-		return nil, nil, nil, usage(fmt.Errorf("--vlan %d: give a VLAN ID 1..4094, or 0 for untagged frames", cfg.vlan))
-	}
-	return a, srcMAC, dstMAC, nil
+	return addr, srcMAC, dstMAC, nil
 }
