@@ -61,15 +61,19 @@ sequence gaps, or exactly against --expect), reordering (frames behind the
 expected sequence number) and one-way latency (the machine's monotonic
 clock, shared by every process on it).
 
-With --replay FILE it sends the frames of a pcap capture instead, as fast
-as possible or at the capture's own timing (--timing recorded).`,
+With --replay FILE it sends the frames of a pcap or pcapng capture instead
+(read a record at a time: any size), as fast as possible (--timing fast),
+at the capture's own timing (original) or its gaps divided by N
+(speed=N), or at --rate (rate), --loop times.`,
 		Example: `  peregrine gen --port afxdp:veth0 --rate 1mpps --size 64 --duration 10s
   peregrine gen --port afxdp:veth0 --rate 10gbit --size imix --flows 16
   peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
   peregrine gen --port afxdp:veth0 --src-ip 198.18.0.1-198.18.0.200 --dst-port 1000-1099 --vlan 7
   peregrine gen --port afxdp:veth0 --src-ip 2001:db8::1 --dst-ip 2001:db8::2 --size 128
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
-  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
+  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing original --loop 3
+  peregrine gen --port afxdp:veth0 --replay trace.pcapng --timing speed=10 --loop 0
+  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing rate --rate 1gbit`,
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,7 +104,7 @@ as possible or at the capture's own timing (--timing recorded).`,
 	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
-	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")
+	f.StringVar(&cfg.timing, "timing", "fast", timingHelp)
 	f.IntVar(&cfg.loop, "loop", 1, "replay the capture this many times (0: forever)")
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
@@ -153,16 +157,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	specs := []string{cfg.port}
 	if cfg.replay != "" {
-		if cfg.timing != "fast" && cfg.timing != "recorded" {
-			return false, fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
-		}
-		// Parameters only when not the defaults: the spec names the port
-		// in the summary.
-		spec := "pcap:" + cfg.replay
-		if cfg.timing != "fast" || cfg.loop != 1 {
-			spec += fmt.Sprintf("?timing=%s&loop=%d", cfg.timing, cfg.loop)
-		}
-		specs = append(specs, spec)
+		specs = append(specs, cfg.replaySpec()) // gen_replay.go
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {

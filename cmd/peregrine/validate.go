@@ -55,9 +55,9 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 	if err != nil {
 		return usage(err)
 	}
-	var timing error
-	if c.timing != "fast" && c.timing != "recorded" {
-		timing = fmt.Errorf("--timing %q: use fast or recorded", c.timing)
+	var replay error
+	if c.replay != "" && !c.rx {
+		replay = c.checkReplay(fs)
 	}
 	var addressing error
 	if fs.Changed("src-port") && c.srcPort == 0 {
@@ -77,7 +77,7 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 		checkDuration("duration", c.duration, zero),
 		checkDuration("idle-exit", c.idleExit, "never stop for idleness"),
 		checkInt("loop", c.loop, 0, 1<<30),
-		timing,
+		replay,
 		checkFrames(c.frames, len(cpus), 0, 0),
 	)
 }
