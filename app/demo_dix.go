@@ -6,7 +6,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 )
 
-// addDemoSends adds the transport demo's two-sided part (SEEDS §S2): an
+// addDemoSends adds the transport demo's two-sided part (docs/sends.md): an
 // unordered connection of Sends with a 16-bit delivery index, which the
 // target places straight into the receive WQEs it keeps posted, checking
 // that WQE k holds Send k byte for byte. The Send load runs on the

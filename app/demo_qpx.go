@@ -61,7 +61,7 @@ func (q *demoQPNs) String() string {
 }
 
 // demoQPN is the transport option the demo's endpoint called name gets:
-// global QP numbers (SEEDS §S4) when TransportDemoOptions.GlobalQPNs asks
+// global QP numbers (docs/qp-translation.md) when TransportDemoOptions.GlobalQPNs asks
 // for them. The target's rotation starts elsewhere, so that the two ends'
 // numbers are told apart in the summary: each side names its QPs itself.
 func (o *TransportDemoOptions) demoQPN(name string) rt.QPNOptions {

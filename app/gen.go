@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"net"
+	"time"
 
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/clock"
@@ -146,6 +147,9 @@ type SinksOptions struct {
 	Latency bool
 	// SrcPort is the sender's flow 0 source port (0: traffic.BaseSrcPort).
 	SrcPort uint16
+	// PerFlow and Interval: traffic.SinkOptions'.
+	PerFlow  bool
+	Interval time.Duration
 	// Loops are the loops the queues' sinks are spread over (nil: every
 	// loop).
 	Loops []int
@@ -183,6 +187,28 @@ func (s *Sinks) Stats() (traffic.SinkStats, hist.Histogram) {
 	return total, lat
 }
 
+// Flows sums the sinks' per-flow counters and merges their HDR latency
+// histograms and counts the intervals closed. Safe while they run; nil
+// without PerFlow.
+func (s *Sinks) Flows() (flows []traffic.FlowStats, total hist.HDR, intervals uint64) {
+	for _, sk := range s.Sinks {
+		flows = traffic.MergeFlows(flows, sk.Flows())
+		t, n := sk.LatencyHDR()
+		total.Merge(&t)
+		intervals = max(intervals, n)
+	}
+	return flows, total, intervals
+}
+
+// TakeIntervals merges the sinks' traffic.Sink.TakeIntervals.
+func (s *Sinks) TakeIntervals() (h hist.HDR) {
+	for _, sk := range s.Sinks {
+		t := sk.TakeIntervals()
+		h.Merge(&t)
+	}
+	return h
+}
+
 // AddSinks adds a sink for every queue of port o.Port, queue q on loop q
 // mod the number of loops, each given its loop's cache.
 func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
@@ -193,7 +219,8 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 	ss := &Sinks{}
 	for q := range in.Info().Queues {
 		loop := p.spread(o.Loops, q)
-		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, SrcPort: o.SrcPort, Clock: p.latencyClock(), Cache: p.Cache(loop)})
+		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, SrcPort: o.SrcPort, Clock: p.latencyClock(), Cache: p.Cache(loop),
+			PerFlow: o.PerFlow, Interval: o.Interval})
 		if err != nil {
 			return nil, err
 		}

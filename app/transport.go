@@ -63,7 +63,7 @@ type TransportOptions struct {
 	// 0: none (transport_dix.go).
 	Sends    int
 	PostRecv int
-	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
+	// GlobalQPNs runs the endpoint on global QP numbers (docs/qp-translation.md,
 	// rt.QPNOptions): every reliable packet carries the QPN extension and
 	// is checked through the endpoint's core/qpx CAM. It changes the wire:
 	// both ends must set it.

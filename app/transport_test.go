@@ -23,7 +23,7 @@ import (
 // back in the pool.
 // TestTransportInitiatorToTarget: an initiator's workload against a target
 // over mem ports completes byte-exact; with GlobalQPNs on both ends
-// (SEEDS §S4) every packet also goes through each endpoint's
+// (docs/qp-translation.md) every packet also goes through each endpoint's
 // QP-translation CAM and nothing is dropped for a stale or foreign QPN.
 func TestTransportInitiatorToTarget(t *testing.T) {
 	for _, qpns := range []bool{false, true} {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compare peregrine's reliable transport with quic-go through the same
-# impairment fabric (issue 5):
+# impairment fabric:
 #
 #   bench/vs-quic.sh          (root; re-runs itself with sudo when needed)
 #
@@ -441,7 +441,7 @@ peregrine_side() {
 }
 peregrine_side
 
-# ---- verdicts (issue 5's goals) ----
+# ---- verdicts (the goals each ratio is judged against) ----
 pass=0 fail=0
 # ratio NAME VALUE OP GOAL: one verdict, VALUE OP GOAL (>= or <=) passes.
 ratio() {

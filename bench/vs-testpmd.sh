@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compare peregrine's AF_XDP and AF_PACKET ports with dpdk-testpmd's on the
-# same veth topology, in one run (issue 3's speed goals):
+# same veth topology, in one run (against speed goals):
 #
 #   bench/vs-testpmd.sh [FLAGS...]      e.g. --rounds 5 --duration 3s --sizes 64
 #

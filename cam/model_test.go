@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // model is the reference: a Go map from key to index and its inverse.
@@ -156,7 +158,7 @@ func (r *opRunner[K]) checkRange(t testing.TB) {
 // several seeds, capacities and key types against a map.
 func TestDifferentialAgainstMap(t *testing.T) {
 	total := 1_000_000
-	if raceEnabled || testing.Short() {
+	if testenv.Race || testing.Short() {
 		total = 200_000
 	}
 	type config struct {

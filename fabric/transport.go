@@ -9,7 +9,7 @@ import (
 // TransportClassifier returns an Options.Classify for peregrine transport
 // traffic on UDP port udpPort (0: wire.DefaultPort): a transport packet
 // flagged IOIInOrder keeps its flow's path (IOI's in-order head and tail,
-// SEEDS §S1) and every other transport packet may be sprayed. Frames that
+// docs/ioi.md) and every other transport packet may be sprayed. Frames that
 // are not transport packets stay in order, the safe default for traffic
 // the fabric does not understand. The flow hash is FlowHash's 5-tuple hash.
 func TransportClassifier(udpPort uint16) func(frame []byte) (flowHash uint32, inOrder bool) {

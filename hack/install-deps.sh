@@ -21,7 +21,7 @@ packages=(
 	pkg-config             # pkg-config: libdpdk's flags and version (bench/dpdk/build.sh, bench/vstestpmd)
 	gcc                    # gcc: builds bench/dpdk/mempool_bench
 	tshark                 # tshark: Wireshark's dissectors cross-check pmd/pcap and core/wire/wirelayers
-	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_PROFILE)
+	linux-perf             # perf: per-window profiles of bench/vstestpmd (PEREGRINE_VS_PROFILE)
 	git                    # git: the static-build test checks --version names the commit (cmd/peregrine)
 	python3-scapy          # python3 with scapy's RoCE layer: the RoCEv2 oracle (core/roce)
 	sockperf               # sockperf: kernel UDP ping-pong latency, the anchor of bench/latency

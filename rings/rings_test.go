@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // ring is what the three kinds have in common, so tests can run over all.
@@ -356,6 +358,13 @@ func TestConcurrentEveryItemOnce(t *testing.T) {
 		capacity = 64
 		maxChunk = 17
 	)
+	// Fewer items under the race detector, which slows every atomic and
+	// copy several times over, to keep the package's tests well under 20 s
+	// on a shared two-core machine.
+	stressItems := 200_000
+	if testenv.Race {
+		stressItems = 100_000
+	}
 	for _, k := range ringKinds {
 		t.Run(fmt.Sprintf("%s/%dp%dc", k.name, k.producers, k.consumers), func(t *testing.T) {
 			r := newRing(t, k, capacity)

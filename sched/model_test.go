@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
@@ -9,9 +8,8 @@ import (
 	"testing"
 
 	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
-
-var seedFlag = flag.Uint64("seed", 0, "run TestModel for this seed only (as printed by a failure)")
 
 // modelFlow is the reference for one flow: two plain FIFO slices and the
 // gating state. It knows nothing about rounds or credit; it checks what any
@@ -354,14 +352,11 @@ func runModel(t *testing.T, seed uint64, ops int) {
 }
 
 func TestModel(t *testing.T) {
-	if *seedFlag != 0 {
-		runModel(t, *seedFlag, 3000)
+	if seed, ok := testenv.Replay(t); ok {
+		runModel(t, seed, 3000)
 		return
 	}
-	seeds := 300
-	if raceEnabled || testing.Short() {
-		seeds = 60
-	}
+	seeds := testenv.Seeds{Full: 300, Short: 60, Race: 60}.N(t)
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		runModel(t, seed, 3000)
 	}

@@ -140,8 +140,7 @@ type Cluster struct {
 	ownPool    bool
 	timeline   *timeline
 	recordings []*Recording
-	extra      []lcore.Stage
-	polls      uint64
+	loop       loop
 	closed     bool
 	drain      []mbuf.Handle
 }
@@ -149,26 +148,17 @@ type Cluster struct {
 // NewCluster builds a cluster: a link and a switch port per node, and each
 // node's first incarnation.
 func NewCluster(cfg ClusterConfig) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, Clock: clock.NewVirtual(cfg.Start), Pool: cfg.Pool, drain: make([]mbuf.Handle, 64)}
-	if c.cfg.MaxSteps == 0 {
-		c.cfg.MaxSteps = 50_000_000
-	}
+	c := &Cluster{cfg: cfg, Clock: clock.NewVirtual(cfg.Start), drain: make([]mbuf.Handle, 64)}
+	c.loop = newLoop(c.Clock, c, cfg.Check, cfg.MaxSteps)
 	if len(cfg.Nodes) < 2 {
 		return nil, fmt.Errorf("sim: a cluster needs at least two nodes, got %d", len(cfg.Nodes))
 	}
 	if len(cfg.Nodes) > 250 {
 		return nil, fmt.Errorf("sim: a cluster has at most 250 nodes (10.0.0.1-250), got %d", len(cfg.Nodes))
 	}
-	if c.Pool == nil {
-		frames := cfg.Frames
-		if frames == 0 {
-			frames = DefaultFrames
-		}
-		p, err := mbuf.New(mbuf.Options{Name: "cluster", Frames: frames, CacheSize: 128})
-		if err != nil {
-			return nil, err
-		}
-		c.Pool, c.ownPool = p, true
+	var err error
+	if c.Pool, c.ownPool, err = ownPool("cluster", cfg.Pool, cfg.Frames); err != nil {
+		return nil, err
 	}
 	var swPorts []port.Port
 	var macs [][6]byte
@@ -279,24 +269,33 @@ func (c *Cluster) Restart(i int, seed uint64) error {
 
 // AddStage adds a stage polled before the nodes at every instant; if it
 // has a NextDeadline method the clock also stops there.
-func (c *Cluster) AddStage(st lcore.Stage) { c.extra = append(c.extra, st) }
+func (c *Cluster) AddStage(st lcore.Stage) { c.loop.add(st) }
 
 // Polls returns how many instants were polled.
-func (c *Cluster) Polls() uint64 { return c.polls }
+func (c *Cluster) Polls() uint64 { return c.loop.polls }
 
 // Poll polls every stage once at the current time: the timeline, the added
 // stages, the live nodes, the links and the switch; frames that reached a
 // dead node are dropped. It checks the transports' invariants
 // (ClusterConfig.Check) and returns the work done.
-func (c *Cluster) Poll() (int, error) {
-	now := c.Clock.Now()
+func (c *Cluster) Poll() (int, error) { return c.loop.poll() }
+
+// Step polls at the current instant; when nothing moved it advances the
+// clock to the next deadline. It returns false when nothing is left to do.
+func (c *Cluster) Step() (bool, error) { return c.loop.step() }
+
+// Run steps until cond holds, for at most limit of virtual time.
+func (c *Cluster) Run(cond func() bool, limit time.Duration) error { return c.loop.run(cond, limit) }
+
+// Idle runs for d of virtual time (or until nothing is left to do).
+func (c *Cluster) Idle(d time.Duration) error { return c.loop.idle(d) }
+
+func (c *Cluster) pollStages(now clock.Time) (int, error) {
 	work, err := c.timeline.poll(now)
 	if err != nil {
 		return work, err
 	}
-	for _, st := range c.extra {
-		work += st.Poll(now)
-	}
+	work += c.loop.pollAdded(now)
 	for _, n := range c.Nodes {
 		switch {
 		case !n.Dead && n.Peer != nil:
@@ -317,110 +316,28 @@ func (c *Cluster) Poll() (int, error) {
 		work += n.Link.Poll(now)
 	}
 	work += c.Switch.Poll(now)
-	c.polls++
-	if c.cfg.Check > 0 {
-		deep := c.cfg.Check > 1 && c.polls%64 == 0
-		for _, n := range c.Nodes {
-			e := n.Transport()
-			if e == nil || n.Dead {
-				continue
-			}
-			var err error
-			if deep {
-				err = e.CheckInvariants()
-			} else {
-				err = e.CheckWindows()
-			}
-			if err != nil {
-				return work, fmt.Errorf("node %s at %v (poll %d): %w", e.Name(), now, c.polls, err)
-			}
-		}
-	}
 	return work, nil
 }
 
-func (c *Cluster) next() (clock.Time, bool) {
-	var t clock.Time
-	ok := false
-	consider := func(at clock.Time, has bool) {
-		if has && (!ok || at < t) {
-			t, ok = at, true
-		}
-	}
-	consider(c.timeline.nextDeadline())
+func (c *Cluster) deadlines(e *earliest) {
+	e.consider(c.timeline.nextDeadline())
 	for _, n := range c.Nodes {
 		if !n.Dead && n.Peer != nil {
-			consider(n.Peer.NextDeadline())
+			e.consider(n.Peer.NextDeadline())
 		}
-		consider(n.Link.NextDeadline())
+		e.consider(n.Link.NextDeadline())
 	}
-	for _, st := range c.extra {
-		if w, isW := st.(waker); isW {
-			consider(w.NextDeadline())
-		}
-	}
-	return t, ok
 }
 
-// Step polls at the current instant; when nothing moved it advances the
-// clock to the next deadline. It returns false when nothing is left to do.
-func (c *Cluster) Step() (bool, error) {
-	work, err := c.Poll()
-	if err != nil || work > 0 {
-		return true, err
-	}
-	t, ok := c.next()
-	if !ok {
-		return false, nil
-	}
-	if now := c.Clock.Now(); t <= now {
-		t = now.Add(time.Microsecond)
-	}
-	return true, c.Clock.Set(t)
-}
-
-// Run steps until cond holds, for at most limit of virtual time.
-func (c *Cluster) Run(cond func() bool, limit time.Duration) error {
-	end := c.Clock.Now().Add(limit)
-	for steps := 0; !cond(); steps++ {
-		if steps >= c.cfg.MaxSteps {
-			return fmt.Errorf("%w: %d steps without reaching the goal (now %v)", ErrStuck, steps, c.Clock.Now())
-		}
-		more, err := c.Step()
-		if err != nil {
-			return err
-		}
-		if !more {
-			if cond() {
-				return nil
-			}
-			return fmt.Errorf("%w: nothing left to do at %v", ErrStuck, c.Clock.Now())
-		}
-		if c.Clock.Now() > end {
-			return fmt.Errorf("%w: goal not reached within %v of virtual time", ErrStuck, limit)
-		}
-	}
-	return nil
-}
-
-// Idle runs for d of virtual time (or until nothing is left to do).
-func (c *Cluster) Idle(d time.Duration) error {
-	end := c.Clock.Now().Add(d)
-	for c.Clock.Now() < end {
-		t, ok := c.next()
-		if work, err := c.Poll(); err != nil {
-			return err
-		} else if work > 0 {
+// check checks the live nodes' transports.
+func (c *Cluster) check(deep bool) error {
+	for _, n := range c.Nodes {
+		e := n.Transport()
+		if e == nil || n.Dead {
 			continue
 		}
-		if !ok || t > end {
-			return c.Clock.Set(end)
-		}
-		if t <= c.Clock.Now() {
-			t = c.Clock.Now().Add(time.Microsecond)
-		}
-		if err := c.Clock.Set(t); err != nil {
-			return err
+		if err := checkTransport(e, deep); err != nil {
+			return fmt.Errorf("node %s at %v (poll %d): %w", e.Name(), c.Clock.Now(), c.loop.polls, err)
 		}
 	}
 	return nil
@@ -484,10 +401,7 @@ func (c *Cluster) Close() error {
 		}
 		err = errors.Join(err, n.Link.Close(), n.Port.Close(), n.sw.Close())
 	}
-	if c.ownPool {
-		err = errors.Join(err, c.Pool.CheckLeaks(), c.Pool.Close())
-	}
-	return err
+	return errors.Join(err, closeOwnedPool(c.Pool, c.ownPool))
 }
 
 // watchPort is a node's port as its incarnations see it: it tells the

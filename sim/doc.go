@@ -17,7 +17,9 @@
 // timer wheels, the fabric's next release, a paced sender's next burst).
 // It never steps through idle virtual time, so a simulated second of a
 // retransmission back-off costs a handful of polls. After every Poll it
-// can check the endpoints' invariants (Config.Check).
+// can check the endpoints' invariants (Config.Check). Sim and Cluster run
+// the one loop of loop.go; each says only which stages it polls, in what
+// order, and whose deadlines count.
 //
 // # Properties
 //
@@ -33,7 +35,7 @@
 // is ever taken for forged; nothing is outstanding at the end; closed
 // connections free their slots; and every frame is back in the pool once
 // the simulation stops. TestProperty runs 1,000 seeds by default and
-// PEREGRINE_SIM_SEEDS of them in the nightly run.
+// PEREGRINE_SEEDS of them when that is set.
 //
 // The scenario tests script the network with a Tap hook, after Falcon's
 // own: PSN wrap-around, receive-window shift, duplicate and stale ACKs,
@@ -63,13 +65,13 @@
 // clock stops at every fault, and everything, the timeline included, comes
 // from ClusterConfig.Seed, so a run replays exactly.
 //
-// TestFaults (faults_test.go) is the fault suite of issue 12: transactions
+// TestFaults (faults_test.go) is the fault suite: transactions
 // between txn endpoints under heavy and burst loss, link flaps, ACK-only
 // loss, loss of every NACK, a target's death, its restart with the same or
 // a new seed, initiator restarts, stale-incarnation replay, RNR storms,
 // incast with abandonment and forged ACKs, EACKs and NACKs, each over
 // 1,000 seeds (60 under the race detector or -short;
-// PEREGRINE_FAULT_SEEDS overrides). Its invariants are checked from the
+// PEREGRINE_SEEDS overrides). Its invariants are checked from the
 // outside (completions, what the target's ULP was handed, the frames on
 // the wire), and a failure prints its replay command:
 //

@@ -21,9 +21,10 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-// The fault suite (issue 12): transactions between nodes of a Cluster,
+// The fault suite: transactions between nodes of a Cluster,
 // each scenario a fault scripted on the cluster's timeline, run over many
 // seeds. The invariants are the test's own, checked from the outside (the
 // completions, what the target's ULP was handed, the frames on the wire),
@@ -66,18 +67,8 @@ const (
 
 // faultSeeds is how many seeds each scenario runs: 1,000, or 60 under the
 // race detector (about ten times slower) and in -short mode;
-// PEREGRINE_FAULT_SEEDS overrides.
-func faultSeeds(t *testing.T) int {
-	n := 1000
-	if raceEnabled || testing.Short() {
-		n = 60
-	}
-	if v := os.Getenv("PEREGRINE_FAULT_SEEDS"); v != "" {
-		_, err := fmt.Sscan(v, &n)
-		require.NoError(t, err, "PEREGRINE_FAULT_SEEDS")
-	}
-	return n
-}
+// PEREGRINE_SEEDS overrides.
+var faultSeeds = testenv.Seeds{Full: 1000, Short: 60, Race: 60}
 
 // faultScenario is one fault, scripted on a run from its random stream.
 type faultScenario struct {
@@ -533,7 +524,7 @@ func (x *fx) drain() int {
 }
 
 func (x *fx) complete(i int, cpl *txn.Completion) {
-	if os.Getenv("FXDEBUG") != "" {
+	if testenv.Debug() {
 		fmt.Printf("%v complete node %d tag %d rsn %d %v conn %p\n", x.c.Clock.Now(), i, cpl.Tag, cpl.RSN, cpl.Status, cpl.Conn)
 	}
 	op := x.ops[cpl.Tag]
@@ -800,15 +791,16 @@ func TestFaults(t *testing.T) {
 	for i := range faultScenarios {
 		sc := &faultScenarios[i]
 		t.Run(sc.name, func(t *testing.T) {
-			if sc.skip != "" && *seedFlag < 0 && os.Getenv("PEREGRINE_FAULT_UNSKIP") == "" {
+			seed, replay := testenv.Replay(t)
+			if sc.skip != "" && !replay && os.Getenv("PEREGRINE_FAULT_UNSKIP") == "" {
 				t.Skip(sc.skip)
 			}
-			if *seedFlag >= 0 {
+			if replay {
 				pool := newFaultPool(t)
-				require.NoError(t, runFaultSeed(sc, uint64(*seedFlag), pool, *traceFlag))
+				require.NoError(t, runFaultSeed(sc, seed, pool, *traceFlag))
 				return
 			}
-			n := faultSeeds(t)
+			n := faultSeeds.N(t)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -1180,7 +1172,7 @@ const forgeAhead = 1 << 16
 // bitmap has bit 0 (the eBSN itself) set, 2 a NACK "unexpected" for an
 // outstanding PSN, 3 a ULP-error-free RNR NACK for a PSN never sent.
 func (x *fx) forge(kind int, off uint32) ([]byte, error) {
-	if os.Getenv("FXNOFORGE") != "" {
+	if os.Getenv("PEREGRINE_FAULT_NOFORGE") != "" {
 		return nil, nil
 	}
 	st := x.ini[0]

@@ -56,7 +56,7 @@ type MCSQNetOptions struct {
 
 // MCSQNet is an initiator with an mcsq.Engine and Hosts target hosts, each
 // a txn endpoint with one registered region, on one fabric.Switch: the
-// many-targets network of SEEDS §S3's tests, benchmark and demo.
+// many-targets network of the MCSQ's tests, benchmark and demo.
 type MCSQNet struct {
 	Clock   clock.Clock
 	Pool    *mbuf.Pool

@@ -3,7 +3,6 @@ package sim
 import (
 	"flag"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,36 +11,25 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 var (
-	seedFlag    = flag.Int64("seed", -1, "run TestProperty for this seed only")
 	packetsFlag = flag.Int("packets", 0, "packets per side and connection in TestProperty (default 60)")
 	traceFlag   = flag.Bool("frames", false, "with -seed: log every frame the endpoints send and receive")
 )
 
-// seeds returns how many seeds TestProperty runs: 1000, or
-// PEREGRINE_SIM_SEEDS for the nightly run.
-func seeds(t *testing.T) int {
-	n := 1000
-	if v := os.Getenv("PEREGRINE_SIM_SEEDS"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "PEREGRINE_SIM_SEEDS")
-	}
-	if testing.Short() {
-		n = min(n, 100)
-	}
-	return n
-}
+// propertySeeds is how many seeds TestProperty runs (PEREGRINE_SEEDS
+// overrides).
+var propertySeeds = testenv.Seeds{Full: 1000, Short: 100}
 
 func TestProperty(t *testing.T) {
 	packets := 60
 	if *packetsFlag > 0 {
 		packets = *packetsFlag
 	}
-	if *seedFlag >= 0 {
-		sc := RandomScenario(uint64(*seedFlag), packets)
+	if seed, ok := testenv.Replay(t); ok {
+		sc := RandomScenario(seed, packets)
 		if *traceFlag {
 			sc.Sim.Trace = os.Stdout
 		}
@@ -51,7 +39,7 @@ func TestProperty(t *testing.T) {
 		t.Logf("%+v", rep)
 		return
 	}
-	n := seeds(t)
+	n := propertySeeds.N(t)
 	workers := 2
 	var next atomic.Int64
 	var wg sync.WaitGroup

@@ -63,15 +63,11 @@ type middle interface {
 	Close() error
 }
 
-// waker is a stage that knows when it next has work (a paced workload).
-type waker interface {
-	NextDeadline() (clock.Time, bool)
-}
-
 // Sim runs two endpoints and the network between them on a virtual clock,
-// polling every stage at one instant until nothing moves, then jumping the
-// clock to the earliest deadline of any of them. It never spins through
-// idle virtual time, and a run is fully determined by its Config.
+// in the loop it shares with Cluster: poll every stage at one instant until
+// nothing moves, then jump the clock to the earliest deadline of any of
+// them. It never spins through idle virtual time, and a run is fully
+// determined by its Config.
 type Sim struct {
 	Clock  *clock.Virtual
 	Pool   *mbuf.Pool
@@ -81,32 +77,20 @@ type Sim struct {
 	Fabric *fabric.Fabric // nil when Scripted
 	Tap    *Tap           // nil unless Scripted
 
-	cfg      Config
-	ownPool  bool
-	net      middle
-	extra    []lcore.Stage
-	polls    uint64
-	steps    uint64
-	closed   bool
-	checkErr error
+	cfg     Config
+	ownPool bool
+	net     middle
+	loop    loop
+	closed  bool
 }
 
 // New builds a simulation.
 func New(cfg Config) (*Sim, error) {
-	s := &Sim{cfg: cfg, Clock: clock.NewVirtual(cfg.Start), Pool: cfg.Pool}
-	if s.cfg.MaxSteps == 0 {
-		s.cfg.MaxSteps = 50_000_000
-	}
-	if s.Pool == nil {
-		frames := cfg.Frames
-		if frames == 0 {
-			frames = DefaultFrames
-		}
-		p, err := mbuf.New(mbuf.Options{Name: "sim", Frames: frames, CacheSize: 128})
-		if err != nil {
-			return nil, err
-		}
-		s.Pool, s.ownPool = p, true
+	s := &Sim{cfg: cfg, Clock: clock.NewVirtual(cfg.Start)}
+	s.loop = newLoop(s.Clock, s, cfg.Check, cfg.MaxSteps)
+	var err error
+	if s.Pool, s.ownPool, err = ownPool("sim", cfg.Pool, cfg.Frames); err != nil {
+		return nil, err
 	}
 	if cfg.Scripted {
 		endA, sideA, err := mem.NewPair(s.Pool, mem.PairOptions{Name: "sim-a", Size: 4096})
@@ -142,7 +126,6 @@ func New(cfg Config) (*Sim, error) {
 	if ob.Name == "" {
 		ob.Name = "b"
 	}
-	var err error
 	if s.A, err = rt.NewEndpoint(oa); err != nil {
 		return nil, s.fail(err)
 	}
@@ -162,134 +145,45 @@ func (s *Sim) PeerB() rt.PeerAddr { return rt.PeerAddr{MAC: [6]byte(s.PortB.Info
 
 // AddStage adds a stage (a workload) polled before the endpoints at every
 // instant; if it has a NextDeadline method the clock also stops there.
-func (s *Sim) AddStage(st lcore.Stage) { s.extra = append(s.extra, st) }
+func (s *Sim) AddStage(st lcore.Stage) { s.loop.add(st) }
 
 // Polls returns how many instants were polled.
-func (s *Sim) Polls() uint64 { return s.polls }
+func (s *Sim) Polls() uint64 { return s.loop.polls }
 
 // Poll polls every stage once at the current time and checks the
 // endpoints' invariants (Config.Check). It returns the work done.
-func (s *Sim) Poll() (int, error) {
-	now := s.Clock.Now()
-	work := 0
-	for _, st := range s.extra {
-		work += st.Poll(now)
-	}
-	work += s.A.Poll(now)
-	work += s.net.Poll(now)
-	work += s.B.Poll(now)
-	s.polls++
-	if s.cfg.Check > 0 {
-		if err := s.check(s.cfg.Check > 1 && s.polls%64 == 0); err != nil {
-			return work, err
-		}
-	}
-	return work, nil
-}
-
-func (s *Sim) check(deep bool) error {
-	for _, e := range []*rt.Endpoint{s.A, s.B} {
-		var err error
-		if deep {
-			err = e.CheckInvariants()
-		} else {
-			err = e.CheckWindows()
-		}
-		if err != nil {
-			return fmt.Errorf("endpoint %s at %v (poll %d): %w", e.Name(), s.Clock.Now(), s.polls, err)
-		}
-	}
-	return nil
-}
-
-// next returns the earliest deadline of any stage.
-func (s *Sim) next() (clock.Time, bool) {
-	var t clock.Time
-	ok := false
-	consider := func(at clock.Time, has bool) {
-		if has && (!ok || at < t) {
-			t, ok = at, true
-		}
-	}
-	consider(s.A.NextDeadline())
-	consider(s.B.NextDeadline())
-	consider(s.net.NextDeadline())
-	for _, st := range s.extra {
-		if w, isW := st.(waker); isW {
-			consider(w.NextDeadline())
-		}
-	}
-	return t, ok
-}
+func (s *Sim) Poll() (int, error) { return s.loop.poll() }
 
 // Step polls at the current instant; when nothing moved it advances the
 // clock to the next deadline. It returns false when no stage has anything
 // left to do.
-func (s *Sim) Step() (bool, error) {
-	s.steps++
-	work, err := s.Poll()
-	if err != nil || work > 0 {
-		return true, err
-	}
-	t, ok := s.next()
-	if !ok {
-		return false, nil
-	}
-	now := s.Clock.Now()
-	if t <= now {
-		// Something is pending but could not move (a full pool or ring):
-		// let time pass.
-		t = now.Add(time.Microsecond)
-	}
-	return true, s.Clock.Set(t)
-}
-
-// ErrStuck is returned by Run when the condition cannot be reached: the
-// stages ran out of work, or the virtual time or step budget ran out.
-var ErrStuck = errors.New("sim: simulation stuck")
+func (s *Sim) Step() (bool, error) { return s.loop.step() }
 
 // Run steps until cond holds, for at most limit of virtual time.
-func (s *Sim) Run(cond func() bool, limit time.Duration) error {
-	end := s.Clock.Now().Add(limit)
-	for steps := 0; !cond(); steps++ {
-		if steps >= s.cfg.MaxSteps {
-			return fmt.Errorf("%w: %d steps without reaching the goal (now %v)", ErrStuck, steps, s.Clock.Now())
-		}
-		more, err := s.Step()
-		if err != nil {
-			return err
-		}
-		if !more {
-			if cond() {
-				return nil
-			}
-			return fmt.Errorf("%w: nothing left to do at %v", ErrStuck, s.Clock.Now())
-		}
-		if s.Clock.Now() > end {
-			return fmt.Errorf("%w: goal not reached within %v of virtual time", ErrStuck, limit)
-		}
-	}
-	return nil
-}
+func (s *Sim) Run(cond func() bool, limit time.Duration) error { return s.loop.run(cond, limit) }
 
 // Idle runs for d of virtual time (or until nothing is left to do).
-func (s *Sim) Idle(d time.Duration) error {
-	end := s.Clock.Now().Add(d)
-	for s.Clock.Now() < end {
-		t, ok := s.next()
-		if work, err := s.Poll(); err != nil {
-			return err
-		} else if work > 0 {
-			continue
-		}
-		if !ok || t > end {
-			return s.Clock.Set(end)
-		}
-		if t <= s.Clock.Now() {
-			t = s.Clock.Now().Add(time.Microsecond)
-		}
-		if err := s.Clock.Set(t); err != nil {
-			return err
+func (s *Sim) Idle(d time.Duration) error { return s.loop.idle(d) }
+
+// pollStages polls the added stages, then a, the network and b.
+func (s *Sim) pollStages(now clock.Time) (int, error) {
+	work := s.loop.pollAdded(now)
+	work += s.A.Poll(now)
+	work += s.net.Poll(now)
+	work += s.B.Poll(now)
+	return work, nil
+}
+
+func (s *Sim) deadlines(e *earliest) {
+	e.consider(s.A.NextDeadline())
+	e.consider(s.B.NextDeadline())
+	e.consider(s.net.NextDeadline())
+}
+
+func (s *Sim) check(deep bool) error {
+	for _, e := range []*rt.Endpoint{s.A, s.B} {
+		if err := checkTransport(e, deep); err != nil {
+			return fmt.Errorf("endpoint %s at %v (poll %d): %w", e.Name(), s.Clock.Now(), s.loop.polls, err)
 		}
 	}
 	return nil
@@ -349,8 +243,5 @@ func (s *Sim) Close() error {
 			err = errors.Join(err, p.Close())
 		}
 	}
-	if s.ownPool {
-		err = errors.Join(err, s.Pool.CheckLeaks(), s.Pool.Close())
-	}
-	return err
+	return errors.Join(err, closeOwnedPool(s.Pool, s.ownPool))
 }

@@ -72,7 +72,7 @@ type Transport struct {
 	// OpTimeout (initiator) ends an operation not completed this long
 	// after posting with a timeout error (0: none; --op-timeout).
 	OpTimeout Duration `yaml:"op_timeout"`
-	// GlobalQPNs runs the endpoint on global QP numbers (SEEDS §S4,
+	// GlobalQPNs runs the endpoint on global QP numbers (docs/qp-translation.md,
 	// --global-qpns); it changes the wire, so both ends set it.
 	GlobalQPNs bool `yaml:"global_qpns"`
 	// Targets (initiator) posts through a multi-channel send queue

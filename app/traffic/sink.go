@@ -1,8 +1,10 @@
 package traffic
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/hist"
@@ -32,6 +34,12 @@ type SinkOptions struct {
 	Clock clock.Clock
 	// Cache is the poll loop's mbuf cache to free into; nil makes one.
 	Cache *mbuf.Cache
+	// PerFlow keeps FlowStats for every flow (loss, RFC 4737 reordering,
+	// duplicates, latency) and records latency in an HDR histogram (1 %)
+	// instead of the coarse one; Interval, when set, closes an interval
+	// histogram that often, on the loop's clock (see Interval).
+	PerFlow  bool
+	Interval time.Duration
 }
 
 // Sink is a stage that receives stamped frames, checks their sequence
@@ -50,6 +58,8 @@ type Sink struct {
 	latSnap   hist.Histogram
 	received  atomic.Uint64 // also in published; lock-free for wait loops
 	polls     uint32
+
+	rx *flowRx // nil unless PerFlow
 }
 
 // SinkStats are the sink's counters.
@@ -74,12 +84,19 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if opts.SrcPort == 0 {
 		opts.SrcPort = BaseSrcPort
 	}
-	return &Sink{
+	if opts.Interval < 0 {
+		return nil, fmt.Errorf("traffic: sink interval %v must be >= 0 (0: no interval histograms)", opts.Interval)
+	}
+	s := &Sink{
 		opts:  opts,
 		cache: cacheOr(opts.Cache, opts.Pool),
 		burst: make([]mbuf.Handle, opts.Burst),
 		next:  make([]uint64, opts.Flows),
-	}, nil
+	}
+	if opts.PerFlow {
+		s.rx = newFlowRx(opts.Flows)
+	}
+	return s, nil
 }
 
 // Name implements lcore.Stage.
@@ -87,6 +104,9 @@ func (s *Sink) Name() string { return "sink" }
 
 // Poll receives and checks one burst.
 func (s *Sink) Poll(now clock.Time) int {
+	if s.rx != nil && s.opts.Interval > 0 && now >= s.rx.nextClose {
+		s.rx.close(now, s.opts.Interval)
+	}
 	n := s.opts.Port.RxBurst(s.opts.Queue, s.burst)
 	if n == 0 {
 		return 0
@@ -105,6 +125,12 @@ func (s *Sink) Poll(now clock.Time) int {
 			continue
 		}
 		s.local.Received++
+		if s.rx != nil {
+			// The flow's NextExp is the expected number: s.next is not
+			// touched, one cache line per frame fewer.
+			s.rx.frame(&s.local, st.Flow, st.Seq, s.opts.Latency, int64(now)-st.Time)
+			continue
+		}
 		switch exp := s.next[st.Flow]; {
 		case st.Seq == exp:
 			s.local.InOrder++
@@ -130,13 +156,18 @@ func (s *Sink) Poll(now clock.Time) int {
 func (s *Sink) publish() {
 	s.mu.Lock()
 	s.published = s.local
-	s.latSnap = s.lat
+	if s.rx == nil {
+		s.latSnap = s.lat
+	}
 	s.mu.Unlock()
 }
 
 // Stop implements the lcore stop hook: publishes final counters and returns
 // the cache to the pool.
-func (s *Sink) Stop(clock.Time) {
+func (s *Sink) Stop(now clock.Time) {
+	if s.rx != nil {
+		s.rx.close(now, 0)
+	}
 	s.publish()
 	s.cache.Flush()
 }
@@ -154,8 +185,12 @@ func (s *Sink) Stats() SinkStats {
 }
 
 // Latency returns a copy of the latency histogram as of the last
-// publication. Safe from any goroutine.
+// publication (with PerFlow: the HDR total's, as of the last closed
+// interval or Stop). Safe from any goroutine.
 func (s *Sink) Latency() hist.Histogram {
+	if s.rx != nil {
+		return s.rx.coarse()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latSnap

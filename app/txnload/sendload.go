@@ -10,7 +10,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 )
 
-// SendOptions configure NewSends: two-sided Sends (SEEDS §S2) on unordered
+// SendOptions configure NewSends: two-sided Sends (docs/sends.md) on unordered
 // connections, placed by the target into the receive WQEs it keeps posted.
 type SendOptions struct {
 	// Target, when in the same process, gets a RecvPoster (Recv) that

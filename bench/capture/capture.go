@@ -1,5 +1,5 @@
 // Package capture is the `peregrine bench capture` scenario: what a port's
-// capture=FILE parameter (issue 17: "its cost when on is in a benchmark
+// capture=FILE parameter (the promise: "its cost when on is in a benchmark
 // and is zero when off") costs per packet, measured through app.New as a
 // user opens a port.
 //

@@ -1,4 +1,4 @@
-// Package dix is the `peregrine bench dix` scenario (issue 14): two-sided
+// Package dix is the `peregrine bench dix` scenario: two-sided
 // Sends placed by a delivery index (core/dix) against the baseline
 // receiver without one, which must hold every packet that arrives before
 // its turn.

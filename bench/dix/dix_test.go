@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	coredix "github.com/peregrine-net/peregrine/core/dix"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 func TestWrapCheckEveryKind(t *testing.T) {
 	n := uint64(200_000)
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		n = 20_000
 	}
 	for _, cfg := range []coredix.Config{
@@ -32,7 +33,7 @@ func TestWrapCheckEveryKind(t *testing.T) {
 
 func TestSimulateIndexBeatsBaseline(t *testing.T) {
 	sends := 300
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		sends = 60
 	}
 	d, err := Simulate(coredix.Config{Kind: coredix.FreeRunning, Width: 16}, "loss=1%,paths=4,spread=40us,delay=10us", sends, DefaultWindow, 5)
@@ -51,7 +52,7 @@ func TestSimulateIndexBeatsBaseline(t *testing.T) {
 }
 
 func TestRunSmall(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		t.Skip("the whole scenario, scaled down; -short and -race skip it (the other tests cover its parts)")
 	}
 	var out strings.Builder
@@ -64,7 +65,7 @@ func TestRunSmall(t *testing.T) {
 
 func TestStackWrapThroughTheStack(t *testing.T) {
 	n := 30_000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		n = 3_000
 	}
 	res, err := StackWrap(coredix.Config{Kind: coredix.Relative, Width: 8}, n, 4)

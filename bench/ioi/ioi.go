@@ -1,5 +1,5 @@
-// Package ioi is the `peregrine bench ioi` scenario (issue 13): IOI
-// forwarding (SEEDS §S1) against all-in-order and all-sprayed delivery of
+// Package ioi is the `peregrine bench ioi` scenario: IOI
+// forwarding (docs/ioi.md) against all-in-order and all-sprayed delivery of
 // the same messages over the same multipath fabric, in the deterministic
 // simulation (fabric emulator, mem ports, virtual clock), so completion
 // times are exact; and the sender's cost per packet on the real clock

@@ -1,5 +1,5 @@
 // Package mcsq is `peregrine bench mcsq`: the multi-channel send queue
-// (sched/mcsq, SEEDS §S3) against a naive design built in the same run —
+// (sched/mcsq, docs/mcsq.md) against a naive design built in the same run —
 // one connection per target, all kept open — on the same network: an
 // initiator and target hosts on the fabric emulator's N-port switch
 // (sim.MCSQNet), in memory.
@@ -685,7 +685,7 @@ func virtualClosed(b *bed, total, posters, burst int, seed uint64) (time.Duratio
 // lookaheadGain measures the distributor's lookahead on the virtual
 // clock: the same traffic (4 interleaved posting streams of bursts of 8
 // WRs per random target, and one stream of a target per WR) through the
-// MCSQ with its lookahead and with StrictHOL, the seed's plain wait, on a
+// MCSQ with its lookahead and with StrictHOL, the plain wait, on a
 // switch of 100 Gb/s ports with 1 us delay. Exact: the ratio is of
 // virtual times.
 func lookaheadGain(o *Options, rep *report.Report, total int) error {

@@ -18,7 +18,7 @@
 //   - sim.go: SimPacketsPerSecond, transport packets one simulation runs per
 //     second of wall time.
 //
-// These were exported from the product packages until issue 11; they moved
+// These were exported from the product packages once; they moved
 // here so that no product package carries a harness, and kept their loops
 // line for line so the figures in bench/RESULTS.md stay comparable.
 //

@@ -1,4 +1,4 @@
-// Package qpx is the `peregrine bench qpx` scenario (issue 16): global-to-
+// Package qpx is the `peregrine bench qpx` scenario: global-to-
 // local QP translation and the RoCEv2 stage, each against a baseline
 // measured in the same run on the same data.
 //

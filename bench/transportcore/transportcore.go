@@ -1,5 +1,5 @@
-// Package transportcore is the `peregrine bench transport-core` scenario
-// (issue 4): the CAM against Go's map with the same keys, the simulator's
+// Package transportcore is the `peregrine bench transport-core` scenario:
+// the CAM against Go's map with the same keys, the simulator's
 // speed, and the transport's per-packet receive cost against plain
 // mem-port forwarding measured in the same run.
 //

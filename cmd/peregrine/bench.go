@@ -40,6 +40,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchCaptureCommand())
 	cmd.AddCommand(newBenchLatencyCommand())
 	cmd.AddCommand(newBenchIntegrityCommand())
+	cmd.AddCommand(newBenchRFC2544Command())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.

@@ -41,7 +41,7 @@ func newBenchIOICommand() *cobra.Command {
 a fabric of 4 paths of equal rate R and one-way delays d, d+2, d+5, d+10 us,
 on the virtual clock (completion times are exact), with three policies in
 the same run: every packet in order (one path), every packet sprayed, and
-IOI (in-order head and tail, sprayed middle; SEEDS S1). Ratios:
+IOI (in-order head and tail, sprayed middle; docs/ioi.md). Ratios:
 
   ioi_vs_inorder_speedup_1MiB, _16MiB    completion in order / IOI      >= 3.0
   ioi_vs_sprayed_completion_1MiB, _16MiB completion IOI / all sprayed   <= 1.10

@@ -81,7 +81,7 @@ buffer is back in the pool. It exits 0 only if verification passes.
 
 --workload forward runs the datapath foundation instead: a generator →
 forwarder → sink pipeline over in-memory port pairs, verified in order.
---workload roce runs the RoCEv2 QP-translation stage (S4) between requesters
+--workload roce runs the RoCEv2 QP-translation stage (docs/qp-translation.md) between requesters
 and a host on one lcore, closing and reopening QPs as it runs: frames still
 in flight for a closed QP must be dropped as retired, none may reach the
 QP now in its context (demoroce.go).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +42,7 @@ type genConfig struct {
 	srcPort                               uint16
 	vlan                                  uint16
 	obs                                   observeFlags
+	rxf                                   rxFlowFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
 }
@@ -59,7 +61,9 @@ and --vlan set the headers; an IP or destination-port range
 With --rx it is the receiving side instead: it reports rate, loss (from
 sequence gaps, or exactly against --expect), reordering (frames behind the
 expected sequence number) and one-way latency (the machine's monotonic
-clock, shared by every process on it).
+clock, shared by every process on it). --per-flow adds loss, RFC 4737
+reordering, duplicates and latency per flow and an HDR latency histogram
+(1 %) per --stats-period (--hist-out, --flows-out: CSV or JSON).
 
 With --replay FILE it sends the frames of a pcap or pcapng capture instead
 (read a record at a time: any size), as fast as possible (--timing fast),
@@ -92,6 +96,7 @@ at the capture's own timing (original) or its gaps divided by N
 	}
 	f := cmd.Flags()
 	cfg.obs.register(f)
+	cfg.rxf.register(f)
 	f.StringVar(&cfg.port, "port", "", "port spec, e.g. afxdp:veth0?queue=0, afpacket:eth1, mem:a/0 (required)")
 	f.BoolVar(&cfg.rx, "rx", false, "receive and measure instead of transmitting")
 	f.StringVar(&cfg.rate, "rate", "max", "rate per queue: 1mpps, 500kpps, 10gbit, 1000 (pps) or max")
@@ -257,9 +262,16 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	obs.watchPipeline(p)
 	in := p.Port(0)
-	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true, SrcPort: cfg.srcPort})
+	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true, SrcPort: cfg.srcPort,
+		PerFlow: cfg.rxf.perFlow, Interval: cfg.period})
 	if err != nil {
 		return false, joinStop(err, p)
+	}
+	var flowRun *rxFlowRun
+	if cfg.rxf.perFlow {
+		if flowRun, err = cfg.rxf.start(sinks, cfg.flows, cfg.srcPort); err != nil {
+			return false, joinStop(err, p)
+		}
 	}
 	frames := sinks.Frames
 	var lastFrames uint64
@@ -284,7 +296,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet); flowRun.tick(e) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -310,6 +322,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
 		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
 		checks, interrupted)
+	stopErr = errors.Join(stopErr, flowRun.summary(out, elapsed))
 	ok := report(out, checks, interrupted)
 	return ok, stopErr
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
 
-// TestTransportInitiatorOutlivesKilledTarget is issue 12's end-to-end
+// TestTransportInitiatorOutlivesKilledTarget is the end-to-end
 // check of the failure semantics: `peregrine transport target` and
 // `peregrine transport initiator --op-timeout` run as two processes in
 // their own namespaces, joined by a veth pair; once operations flow the

@@ -134,7 +134,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.StringVar(&cfg.ioi, "ioi", "off", "IOI forwarding of data packets: on (in-order head and tail, sprayed middle), off, inorder (every packet on the ordered path) or sprayed")
 	f.StringVar(&cfg.msgSize, "msg-size", "", "initiator: one message size (overrides --sizes), e.g. 16MiB")
 	f.IntVar(&cfg.sends, "sends", 0, "initiator: also keep this many two-sided Sends outstanding on one more, unordered connection with a delivery index (0: none; the target needs --post-recv and the same --sizes)")
-	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (SEEDS S4): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
+	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (docs/qp-translation.md): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
 	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")

@@ -52,6 +52,9 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 	if err == nil && c.replay == "" {
 		err = inert(fs, "without --replay", "timing", "loop")
 	}
+	if err == nil {
+		err = c.rxf.validate(fs, c.rx)
+	}
 	if err != nil {
 		return usage(err)
 	}

@@ -69,7 +69,7 @@ func TestDescRoundTrip(t *testing.T) {
 	require.False(t, Desc(0x04).Valid(), "kind None with a width")
 }
 
-// The seed's figure 5: WQEs 1.. posted, A (index 1) arrives and is placed
+// The out-of-order case in full: WQEs 1.. posted, A (index 1) arrives and is placed
 // directly, C (3) arrives before B and gets an element, the consumer
 // pointer jumps to 4; B (2) arrives late and still finds WQE 2, and the
 // pointer stays at 4.

@@ -1,4 +1,4 @@
-// Package dix is delivery-index placement (SEEDS §S2) as pure logic: how a
+// Package dix is delivery-index placement (docs/sends.md) as pure logic: how a
 // sender encodes which receive work queue element (WQE) a two-sided Send
 // belongs to, how a receiver decodes it, and the receiver's bookkeeping of
 // its receive queue — posted WQEs, the consumer pointer, the special

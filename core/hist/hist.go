@@ -16,40 +16,84 @@ const (
 // Histogram counts uint64 values (typically nanoseconds).
 type Histogram struct {
 	counts [buckets]uint64
-	n      uint64
-	sum    uint64
-	min    uint64
-	max    uint64
+	summary
 }
 
-func bucketOf(v uint64) int {
-	if v < sub {
+// summary holds what both histogram kinds keep exactly beside their counts.
+type summary struct {
+	n   uint64
+	sum uint64
+	min uint64
+	max uint64
+}
+
+func (s *summary) record(v uint64) {
+	if s.n == 0 || v < s.min {
+		s.min = v
+	}
+	if v > s.max {
+		s.max = v
+	}
+	s.n++
+	s.sum += v
+}
+
+func (s *summary) merge(o *summary) {
+	if s.n == 0 || o.min < s.min {
+		s.min = o.min
+	}
+	s.max = max(s.max, o.max)
+	s.n += o.n
+	s.sum += o.sum
+}
+
+// bucketIn maps v to its bucket in a log-linear layout of 2^sb linear
+// sub-buckets per octave. sb is a constant at every call, so the inlined
+// arithmetic is as cheap as a hand-specialised copy.
+func bucketIn(v uint64, sb uint) int {
+	if v < 1<<sb {
 		return int(v)
 	}
-	e := bits.Len64(v) - 1 - subBits // octave above the linear range
-	return (e+1)*sub + int((v>>uint(e))&(sub-1))
+	e := uint(bits.Len64(v)) - 1 - sb // octave above the linear range
+	return int(e+1)<<sb + int((v>>e)&(1<<sb-1))
 }
 
-// lowerBound is the smallest value that maps to bucket b.
-func lowerBound(b int) uint64 {
-	if b < sub {
+// lowerIn is the smallest value that maps to bucket b of that layout.
+func lowerIn(b int, sb uint) uint64 {
+	if b < 1<<sb {
 		return uint64(b)
 	}
-	e := b/sub - 1
-	return uint64(sub+b%sub) << uint(e)
+	e := uint(b>>sb) - 1
+	return uint64(1<<sb+b&(1<<sb-1)) << e
 }
+
+// quantileIn answers Quantile over counts laid out with sb sub-bucket bits.
+func quantileIn(counts []uint64, s *summary, q float64, sb uint) uint64 {
+	if s.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(s.n)))
+	rank = max(rank, 1)
+	var seen uint64
+	for b, c := range counts {
+		seen += c
+		if seen >= rank {
+			if b+1 < len(counts) {
+				return min(lowerIn(b+1, sb)-1, s.max)
+			}
+			return s.max
+		}
+	}
+	return s.max
+}
+
+func bucketOf(v uint64) int   { return bucketIn(v, subBits) }
+func lowerBound(b int) uint64 { return lowerIn(b, subBits) }
 
 // Record adds one value.
 func (h *Histogram) Record(v uint64) {
 	h.counts[bucketOf(v)]++
-	if h.n == 0 || v < h.min {
-		h.min = v
-	}
-	if v > h.max {
-		h.max = v
-	}
-	h.n++
-	h.sum += v
+	h.record(v)
 }
 
 // Merge adds o's counts to h.
@@ -60,49 +104,29 @@ func (h *Histogram) Merge(o *Histogram) {
 	for i, c := range o.counts {
 		h.counts[i] += c
 	}
-	if h.n == 0 || o.min < h.min {
-		h.min = o.min
-	}
-	h.max = max(h.max, o.max)
-	h.n += o.n
-	h.sum += o.sum
+	h.merge(&o.summary)
 }
 
 // Count returns how many values were recorded.
-func (h *Histogram) Count() uint64 { return h.n }
+func (s *summary) Count() uint64 { return s.n }
 
 // Min and Max are exact.
-func (h *Histogram) Min() uint64 { return h.min }
-func (h *Histogram) Max() uint64 { return h.max }
+func (s *summary) Min() uint64 { return s.min }
+func (s *summary) Max() uint64 { return s.max }
 
 // Mean is exact (modulo overflow of the running sum past 2^64).
-func (h *Histogram) Mean() float64 {
-	if h.n == 0 {
+func (s *summary) Mean() float64 {
+	if s.n == 0 {
 		return 0
 	}
-	return float64(h.sum) / float64(h.n)
+	return float64(s.sum) / float64(s.n)
 }
 
 // Quantile returns a value v such that about q of the recorded values are
 // <= v (q in [0, 1]); the answer is the upper edge of the bucket holding the
 // q-th value, clamped to the exact max. It returns 0 when empty.
 func (h *Histogram) Quantile(q float64) uint64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint64(math.Ceil(q * float64(h.n)))
-	rank = max(rank, 1)
-	var seen uint64
-	for b, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			if b+1 < buckets {
-				return min(lowerBound(b+1)-1, h.max)
-			}
-			return h.max
-		}
-	}
-	return h.max
+	return quantileIn(h.counts[:], &h.summary, q, subBits)
 }
 
 // Reset clears the histogram.

@@ -1,11 +1,11 @@
-// Package ioi is the decision logic of IOI forwarding (SEEDS §S1: "in
+// Package ioi is the decision logic of IOI forwarding (docs/ioi.md: "in
 // order, out of order, in order"): which packets of a large message are
 // sent in order on the ordered path and which are sprayed, the counters
 // that decide it, and the receiver's in-sequence check. It is pure logic:
 // no packets, no I/O, no allocation; the transaction layer (core/rt/txn)
 // asks it before each data packet and tells it of each acknowledgement.
 //
-// # The sender (figures 3A–4C of the seed)
+// # The sender
 //
 // A message is cut into packets. Its packets go
 //
@@ -30,12 +30,12 @@
 // OPC counts the in-order packets sent and not yet resolved (head and
 // tail), UPC the middle ones; the three subsets never overlap and follow
 // each other in the message's packet order. Every message starts in order
-// and is measured (figure 4A): one whose remaining bytes at its first
+// and is measured: one whose remaining bytes at its first
 // response are within the threshold stays in order to its end (Phase Head
 // throughout). A message no larger than a threshold override, or of fewer
 // than three packets, goes wholly in order from the start (Phase None,
 // flag set), as does an operation the ULP marks
-// non-idempotent (the seed reserves IOI for idempotent operations: a
+// non-idempotent (IOI is for idempotent operations only: a
 // sprayed packet may be placed after a later one, so a replayed
 // operation must do no harm).
 //

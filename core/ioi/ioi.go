@@ -23,7 +23,7 @@ const (
 	// ModeSprayed sends every data packet unflagged with per-packet
 	// entropy, so the fabric sprays them all.
 	ModeSprayed
-	// ModeIOI runs the seed's procedure: head in order, middle sprayed,
+	// ModeIOI runs IOI's procedure (docs/ioi.md): head in order, middle sprayed,
 	// tail in order.
 	ModeIOI
 )
@@ -95,7 +95,7 @@ func (c Config) Validate() error {
 // The RTT is the one the first response of the latest IOI message
 // measured (from that message's first send). The effective bandwidth is
 // what the connection's responses achieved: the rate at which its data
-// was acknowledged while it had data outstanding (the seed's "bandwidth
+// was acknowledged while it had data outstanding (the "bandwidth
 // of the responses achieved by the concurrent messages"); before any was
 // measured, the in-order bytes outstanding at the first response over
 // that RTT. So the threshold follows the fabric: a longer round trip or a
@@ -231,7 +231,7 @@ func (s *Sender) Begin(m Mode, total uint32, size uint64, idempotent bool, est *
 	case m == ModeInOrder || !idempotent:
 		s.kind = kindInOrder
 	default:
-		// Every message starts in order and is measured (figure 4A): the
+		// Every message starts in order and is measured: the
 		// threshold is decided at its first response. Only a message no
 		// larger than an override, or of fewer than three packets (no
 		// middle possible), is known to stay in order from the start.

@@ -1,4 +1,4 @@
-// Package qpx is global-to-local queue pair translation (SEEDS §S4): a
+// Package qpx is global-to-local queue pair translation (docs/qp-translation.md): a
 // CAM from 24-bit global QP numbers, the names hosts and the wire use, to
 // a few local QP contexts (Options.Slots, default 64), the records the
 // packet builder reads to generate a header and the packet disassembler

@@ -2,28 +2,15 @@ package qpx_test
 
 import (
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/peregrine-net/peregrine/core/qpx"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-// seeds is how many seeds the property suite runs: QPX_SEEDS, else 1000
-// (100 under -short or -race, see race_*_test.go).
-func seeds(t *testing.T) int {
-	if s := os.Getenv("QPX_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("QPX_SEEDS=%q: want a positive count", s)
-		}
-		return n
-	}
-	if testing.Short() || raceEnabled {
-		return 100
-	}
-	return 1000
-}
+// seeds is how many seeds the property suite runs: PEREGRINE_SEEDS, else
+// 1000 (100 under -short or -race).
+var seeds = testenv.Seeds{Full: 1000, Short: 100, Race: 100}
 
 // packet is one packet in flight: the number it carries and the QP
 // incarnation (owner) that sent or is meant to get it.
@@ -42,10 +29,14 @@ type packet struct {
 //   - a full table refuses Open with ErrFull and evicts nothing;
 //   - within a rotation no number is handed out twice.
 func TestPropertyChurnWithStalePackets(t *testing.T) {
-	n := seeds(t)
+	if seed, ok := testenv.Replay(t); ok {
+		churn(t, seed)
+		return
+	}
+	n := seeds.N(t)
 	for seed := range n {
 		if !churn(t, uint64(seed)) {
-			t.Fatalf("seed %d failed (replay: QPX_SEEDS=%d, it is the last)", seed, seed+1)
+			t.Fatalf("seed %d failed (replay: go test ./core/qpx -run TestPropertyChurnWithStalePackets -seed=%d)", seed, seed)
 		}
 	}
 }
@@ -191,7 +182,7 @@ func churn(t *testing.T, seed uint64) bool {
 // number is handed out exactly once, the held one never, and then the
 // first number comes round again.
 func TestFullRotation(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || testenv.Race {
 		t.Skip("16 million opens: not under -short or -race")
 	}
 	tb := newTable(t, qpx.Options{Slots: 2})

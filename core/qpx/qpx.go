@@ -20,7 +20,7 @@ const (
 	// Space is how many numbers Open rotates through before reusing one.
 	Space = LastQPN - FirstQPN + 1
 	// DefaultSlots is the default number of local contexts (a 6-bit local
-	// QP number, as in the seed).
+	// QP number).
 	DefaultSlots = 64
 	// MaxSlots bounds Options.Slots.
 	MaxSlots = 1 << 20
@@ -65,7 +65,7 @@ type Context struct {
 	Access      Access
 	// Ref is the owner's reference to the QP's payload memory (an mbuf
 	// handle, a region key, a connection slot): the context stays small
-	// and the payload in bulk memory, as in the seed. Never dereferenced
+	// and the payload in bulk memory. Never dereferenced
 	// here.
 	Ref uint64
 }

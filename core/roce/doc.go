@@ -1,4 +1,4 @@
-// Package roce is the QP-translation stage for real RoCEv2 (SEEDS §S4 on
+// Package roce is the QP-translation stage for real RoCEv2 (docs/qp-translation.md, on
 // InfiniBand's own wire): a poll-mode stage between a network port, where
 // frames name queue pairs by 24-bit global QPNs, and a host port, where
 // they name them by local QP numbers, the index of a local context in a

@@ -3,7 +3,6 @@ package roce_test
 import (
 	"encoding/binary"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 
@@ -12,28 +11,25 @@ import (
 	"github.com/peregrine-net/peregrine/core/qpx"
 	"github.com/peregrine-net/peregrine/core/roce"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // TestPropertyStaleFramesNeverReachANewQP churns QPs in the stage's table
 // while RoCEv2 frames for them are in flight and arrive late, in random
 // order: every frame that comes out to the host goes to the QP incarnation
 // it was sent to (its payload names it), no frame for a closed QP comes
-// out, and the counters are exactly the model's. ROCE_SEEDS sets the
-// number of seeds (default 300, 50 under -short or -race).
+// out, and the counters are exactly the model's. PEREGRINE_SEEDS sets
+// the number of seeds (default 300, 50 under -short or -race).
 func TestPropertyStaleFramesNeverReachANewQP(t *testing.T) {
-	n := 300
-	if testing.Short() || raceEnabled {
-		n = 50
+	if seed, ok := testenv.Replay(t); ok {
+		stageChurn(t, seed)
+		return
 	}
-	if s := os.Getenv("ROCE_SEEDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		n = v
-	}
+	n := testenv.Seeds{Full: 300, Short: 50, Race: 50}.N(t)
 	for seed := range n {
 		// A subtest per seed: its rig (pool, ports) is released at its end.
 		if !t.Run(strconv.Itoa(seed), func(t *testing.T) { stageChurn(t, uint64(seed)) }) {
-			t.Fatalf("seed %d failed (go test -run 'TestPropertyStaleFramesNeverReachANewQP/^%d$' replays it)", seed, seed)
+			t.Fatalf("seed %d failed (go test ./core/roce -run TestPropertyStaleFramesNeverReachANewQP -seed=%d replays it)", seed, seed)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package rt is peregrine's reliable transport (SEEDS §S0, part 1):
+// Package rt is peregrine's reliable transport (docs/transport.md):
 // connections, sliding windows, acknowledgements and the CAM-indexed
 // retransmission engine, over one port queue per lcore.
 //
@@ -235,7 +235,7 @@
 //
 // # Layering
 //
-// The ULP of issue 5 (transactions, the reorder engine, solicitation)
+// The ULP (core/rt/txn: transactions, the reorder engine, solicitation)
 // sits on Send, the deliver function and the events: RSN, SSN, ReqLen,
 // Offset and the extensions travel untouched in SendHeader and the
 // delivered header; PSNs stay the transport's.
@@ -266,7 +266,7 @@
 //   - conn.go (states, events, the Conn handle), window.go and bitmap.go
 //     (the sliding windows), rtt.go and cc.go (RTO and congestion),
 //     options.go, stats.go, errors.go, invariants.go: the parts these use.
-//   - qpn.go: global QP numbers (SEEDS §S4, Options.QPN, off by default):
+//   - qpn.go: global QP numbers (docs/qp-translation.md, Options.QPN, off by default):
 //     a core/qpx CAM over the connection slots, the numbers exchanged in
 //     the setup, carried in every reliable packet and checked on receive.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// The tests of this file reproduce the defect classes of issue 12 that
+// The tests of this file reproduce the failure-handling defects that
 // live in the transport (classes 5 to 10, and Abort's event): each failed
 // on the code before its fix.
 

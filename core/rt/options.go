@@ -102,7 +102,7 @@ type Options struct {
 	// MaxConns is the size of the connection table, 1..MaxMaxConns
 	// (default 64). A CID is a slot index plus a generation in 24 bits.
 	MaxConns int
-	// QPN turns on global QP numbers (SEEDS §S4, qpn.go): off by default,
+	// QPN turns on global QP numbers (docs/qp-translation.md, qpn.go): off by default,
 	// since it changes the wire.
 	QPN QPNOptions
 	// WindowSize is the PSN span of each sliding window (and its bitmap), a

@@ -10,7 +10,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// QPNOptions turn on global QP numbers (SEEDS §S4) on an endpoint.
+// QPNOptions turn on global QP numbers (docs/qp-translation.md) on an endpoint.
 //
 // Each connection then also has a 24-bit global QP number, handed out by a
 // core/qpx CAM whose local contexts are the endpoint's connection slots

@@ -2,7 +2,6 @@ package rt
 
 import (
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/qpx"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 func qpnHarness(t *testing.T) *harness {
@@ -150,18 +150,14 @@ func TestQPNNeedsBothEnds(t *testing.T) {
 // CID had wrapped around to a live one (the one case the CID generation
 // cannot catch): no replayed frame is ever delivered, each is counted
 // once, as retired (its connection is gone) or misrouted (its number is
-// another live connection's), and the counters are exactly that. QPN_SEEDS
-// sets the seeds (default 200, 40 under -short).
+// another live connection's), and the counters are exactly that.
+// PEREGRINE_SEEDS sets the seeds (default 200, 40 under -short).
 func TestQPNPropertyChurn(t *testing.T) {
-	n := 200
-	if testing.Short() {
-		n = 40
+	if seed, ok := testenv.Replay(t); ok {
+		qpnChurn(t, seed)
+		return
 	}
-	if s := os.Getenv("QPN_SEEDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		require.NoError(t, err)
-		n = v
-	}
+	n := testenv.Seeds{Full: 200, Short: 40}.N(t)
 	var retired, misrouted uint64
 	for seed := range n {
 		if !t.Run(strconv.Itoa(seed), func(t *testing.T) {
@@ -169,7 +165,7 @@ func TestQPNPropertyChurn(t *testing.T) {
 			retired += r
 			misrouted += m
 		}) {
-			t.Fatalf("seed %d failed (go test -run 'TestQPNPropertyChurn/^%d$' replays it)", seed, seed)
+			t.Fatalf("seed %d failed (go test ./core/rt -run TestQPNPropertyChurn -seed=%d replays it)", seed, seed)
 		}
 	}
 	t.Logf("%d seeds: %d replayed frames for retired QPNs, %d for other live QPNs, all dropped", n, retired, misrouted)

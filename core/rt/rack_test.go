@@ -16,7 +16,7 @@ import (
 )
 
 // rackNet is two endpoints joined by an emulated multipath fabric on a
-// virtual clock: the sprayed paths of issue 13 (different delays, each
+// virtual clock: IOI's sprayed paths (different delays, each
 // its own rate), where packets overtake each other all the time.
 type rackNet struct {
 	t      *testing.T

@@ -2,15 +2,14 @@ package wire
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-var copyChecksumSeed = flag.Uint64("csumcopy.seed", 0, "seed for the CopyChecksum property test (0: a random one, printed)")
+	"github.com/peregrine-net/peregrine/internal/testenv"
+)
 
 type copyChecksumImpl struct {
 	name string
@@ -55,14 +54,13 @@ func checkCopyChecksum(t testing.TB, impl copyChecksumImpl, dstBuf, src []byte, 
 // csumAdd: every length up to 130 and a spread up to 9000, src and dst at
 // every alignment mod 8 (and random ones up to 63), start sums at the edges
 // and random, on random, all-ones (the end-around carry's worst case) and
-// all-zero data (where 0 and 2^64-1 must stay apart). Replay with
-// -csumcopy.seed.
+// all-zero data (where 0 and 2^64-1 must stay apart). Replay with -seed.
 func TestCopyChecksumMatchesCsumAdd(t *testing.T) {
-	seed := *copyChecksumSeed
-	if seed == 0 {
+	seed, ok := testenv.Replay(t)
+	if !ok {
 		seed = rand.Uint64()
 	}
-	t.Logf("seed %d (replay with -csumcopy.seed=%d)", seed, seed)
+	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, seed))
 
 	const maxLen = 9000

@@ -1,5 +1,5 @@
 // Package wire encodes and decodes peregrine's packets: Ethernet, IPv4 or
-// IPv6, UDP, the reliable-transport header (SEEDS §S0) with its optional
+// IPv6, UDP, the reliable-transport header (docs/transport.md) with its optional
 // extensions, and the payload; and, for reading RoCE captures, the RoCEv2
 // Base Transport Header. It is the only place that knows byte offsets.
 //
@@ -144,7 +144,7 @@
 //     payload starts in it, so a receiver can place out-of-order packets.
 //   - Payload length: bytes after the header, body and extensions; must
 //     equal what the UDP datagram holds (ErrLength).
-//   - Send (type 14, S2): a two-sided send, placed in the target's next
+//   - Send (type 14, docs/sends.md): a two-sided send, placed in the target's next
 //     posted receive buffer. Its SSN field is the delivery index's
 //     dedicated field (its top byte the index's tag: a relative index's
 //     base, an absolute index's log2 ring depth, which the receiver
@@ -228,7 +228,7 @@
 // skipped. A chain of unknown types only decodes as no extensions
 // (Ext.Present 0 and HasExtension cleared in the decoded Flags).
 //
-//	Placement (S2 delivery index), type 1, 2 words:
+//	Placement (the delivery index, docs/sends.md), type 1, 2 words:
 //	+---------------+---------------+---------------+---------------+
 //	|    Type=1     |     Len=2     |     Mode      |   Reserved    |
 //	+---------------+---------------+---------------+---------------+
@@ -241,7 +241,7 @@
 //	is in the extension (core/dix, core/rt/txn); the reserved byte stays
 //	0 (a relative index's base tag goes in the SSN field's top byte).
 //
-//	Global QPNs (S4), type 2, 2 words:
+//	Global QPNs (docs/qp-translation.md), type 2, 2 words:
 //	+---------------+---------------+-------------------------------+
 //	|    Type=2     |     Len=2     |  Destination global QPN (24)  |
 //	+---------------+---------------+---------------+---------------+

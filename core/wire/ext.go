@@ -10,9 +10,9 @@ type ExtMask uint8
 
 // Extensions a header can carry.
 const (
-	// ExtPlacement: the S2 delivery index (Ext.Placement).
+	// ExtPlacement: the delivery index (Ext.Placement).
 	ExtPlacement ExtMask = 1 << 0
-	// ExtQPN: the S4 global QP numbers (Ext.DstQPN, Ext.SrcQPN).
+	// ExtQPN: the global QP numbers (Ext.DstQPN, Ext.SrcQPN).
 	ExtQPN ExtMask = 1 << 1
 	// ExtSourceCID: the sender's own CID (Ext.SourceCID); required on
 	// ConnOpen and ConnAccept.
@@ -62,7 +62,7 @@ type RegionRef struct {
 	Addr uint64
 }
 
-// Placement is the S2 delivery index: where the receiver places the
+// Placement is the delivery index (docs/sends.md): where the receiver places the
 // transaction's data even when it arrives out of order. Send packets
 // carry it when their descriptor (Header.Desc) puts the index here
 // (core/dix, core/rt/txn).

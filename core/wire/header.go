@@ -27,7 +27,7 @@ const (
 	MaxHeaderLen = BaseHeaderLen + ExtendedAckBodyLen + MaxExtLen
 
 	MaxCID   = 1<<24 - 1 // CIDs are 24 bits
-	MaxQPN   = 1<<24 - 1 // global QP numbers are 24 bits (S4)
+	MaxQPN   = 1<<24 - 1 // global QP numbers are 24 bits (docs/qp-translation.md)
 	MaxRetry = 15        // the retry counter is 4 bits
 )
 
@@ -63,7 +63,7 @@ type Header struct {
 	Type    Type
 	Flags   Flags
 	Retry   uint8 // resends of this PSN so far (4 bits, saturate at MaxRetry)
-	Phase   Phase // IOI phase (S1)
+	Phase   Phase // IOI phase (docs/ioi.md)
 
 	PSN uint32 // sequence number in the window Window() names
 	RSN uint32 // request sequence number (transaction order, visible to the ULP)
@@ -88,7 +88,7 @@ type Header struct {
 	// (HopsFromTTL). It feeds the per-hop part of a delay-based
 	// congestion controller's target (Swift); meaningless when TxEcho is 0.
 	HopEcho uint8
-	// Desc is a Send's delivery-index descriptor (S2; its bits are
+	// Desc is a Send's delivery-index descriptor (docs/sends.md; its bits are
 	// core/dix.Desc): byte 47, which other types send as 0 and receivers
 	// ignore (it decodes as 0 for them).
 	Desc uint8

@@ -1,7 +1,7 @@
 package wire
 
 // SetClass rewrites what a fabric or switch reads to place a built frame
-// (IOI, SEEDS §S1): the UDP source port (srcPort; 0 keeps it), the ECMP
+// (IOI, docs/ioi.md): the UDP source port (srcPort; 0 keeps it), the ECMP
 // entropy of a sprayed packet, and the IP DSCP (dscp, 1..63; 0 keeps it),
 // the mark of an in-order packet. It updates the IPv4 header checksum and
 // the UDP checksum incrementally (RFC 1624), so it also serves a frame of

@@ -24,7 +24,7 @@ const (
 	TypeAck                 Type = 11 // cumulative ACK (BSNs in the eBSN fields)
 	TypeExtendedAck         Type = 12 // ACK plus both receive bitmaps
 	TypeNack                Type = 13 // negative ACK for one PSN
-	// TypeSend is a two-sided send (S2): its data goes into the target's
+	// TypeSend is a two-sided send (docs/sends.md): its data goes into the target's
 	// next posted receive buffer, not into a region the initiator names.
 	TypeSend = Type(14)
 	numTypes = 15
@@ -103,7 +103,7 @@ const (
 	// FlagOrdered marks a packet of an ordered connection: the target hands
 	// requests to its ULP in RSN order.
 	FlagOrdered Flags = 1 << 2
-	// FlagIOIInOrder is S1's in-order flag: the receiver processes flagged
+	// FlagIOIInOrder is IOI's in-order flag (docs/ioi.md): the receiver processes flagged
 	// packets in sequence; unflagged ones are placed as they arrive.
 	FlagIOIInOrder Flags = 1 << 3
 	// FlagLastOfMessage marks the last packet of a message.
@@ -147,7 +147,7 @@ func (f Flags) String() string {
 	return b.String()
 }
 
-// Phase is the IOI phase of a packet in a large message (S1): sent in order
+// Phase is the IOI phase of a packet in a large message (docs/ioi.md): sent in order
 // at the head, out of order in the middle, in order again at the tail.
 type Phase uint8
 
@@ -245,7 +245,7 @@ func (c ResyncCode) String() string {
 	return "ResyncCode(" + strconv.Itoa(int(c)) + ")"
 }
 
-// PlacementMode says how a delivery index (S2) counts.
+// PlacementMode says how a delivery index (docs/sends.md) counts.
 type PlacementMode uint8
 
 // Placement modes. The values are part of the wire format.

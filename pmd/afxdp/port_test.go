@@ -569,7 +569,7 @@ func TestNeedsPrivilege(t *testing.T) {
 	require.NoError(t, err, "unprivileged child:\n%s", out)
 }
 
-const childEnv = "AFXDP_TEST_UNPRIVILEGED_CHILD"
+const childEnv = "PEREGRINE_AFXDP_UNPRIVILEGED_CHILD"
 
 func childMode() bool { return os.Getenv(childEnv) == "1" }
 

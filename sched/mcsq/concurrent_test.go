@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/internal/testenv"
 	"github.com/peregrine-net/peregrine/sched/mcsq"
 	"github.com/peregrine-net/peregrine/sim"
 )
@@ -115,7 +116,7 @@ func sortCQEs(c []mcsq.CQE) {
 // TestNoAllocsPerWR: posting a WR, distributing it to a bound SQ,
 // executing it and polling its CQE allocates nothing.
 func TestNoAllocsPerWR(t *testing.T) {
-	if raceEnabled {
+	if testenv.Race {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	f := newFixture(t, sim.MCSQNetOptions{Seed: 12, Hosts: 2})

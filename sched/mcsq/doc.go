@@ -1,4 +1,4 @@
-// Package mcsq is the multi-channel send queue (SEEDS §S3): the host
+// Package mcsq is the multi-channel send queue (docs/mcsq.md): the host
 // interface through which any number of client goroutines post work
 // requests (WRs) for thousands of targets on one queue, while the poll
 // loop — the adapter — spreads them over small pools of send queues (SQs)
@@ -13,7 +13,7 @@
 //	q.Post(&mcsq.WR{ID: mcsq.Flow(7), Target: t, Op: mcsq.OpPush, Local: r, Len: n, Remote: ref, Cookie: c})
 //	n := q.Completions(cqes)                                    // any goroutine
 //
-// # The path of a WR (the seed's figures 2 and 3)
+// # The path of a WR
 //
 //  1. Post (any goroutine) takes a free slot of the queue's preallocated
 //     WR table from a lock-free MPMC ring, copies the WR into it, and
@@ -47,7 +47,7 @@
 // SQ is free or idle (HOLNoSQ), its identifier's SQ already references
 // SQDepth WRs (HOLSQFull), or it is a local operation waiting for the WRs
 // before it to complete (HOLFence). It waits until a later Poll frees
-// what it waits for, as the seed's step 232 does; HOLWaitNs sums those
+// what it waits for (the plain wait); HOLWaitNs sums those
 // waits. The cost falls on traffic that spans more live identifiers than
 // the pool has SQs: with 64 DC SQs and 1,000 targets, nearly every new
 // identifier finds every SQ busy.
@@ -84,7 +84,7 @@
 //
 // An RC pool's SQs are connected once (Pool.AddRC: QPN → peer) and kept
 // connected; their identifier is their QPN. On an endpoint with global QP
-// numbers (rt.Options.QPN, SEEDS §S4) the transport hands the numbers
+// numbers (rt.Options.QPN, docs/qp-translation.md) the transport hands the numbers
 // out: the host opens a connection (Pool.OpenRC, or on the endpoint) and
 // posts the QPN it was given; the distributor translates an unbound QPN
 // through the transport's CAM (txn.Endpoint.ConnByQPN) and binds an SQ to

@@ -3,8 +3,6 @@ package mcsq_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,26 +10,14 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 	"github.com/peregrine-net/peregrine/sched/mcsq"
 	"github.com/peregrine-net/peregrine/sim"
 )
 
 // propertySeeds is 1,000 by default, 100 under -short, 40 under -race;
-// PEREGRINE_MCSQ_SEEDS overrides both.
-func propertySeeds() int {
-	if s := os.Getenv("PEREGRINE_MCSQ_SEEDS"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil {
-			return n
-		}
-	}
-	if raceEnabled {
-		return 40
-	}
-	if testing.Short() {
-		return 100
-	}
-	return 1000
-}
+// PEREGRINE_SEEDS overrides both.
+var propertySeeds = testenv.Seeds{Full: 1000, Short: 100, Race: 40}
 
 // host failure modes of a property run.
 const (
@@ -47,22 +33,20 @@ const (
 // identifier's pushes reach their target in posting order, a blacklisted
 // WR never executes, a WR that succeeded was placed, and every DC SQ is
 // released (and reused) at the end; the pool is back to zero in use.
-// Replay one seed with PEREGRINE_MCSQ_SEED=N.
+// Replay one seed with -seed=N.
 func TestProperty(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "mcsq-property", Frames: 16384, CacheSize: 256})
 	require.NoError(t, err)
 	defer pool.Close()
-	if s := os.Getenv("PEREGRINE_MCSQ_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
+	if seed, ok := testenv.Replay(t); ok {
 		runProperty(t, pool, seed)
 		return
 	}
 	start := time.Now()
-	n := propertySeeds()
+	n := propertySeeds.N(t)
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		if !runProperty(t, pool, seed) {
-			t.Fatalf("seed %d failed: replay with PEREGRINE_MCSQ_SEED=%d go test ./sched/mcsq -run TestProperty", seed, seed)
+			t.Fatalf("seed %d failed: replay with go test ./sched/mcsq -run TestProperty -seed=%d", seed, seed)
 		}
 	}
 	t.Logf("%d seeds in %v", n, time.Since(start))

@@ -37,7 +37,7 @@ type QueueOptions struct {
 	// identifier no earlier waiting WR has is placed if it can be (its
 	// identifier bound to an SQ with room, or a free SQ left); a WR never
 	// overtakes an earlier one of its own identifier, nor a local
-	// operation. Set StrictHOL for none: the seed's plain wait.
+	// operation. Set StrictHOL for none: the plain wait.
 	Lookahead int
 	// StrictHOL turns the lookahead off: everything behind a waiting head
 	// waits with it.

@@ -1,5 +1,5 @@
-// Package reorder is the transport's reorder engine (SEEDS §S0, "CAM-based
-// engines"): it holds every outstanding transaction of an lcore, keyed by
+// Package reorder is the transport's reorder engine (docs/transport.md, "Reorder
+// engine"): it holds every outstanding transaction of an lcore, keyed by
 // (connection, sequence space, sequence number), and releases them to the
 // ULP strictly in sequence order, however their arrivals (grants, pull
 // data, completions, incoming requests) are ordered on the wire.

@@ -1,7 +1,6 @@
 package reorder
 
 import (
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,15 +8,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-var seedFlag = flag.Uint64("reorder.seed", 0, "replay the randomized tests with this seed only")
-
-// seeds returns the seeds a randomized test runs: the -reorder.seed flag if
-// set, else n fixed ones, so every run is reproducible.
-func seeds(n int) []uint64 {
-	if *seedFlag != 0 {
-		return []uint64{*seedFlag}
+// seeds returns the seeds a randomized test runs: the one -seed names if
+// any, else n fixed ones, so every run is reproducible.
+func seeds(t *testing.T, n int) []uint64 {
+	if seed, ok := testenv.Replay(t); ok {
+		return []uint64{seed}
 	}
 	out := make([]uint64, n)
 	for i := range out {
@@ -29,7 +28,7 @@ func seeds(n int) []uint64 {
 func logSeedOnFailure(t *testing.T, seed uint64) {
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay with: go test ./core/rt/reorder -run '^%s$' -reorder.seed=%d", strings.Split(t.Name(), "/")[0], seed)
+			t.Logf("replay with: go test ./core/rt/reorder -run '^%s$' -seed=%d", strings.Split(t.Name(), "/")[0], seed)
 		}
 	})
 }
@@ -255,7 +254,7 @@ func (m *model) run(t testing.TB, ops []byte) {
 
 func TestRandomAgainstModel(t *testing.T) {
 	var total Stats
-	for _, seed := range seeds(24) {
+	for _, seed := range seeds(t, 24) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			logSeedOnFailure(t, seed)
 			rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
@@ -277,7 +276,7 @@ func TestRandomAgainstModel(t *testing.T) {
 			total.Full += st.Full
 		})
 	}
-	if *seedFlag == 0 {
+	if _, replay := testenv.Replay(t); !replay {
 		// The operation mix must reach every outcome, or the model
 		// comparison proves little.
 		require.NotZero(t, total.Released)
@@ -295,7 +294,7 @@ func TestRandomAgainstModel(t *testing.T) {
 // stream is drained. Every transaction must be released exactly once and
 // each stream's releases must be consecutive.
 func TestRandomStreamsReleaseInOrderOnce(t *testing.T) {
-	for _, seed := range seeds(8) {
+	for _, seed := range seeds(t, 8) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			logSeedOnFailure(t, seed)
 			rng := rand.New(rand.NewPCG(seed, 1))

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // The closed-loop test runs N backlogged Swift senders through one FIFO
@@ -221,11 +220,9 @@ func runSim(cfg simConfig) simResult {
 	return r
 }
 
-// simSeed is 1 unless SWIFT_SEED replays another run.
+// simSeed is 1 unless -seed replays another run.
 func simSeed(t *testing.T) uint64 {
-	if v := os.Getenv("SWIFT_SEED"); v != "" {
-		seed, err := strconv.ParseUint(v, 0, 64)
-		require.NoError(t, err, "SWIFT_SEED")
+	if seed, ok := testenv.Replay(t); ok {
 		return seed
 	}
 	return 1
@@ -237,7 +234,7 @@ func TestClosedLoopConvergence(t *testing.T) {
 		t.Run(fmt.Sprintf("flows=%d", n), func(t *testing.T) {
 			cfg := simConfig{flows: n, seed: seed, service: time.Microsecond, length: 40 * time.Millisecond}
 			r := runSim(cfg)
-			msg := fmt.Sprintf("replay with SWIFT_SEED=%d: %v", seed, r)
+			msg := fmt.Sprintf("replay with -seed=%d: %v", seed, r)
 			t.Logf("seed %d flows %d: %v", seed, n, r)
 
 			// The link stays busy: the flows together send at capacity.
@@ -264,7 +261,7 @@ func TestClosedLoopConvergence(t *testing.T) {
 func TestClosedLoopLateJoiners(t *testing.T) {
 	seed := simSeed(t)
 	r := runSim(simConfig{flows: 8, seed: seed, service: time.Microsecond, length: 40 * time.Millisecond, lateStart: 10 * time.Millisecond})
-	msg := fmt.Sprintf("replay with SWIFT_SEED=%d: %v shares %v", seed, r, r.shares)
+	msg := fmt.Sprintf("replay with -seed=%d: %v shares %v", seed, r, r.shares)
 	t.Logf("seed %d: %v shares %v", seed, r, r.shares)
 	require.GreaterOrEqual(t, r.utilisation, 0.95, msg)
 	require.InDelta(t, float64(r.meanTarget), float64(r.meanDelay), 0.2*float64(r.meanTarget), msg)

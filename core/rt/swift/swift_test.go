@@ -341,7 +341,7 @@ func TestTimeoutCutsThenResets(t *testing.T) {
 // A flight lost before the first RTT sample times out packet by packet,
 // microseconds apart: one episode (one cut), not one per packet — which
 // reached RetxResetThreshold at the third packet and sent a new
-// connection's cwnd to MinCwnd (issue 12's noticed item).
+// connection's cwnd to MinCwnd.
 func TestTimeoutsBeforeFirstSampleAreOneEpisode(t *testing.T) {
 	p := swift.DefaultParams()
 	c := newController(t, p)

@@ -2,11 +2,9 @@ package txn
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +14,11 @@ import (
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // advTally counts the statuses the operations of a sweep ended with.
 var advTally map[Status]int
-
-var adversarySeed = flag.Int64("adversary.seed", -1, "TestAdversarySweep: replay this one seed")
 
 // advOp is one operation the sweep posted: the ledger's own record.
 type advOp struct {
@@ -53,8 +50,8 @@ type advStash struct {
 // Send is in exactly one WQE, which completed OK for it; an OK pull
 // read B's bytes; no WQE completes twice or for two Sends.
 //
-// Seeds: 1000, PEREGRINE_ADVERSARY_SEEDS, or 100 under -short or -race;
-// -adversary.seed=N replays one. Forged fields are TestAdversarySweepForged.
+// Seeds: 1000, PEREGRINE_SEEDS, or 100 under -short or -race; -seed=N
+// replays one. Forged fields are TestAdversarySweepForged.
 func TestAdversarySweep(t *testing.T) { adversarySweep(t, false) }
 
 // TestAdversarySweepForged is the sweep with the forger on: real frames
@@ -70,18 +67,10 @@ func TestAdversarySweepForged(t *testing.T) {
 }
 
 func adversarySweep(t *testing.T, forged bool) {
-	n := 1000
-	if testing.Short() || sendRace {
-		n = 100
-	}
-	if v := os.Getenv("PEREGRINE_ADVERSARY_SEEDS"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "PEREGRINE_ADVERSARY_SEEDS")
-	}
+	n := testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t)
 	first := 0
-	if *adversarySeed >= 0 {
-		first, n = int(*adversarySeed), 1
+	if seed, ok := testenv.Replay(t); ok {
+		first, n = int(seed), 1
 	}
 	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 8192, CacheSize: 64})
 	require.NoError(t, err)
@@ -91,7 +80,7 @@ func adversarySweep(t *testing.T, forged bool) {
 	defer func() { t.Logf("%d seeds; operations by status: %v", n, advTally) }()
 	for seed := first; seed < first+n; seed++ {
 		if err := runAdversarySeed(t, pool, uint64(seed), forged); err != nil {
-			t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -adversary.seed=%d", seed, err, t.Name(), seed)
+			t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -seed=%d", seed, err, t.Name(), seed)
 			if failed++; failed == 10 {
 				t.Fatal("ten seeds failed: stopping")
 			}

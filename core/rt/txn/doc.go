@@ -1,5 +1,5 @@
 // Package txn is the transaction layer of peregrine's reliable transport
-// (SEEDS §S0, part 2) and the interface its upper-layer protocol (ULP)
+// (docs/transport.md) and the interface its upper-layer protocol (ULP)
 // programs against: RDMA-like pushes and pulls between registered memory
 // regions, over the connections, windows and retransmissions of core/rt.
 //
@@ -358,7 +358,7 @@
 //
 // # IOI forwarding
 //
-// With Options.IOI or ConnOptions.IOI (SEEDS §S1, package core/ioi) the
+// With Options.IOI or ConnOptions.IOI (docs/ioi.md, package core/ioi) the
 // data packets of pushes and of pull data travel in order, sprayed, or as
 // IOI: a message's head goes in order (IOIInOrder flag, its in-order
 // sequence number in SSN, the connection's UDP source port and the

@@ -35,7 +35,7 @@ var giveUpCases = []opCase{
 }
 
 // An operation to a dead peer ends at its timeout, not when the
-// transport's retries run out (issue 12: "the initiator ends every
+// transport's retries run out (the promise: "the initiator ends every
 // operation with an error within the configured timeout"): its packets
 // still unacknowledged are given up at the deadline (resyncs take their
 // places: rt.Conn.Abandon), so the transport no longer references the

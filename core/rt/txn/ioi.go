@@ -9,7 +9,7 @@ import (
 	"github.com/peregrine-net/peregrine/sched"
 )
 
-// IOI forwarding (SEEDS §S1) in the transaction layer: core/ioi decides,
+// IOI forwarding (docs/ioi.md) in the transaction layer: core/ioi decides,
 // this file applies its decisions to the data packets of pushes (the
 // initiator's) and pulls (the target's pull data), and checks the
 // in-sequence promise of flagged packets where data is placed (the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,21 +17,11 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-// ioiSeeds is 1000, PEREGRINE_IOI_SEEDS, or 100 under -short and -race.
-func ioiSeeds(t *testing.T) int {
-	n := 1000
-	if v := os.Getenv("PEREGRINE_IOI_SEEDS"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "PEREGRINE_IOI_SEEDS")
-	}
-	if testing.Short() || raceEnabled {
-		n = min(n, 100)
-	}
-	return n
-}
+// ioiSeeds is 1000 (100 under -short and -race), or PEREGRINE_SEEDS.
+func ioiSeeds(t *testing.T) int { return testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t) }
 
 // sent is one data frame as it left a port.
 type sent struct {
@@ -184,8 +173,8 @@ func TestIOIProperty(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	n := ioiSeeds(t)
-	if *seedFlag >= 0 {
-		checkIOISeed(t, pool, uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		checkIOISeed(t, pool, seed)
 		return
 	}
 	var failed []uint64

@@ -102,7 +102,7 @@ type Options struct {
 	// connection setup does not carry it). Default 0; set it near 2^32 to
 	// exercise the wrap.
 	InitialSeq uint32
-	// IOI configures IOI forwarding (SEEDS §S1, ioi.Config) for every
+	// IOI configures IOI forwarding (docs/ioi.md, ioi.Config) for every
 	// connection that does not set ConnOptions.IOI: the data of pushes
 	// this side posts and of pulls it serves. Zero: off.
 	IOI ioi.Config

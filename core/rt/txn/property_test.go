@@ -2,11 +2,8 @@ package txn
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,23 +13,11 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
-var seedFlag = flag.Int64("seed", -1, "run TestTransactionProperty for this seed only")
-
-// propertySeeds is 1000, or PEREGRINE_SIM_SEEDS for a longer run.
-func propertySeeds(t *testing.T) int {
-	n := 1000
-	if v := os.Getenv("PEREGRINE_SIM_SEEDS"); v != "" {
-		var err error
-		n, err = strconv.Atoi(v)
-		require.NoError(t, err, "PEREGRINE_SIM_SEEDS")
-	}
-	if testing.Short() {
-		n = min(n, 100)
-	}
-	return n
-}
+// propertySeeds is 1000 (100 under -short), or PEREGRINE_SEEDS.
+func propertySeeds(t *testing.T) int { return testenv.Seeds{Full: 1000, Short: 100}.N(t) }
 
 const (
 	propSlot  = 24 << 10 // bytes of region per operation
@@ -161,7 +146,7 @@ func (sc propScenario) String() string {
 }
 
 // TestTransactionFaultProperty runs the property workload through heavy
-// loss with few retries (fault seeds: 200, or PEREGRINE_SIM_SEEDS).
+// loss with few retries (fault seeds: 200, or PEREGRINE_SEEDS).
 // Packets are abandoned at both ends, abort notices are lost and resent,
 // connections fail. Checked by the test, not by the library: every
 // posted operation completes exactly once, OK or a named error, in
@@ -173,19 +158,13 @@ func TestTransactionFaultProperty(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "txn-fault-property", Frames: 16384, CacheSize: 128})
 	require.NoError(t, err)
 	defer pool.Close()
-	if *seedFlag >= 0 {
-		sc := harshScenario(uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		sc := harshScenario(seed)
 		t.Log(sc)
 		require.NoError(t, runScenario(t, pool, sc))
 		return
 	}
-	n := 200
-	if v := os.Getenv("PEREGRINE_SIM_SEEDS"); v != "" {
-		n = propertySeeds(t)
-	}
-	if testing.Short() {
-		n = min(n, 50)
-	}
+	n := testenv.Seeds{Full: 200, Short: 50}.N(t)
 	for s := range n {
 		sc := harshScenario(uint64(s))
 		if err := runScenario(t, pool, sc); err != nil {
@@ -199,8 +178,8 @@ func TestTransactionProperty(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "txn-property", Frames: 16384, CacheSize: 128})
 	require.NoError(t, err)
 	defer pool.Close()
-	if *seedFlag >= 0 {
-		sc := randomScenario(uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		sc := randomScenario(seed)
 		t.Log(sc)
 		require.NoError(t, runScenario(t, pool, sc))
 		return

@@ -2,7 +2,7 @@ package txn
 
 import "github.com/peregrine-net/peregrine/core/rt"
 
-// Global QP numbers (SEEDS §S4): with Options.Transport.QPN enabled, every
+// Global QP numbers (docs/qp-translation.md): with Options.Transport.QPN enabled, every
 // connection is also named by a 24-bit global QP number that the transport
 // hands out from its CAM and retires when the connection ends; the host
 // names connections by it (ConnByQPN), as a verbs program names a QP by

@@ -10,7 +10,7 @@ import (
 	"github.com/peregrine-net/peregrine/sched"
 )
 
-// Two-sided operations (SEEDS §S2): the initiator's Send names no remote
+// Two-sided operations (docs/sends.md): the initiator's Send names no remote
 // memory; its bytes go into the target's next posted receive WQE
 // (PostRecv, recvq.go), as an RDMA SEND into a queue pair's receive
 // queue (ibv_post_send with IBV_WR_SEND; ibv_post_recv). The k-th Send of
@@ -246,4 +246,22 @@ func (e *Endpoint) sendFreed(x *xact) {
 		return
 	}
 	e.dx.unbind(x)
+}
+
+// SetIndex sets how this side's Sends on the connection name their WQE at
+// the peer (what ConnOptions.Index sets at Open), for a connection the
+// peer opened. Only before the connection's first Send: the index counts
+// from it.
+func (h *Conn) SetIndex(cfg dix.Config) error {
+	c := h.live()
+	if c == nil || c.closing {
+		return ErrClosed
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("txn: SetIndex: %w", err)
+	}
+	if h.e.dx.snd[h.idx].win.Next() != h.e.opts.InitialSeq {
+		return errors.New("txn: SetIndex after the connection's first Send")
+	}
+	return h.e.dx.configure(h.e, int(h.idx), cfg)
 }

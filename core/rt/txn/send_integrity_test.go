@@ -12,6 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // udpCsumOff is where the UDP checksum sits in an IPv4 frame.
@@ -273,8 +274,8 @@ func TestSendIntegrityProperty(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "send-integrity", Frames: 8192, CacheSize: 64})
 	require.NoError(t, err)
 	defer pool.Close()
-	if *seedFlag >= 0 {
-		runIntegritySeed(t, pool, uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		runIntegritySeed(t, pool, seed)
 		return
 	}
 	n := propertySeeds(t)

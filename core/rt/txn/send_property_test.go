@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // sendScenario draws one seed's delivery-index configuration: every kind,
@@ -162,14 +162,11 @@ func TestSendProperty(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "send-property", Frames: 16384, CacheSize: 128})
 	require.NoError(t, err)
 	defer pool.Close()
-	if *seedFlag >= 0 {
-		runSendSeed(t, pool, uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		runSendSeed(t, pool, seed)
 		return
 	}
-	n := propertySeeds(t)
-	if sendRace && os.Getenv("PEREGRINE_SIM_SEEDS") == "" {
-		n = min(n, 100)
-	}
+	n := testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t)
 	var all sendTally
 	for s := range n {
 		x := runSendSeed(t, pool, uint64(s))

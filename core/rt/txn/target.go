@@ -144,7 +144,7 @@ const headReserve = 1
 // connection, a later SSN of a solicited push) may not take the last
 // headReserve of them: requests that arrived early could otherwise hold
 // every context while the one they all wait for is refused (NoResources)
-// for want of one, forever — the RNR storm of issue 12. A request at the
+// for want of one, forever — an RNR storm that never ends. A request at the
 // head of its orders is released or granted as soon as it is complete, so
 // the contexts kept for it always come back.
 func (e *Endpoint) admissible(waits bool, entries int) bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/internal/testenv"
 )
 
 // heardOf tallies, by RSN, the requests B's ULP was handed (OnRequest)
@@ -74,8 +75,8 @@ func TestEveryOKReachesTheTargetULP(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Name: "held-at-end", Frames: 8192, CacheSize: 64})
 	require.NoError(t, err)
 	defer pool.Close()
-	if *seedFlag >= 0 {
-		runHeldSeed(t, pool, uint64(*seedFlag))
+	if seed, ok := testenv.Replay(t); ok {
+		runHeldSeed(t, pool, seed)
 		return
 	}
 	n := propertySeeds(t)
@@ -140,7 +141,7 @@ func runHeldSeed(t *testing.T, pool *mbuf.Pool, seed uint64) (ok, failed, delive
 	p.runFor(func() bool { return false }, time.Duration(r.IntN(3000))*time.Microsecond)
 	cut = true
 	done := p.runFor(func() bool { return len(p.cqA) == ops && p.a.Outstanding() == 0 && p.b.Outstanding() == 0 }, 10*time.Second)
-	if *seedFlag >= 0 {
+	if _, ok := testenv.Replay(t); ok {
 		t.Logf("seed %d: virtual %v; A %s; delivered %v aborted %v", seed, p.clk.Now(), statuses(p.cqA), h.delivered, h.aborted)
 	}
 	require.True(t, done, "seed %d: %d of %d operations ended\nA:\n%s\nB:\n%s", seed, len(p.cqA), ops, p.a.dump(), p.b.dump())

@@ -287,7 +287,7 @@ func TestPcapRoundTripAndTshark(t *testing.T) {
 		require.NoError(t, w.WritePacket(ci, f.frame))
 	}
 	require.NoError(t, file.Close())
-	if dir := os.Getenv("WIRE_KEEP_PCAP"); dir != "" {
+	if dir := os.Getenv("PEREGRINE_KEEP_PCAP"); dir != "" {
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "peregrine.pcap"), data, 0o644))

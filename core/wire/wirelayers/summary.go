@@ -91,7 +91,7 @@ func layerNames(frame []byte) string {
 	return strings.Join(names, "/")
 }
 
-// IOISummary describes a transport packet's IOI marks (SEEDS §S1) from its
+// IOISummary describes a transport packet's IOI marks (docs/ioi.md) from its
 // IP TOS and header: " ioi=in-order seq=N" for a flagged packet (its
 // in-order sequence number travels in the SSN field), " ioi=sprayed" for
 // a middle packet, the phase when there is one, and the DSCP when set. A

@@ -1,0 +1,124 @@
+package traffic
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/hist"
+)
+
+// flowRx is a sink's per-flow side. The loop owns flows and cur; at the
+// close of each interval (and at Stop) it folds cur into the total and
+// copies both, and the flows, into the published snapshot under mu.
+type flowRx struct {
+	flows     []FlowStats
+	cur       hist.HDR // this interval's latencies
+	nextClose clock.Time
+	negative  uint64 // frames whose stamp is ahead of now (clocks not comparable): not recorded
+
+	mu      sync.Mutex
+	total   hist.HDR
+	pending hist.HDR // intervals closed since the last TakeIntervals
+	closed  atomic.Uint64
+	snap    []FlowStats
+	negSnap uint64
+}
+
+func newFlowRx(flows int) *flowRx {
+	return &flowRx{flows: make([]FlowStats, flows), snap: make([]FlowStats, flows)}
+}
+
+// frame accounts one stamped frame of a tracked flow, in st's counters
+// as the plain sink would and in the flow's; lat is now minus its
+// transmit stamp.
+func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool, lat int64) {
+	f := &r.flows[flow]
+	switch exp := f.NextExp; {
+	case seq == exp:
+		st.InOrder++
+	case seq > exp:
+		st.Gaps += seq - exp
+	default:
+		st.Late++
+	}
+	if !f.account(seq) || !withLatency {
+		return
+	}
+	if lat < 0 {
+		r.negative++
+		return
+	}
+	f.latency(uint64(lat))
+	r.cur.Record(uint64(lat))
+}
+
+// close ends the current interval at now; the next ends after every
+// (0: none is scheduled, as at Stop).
+func (r *flowRx) close(now clock.Time, every time.Duration) {
+	r.mu.Lock()
+	r.total.Merge(&r.cur)
+	r.pending.Merge(&r.cur)
+	copy(r.snap, r.flows)
+	r.negSnap = r.negative
+	r.mu.Unlock()
+	r.closed.Add(1)
+	r.cur.Reset()
+	if every > 0 {
+		if r.nextClose == 0 {
+			// The first call only starts the clock: an interval is a
+			// whole period.
+			r.total.Reset()
+			r.pending.Reset()
+			r.closed.Store(0)
+		}
+		r.nextClose = now.Add(every)
+	}
+}
+
+func (r *flowRx) coarse() hist.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total.Coarse()
+}
+
+// Flows returns a copy of the per-flow counters as of the last closed
+// interval or Stop (nil without PerFlow). Safe from any goroutine.
+func (s *Sink) Flows() []FlowStats {
+	if s.rx == nil {
+		return nil
+	}
+	s.rx.mu.Lock()
+	defer s.rx.mu.Unlock()
+	out := make([]FlowStats, len(s.rx.snap))
+	copy(out, s.rx.snap)
+	return out
+}
+
+// LatencyHDR returns the HDR latency histogram of everything up to the
+// last closed interval or Stop, and how many intervals have closed (0:
+// none yet). Without PerFlow it is empty. Safe from any goroutine.
+func (s *Sink) LatencyHDR() (total hist.HDR, intervals uint64) {
+	if s.rx == nil {
+		return
+	}
+	s.rx.mu.Lock()
+	defer s.rx.mu.Unlock()
+	return s.rx.total, s.rx.closed.Load()
+}
+
+// TakeIntervals returns the latencies of the intervals closed since the
+// last call, and forgets them: an exporter that calls it every period
+// loses no frame even when two intervals closed between its calls. Safe
+// from any goroutine.
+func (s *Sink) TakeIntervals() hist.HDR {
+	if s.rx == nil {
+		return hist.HDR{}
+	}
+	s.rx.mu.Lock()
+	defer s.rx.mu.Unlock()
+	h := s.rx.pending
+	s.rx.pending.Reset()
+	return h
+}

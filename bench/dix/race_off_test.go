@@ -1,5 +1,0 @@
-//go:build !race
-
-package dix
-
-const raceEnabled = false

@@ -1,0 +1,413 @@
+package rfc2544
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Defaults of SearchOptions.
+const (
+	DefaultDuration    = time.Second
+	DefaultWidth       = 0.005
+	DefaultPDRLoss     = 0.005
+	DefaultExceedRatio = 0.5
+	DefaultSumFactor   = 2
+	DefaultMaxTrials   = 400
+	// phases is how many times the trial duration doubles from
+	// InitialDuration to Duration by default (Duration/8 first).
+	defaultPhases = 4
+)
+
+// Goal is one rate the search looks for: the highest offered load whose
+// trials lose at most LossRatio of their frames (NDR: 0; PDR: 0.005).
+type Goal struct {
+	Name      string
+	LossRatio float64
+}
+
+// SearchOptions configure Search. Zero fields take their defaults.
+type SearchOptions struct {
+	Size FrameSize
+	// MinRate and MaxRate bound the offered load, frames per second;
+	// MaxRate is required (line rate, or what the generator can send).
+	// MinRate defaults to MaxRate/1000.
+	MinRate, MaxRate float64
+	// Duration is the final phase's trial duration (default 1 s);
+	// InitialDuration the first phase's (default Duration/8). Each phase
+	// doubles it, and halves the width, until Duration and Width.
+	Duration, InitialDuration time.Duration
+	// Width is the resolution: the search ends when the upper bound is
+	// within Width (relative) above the lower. Default 0.005.
+	Width float64
+	// PDRLoss is the loss ratio the partial-drop rate tolerates (default
+	// 0.005); negative searches for NDR only.
+	PDRLoss float64
+	// ExceedRatio is the fraction of a load's trial time that may exceed
+	// a goal's loss ratio while the load still counts as passing it
+	// (default 0.5: the majority decides). SumFactor is how much trial
+	// time, in phase durations, a load needs before it can pass (default
+	// 2); with the defaults one passing trial makes a lower bound, and an
+	// upper bound takes two failing ones.
+	ExceedRatio float64
+	SumFactor   float64
+	// MaxTrials bounds the search (default 400): a DUT so noisy that the
+	// bounds never settle ends in an error rather than a loop.
+	MaxTrials int
+	// OnTrial, when set, is called after every trial (progress output).
+	OnTrial func(TrialRecord)
+}
+
+// TrialRecord is one trial of a search, as the JSON result lists it.
+type TrialRecord struct {
+	Goal     string        `json:"goal"`
+	Phase    int           `json:"phase"`
+	Rate     float64       `json:"rate_fps"`
+	Duration time.Duration `json:"duration_ns"`
+	Sent     uint64        `json:"sent"`
+	Received uint64        `json:"received"`
+	Loss     float64       `json:"loss_ratio"`
+	// Offered is the rate actually offered (sent ÷ send time) when the
+	// Trialer measured it, else Rate.
+	Offered float64 `json:"offered_fps"`
+}
+
+// GoalResult is what the search found for one goal.
+type GoalResult struct {
+	Goal Goal `json:"goal"`
+	// Rate is the relevant lower bound, frames per second offered: the
+	// highest load that passed the goal at the final trial duration below
+	// every load that failed it. 0 when even MinRate failed.
+	Rate float64 `json:"rate_fps"`
+	// Upper is the lowest load that failed (0 when MaxRate passed: the
+	// DUT outran the offered load, AtMax).
+	Upper float64 `json:"upper_fps"`
+	AtMax bool    `json:"at_max"`
+	// Width is (Upper − Rate) ÷ Upper.
+	Width float64 `json:"width"`
+	// Forwarded is the mean received rate of the final trials at Rate.
+	Forwarded float64 `json:"forwarded_fps"`
+}
+
+// SearchResult is a search's answer and its trials.
+type SearchResult struct {
+	Size   FrameSize     `json:"-"`
+	Goals  []GoalResult  `json:"goals"`
+	Trials []TrialRecord `json:"trials"`
+	// TrialTime sums the trials' durations.
+	TrialTime time.Duration `json:"trial_time_ns"`
+	// GeneratorLimited: some trial offered less than 97 % of its rate (the
+	// generator, not the DUT, set the pace), so a rate near it is
+	// overstated; lower MaxRate.
+	GeneratorLimited bool `json:"generator_limited"`
+}
+
+// NDR returns the first goal's rate (the non-drop rate).
+func (r *SearchResult) NDR() float64 { return r.Goals[0].Rate }
+
+// Validate fills in the defaults and checks opts.
+func (o *SearchOptions) Validate() error {
+	if !(o.MaxRate > 0) || math.IsInf(o.MaxRate, 0) {
+		return fmt.Errorf("rfc2544: MaxRate %g: give the highest load to offer, frames per second (> 0)", o.MaxRate)
+	}
+	if o.MinRate == 0 {
+		o.MinRate = o.MaxRate / 1000
+	}
+	if o.MinRate <= 0 || o.MinRate >= o.MaxRate {
+		return fmt.Errorf("rfc2544: MinRate %g: give 0 < MinRate < MaxRate %g", o.MinRate, o.MaxRate)
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.InitialDuration == 0 {
+		o.InitialDuration = o.Duration >> (defaultPhases - 1)
+	}
+	if o.Duration <= 0 || o.InitialDuration <= 0 || o.InitialDuration > o.Duration {
+		return fmt.Errorf("rfc2544: trial durations %v (initial) and %v (final): give 0 < initial <= final", o.InitialDuration, o.Duration)
+	}
+	if o.Width == 0 {
+		o.Width = DefaultWidth
+	}
+	if o.Width <= 0 || o.Width >= 0.5 {
+		return fmt.Errorf("rfc2544: Width %g: give a relative resolution in (0, 0.5), e.g. 0.005", o.Width)
+	}
+	if o.PDRLoss == 0 {
+		o.PDRLoss = DefaultPDRLoss
+	}
+	if o.PDRLoss >= 1 {
+		return fmt.Errorf("rfc2544: PDRLoss %g: give a loss ratio below 1, e.g. 0.005 (negative: no PDR)", o.PDRLoss)
+	}
+	if o.ExceedRatio == 0 {
+		o.ExceedRatio = DefaultExceedRatio
+	}
+	if o.ExceedRatio < 0 || o.ExceedRatio >= 1 {
+		return fmt.Errorf("rfc2544: ExceedRatio %g: give [0, 1), e.g. 0.5", o.ExceedRatio)
+	}
+	if o.SumFactor == 0 {
+		o.SumFactor = DefaultSumFactor
+	}
+	if o.SumFactor < 1 {
+		return fmt.Errorf("rfc2544: SumFactor %g: give 1 or more trial durations of evidence per load", o.SumFactor)
+	}
+	if o.MaxTrials == 0 {
+		o.MaxTrials = DefaultMaxTrials
+	}
+	return nil
+}
+
+// Goals lists what the search looks for: NDR, then PDR unless PDRLoss < 0.
+func (o *SearchOptions) Goals() []Goal {
+	g := []Goal{{"NDR", 0}}
+	if o.PDRLoss > 0 {
+		g = append(g, Goal{"PDR", o.PDRLoss})
+	}
+	return g
+}
+
+// ErrTooManyTrials ends a search whose bounds did not settle in MaxTrials.
+var ErrTooManyTrials = errors.New("rfc2544: the search did not settle within MaxTrials trials (the DUT's loss is too erratic for this ExceedRatio)")
+
+type outcome struct {
+	dur  time.Duration
+	loss float64
+	rx   float64 // received frames per second
+}
+
+type class int
+
+const (
+	undecided class = iota
+	lower
+	upper
+)
+
+// searcher holds one search's trials, keyed by exact offered load: every
+// load it offers again is a value it computed before, so equal loads are
+// equal floats.
+type searcher struct {
+	opts   SearchOptions
+	t      Trialer
+	loads  map[float64][]outcome
+	result SearchResult
+}
+
+// Search finds each goal's rate for one frame size by MLRsearch's method
+// (see the package doc): phases of trials that lengthen towards Duration
+// while the width narrows towards Width, every bound decided by the
+// majority of its trial time, the last phase at full duration confirming
+// both bounds.
+func Search(ctx context.Context, t Trialer, opts SearchOptions) (*SearchResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &searcher{opts: opts, t: t, loads: map[float64][]outcome{}}
+	s.result.Size = opts.Size
+	durs, widths := s.phases()
+	for _, g := range opts.Goals() {
+		var lo, up float64
+		for i := range durs {
+			var err error
+			if lo, up, err = s.phase(ctx, g, i, durs[i], widths[i]); err != nil {
+				return &s.result, err
+			}
+		}
+		gr := GoalResult{Goal: g, Rate: lo}
+		if !math.IsInf(up, 1) {
+			gr.Upper = up
+			gr.Width = (up - lo) / up
+		} else {
+			gr.AtMax = true
+		}
+		var n int
+		for _, o := range s.loads[lo] {
+			if o.dur >= opts.Duration {
+				gr.Forwarded += o.rx
+				n++
+			}
+		}
+		if n > 0 {
+			gr.Forwarded /= float64(n)
+		}
+		s.result.Goals = append(s.result.Goals, gr)
+	}
+	return &s.result, nil
+}
+
+// phases returns each phase's trial duration and width: the duration
+// doubles from InitialDuration up to Duration, the width halves down to
+// Width in step.
+func (s *searcher) phases() ([]time.Duration, []float64) {
+	var durs []time.Duration
+	for d := s.opts.InitialDuration; d < s.opts.Duration; d *= 2 {
+		durs = append(durs, d)
+	}
+	durs = append(durs, s.opts.Duration)
+	widths := make([]float64, len(durs))
+	for i := range widths {
+		widths[i] = min(s.opts.Width*math.Pow(2, float64(len(durs)-1-i)), 0.25)
+	}
+	return durs, widths
+}
+
+// classify decides a load for goal g from its trials of duration d or
+// longer: an upper bound when more than ExceedRatio of the time needed
+// (SumFactor × d) lost too much, a lower bound when enough time passed
+// that even had every missing second failed it would not be.
+func (s *searcher) classify(load float64, g Goal, d time.Duration) class {
+	var hi, lo float64
+	for _, o := range s.loads[load] {
+		if o.dur < d {
+			continue
+		}
+		if o.loss > g.LossRatio {
+			hi += o.dur.Seconds()
+		} else {
+			lo += o.dur.Seconds()
+		}
+	}
+	sum := s.opts.SumFactor * d.Seconds()
+	switch {
+	case hi > s.opts.ExceedRatio*sum:
+		return upper
+	case lo >= (1-s.opts.ExceedRatio)*sum:
+		return lower
+	}
+	return undecided
+}
+
+// bounds returns the lowest upper bound (+Inf when none) and the highest
+// lower bound below it (0 when none) at duration d.
+func (s *searcher) bounds(g Goal, d time.Duration) (lo, up float64) {
+	up = math.Inf(1)
+	for x := range s.loads {
+		if x < up && s.classify(x, g, d) == upper {
+			up = x
+		}
+	}
+	for x := range s.loads {
+		if x > lo && x < up && s.classify(x, g, d) == lower {
+			lo = x
+		}
+	}
+	return lo, up
+}
+
+// phase runs trials of duration d until goal g's bounds at that duration
+// are within width, and returns them.
+func (s *searcher) phase(ctx context.Context, g Goal, i int, d time.Duration, width float64) (lo, up float64, err error) {
+	stepUp, stepDown := width, width
+	for {
+		lo, up = s.bounds(g, d)
+		next, done := s.next(g, d, width, lo, up, &stepUp, &stepDown)
+		if done {
+			return lo, up, nil
+		}
+		if len(s.result.Trials) >= s.opts.MaxTrials {
+			return lo, up, ErrTooManyTrials
+		}
+		if err := s.trial(ctx, g, i, next, d); err != nil {
+			return lo, up, err
+		}
+	}
+}
+
+// next picks the load to try, in this order: a load between the bounds
+// still undecided at this duration (earlier phases' bounds being
+// re-measured: the highest one that passed somewhere, else the lowest);
+// MaxRate when nothing failed yet; a step down from the upper bound when
+// nothing passed (to the rate the DUT forwarded when that is lower: the
+// first guess at its capacity), or up from the lower one when nothing
+// failed, each step twice the last; else the midpoint while the bounds are
+// wider than width.
+func (s *searcher) next(g Goal, d time.Duration, width, lo, up float64, stepUp, stepDown *float64) (float64, bool) {
+	top := math.Min(up, s.opts.MaxRate)
+	var pick float64
+	pickPassed := false
+	for x, os := range s.loads {
+		if x <= lo || x > top || (x == top && !math.IsInf(up, 1)) || s.classify(x, g, d) != undecided {
+			continue
+		}
+		passed := slices.ContainsFunc(os, func(o outcome) bool { return o.loss <= g.LossRatio })
+		switch {
+		case pick == 0, passed && !pickPassed, passed && x > pick, !passed && !pickPassed && x < pick:
+			pick, pickPassed = x, passed
+		}
+	}
+	if pick != 0 {
+		return pick, false
+	}
+	if math.IsInf(up, 1) {
+		if lo == s.opts.MaxRate {
+			return 0, true
+		}
+		if lo == 0 {
+			return s.opts.MaxRate, false
+		}
+		next := math.Min(s.opts.MaxRate, lo/(1-*stepUp))
+		*stepUp = math.Min(2**stepUp, 0.5)
+		return next, false
+	}
+	if lo == 0 {
+		if up <= s.opts.MinRate {
+			return 0, true
+		}
+		next := up * (1 - *stepDown)
+		if rx := s.forwarded(up); rx > 0 && rx < next {
+			next = rx * (1 - width/2)
+		}
+		*stepDown = math.Min(2**stepDown, 0.5)
+		return math.Max(next, s.opts.MinRate), false
+	}
+	if (up-lo)/up <= width {
+		return 0, true
+	}
+	return (lo + up) / 2, false
+}
+
+// forwarded is the received rate of the last trial at load x.
+func (s *searcher) forwarded(x float64) float64 {
+	os := s.loads[x]
+	if len(os) == 0 {
+		return 0
+	}
+	return os[len(os)-1].rx
+}
+
+func (s *searcher) trial(ctx context.Context, g Goal, phase int, rate float64, d time.Duration) error {
+	spec := TrialSpec{Size: s.opts.Size, Rate: rate, Duration: d}
+	r, err := s.t.Trial(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("rfc2544: trial at %.0f fps for %v: %w", rate, d, err)
+	}
+	o := outcome{dur: d, loss: r.LossRatio(), rx: float64(r.Received) / d.Seconds()}
+	s.loads[rate] = append(s.loads[rate], o)
+	rec := TrialRecord{Goal: g.Name, Phase: phase, Rate: rate, Duration: d, Sent: r.Sent, Received: r.Received, Loss: o.loss, Offered: rate}
+	if r.SendTime > 0 {
+		rec.Offered = float64(r.Sent) / r.SendTime.Seconds()
+		if rec.Offered < generatorSlack*rate {
+			s.result.GeneratorLimited = true
+		}
+	}
+	s.result.Trials = append(s.result.Trials, rec)
+	s.result.TrialTime += d
+	if s.opts.OnTrial != nil {
+		s.opts.OnTrial(rec)
+	}
+	return nil
+}
+
+// Repeatability is max ÷ min of rates found by repeated searches (1 is
+// perfectly repeatable); +Inf when one of them is 0.
+func Repeatability(rates []float64) float64 {
+	if len(rates) == 0 {
+		return math.NaN()
+	}
+	lo, hi := slices.Min(rates), slices.Max(rates)
+	if lo <= 0 {
+		return math.Inf(1)
+	}
+	return hi / lo
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package cam
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package qpx_test
-
-const raceEnabled = true

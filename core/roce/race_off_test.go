@@ -1,5 +1,0 @@
-//go:build !race
-
-package roce_test
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package txn
-
-const raceEnabled = false

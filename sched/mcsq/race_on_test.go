@@ -1,5 +1,0 @@
-//go:build race
-
-package mcsq_test
-
-const raceEnabled = true
