@@ -704,7 +704,7 @@ func TestIdlePolicyZeroMeansTheDefaults(t *testing.T) {
 		{"zero", lcore.IdlePolicy{}, defaults},
 		{"sleep", lcore.IdlePolicy{Mode: lcore.IdleSleep}, with(lcore.IdleSleep, lcore.DefaultSleepMin, lcore.DefaultSleepMax)},
 		{"adaptive", lcore.IdlePolicy{Mode: lcore.IdleAdaptive}, with(lcore.IdleAdaptive, lcore.DefaultSleepMin, lcore.DefaultSleepMax)},
-		{"short max alone", lcore.IdlePolicy{SleepMax: 20 * time.Microsecond}, with(lcore.IdleBusy, 20*time.Microsecond, 20*time.Microsecond)},
+		{"short max alone", lcore.IdlePolicy{SleepMax: 20 * time.Microsecond}, with(lcore.IdleBusy, min(lcore.DefaultSleepMin, 20*time.Microsecond), 20*time.Microsecond)},
 		{"long min alone", lcore.IdlePolicy{SleepMin: 2 * time.Millisecond}, with(lcore.IdleBusy, 2*time.Millisecond, 2*time.Millisecond)},
 	} {
 		l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}}, Idle: tc.give})
