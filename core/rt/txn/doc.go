@@ -297,7 +297,7 @@
 //	grant (init)     of no waiting push                            ACK (a grant sent again
 //	                                                                for a push that had one)   Unmatched
 //	IOI (ioi.go)     impossible phase/flag; middle or tail of no
-//	                 known message; in-order number seen already   ACK                        IOIStats Forged, Unknown, Stale
+//	                 known message; in-order number seen already   dropped, unacknowledged    IOIStats Forged, Unknown, Stale
 //	IOI (ioi.go)     flagged, more than 64 ahead                   RNR NACK (resent)          IOIStats Refused
 //	Send             bad descriptor, undecodable index, omitted
 //	                 index of no binding                           dropped, unacknowledged    SendStats Forged
@@ -324,9 +324,12 @@
 // misdirected packet took it. Two things the receiver cannot tell: a
 // forged packet with a valid PSN whose index names a WQE no Send has
 // bound yet is taken as that Send's (the transport has no
-// authentication); and the IOI rows (ioi.go) still acknowledge what
-// they drop — no sender builds those packets, so only a forgery's PSN is
-// at stake, but they should answer rt.Drop too. On an unordered
+// authentication). The IOI rows need no acknowledgement for liveness: no
+// sender builds those packets (a middle goes only after its head's first
+// acknowledgement, so its message is known here; an in-order number is
+// taken once, and a copy under the same PSN never reaches this layer), so
+// the only packet with such a PSN that matters is the real one a forgery
+// displaced, which its resend delivers. On an unordered
 // connection a forged segment of a push released already starts a new
 // request that never completes (its context stays until the connection
 // ends). Nor do the receivers yet bind a packet's PSN to the request it
@@ -372,8 +375,9 @@
 // flagged ones in sequence: ahead of its turn a flagged packet is placed
 // but handed to Options.OnInOrder only when the gap fills (64 ahead at
 // most; beyond, refused for retransmission). Impossible phase and flag
-// combinations, and middle or tail packets of no known message, are
-// counted and dropped (IOIStats). See ioi.go.
+// combinations, middle or tail packets of no known message and in-order
+// numbers taken already are counted and dropped unacknowledged
+// (IOIStats). See ioi.go.
 //
 // # Connection events
 //

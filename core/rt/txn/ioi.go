@@ -320,7 +320,10 @@ func (e *Endpoint) ioiForgedPhase(h *wire.Header) bool {
 
 // ioiUnknown reports (and counts) a middle or tail packet that would start
 // a message here: its head was never taken, so it is no message this side
-// knows.
+// knows. No sender sends one: a message's middle goes only after its
+// head's first acknowledgement (so the head was taken here, and its
+// context lives until every packet came), and no packet of it follows its
+// abort notice. The caller drops it unacknowledged.
 func (e *Endpoint) ioiUnknown(h *wire.Header) bool {
 	if h.Phase != wire.PhaseMiddle && h.Phase != wire.PhaseTail {
 		return false
@@ -335,7 +338,7 @@ func (e *Endpoint) ioiAdmit(c *conn, i int32, x *xact, h *wire.Header, p []byte)
 	flagged := h.Flags.Has(wire.FlagIOIInOrder)
 	if !ioi.CheckCombo(true, flagged, h.Phase) {
 		e.ioiCnt.own[iForged]++
-		return rt.Accept, false
+		return rt.Drop, false
 	}
 	r := e.ioiReceiver(i, x)
 	base := int(i) * int(r.Window())
@@ -367,8 +370,11 @@ func (e *Endpoint) ioiAdmit(c *conn, i int32, x *xact, h *wire.Header, p []byte)
 		e.ioiCnt.own[iRefused]++
 		return rt.OutOfWindow, false
 	case ioi.Stale:
+		// An in-order number taken already under another PSN (a copy with
+		// the same PSN never reaches here): forged. Not acknowledged, so
+		// the packet that holds this PSN still comes.
 		e.ioiCnt.own[iStale]++
-		return rt.Accept, false
+		return rt.Drop, false
 	}
 	return 0, true
 }

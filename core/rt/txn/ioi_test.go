@@ -366,32 +366,46 @@ func TestIOIThresholdFollowsFabric(t *testing.T) {
 
 // TestIOIForgedAndUnknown: packets with a phase and flag no sender makes,
 // a phase on a packet that is not data, a middle packet of a message the
-// target never heard of, a repeated sequence number: each counted and
-// dropped, never a panic, and the connection goes on.
+// target never heard of, a repeated in-order number: each counted and
+// dropped unacknowledged (the packet that really holds the PSN may still
+// come; this sender, which has none, abandons it: a resync), never a
+// panic, and the connection goes on. Before, each was acknowledged: no
+// resync, and a real packet whose PSN a forgery took was lost for good.
 func TestIOIForgedAndUnknown(t *testing.T) {
 	p := newPair(t, 9, "", nil)
 	rr, err := p.b.Register(make([]byte, 1<<16), RemoteWrite)
 	require.NoError(t, err)
 	c := p.connect(ConnOptions{Ordered: true})
 	rc := c.Transport()
-	send := func(sh rt.SendHeader, payload []byte) {
+	forged := uint64(0)
+	send := func(sh rt.SendHeader, payload []byte, bad bool) {
+		t.Helper()
 		sh.Ext = wire.Ext{Present: wire.ExtRegion, Region: wire.RegionRef{Key: rr.Key}}
 		_, err := rc.Send(sh, payload)
 		require.NoError(t, err)
-		p.run(func() bool { return rc.Outstanding(sh.Type.Window()) == 0 }, 100*time.Millisecond)
+		p.run(func() bool { return rc.Outstanding(sh.Type.Window()) == 0 }, 10*time.Second)
+		if bad {
+			forged++
+		}
+		require.Equal(t, forged, p.a.Transport().Stats().ResyncSent, "%+v: dropped unacknowledged, so abandoned by its sender", sh)
+		require.Equal(t, forged, p.b.Transport().Stats().RxResync)
 	}
 	data := make([]byte, 100)
-	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseMiddle, Flags: wire.FlagIOIInOrder, RSN: 0, ReqLen: 1000}, data)
-	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, RSN: 0, ReqLen: 1000}, data)
-	send(rt.SendHeader{Type: wire.TypePullRequest, Phase: wire.PhaseTail, RSN: 0, ReqLen: 10}, nil)
-	require.EqualValues(t, 3, p.b.IOIStats().Forged)
-	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseMiddle, RSN: 5, ReqLen: 1000, Offset: 500}, data)
-	require.EqualValues(t, 1, p.b.IOIStats().Unknown)
-	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, Flags: wire.FlagIOIInOrder, SSN: 0, RSN: 0, ReqLen: 1000}, data)
-	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, Flags: wire.FlagIOIInOrder, SSN: 0, RSN: 0, ReqLen: 1000, Offset: 100}, data)
+	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseMiddle, Flags: wire.FlagIOIInOrder, RSN: 0, ReqLen: 1000}, data, true)
+	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, RSN: 0, ReqLen: 1000}, data, true)
+	send(rt.SendHeader{Type: wire.TypePullRequest, Phase: wire.PhaseTail, RSN: 0, ReqLen: 10}, nil, true)
+	// Each copy of a forged packet is counted (the sender sent each
+	// RetryLimit+1 times before abandoning it).
+	copies := uint64(p.a.Transport().Options().RetryLimit + 1)
+	require.Equal(t, 3*copies, p.b.IOIStats().Forged)
+	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseMiddle, RSN: 5, ReqLen: 1000, Offset: 500}, data, true)
+	require.Equal(t, copies, p.b.IOIStats().Unknown)
+	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, Flags: wire.FlagIOIInOrder, SSN: 0, RSN: 0, ReqLen: 1000}, data, false)
+	send(rt.SendHeader{Type: wire.TypePushUnsolicitedData, Phase: wire.PhaseHead, Flags: wire.FlagIOIInOrder, SSN: 0, RSN: 0, ReqLen: 1000, Offset: 100}, data, true)
 	st := p.b.IOIStats()
 	require.EqualValues(t, 1, st.InSequence)
-	require.EqualValues(t, 1, st.Stale)
+	require.Equal(t, copies, st.Stale)
+	require.Equal(t, 5*copies, p.b.Transport().Stats().RxDropped)
 	require.Equal(t, rt.StateEstablished, rc.State())
 }
 

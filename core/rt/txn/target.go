@@ -28,7 +28,7 @@ func (e *Endpoint) deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 		return rt.ULPError
 	}
 	if e.ioiForgedPhase(h) {
-		return rt.Accept
+		return rt.Drop // no sender builds it: the packet that holds this PSN still comes
 	}
 	if h.Offset == abortOffset && len(p) == 0 {
 		switch h.Type {
@@ -201,7 +201,7 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	}
 	if x == nil {
 		if e.ioiUnknown(h) {
-			return rt.Accept
+			return rt.Drop // forged (see ioiUnknown): not acknowledged
 		}
 		if c.peerOrdered && seqLT(h.RSN, c.reqBase) {
 			// A segment of a request released already (forged): see above.
