@@ -104,6 +104,7 @@ type conn struct {
 	// transaction and nothing of ours is pending there (await.go).
 	awaiting  bool
 	quiet     bool // Open failed: its teardown is not announced
+	givingUp  bool // an abort notice ran out of its budget: fails after this Poll
 	opTimeout time.Duration
 	blocked   bool // a scheduler class waits for an ACK to reopen the window
 
@@ -182,18 +183,21 @@ type xact struct {
 	status     Status
 	refusal    Refusal // StatusRemoteAccess: what the target said
 
-	timer     clock.TimerID // initiator: the operation's timeout
-	notice    noticeState   // the abort notice owed to the peer
-	completed bool          // initiator: completion posted, the context stays for its notice
-	aborted   bool          // target: the initiator gave up on it (abort notice), tell OnAborted
-	placeheld bool          // target: a placeholder that only takes the request's turn
-	grantQ    bool          // target: linked in its connection's grant queue
-	ioi       ioiXact       // IOI sender or receiver state (ioi.go)
-	snd       sendX         // a Send's state (send.go)
-	owesTurn  bool          // initiator, ordered: completed, counted in its connection's noticesOwed
-	deferred  bool          // initiator, ordered: completion waits in its connection's deferred list
-	deferNext int32         // the next in that list (context index + 1, 0: none)
-	expired   bool          // initiator, deferred: its deadline passed; it ends once those before it do
+	timer  clock.TimerID // initiator: the operation's timeout
+	notice noticeState   // the abort notice owed to the peer
+	// noticeResends: times the notice was abandoned and sent again; past
+	// RetryLimit the connection gives up (giveUpConn).
+	noticeResends uint8
+	completed     bool    // initiator: completion posted, the context stays for its notice
+	aborted       bool    // target: the initiator gave up on it (abort notice), tell OnAborted
+	placeheld     bool    // target: a placeholder that only takes the request's turn
+	grantQ        bool    // target: linked in its connection's grant queue
+	ioi           ioiXact // IOI sender or receiver state (ioi.go)
+	snd           sendX   // a Send's state (send.go)
+	owesTurn      bool    // initiator, ordered: completed, counted in its connection's noticesOwed
+	deferred      bool    // initiator, ordered: completion waits in its connection's deferred list
+	deferNext     int32   // the next in that list (context index + 1, 0: none)
+	expired       bool    // initiator, deferred: its deadline passed; it ends once those before it do
 	// givenUp: initiator: stopped (timeout, cancel) with packets still
 	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
 	// it no longer references the buffer, so the operation completes; the

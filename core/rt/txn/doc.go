@@ -212,8 +212,14 @@
 // the request (it would be placed, and on an unordered connection start
 // a request that never completes); the completion slot is freed when the
 // ULP drains it; the context is freed once those resyncs and the notice
-// are acknowledged (a notice abandoned is sent again), or with the
-// connection.
+// are acknowledged, or with the connection. A notice the transport
+// abandons (its retries ran out, its resync was acknowledged: the link
+// works, the peer does not take it) is sent again, RetryLimit times at
+// most, as a packet is retried; past that the connection gives up as
+// when a packet's retries and resync run out: it fails
+// (rt.ErrRetryExhausted, counted in NoticeGiveUps), everything on it
+// ends, and the peer's half, which still holds the request, finds it gone
+// by its own probes.
 //
 // At the target, for a request its initiator gave up on (the notice
 // arrives): the request is marked failed; the incast credit granted to it
@@ -233,8 +239,8 @@
 // request of which nothing arrived gets a failed placeholder
 // that holds its turn in the RSN order (ordered connections) and the
 // grant order (solicited pushes). When the target abandons its pull data
-// it sends the notice the other way and frees the context once the
-// notice is acknowledged. A grant the transport abandons is sent again
+// it sends the notice the other way (with the same budget) and frees the
+// context once the notice is acknowledged. A grant the transport abandons is sent again
 // while the push's data has not all come and the request stands (the
 // initiator drops one it has already had), so an initiator never waits
 // for a grant that was lost.

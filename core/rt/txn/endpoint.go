@@ -73,6 +73,8 @@ type Endpoint struct {
 
 	// aw: connections whose awaiting may have changed (await.go).
 	aw awaitSet
+	// giveUps: connections to fail after the transport's Poll (faults.go).
+	giveUps []int32
 	// unpublished: a call between Polls may have counted; the next Poll
 	// publishes even if it finds no work.
 	unpublished bool
@@ -129,6 +131,7 @@ func New(opts Options) (*Endpoint, error) {
 	e.fire = e.fireTimeout
 	e.grants = newRing(ro.MaxConns)
 	e.aw.init(ro.MaxConns)
+	e.giveUps = make([]int32, 0, ro.MaxConns)
 	if err := e.dx.init(e, ro.MaxConns); err != nil {
 		return fail(err)
 	}
@@ -181,6 +184,9 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	n += e.schedule(now)
 	e.settleAwait() // before the transport's timers probe
 	n += e.rt.Poll(now)
+	if len(e.giveUps) > 0 {
+		e.giveUpPending()
+	}
 	e.settleAwait() // after its ACKs and requests
 	// Publishing reads every counter twice: an idle Poll of a busy loop
 	// spent half its time on it. A call between Polls that may have

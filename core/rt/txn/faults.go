@@ -350,6 +350,13 @@ func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
 	}
 	if st == StatusAbandoned {
 		x.notice = noticeNone
+		if x.noticeResends++; int(x.noticeResends) > e.rt.Options().RetryLimit {
+			// A notice is a reliable packet like any other: past its
+			// budget the peer is not taking it, and the connection gives
+			// up (after this Poll's transport work, see giveUpPending).
+			e.giveUpConn(x.conn)
+			return
+		}
 		cl := sched.ClassRequest
 		if x.role == roleTarget {
 			cl = sched.ClassData
@@ -427,4 +434,36 @@ func (e *Endpoint) onAbortNotice(ci int32, c *conn, h *wire.Header) rt.Verdict {
 		kind = OpPull
 	}
 	return e.placeholder(ci, c, h, kind, h.Type == wire.TypePushRequest, RefusalUnspecified)
+}
+
+// giveUpConn fails connection ci once the transport's work of this Poll
+// is done (the transport's callbacks may not tear a connection down):
+// the peer never acknowledged an abort notice it was sent RetryLimit+1
+// times over a link that carries everything else.
+func (e *Endpoint) giveUpConn(ci int32) {
+	c := &e.conns[ci]
+	if c.givingUp {
+		return
+	}
+	c.givingUp = true
+	e.giveUps = append(e.giveUps, ci) // at most one entry per connection: no growth
+}
+
+// giveUpPending fails the connections giveUpConn marked: their operations
+// complete (StatusConnFailed unless decided already), the target ULP
+// hears of the requests it held, and the transport connection is
+// aborted; OnConnEvent hears ConnFailed with rt.ErrRetryExhausted.
+func (e *Endpoint) giveUpPending() {
+	for _, ci := range e.giveUps {
+		c := &e.conns[ci]
+		if !c.live || !c.givingUp {
+			continue // ended meanwhile
+		}
+		e.cnt.own[cNoticeGiveUps]++
+		rc := c.rc
+		e.teardown(ci, rt.ErrRetryExhausted)
+		rc.Abort() // the transport's own report finds nothing here
+	}
+	e.giveUps = e.giveUps[:0]
+	e.unpublished = true // the counters changed
 }

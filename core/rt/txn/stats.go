@@ -34,6 +34,7 @@ const (
 	cNoticesReceived
 	cHeldAtEnd
 	cCompletionsHeld
+	cNoticeGiveUps
 	numCounters
 )
 
@@ -81,6 +82,10 @@ type Stats struct {
 	NoticesSent     uint64
 	NoticesAcked    uint64
 	NoticesReceived uint64
+	// NoticeGiveUps: connections failed (rt.ErrRetryExhausted) because
+	// the peer did not acknowledge an abort notice sent RetryLimit+1
+	// times.
+	NoticeGiveUps uint64
 	// HeldAtEnd: target: peer requests held (waiting for their turn or
 	// their data, or given up by their initiator) when their connection
 	// ended; each was told to OnAborted. CompletionsHeld: initiator, ordered
@@ -123,6 +128,7 @@ func (e *Endpoint) Stats() Stats {
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
 		TimedOut: v(cTimedOut), GrantsResent: v(cGrantsResent), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
+		NoticeGiveUps:   v(cNoticeGiveUps),
 		NoticesReceived: v(cNoticesReceived), HeldAtEnd: v(cHeldAtEnd), CompletionsHeld: v(cCompletionsHeld),
 		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/internal/testenv"
 )
@@ -209,4 +210,47 @@ func TestHeldCompletionEndsByItsTimeout(t *testing.T) {
 		}
 		require.LessOrEqual(t, n, 1, "push %d", cp.Tag)
 	}
+}
+
+// An abort notice the target never acknowledges, on a link that works
+// (everything else gets through: the resyncs, the ACKs), is sent again
+// only within a retry budget, as any reliable packet is: after
+// RetryLimit+1 notices abandoned the connection gives up
+// (ConnFailed, rt.ErrRetryExhausted) and every operation on it ends.
+// Before, the notice was sent again forever and the connection, its
+// context and the operations held behind the notice lived on.
+func TestAbortNoticeHasARetryBudget(t *testing.T) {
+	var failed []error
+	p, m := newFaultPair(t, 6, func(a, _ *Options) {
+		a.OnConnEvent = func(ev ConnEvent) {
+			if ev.Kind == ConnFailed {
+				failed = append(failed, ev.Err)
+			}
+		}
+	})
+	f := newFaultMem(t, p, 64<<10)
+	m.drop = func(fromA bool, hv wire.HeaderView) bool {
+		// Push 1's data never arrives, and neither does any abort notice.
+		return fromA && (hv.Type() == wire.TypePushUnsolicitedData && hv.RSN() == 0 || hv.Offset() == abortOffset)
+	}
+	c := p.connect(ConnOptions{Ordered: true})
+	for tag := uint64(1); tag <= 3; tag++ {
+		_, err := c.Push(Op{Local: f.rSrc, Len: 100, Remote: wire.RegionRef{Key: f.rRem.Key, Addr: 4096 * tag}, Tag: tag})
+		require.NoError(t, err)
+	}
+	ended := p.runFor(func() bool { return len(p.cqA) == 3 && p.a.Outstanding() == 0 }, 60*time.Second)
+	limit := uint64(p.a.Transport().Options().RetryLimit + 1)
+	st := p.a.Stats()
+	t.Logf("notices sent %d (budget %d), acknowledged %d; completions %s", st.NoticesSent, limit, st.NoticesAcked, statuses(p.cqA))
+	require.True(t, ended, "operations still held after 60 s: %s; %d notices sent", statuses(p.cqA), st.NoticesSent)
+	require.Equal(t, limit, st.NoticesSent)
+	require.Equal(t, []error{rt.ErrRetryExhausted}, failed)
+	require.Equal(t, StatusAbandoned, p.cqA[0].Status)
+	for _, cp := range p.cqA[1:] {
+		require.Equal(t, StatusConnFailed, cp.Status, "op %d: held behind the notice, never OK", cp.Tag)
+	}
+	// B, holding the pushes behind the one it never heard of, finds A's
+	// half gone by its own probes.
+	require.True(t, p.runFor(func() bool { return p.b.Outstanding() == 0 }, 10*time.Second), "B still holds %d requests", p.b.Outstanding())
+	require.Equal(t, uint64(1), p.a.Stats().NoticeGiveUps)
 }
