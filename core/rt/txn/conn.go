@@ -188,16 +188,19 @@ type xact struct {
 	// noticeResends: times the notice was abandoned and sent again; past
 	// RetryLimit the connection gives up (giveUpConn).
 	noticeResends uint8
-	completed     bool    // initiator: completion posted, the context stays for its notice
-	aborted       bool    // target: the initiator gave up on it (abort notice), tell OnAborted
-	placeheld     bool    // target: a placeholder that only takes the request's turn
-	grantQ        bool    // target: linked in its connection's grant queue
-	ioi           ioiXact // IOI sender or receiver state (ioi.go)
-	snd           sendX   // a Send's state (send.go)
-	owesTurn      bool    // initiator, ordered: completed, counted in its connection's noticesOwed
-	deferred      bool    // initiator, ordered: completion waits in its connection's deferred list
-	deferNext     int32   // the next in that list (context index + 1, 0: none)
-	expired       bool    // initiator, deferred: its deadline passed; it ends once those before it do
+	noticeSince   clock.Time  // when the notice was first abandoned
+	noticePSN     uint32      // the notice's PSN while it is out
+	noticeWin     wire.Window // and its window
+	completed     bool        // initiator: completion posted, the context stays for its notice
+	aborted       bool        // target: the initiator gave up on it (abort notice), tell OnAborted
+	placeheld     bool        // target: a placeholder that only takes the request's turn
+	grantQ        bool        // target: linked in its connection's grant queue
+	ioi           ioiXact     // IOI sender or receiver state (ioi.go)
+	snd           sendX       // a Send's state (send.go)
+	owesTurn      bool        // initiator, ordered: completed, counted in its connection's noticesOwed
+	deferred      bool        // initiator, ordered: completion waits in its connection's deferred list
+	deferNext     int32       // the next in that list (context index + 1, 0: none)
+	expired       bool        // initiator, deferred: its deadline passed; it ends once those before it do
 	// givenUp: initiator: stopped (timeout, cancel) with packets still
 	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
 	// it no longer references the buffer, so the operation completes; the

@@ -214,12 +214,16 @@
 // ULP drains it; the context is freed once those resyncs and the notice
 // are acknowledged, or with the connection. A notice the transport
 // abandons (its retries ran out, its resync was acknowledged: the link
-// works, the peer does not take it) is sent again, RetryLimit times at
-// most, as a packet is retried; past that the connection gives up as
-// when a packet's retries and resync run out: it fails
-// (rt.ErrRetryExhausted, counted in NoticeGiveUps), everything on it
-// ends, and the peer's half, which still holds the request, finds it gone
-// by its own probes.
+// works, the peer does not take it) is sent again, within a budget as a
+// packet's retries are: abandoned more than RetryLimit times, over at
+// least (RetryLimit+1)×MaxRTO (the longest one packet's retries take, so
+// that a fault losing the peer's answers for a while is outlived), the
+// connection gives up as when a packet's retries and resync run out: it
+// fails (rt.ErrRetryExhausted, counted in NoticeGiveUps), everything on
+// it ends, and the peer's half, which still holds the request, finds it
+// gone by its own probes. A peer that defers the notice (a resource or
+// not-ready NACK naming it: it has no room for it yet) restarts the
+// budget: it is answering, as it does any request it has no context for.
 //
 // At the target, for a request its initiator gave up on (the notice
 // arrives): the request is marked failed; the incast credit granted to it

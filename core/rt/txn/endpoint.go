@@ -373,6 +373,9 @@ func (e *Endpoint) onEvent(ev rt.Event) {
 		// packet outstanding in the transport, and its ACK or abandonment
 		// still comes.
 		e.onRNR(ev)
+		if ev.Nack.Code != wire.NackULPError {
+			e.noticeDeferred(ev)
+		}
 		if ev.HasCookie && ev.Nack.Code == wire.NackULPError {
 			if _, x := e.byCookie(ev.Cookie); x != nil && x.refusal == RefusalUnspecified {
 				x.refusal = Refusal(ev.Nack.ULPCode)

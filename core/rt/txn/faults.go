@@ -350,10 +350,21 @@ func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
 	}
 	if st == StatusAbandoned {
 		x.notice = noticeNone
-		if x.noticeResends++; int(x.noticeResends) > e.rt.Options().RetryLimit {
-			// A notice is a reliable packet like any other: past its
-			// budget the peer is not taking it, and the connection gives
-			// up (after this Poll's transport work, see giveUpPending).
+		if x.noticeResends == 0 {
+			x.noticeSince = e.now
+		}
+		if x.noticeResends < ^uint8(0) {
+			x.noticeResends++
+		}
+		ro := e.rt.Options()
+		budget := time.Duration(ro.RetryLimit+1) * ro.MaxRTO
+		if int(x.noticeResends) > ro.RetryLimit && e.now.Sub(x.noticeSince) >= budget {
+			// A notice is a reliable packet like any other: abandoned
+			// more than RetryLimit times, over at least as long as one
+			// packet's retries can take (a fault that loses the peer's
+			// refusals for a while is not this), the peer is not taking
+			// it, and the connection gives up (after this Poll's
+			// transport work, see giveUpPending).
 			e.giveUpConn(x.conn)
 			return
 		}
@@ -466,4 +477,21 @@ func (e *Endpoint) giveUpPending() {
 	}
 	e.giveUps = e.giveUps[:0]
 	e.unpublished = true // the counters changed
+}
+
+// noticeDeferred follows a NACK that is not a refusal (no room, not
+// ready): if it names an abort notice of ours, the peer has it and defers
+// it, so it is not ignoring it: the notice's budget starts again.
+func (e *Endpoint) noticeDeferred(ev rt.Event) {
+	_, c := e.connOf(ev.Conn)
+	if c == nil {
+		return
+	}
+	for i := c.head; i >= 0; i = e.xacts[i].next {
+		x := &e.xacts[i]
+		if x.notice == noticeOut && x.noticePSN == ev.PSN && x.noticeWin == ev.Window {
+			x.noticeResends = 0
+			return
+		}
+	}
 }

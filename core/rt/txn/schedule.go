@@ -106,10 +106,11 @@ func (e *Endpoint) schedule(now clock.Time) int {
 func (e *Endpoint) sendNotice(flow int, cl sched.Class, item uint32, c *conn, x *xact, i int32) bool {
 	var sh rt.SendHeader
 	e.noticePacket(c, x, i, &sh)
-	_, err := c.rc.Send(sh, nil)
+	psn, err := c.rc.Send(sh, nil)
 	switch {
 	case err == nil:
 		x.notice = noticeOut
+		x.noticePSN, x.noticeWin = psn, sh.Type.Window()
 		e.cnt.own[cNoticesSent]++
 		return true
 	case errors.Is(err, rt.ErrBusy):

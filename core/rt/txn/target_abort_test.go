@@ -214,20 +214,26 @@ func TestHeldCompletionEndsByItsTimeout(t *testing.T) {
 
 // An abort notice the target never acknowledges, on a link that works
 // (everything else gets through: the resyncs, the ACKs), is sent again
-// only within a retry budget, as any reliable packet is: after
-// RetryLimit+1 notices abandoned the connection gives up
-// (ConnFailed, rt.ErrRetryExhausted) and every operation on it ends.
-// Before, the notice was sent again forever and the connection, its
-// context and the operations held behind the notice lived on.
+// only within a retry budget, as any reliable packet is: abandoned more
+// than RetryLimit times over at least (RetryLimit+1)×MaxRTO, the longest
+// one packet's retries take, the connection gives up (ConnFailed,
+// rt.ErrRetryExhausted) and every operation on it ends. Before, the
+// notice was sent again forever (85,714 times in the 60 s this test
+// allows) and the connection, its context and the operations held behind
+// it lived on.
 func TestAbortNoticeHasARetryBudget(t *testing.T) {
 	var failed []error
+	var p *pair
+	var failedAt time.Duration
 	p, m := newFaultPair(t, 6, func(a, _ *Options) {
 		a.OnConnEvent = func(ev ConnEvent) {
 			if ev.Kind == ConnFailed {
 				failed = append(failed, ev.Err)
+				failedAt = time.Duration(p.clk.Now())
 			}
 		}
 	})
+	start := time.Duration(p.clk.Now())
 	f := newFaultMem(t, p, 64<<10)
 	m.drop = func(fromA bool, hv wire.HeaderView) bool {
 		// Push 1's data never arrives, and neither does any abort notice.
@@ -239,12 +245,16 @@ func TestAbortNoticeHasARetryBudget(t *testing.T) {
 		require.NoError(t, err)
 	}
 	ended := p.runFor(func() bool { return len(p.cqA) == 3 && p.a.Outstanding() == 0 }, 60*time.Second)
-	limit := uint64(p.a.Transport().Options().RetryLimit + 1)
+	ro := p.a.Transport().Options()
+	budget := time.Duration(ro.RetryLimit+1) * ro.MaxRTO
 	st := p.a.Stats()
-	t.Logf("notices sent %d (budget %d), acknowledged %d; completions %s", st.NoticesSent, limit, st.NoticesAcked, statuses(p.cqA))
+	t.Logf("notices sent %d, acknowledged %d; connection failed %v after the start (budget %v); completions %s",
+		st.NoticesSent, st.NoticesAcked, failedAt-start, budget, statuses(p.cqA))
 	require.True(t, ended, "operations still held after 60 s: %s; %d notices sent", statuses(p.cqA), st.NoticesSent)
-	require.Equal(t, limit, st.NoticesSent)
 	require.Equal(t, []error{rt.ErrRetryExhausted}, failed)
+	require.Greater(t, st.NoticesSent, uint64(ro.RetryLimit+1), "sent again within its budget")
+	require.GreaterOrEqual(t, failedAt-start, budget, "not before a packet's retries could have run out")
+	require.Less(t, failedAt-start, 2*budget, "and soon after")
 	require.Equal(t, StatusAbandoned, p.cqA[0].Status)
 	for _, cp := range p.cqA[1:] {
 		require.Equal(t, StatusConnFailed, cp.Status, "op %d: held behind the notice, never OK", cp.Tag)
