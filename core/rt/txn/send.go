@@ -247,3 +247,21 @@ func (e *Endpoint) sendFreed(x *xact) {
 	}
 	e.dx.unbind(x)
 }
+
+// SetIndex sets how this side's Sends on the connection name their WQE at
+// the peer (what ConnOptions.Index sets at Open), for a connection the
+// peer opened. Only before the connection's first Send: the index counts
+// from it.
+func (h *Conn) SetIndex(cfg dix.Config) error {
+	c := h.live()
+	if c == nil || c.closing {
+		return ErrClosed
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("txn: SetIndex: %w", err)
+	}
+	if h.e.dx.snd[h.idx].win.Next() != h.e.opts.InitialSeq {
+		return errors.New("txn: SetIndex after the connection's first Send")
+	}
+	return h.e.dx.configure(h.e, int(h.idx), cfg)
+}

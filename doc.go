@@ -1,0 +1,132 @@
+// Package peregrine is the front door to peregrine's reliable transport for
+// Go programs: open an endpoint on a port, dial or listen, and move whole
+// messages (Send, Recv) or registered memory (Push, Pull) — without driving
+// poll loops, completion queues or packet pools by hand.
+//
+//	h, _ := peregrine.NewHost(peregrine.HostOptions{})
+//	ep, _ := h.Open("afxdp:eth1?queue=0", peregrine.Options{IP: ip})
+//	c, _ := ep.Dial(ctx, peer, peregrine.ConnOptions{})
+//	err := c.Send(ctx, msg)
+//	n, err := c.Recv(ctx, buf)
+//
+// The surface is peregrine.go; the transport underneath is core/rt (packets,
+// windows, retransmission) and core/rt/txn (pushes, pulls, two-sided
+// Sends), whose docs say what each guarantee rests on.
+//
+// # Hosts, endpoints and their loops
+//
+// A Host is a process's packet pool (off the Go heap) and driver
+// environment. Host.Open opens a port by its spec (pmd: "mem:PAIR/END" for
+// in-memory pairs, the two ends from the same Host; "afxdp:IFACE?…";
+// "afpacket:IFACE?…") and starts the endpoint's poll loop: one goroutine,
+// locked to its OS thread and, with Options.Pin, pinned to Options.CPU
+// (core/lcore), that runs the transport and nothing else. Every call of
+// this package may be made from any goroutine; none touches the transport:
+// it hands an op to the loop and waits for the loop to hand it back.
+//
+// # The hand-off, and who owns what
+//
+// A call fills an Op and publishes it into the endpoint's submission ring,
+// a lock-free multi-producer ring (rings.MPSC): no lock on the way in. The
+// loop takes a burst of ops per poll, posts them to the transaction layer
+// (a refused one waits in the loop's backlog, in order), polls the
+// transport, and turns the transaction layer's completions into the ops'
+// results. It then publishes each op back with one atomic store of its
+// state, and wakes its waiter: a one-slot channel per Op (allocated once
+// and reused by every start of that Op), or, for an Op started with a
+// CompletionQueue, that queue's ring (rings.MPSC again, one reaper).
+// Blocking calls use ops the endpoint preallocated, so a Send, Recv, Push
+// or Pull with the caller's buffers allocates nothing in steady state.
+//
+//   - Send: msg is the transport's from the call until it returns (or the
+//     Op completes). The loop registers it as a local-only region for the
+//     op's life and the transport reads it as each packet goes out, resends
+//     too: no copy into a staging buffer.
+//   - Recv: the transport keeps ConnOptions.RecvSlots receive buffers of
+//     ConnOptions.MaxMessage bytes posted per connection (receive WQEs,
+//     core/rt/txn PostRecv), and the peer's Sends carry a 16-bit delivery
+//     index (core/dix) naming their slot, so every packet is placed in its
+//     slot on arrival, in any order. A whole message waits there until a
+//     Recv takes it: a blocking Recv is lent the slot and copies the
+//     message into its buffer on its own goroutine, then gives the slot
+//     back to be posted again; an asynchronous one has the loop copy it
+//     (the one copy on the receive path, either way). buf is the
+//     endpoint's from the call until it returns (or the Op completes).
+//     Both ends' Sends carry the index: an accepted connection gets it
+//     before its first Send (core/rt/txn Conn.SetIndex).
+//   - Push and Pull name a registered Region (Endpoint.Register) and an
+//     offset; the region's memory is read (push) or written (pull) on the
+//     loop while the op is in flight. The peer's memory is named by a
+//     RemoteAddr the peer handed over (Region.Remote).
+//   - Every op completes exactly once, and its buffer is the caller's again
+//     when it has: after a blocking call returns, after Op.Wait returns,
+//     after Op.Done delivers, or once a CompletionQueue hands the Op back.
+//
+// # Cancellation
+//
+// A blocking call whose context ends, or an Op.Wait whose context ends,
+// asks the loop to stop the op and waits for it: an op in the transport is
+// cancelled there (core/rt/txn Conn.Cancel: its packets in flight are
+// given up, nothing more is written into a pull's buffer, the peer is told
+// to drop it), a Recv waiting is unlinked, a Dial is aborted. The call then
+// returns an error matching ErrCancelled and ctx.Err(), and the buffer is
+// already the caller's again. An op that finished before the cancel took
+// effect returns its own result.
+//
+// # Completions: Wait, Done, or a CompletionQueue
+//
+// An *Async call starts an Op the caller owns (as an rdma-core work
+// request names its wr_id, or an io_uring SQE its user_data: here the Op is
+// both request and completion). Wait for one with Op.Wait(ctx), select on
+// Op.Done with other channels, or set Op.CQ before the start and reap many
+// ops, of any connections and endpoints, in batches with
+// CompletionQueue.Poll (non-blocking, as ibv_poll_cq) or Wait (as
+// io_uring_wait_cqe). An Op may be started again once it completed.
+//
+// # Errors
+//
+// Every failed call returns an *Error naming the operation, its Status and
+// the cause below; errors.Is matches one sentinel (ErrClosed, ErrTimeout,
+// ErrCancelled, ErrRefused, ErrBusy, ErrTooLarge, ErrPeerGone,
+// ErrAbandoned, ErrRemoteAccess, ErrInvalid, ErrNotSupported) and the
+// cause's chain (context.Canceled; core/rt reasons such as
+// rt.ErrRetryExhausted). Status is the transport's completion status
+// (core/rt/txn, each with its nearest ibv_wc_status) plus the endings above
+// it; Status.Err maps one to the other:
+//
+//	transport / rt                          Status              error
+//	StatusOK                                StatusOK            nil
+//	StatusRemoteAccess (region refused)     StatusRemoteAccess  ErrRemoteAccess
+//	StatusAbandoned, StatusRemoteAbandoned  (same)              ErrAbandoned
+//	StatusTimeout (ConnOptions.Timeout)     StatusTimeout       ErrTimeout
+//	StatusCancelled (context, Op.Cancel)    StatusCancelled     ErrCancelled
+//	StatusFlushed (connection aborted)      StatusFlushed       ErrClosed
+//	StatusRNRRetryExceeded (no free slot)   (same)              ErrBusy
+//	StatusRemoteInvalid, StatusLocalLength  (same)              ErrTooLarge
+//	StatusConnFailed: rt.ErrRetryExhausted,
+//	  ErrPeerReset, ErrPeerFatal,
+//	  ErrIdleTimeout                        StatusPeerGone      ErrPeerGone
+//	StatusConnFailed: closed (either side),
+//	  rt.ErrAborted, rt.ErrStopped          StatusClosed        ErrClosed
+//	rt.ErrRefused (no listener)             StatusRefused       ErrRefused
+//	rt.ErrOpenTimeout (Dial unanswered)     StatusTimeout       ErrTimeout
+//	rt/txn ErrBusy, ErrTableFull            StatusBusy          ErrBusy
+//	bad argument or option                  StatusInvalid       ErrInvalid
+//	option not wired (Options.MCSQ)         StatusNotSupported  ErrNotSupported
+//
+// # What changes the wire
+//
+// Options.IOI (IOI forwarding of large pushes and pulls) and
+// Options.GlobalQPNs (24-bit QP numbers in every packet) change what goes
+// on the wire, so they are off unless asked for and both ends must agree.
+// Options.MCSQ (posting through the multi-channel send queue) is not wired
+// into this package yet and is refused with ErrNotSupported.
+//
+// # A second door
+//
+// Endpoint, Conn, Listener, Region, Op and CompletionQueue keep their state
+// behind unexported fields, and every call becomes an Op handed to an
+// engine: an engine that forwards the ops to a peregrine appliance over a
+// Unix socket and shared-memory rings can back the same types, so that
+// switching between the two doors is one line where the Endpoint is made.
+package peregrine

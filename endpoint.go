@@ -1,0 +1,613 @@
+package peregrine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/lcore"
+	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/rings"
+)
+
+// host is a Host's state.
+// engine is an endpoint: the transaction layer and its port, polled by one
+// lcore loop, fed through a lock-free ring. Fields below "loop-owned" are
+// touched by the poll loop goroutine only (and by Close once it exited).
+type engine struct {
+	host *Host
+	name string
+	addr Addr
+	opts Options
+	port port.Port
+	tx   *txn.Endpoint
+	loop *lcore.Loop
+
+	// sub carries ops (and cancel requests) from any goroutine to the loop:
+	// the only hand-off on the way in. Callers take a ref in users before
+	// they enqueue, so Close can wait for the last one.
+	sub   *rings.MPSC[entry]
+	spare *rings.MPMC[*Op] // ops of the blocking calls
+	users atomic.Int64
+	dead  atomic.Bool   // no more submissions
+	gone  chan struct{} // closed once the loop has ended everything
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// loop-owned
+	locked   bool
+	stopping bool
+	woke     bool // a caller was handed its op this poll
+	idle     uint32
+	backlog  fifo[entry] // taken, not yet accepted by the transport (busy)
+	tags     []*Op       // txn Op.Tag -> op
+	freeTags []int32
+	conns    map[*txn.Conn]*conn
+	fresh    []*conn // accepted, to set up after the transport's poll
+	reposts  []*conn // connections with receive slots to post again
+	lst      *listener
+	cq       []txn.Completion
+	burst    []entry
+}
+
+// entry is one submission: an op to start, or a request to cancel the op
+// started as generation gen.
+type entry struct {
+	op     *Op
+	gen    uint32
+	cancel bool
+	// repost: a blocking Recv gives back the slot it copied out of.
+	repost *conn
+	slot   int32
+}
+
+var (
+	_ lcore.Stage   = (*engine)(nil)
+	_ lcore.Stopper = (*engine)(nil)
+)
+
+// Name names the stage.
+func (e *engine) Name() string { return "peregrine:" + e.name }
+
+// Poll is one round of the loop: take what callers submitted, retry what
+// the transport refused for now, run the transport, hand its completions
+// back.
+func (e *engine) Poll(now clock.Time) int {
+	if !e.locked {
+		// The loop's goroutine stays on its thread (pinned or not) so
+		// that the port's per-thread state and caches stay warm; it is
+		// never unlocked, and its thread ends with it.
+		runtime.LockOSThread()
+		e.locked = true
+	}
+	n := e.retryBacklog()
+	n += e.intake()
+	n += e.tx.Poll(now)
+	n += e.reap()
+	e.setupFresh()
+	e.postSlots()
+	if n == 0 {
+		e.idle++
+	}
+	if e.woke || e.idle&31 == 31 {
+		// The callers' goroutines share the processors with this loop,
+		// and a caller it just woke waits in this loop's run queue: a poll
+		// that woke one (and every 32nd idle poll, for the others) lets
+		// them run now rather than at the scheduler's next preemption.
+		// On a locked thread a yield hands the processor over, so it is
+		// not done on every idle poll.
+		e.woke = false
+		runtime.Gosched()
+	}
+	return n
+}
+
+// intake takes a burst of submissions.
+func (e *engine) intake() int {
+	n := e.sub.DequeueBurst(e.burst)
+	for i := range n {
+		en := e.burst[i]
+		e.burst[i] = entry{}
+		if en.repost != nil {
+			en.repost.repost(en.slot)
+			continue
+		}
+		if en.cancel {
+			e.cancelOp(en.op, en.gen)
+			continue
+		}
+		if e.backlog.len() > 0 {
+			// Keep the posting order: nothing overtakes a refused op.
+			e.backlog.push(en)
+			continue
+		}
+		if !e.run(en.op) {
+			e.backlog.push(en)
+		}
+	}
+	return n
+}
+
+func (e *engine) retryBacklog() int {
+	n := 0
+	for e.backlog.len() > 0 {
+		en := e.backlog.peek()
+		if en.op.o.state.Load() != statePosted || en.op.o.gen.Load() != en.gen {
+			e.backlog.pop() // cancelled while waiting
+			continue
+		}
+		if !e.run(en.op) {
+			break
+		}
+		e.backlog.pop()
+		n++
+	}
+	return n
+}
+
+// run starts op on the loop; false: the transport is busy, retry later.
+func (e *engine) run(op *Op) bool {
+	o := &op.o
+	if e.stopping {
+		e.finish(op, 0, StatusClosed, nil)
+		return true
+	}
+	switch o.kind {
+	case opSend, opPush, opPull:
+		return e.post(op)
+	case opRecv:
+		o.c.recvPosted(op)
+	case opDial:
+		e.doDial(op)
+	case opListen:
+		e.doListen(op)
+	case opUnlisten:
+		e.lst = nil
+		e.finish(op, 0, StatusOK, nil)
+	case opClose:
+		o.c.doClose(op)
+	case opRegister:
+		r, err := e.tx.Register(o.buf, txn.Access(o.access))
+		if err != nil {
+			e.finish(op, 0, statusOf(err), err)
+			return true
+		}
+		o.region.r = region{key: r.Key, mem: o.buf, e: e}
+		e.finish(op, 0, StatusOK, nil)
+	case opDeregister:
+		err := e.tx.Deregister(txn.Region{Key: o.region.r.key})
+		e.finish(op, 0, statusOf(err), err)
+	}
+	return true
+}
+
+// post hands a send, push or pull to the transport.
+func (e *engine) post(op *Op) bool {
+	o := &op.o
+	c := o.c
+	if st, why := c.usable(); st != StatusOK {
+		e.finish(op, 0, st, why)
+		return true
+	}
+	if len(e.freeTags) == 0 {
+		return false
+	}
+	tag := e.freeTags[len(e.freeTags)-1]
+	t := txn.Op{Tag: uint64(tag), Len: o.n, Timeout: c.opts.Timeout}
+	var err error
+	switch o.kind {
+	case opSend:
+		// The caller's buffer becomes a local-only region for the life of
+		// the op: the transport reads it as packets go out, no copy.
+		if len(o.buf) == 0 {
+			o.buf = c.zero[:]
+		}
+		r, rerr := e.tx.Register(o.buf, 0)
+		if rerr != nil {
+			return false // every region slot is in use: retry
+		}
+		o.tmp = r.Key
+		t.Local = r // t.Len is the message's length: 0 for an empty one
+		o.rsn, err = c.tc.Send(t)
+	case opPush, opPull:
+		t.Local = txn.Region{Key: o.region.r.key, Len: len(o.region.r.mem)}
+		t.LocalAddr = uint64(o.off)
+		t.Remote.Key, t.Remote.Addr = o.remote.Key, o.remote.Addr
+		if o.kind == opPush {
+			o.rsn, err = c.tc.Push(t)
+		} else {
+			o.rsn, err = c.tc.Pull(t)
+		}
+	}
+	if err != nil {
+		e.dropTmp(o)
+		if errors.Is(err, txn.ErrBusy) {
+			return false
+		}
+		e.finish(op, 0, statusOf(err), err)
+		return true
+	}
+	e.freeTags = e.freeTags[:len(e.freeTags)-1]
+	e.tags[tag] = op
+	o.tag, o.inTxn = tag, true
+	return true
+}
+
+func (e *engine) dropTmp(o *opState) {
+	if o.tmp != 0 {
+		_ = e.tx.Deregister(txn.Region{Key: o.tmp})
+		o.tmp = 0
+	}
+}
+
+// reap turns the transport's completions into ops' results.
+func (e *engine) reap() int {
+	total := 0
+	for {
+		n := e.tx.Completions(e.cq)
+		for i := range n {
+			e.completed(&e.cq[i])
+			e.cq[i] = txn.Completion{}
+		}
+		total += n
+		if n < len(e.cq) {
+			return total
+		}
+	}
+}
+
+func (e *engine) completed(c *txn.Completion) {
+	if c.Kind == txn.OpRecv {
+		if cn := e.conns[c.Conn]; cn != nil {
+			cn.arrived(c)
+		}
+		return
+	}
+	op := e.tags[c.Tag]
+	if op == nil {
+		return
+	}
+	e.tags[c.Tag] = nil
+	e.freeTags = append(e.freeTags, int32(c.Tag))
+	o := &op.o
+	o.inTxn = false
+	e.dropTmp(o)
+	st := Status(c.Status)
+	var why error
+	switch st {
+	case StatusOK:
+		e.finish(op, c.Bytes, StatusOK, nil)
+		return
+	case StatusConnFailed:
+		st, why = o.c.endStatus()
+	case StatusCancelled:
+		why = o.causeOf()
+	case StatusRemoteAccess, StatusRemoteInvalid:
+		why = fmt.Errorf("the peer refused: %v", c.Refusal)
+		if c.Refusal == txn.RefusalRecvTooSmall {
+			why = fmt.Errorf("the peer's receive slots are smaller than this %d-byte message (raise its ConnOptions.MaxMessage)", o.n)
+		}
+	}
+	e.finish(op, 0, st, why)
+}
+
+// finish completes op: results first, then the state (a release store the
+// caller's acquire load pairs with), then the wake-ups.
+func (e *engine) finish(op *Op, n int, st Status, why error) {
+	o := &op.o
+	o.n, o.status = n, st
+	o.err = nil
+	if st != StatusOK {
+		o.err = statusErr(o.kind.String(), st, why)
+	}
+	q := op.CQ
+	o.state.Store(stateDone)
+	if q != nil {
+		q.q.push(op)
+	}
+	select {
+	case o.done <- struct{}{}:
+	default:
+	}
+	e.woke = true
+}
+
+// cancelOp stops op if it is still the generation the canceller saw.
+func (e *engine) cancelOp(op *Op, gen uint32) {
+	o := &op.o
+	// The state first: a start stores the new generation before it
+	// stores statePosted, so an op seen posted here shows its current
+	// generation, and a stale request (the op since completed and started
+	// again, perhaps by another caller) is told apart.
+	if o.state.Load() != statePosted || o.gen.Load() != gen {
+		return
+	}
+	switch {
+	case o.inTxn:
+		if o.c.tc.Cancel(o.rsn) != nil {
+			return // completing already; its completion comes
+		}
+	case o.kind == opRecv && o.c.unlinkRecv(op):
+		e.finish(op, 0, StatusCancelled, o.causeOf())
+	case o.kind == opDial && o.c != nil && o.c.dialOp == op:
+		o.c.dialOp = nil
+		_ = o.c.tc.Abort()
+		o.c.end(StatusClosed, o.causeOf())
+		e.finish(op, 0, StatusCancelled, o.causeOf())
+	default:
+		// Waiting in the backlog: it is dropped there when its turn comes
+		// (retryBacklog skips ops that are no longer posted).
+		if e.inBacklog(op) {
+			e.finish(op, 0, StatusCancelled, o.causeOf())
+		}
+	}
+}
+
+func (e *engine) inBacklog(op *Op) bool {
+	for i := range e.backlog.len() {
+		if e.backlog.at(i).op == op {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop runs once as the loop ends (Close): the transport stops, every
+// operation completes with ErrClosed, whatever is still submitted too.
+func (e *engine) Stop(now clock.Time) {
+	// Close set this already; a loop that ends otherwise (a stage panic)
+	// refuses new submissions from here on too, and the last submitter is
+	// waited for, so that nothing enqueued is left unanswered.
+	e.dead.Store(true)
+	for e.users.Load() != 0 {
+		runtime.Gosched()
+	}
+	e.stopping = true
+	e.tx.Stop(now)
+	e.reap()
+	for tc, cn := range e.conns {
+		cn.end(StatusClosed, errors.New("the endpoint closed"))
+		cn.release()
+		delete(e.conns, tc)
+	}
+	for e.backlog.len() > 0 {
+		en := e.backlog.pop()
+		if en.op.o.state.Load() == statePosted && en.op.o.gen.Load() == en.gen {
+			e.finish(en.op, 0, StatusClosed, nil)
+		}
+	}
+	e.drainSubmissions()
+	if e.lst != nil {
+		e.lst = nil
+	}
+}
+
+// drainSubmissions fails whatever is in the submission ring (Close has
+// waited for the last submitter).
+func (e *engine) drainSubmissions() {
+	for {
+		n := e.sub.DequeueBurst(e.burst)
+		for i := range n {
+			en := e.burst[i]
+			e.burst[i] = entry{}
+			if en.op != nil && !en.cancel && en.op.o.state.Load() == statePosted {
+				e.finish(en.op, 0, StatusClosed, nil)
+			}
+		}
+		if n == 0 {
+			return
+		}
+	}
+}
+
+func (e *engine) close() error {
+	e.closeOnce.Do(func() {
+		e.dead.Store(true)
+		for e.users.Load() != 0 {
+			runtime.Gosched() // a submitter between its check and its enqueue
+		}
+		e.loop.Stop()
+		err := e.loop.Wait()
+		close(e.gone)
+		e.closeErr = errors.Join(err, e.tx.Close(), e.port.Close())
+		h := &e.host.h
+		h.mu.Lock()
+		h.open--
+		h.mu.Unlock()
+	})
+	return e.closeErr
+}
+
+// submit hands op to the loop; false once the endpoint is closing.
+func (e *engine) submit(en entry) bool {
+	e.users.Add(1)
+	defer e.users.Add(-1)
+	if e.dead.Load() {
+		return false
+	}
+	one := [1]entry{en}
+	for e.sub.EnqueueBulk(one[:]) == 0 {
+		if e.dead.Load() {
+			return false
+		}
+		runtime.Gosched() // the ring is full: the loop is draining it
+	}
+	return true
+}
+
+// acceptPeer is the transport's accept policy: a peer's ConnOpen is taken
+// only while a listener is up.
+func (e *engine) acceptPeer(rt.PeerAddr) bool { return e.lst != nil }
+
+// onConnEvent follows the transaction layer's connection events (on the
+// loop, inside the transport's poll).
+func (e *engine) onConnEvent(ev txn.ConnEvent) {
+	cn := e.conns[ev.Conn]
+	switch ev.Kind {
+	case txn.ConnEstablished:
+		if cn != nil {
+			cn.established()
+			return
+		}
+		if e.lst == nil {
+			_ = ev.Conn.Abort()
+			return
+		}
+		// Set up after the poll: the event handler must not post on the
+		// connection it reports.
+		cn = e.newConn(ev.Conn, e.lst.opts, true)
+		e.fresh = append(e.fresh, cn)
+	case txn.ConnFailed:
+		if cn != nil {
+			st := statusOf(ev.Err)
+			if st == StatusInvalid {
+				st = StatusPeerGone
+			}
+			cn.end(st, ev.Err)
+			cn.release()
+			delete(e.conns, ev.Conn)
+		}
+	case txn.ConnClosed:
+		if cn != nil {
+			cn.end(StatusClosed, errors.New("the connection was closed"))
+			cn.release()
+			delete(e.conns, ev.Conn)
+		}
+	}
+}
+
+func (e *engine) setupFresh() {
+	for i, cn := range e.fresh {
+		e.fresh[i] = nil
+		if err := errors.Join(cn.tc.SetIndex(sendIndex), cn.setupSlots()); err != nil {
+			_ = cn.tc.Abort()
+			continue
+		}
+		if e.lst == nil || !e.lst.offer(cn) {
+			_ = cn.tc.Abort()
+		}
+	}
+	e.fresh = e.fresh[:0]
+}
+
+func (e *engine) postSlots() {
+	if len(e.reposts) == 0 {
+		return
+	}
+	kept := e.reposts[:0]
+	for _, cn := range e.reposts {
+		if !cn.postSlots() {
+			kept = append(kept, cn)
+		}
+	}
+	clear(e.reposts[len(kept):])
+	e.reposts = kept
+}
+
+// Dial.
+func (e *engine) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, error) {
+	if err := checkConnOptions(&opts); err != nil {
+		return nil, &Error{Op: "dial", Status: StatusInvalid, Cause: err}
+	}
+	if !peer.IP.IsValid() {
+		return nil, &Error{Op: "dial", Status: StatusInvalid, Cause: invalidf("the peer's IP is required")}
+	}
+	op := e.takeOp()
+	o := &op.o
+	o.kind, o.peer, o.copts = opDial, peer, opts
+	_, err := e.control(ctx, op)
+	cn := o.res
+	o.res = nil
+	e.putOp(op)
+	if err != nil {
+		return nil, err
+	}
+	return cn, nil
+}
+
+func (e *engine) doDial(op *Op) {
+	o := &op.o
+	tc, err := e.tx.Open(rt.PeerAddr{MAC: o.peer.MAC, IP: o.peer.IP}, txn.ConnOptions{Ordered: o.copts.Ordered, Index: sendIndex})
+	if err != nil {
+		e.finish(op, 0, statusOf(err), err)
+		return
+	}
+	cn := e.newConn(tc, o.copts, false)
+	cn.peer = o.peer
+	if err := cn.setupSlots(); err != nil {
+		_ = tc.Abort()
+		delete(e.conns, tc)
+		e.finish(op, 0, statusOf(err), err)
+		return
+	}
+	cn.dialOp = op
+	o.c = &cn.pub.c
+}
+
+func (e *engine) register(mem []byte, access Access) (*Region, error) {
+	if len(mem) == 0 || access&^(RemoteWrite|RemoteRead) != 0 {
+		return nil, &Error{Op: "register", Status: StatusInvalid, Cause: invalidf("give a non-empty buffer and RemoteWrite, RemoteRead or 0 (%d bytes, access %#x)", len(mem), uint8(access))}
+	}
+	r := &Region{}
+	op := e.takeOp()
+	op.o.kind, op.o.buf, op.o.access, op.o.region = opRegister, mem, access, r
+	_, err := e.control(context.Background(), op)
+	op.o.buf, op.o.region = nil, nil
+	e.putOp(op)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (e *engine) deregister(r *Region) error {
+	if r == nil || r.r.e != e {
+		return &Error{Op: "deregister", Status: StatusInvalid, Cause: invalidf("the region is not this endpoint's")}
+	}
+	op := e.takeOp()
+	op.o.kind, op.o.region = opDeregister, r
+	_, err := e.control(context.Background(), op)
+	op.o.region = nil
+	e.putOp(op)
+	return err
+}
+
+// control runs a control op and waits for it.
+func (e *engine) control(ctx context.Context, op *Op) (int, error) {
+	if err := e.launch(op); err != nil {
+		return 0, err
+	}
+	return op.wait(ctx)
+}
+
+// takeOp returns an op for a blocking call: one of the endpoint's
+// preallocated ones, or a new one when all are in use.
+func (e *engine) takeOp() *Op {
+	var one [1]*Op
+	if e.spare.DequeueBulk(one[:]) == 1 {
+		return one[0]
+	}
+	op := &Op{}
+	op.o.done = make(chan struct{}, 1)
+	return op
+}
+
+func (e *engine) putOp(op *Op) {
+	o := &op.o
+	o.buf, o.region, o.c, o.res, o.err, o.lst = nil, nil, nil, nil, nil, nil
+	o.borrow, o.lent = false, false
+	o.cause.Store(nil)
+	op.CQ, op.Tag = nil, 0
+	one := [1]*Op{op}
+	e.spare.EnqueueBulk(one[:])
+}
+
+// listener is a Listener's state.
+// offer queues an accepted connection (on the loop).

@@ -1,0 +1,91 @@
+package peregrine
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// The listener: a peer's ConnOpen is accepted by the transport only while
+// one is up (engine.acceptPeer), and the connection is handed to Accept
+// through a channel once its receive slots are posted.
+
+func (e *engine) listen(opts ConnOptions) (*Listener, error) {
+	if err := checkConnOptions(&opts); err != nil {
+		return nil, &Error{Op: "listen", Status: StatusInvalid, Cause: err}
+	}
+	if opts.Ordered {
+		// The transaction layer takes an accepted connection's order from
+		// the side that dialled it (every request carries it).
+		return nil, &Error{Op: "listen", Status: StatusNotSupported, Cause: errors.New("ConnOptions.Ordered on a listener: an accepted connection is ordered when its peer dials it ordered")}
+	}
+	l := &Listener{l: listener{e: e, opts: opts, ch: make(chan *Conn, e.opts.MaxConns), closed: make(chan struct{})}}
+	op := e.takeOp()
+	op.o.kind, op.o.lst = opListen, &l.l
+	_, err := e.control(context.Background(), op)
+	op.o.lst = nil
+	e.putOp(op)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (e *engine) doListen(op *Op) {
+	if e.lst != nil {
+		e.finish(op, 0, StatusBusy, errors.New("the endpoint has a listener already"))
+		return
+	}
+	e.lst = op.o.lst
+	e.finish(op, 0, StatusOK, nil)
+}
+
+type listener struct {
+	e         *engine
+	opts      ConnOptions
+	ch        chan *Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *listener) offer(cn *conn) bool {
+	select {
+	case l.ch <- cn.pub:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l *listener) accept(ctx context.Context) (*Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	default:
+	}
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.closed:
+		return nil, &Error{Op: "accept", Status: StatusClosed, Cause: errors.New("the listener is closed")}
+	case <-l.e.gone:
+		return nil, &Error{Op: "accept", Status: StatusClosed, Cause: errors.New("the endpoint is closed")}
+	case <-ctx.Done():
+		return nil, cancelled("accept", ctx)
+	}
+}
+
+func (l *listener) close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		op := l.e.takeOp()
+		op.o.kind = opUnlisten
+		_, err = l.e.control(context.Background(), op)
+		l.e.putOp(op)
+		if errors.Is(err, ErrClosed) {
+			err = nil // the endpoint closed: nothing listens anyway
+		}
+	})
+	return err
+}

@@ -1,0 +1,345 @@
+package peregrine
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
+
+// This file is the package's whole surface: every exported type and call,
+// each a few lines over the engine (endpoint.go, conn.go, op.go).
+
+// HostOptions configure NewHost. Zero fields take their defaults.
+type HostOptions struct {
+	// Frames is the packet pool's size in frames (default 16384), shared by
+	// every endpoint of the host.
+	Frames int
+	// FrameSize is each frame's size in bytes (default: the pool's, 2 KiB
+	// class; raise it for jumbo MTUs).
+	FrameSize int
+	// Clock is the time every endpoint of the host runs on (nil: the
+	// machine's monotonic clock). Tests give a clock.Virtual and move it.
+	Clock clock.Clock
+}
+
+// Host is this process's share of peregrine: one off-heap packet pool and
+// the driver environment that endpoints open their ports in. Endpoints on
+// the two ends of a "mem:" pair must come from the same Host.
+type Host struct{ h host }
+
+// NewHost makes a host.
+func NewHost(opts HostOptions) (*Host, error) { return newHost(opts) }
+
+// Close releases the pool. Every endpoint must be closed first: a pool with
+// frames still in use is an error (ErrBusy) and stays open.
+func (h *Host) Close() error { return h.close() }
+
+// Idle says what an endpoint's poll loop does when it finds nothing to do.
+type Idle uint8
+
+const (
+	// IdleAdaptive spins for a while after work (longer than a round
+	// trip), then yields, then sleeps: busy-poll latency while traffic
+	// flows, little CPU when it stops. The default.
+	IdleAdaptive Idle = iota
+	// IdleBusy spins always: the lowest latency, a whole CPU.
+	IdleBusy
+	// IdleSleep sleeps with back-off after a few idle polls: the least
+	// CPU, up to a millisecond more latency after a quiet spell.
+	IdleSleep
+)
+
+func (i Idle) String() string {
+	switch i {
+	case IdleAdaptive:
+		return "adaptive"
+	case IdleBusy:
+		return "busy"
+	case IdleSleep:
+		return "sleep"
+	}
+	return "idle?"
+}
+
+// Options configure an endpoint (Host.Open). IP is required; the zero value
+// of the rest selects the defaults, with every mechanism that changes the
+// wire (IOI, global QP numbers) off.
+type Options struct {
+	// IP is the endpoint's address (198.18.0.0/15 in tests).
+	IP netip.Addr
+	// CPU pins the poll loop's thread to this CPU when Pin is set. The
+	// loop's goroutine is locked to its OS thread either way.
+	CPU int
+	Pin bool
+	// Idle is the poll loop's idle policy (default IdleAdaptive).
+	Idle Idle
+	// MaxConns bounds the connections (default 64).
+	MaxConns int
+	// MaxOps bounds the operations in flight at once, both directions
+	// (default 1024); more wait in the endpoint's backlog.
+	MaxOps int
+	// IOI turns on IOI forwarding (a large message's middle sprayed over
+	// the paths, its head and tail in order) for the data of every
+	// connection's pushes and pulls. It changes the wire: both ends need it.
+	IOI bool
+	// GlobalQPNs turns on 24-bit global QP numbers in every packet. It
+	// changes the wire: a peer without them cannot talk to this endpoint.
+	GlobalQPNs bool
+	// MCSQ would post through the multi-channel send queue (sched/mcsq).
+	// It is not wired into this package yet: Open refuses it with
+	// ErrNotSupported.
+	MCSQ bool
+	// RetryLimit is how many timeouts a packet survives before the
+	// transport gives up on it (default 7; 1..255).
+	RetryLimit int
+	// IdleTimeout fails a connection whose peer stays silent this long
+	// (default 10 s), keepalives included: how long a dead peer takes to
+	// be found when nothing of ours is outstanding.
+	IdleTimeout time.Duration
+	// Seed makes the transport's random choices replay (0: random, except
+	// under a virtual clock). Tests only.
+	Seed uint64
+}
+
+// Addr is where an endpoint is: its IP and its port's MAC address (the
+// transport runs over Ethernet and does not resolve addresses).
+type Addr struct {
+	IP  netip.Addr
+	MAC [6]byte
+}
+
+// Endpoint is one port under the reliable transport, driven by its own poll
+// loop goroutine. Its calls may be made from any goroutine.
+type Endpoint struct{ e *engine }
+
+// Open opens the port spec ("mem:PAIR/END", "afxdp:IFACE?…",
+// "afpacket:IFACE?…"; see pmd) and starts the endpoint's poll loop.
+func (h *Host) Open(spec string, opts Options) (*Endpoint, error) { return h.open(spec, opts) }
+
+// Addr returns the endpoint's address, for its peers' Dial.
+func (ep *Endpoint) Addr() Addr { return ep.e.addr }
+
+// Close stops the endpoint: every connection ends, every operation
+// completes (ErrClosed), the poll loop exits, the port closes and every
+// packet frame returns to the host's pool. Idempotent.
+func (ep *Endpoint) Close() error { return ep.e.close() }
+
+// ConnOptions configure a connection (Dial, Listen for the ones accepted).
+type ConnOptions struct {
+	// Ordered connections deliver this side's operations to the peer and
+	// complete them here in posting order; unordered ones (the default)
+	// each as soon as it is done. An accepted connection is ordered if the
+	// peer dialled it so.
+	Ordered bool
+	// RecvSlots is how many messages the peer may have in flight towards
+	// this side before it waits for a Recv (default 8): the transport
+	// keeps that many receive buffers posted, and places every message's
+	// packets into its buffer by delivery index as they arrive.
+	RecvSlots int
+	// MaxMessage is the longest message this side receives (default
+	// 64 KiB, at most 1 GiB): each slot is this large. A peer's longer Send
+	// fails with ErrTooLarge there.
+	MaxMessage int
+	// Timeout ends every operation of the connection that has not
+	// completed this long after posting with ErrTimeout (0: none; a
+	// context's deadline also ends a call).
+	Timeout time.Duration
+}
+
+// Dial opens a connection to peer and waits until it is established.
+func (ep *Endpoint) Dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, error) {
+	return ep.e.dial(ctx, peer, opts)
+}
+
+// Listener accepts the connections peers dial to an endpoint.
+type Listener struct{ l listener }
+
+// Listen makes the endpoint accept connections; without a listener a peer's
+// Dial is refused (ErrRefused). An endpoint has at most one listener.
+func (ep *Endpoint) Listen(opts ConnOptions) (*Listener, error) { return ep.e.listen(opts) }
+
+// Accept waits for the next connection a peer dialled.
+func (l *Listener) Accept(ctx context.Context) (*Conn, error) { return l.l.accept(ctx) }
+
+// Close stops accepting; connections accepted already stay open.
+func (l *Listener) Close() error { return l.l.close() }
+
+// Conn is a reliable connection. Its calls may be made from any goroutine;
+// the operations of one connection are posted in the order their calls
+// entered the endpoint.
+type Conn struct{ c conn }
+
+// RemoteAddr returns the peer's address.
+func (c *Conn) RemoteAddr() Addr { return c.c.peer }
+
+// Ordered reports whether the connection is ordered.
+func (c *Conn) Ordered() bool { return c.c.ordered }
+
+// Send sends msg as one message, which the peer's next Recv returns whole.
+// msg is the transport's until Send returns: it is read as packets go out
+// and resent from, never copied into a staging buffer.
+func (c *Conn) Send(ctx context.Context, msg []byte) error {
+	_, err := c.c.blocking(ctx, opSend, msg, nil, 0, RemoteAddr{})
+	return err
+}
+
+// Recv waits for the next message and copies it into buf, returning its
+// length. A message longer than buf is an error wrapping ErrTooLarge and
+// stays queued for a Recv with a larger buffer.
+func (c *Conn) Recv(ctx context.Context, buf []byte) (int, error) {
+	return c.c.blocking(ctx, opRecv, buf, nil, 0, RemoteAddr{})
+}
+
+// Push writes n bytes of local, from offset off, into the peer's region at
+// remote (an RDMA write). It returns once the peer has placed them.
+func (c *Conn) Push(ctx context.Context, local *Region, off, n int, remote RemoteAddr) error {
+	_, err := c.c.blocking(ctx, opPush, nil, local, off, remote.span(n))
+	return err
+}
+
+// Pull reads n bytes of the peer's region at remote into local, from
+// offset off (an RDMA read).
+func (c *Conn) Pull(ctx context.Context, local *Region, off, n int, remote RemoteAddr) error {
+	_, err := c.c.blocking(ctx, opPull, nil, local, off, remote.span(n))
+	return err
+}
+
+// SendAsync starts Send with op: msg belongs to the transport until op
+// completes. op must not be in flight.
+func (c *Conn) SendAsync(op *Op, msg []byte) error {
+	return c.c.start(op, opSend, msg, nil, 0, RemoteAddr{})
+}
+
+// RecvAsync starts Recv into buf with op: buf belongs to the transport
+// until op completes (op.Result's n is the message length).
+func (c *Conn) RecvAsync(op *Op, buf []byte) error {
+	return c.c.start(op, opRecv, buf, nil, 0, RemoteAddr{})
+}
+
+// PushAsync starts Push with op.
+func (c *Conn) PushAsync(op *Op, local *Region, off, n int, remote RemoteAddr) error {
+	return c.c.start(op, opPush, nil, local, off, remote.span(n))
+}
+
+// PullAsync starts Pull with op.
+func (c *Conn) PullAsync(op *Op, local *Region, off, n int, remote RemoteAddr) error {
+	return c.c.start(op, opPull, nil, local, off, remote.span(n))
+}
+
+// Close closes the connection: operations already posted complete first,
+// Recvs waiting end with ErrClosed, new calls fail with ErrClosed. It
+// returns once the endpoint has taken the close; the peer learns of it
+// through the transport's close handshake.
+func (c *Conn) Close() error { return c.c.close() }
+
+// Access says what peers may do with a registered region.
+type Access uint8
+
+const (
+	// RemoteWrite lets peers Push into the region.
+	RemoteWrite Access = 1 << iota
+	// RemoteRead lets peers Pull from it.
+	RemoteRead
+)
+
+// Region is memory registered with an endpoint: the source and destination
+// of this side's pushes and pulls, and, with Access, memory the peers push
+// into and pull from. The endpoint reads and writes it on its poll loop
+// while operations naming it are in flight.
+type Region struct{ r region }
+
+// Register registers mem. The endpoint keeps mem until Deregister; the
+// caller must not resize it.
+func (ep *Endpoint) Register(mem []byte, access Access) (*Region, error) {
+	return ep.e.register(mem, access)
+}
+
+// Deregister forgets the region; operations in flight on it keep their
+// slice of it until they complete.
+func (ep *Endpoint) Deregister(r *Region) error { return ep.e.deregister(r) }
+
+// Remote returns the address of offset off of the region, for a peer's
+// Push and Pull (hand it to the peer in a message).
+func (r *Region) Remote(off uint64) RemoteAddr { return RemoteAddr{Key: r.r.key, Addr: off} }
+
+// Len returns the region's length.
+func (r *Region) Len() int { return len(r.r.mem) }
+
+// Bytes returns the registered memory. The endpoint writes it on its poll
+// loop (this side's pulls, the peers' pushes): read it once a completion
+// of this endpoint says the writing is over — a Pull's, or a Recv of the
+// message with which the peer says its Push completed — which orders the
+// read after the loop's writes.
+func (r *Region) Bytes() []byte { return r.r.mem }
+
+// RemoteAddr names memory in a peer's registered region: its key and an
+// offset in it.
+type RemoteAddr struct {
+	Key  uint32
+	Addr uint64
+	n    int // the span's length, set by Push and Pull
+}
+
+func (a RemoteAddr) span(n int) RemoteAddr { a.n = n; return a }
+
+// Op is one asynchronous operation, as a work request and its completion
+// in one (an ibv_send_wr whose wr_id is the Op itself, or an io_uring SQE
+// and CQE): start it with a *Async call, then Wait for it, select on Done,
+// or reap it in batches from a CompletionQueue. The caller owns the Op and
+// may start it again once it completed; its buffer is the caller's again
+// then, and not before.
+type Op struct {
+	// Tag is the caller's own word, untouched.
+	Tag uint64
+	// CQ, when set before the start, receives the Op when it completes.
+	CQ *CompletionQueue
+
+	o opState
+}
+
+// Wait waits for the op to complete and returns its result. If ctx ends
+// first the op is cancelled and Wait returns once the endpoint has
+// stopped it (the buffer is the caller's again then): the error matches
+// ErrCancelled and ctx.Err(). One goroutine waits for an op.
+func (op *Op) Wait(ctx context.Context) (int, error) { return op.wait(ctx) }
+
+// Done delivers one value when the op completes (nil before the op's
+// first start): select on it beside other channels, then take the result
+// with Result.
+func (op *Op) Done() <-chan struct{} { return op.o.done }
+
+// Result returns the op's result once it completed (Completed reports
+// whether it has): the bytes moved and the error, if any.
+func (op *Op) Result() (int, error) { return op.result() }
+
+// Completed reports whether the op has completed.
+func (op *Op) Completed() bool { return op.o.state.Load() == stateDone }
+
+// Status returns how the op ended (valid once it completed).
+func (op *Op) Status() Status { return op.o.status }
+
+// Cancel asks the endpoint to stop the op; it completes with ErrCancelled
+// unless it finished first. It returns at once.
+func (op *Op) Cancel() { op.cancel() }
+
+// CompletionQueue collects the ops started with it (Op.CQ) as they
+// complete, for one goroutine to reap in batches, as ibv_poll_cq and
+// io_uring's completion ring are reaped. The ops may belong to several
+// connections and endpoints.
+type CompletionQueue struct{ q cqueue }
+
+// NewCompletionQueue makes a queue for up to size ops in flight at once
+// (a power of two; starting more with it fails with ErrBusy).
+func NewCompletionQueue(size int) (*CompletionQueue, error) { return newCQ(size) }
+
+// Poll moves up to len(out) completed ops into out and returns how many,
+// without waiting.
+func (q *CompletionQueue) Poll(out []*Op) int { return q.q.poll(out) }
+
+// Wait waits until at least one op completed (or ctx ends) and moves up to
+// len(out) into out.
+func (q *CompletionQueue) Wait(ctx context.Context, out []*Op) (int, error) {
+	return q.q.wait(ctx, out)
+}
