@@ -1,0 +1,184 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/host"
+	"github.com/peregrine-net/peregrine/host/client"
+)
+
+var pairSeq atomic.Int64
+
+// rig is an appliance (a Server over endpoint A, its Poll loop running)
+// and a peer endpoint B on the other end of a mem pair.
+type rig struct {
+	h      *peregrine.Host
+	a, b   *peregrine.Endpoint
+	srv    *host.Server
+	socket string
+	stop   context.CancelFunc
+	ran    chan struct{}
+}
+
+func newRig(t testing.TB, q host.Quota) *rig {
+	t.Helper()
+	h, err := peregrine.NewHost(peregrine.HostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("h%d", pairSeq.Add(1))
+	a, err := h.Open("mem:"+name+"/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.Open("mem:"+name+"/1", peregrine.Options{IP: netip.MustParseAddr("198.18.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{h: h, a: a, b: b, socket: filepath.Join(t.TempDir(), "p.sock"), ran: make(chan struct{})}
+	r.srv, err = host.New(host.Options{Socket: r.socket, Endpoint: a, UID: -1, GID: -1, Quota: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	go func() { defer close(r.ran); r.srv.Run(ctx) }()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *rig) close() {
+	r.stop()
+	<-r.ran
+	r.srv.Close()
+	r.a.Close()
+	r.b.Close()
+	r.h.Close()
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func attach(t testing.TB, r *rig, o client.Options) *client.Endpoint {
+	t.Helper()
+	ep, err := client.Attach(r.socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ep.Close() })
+	return ep
+}
+
+// echo accepts one connection on b and echoes every message until it ends.
+func echo(t testing.TB, r *rig) {
+	l, err := r.b.Listen(peregrine.ConnOptions{MaxMessage: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer l.Close()
+		c, err := l.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 1<<20)
+		for {
+			n, err := c.Recv(context.Background(), buf)
+			if err != nil {
+				return
+			}
+			if c.Send(context.Background(), buf[:n]) != nil {
+				return
+			}
+		}
+	}()
+}
+
+// An application's messages go app → client → rings → appliance →
+// transport → peer and back.
+func TestSendRecvThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, client.Options{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{MaxMessage: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for i, size := range []int{0, 1, 64, 1024, 9000, 64 << 10} {
+		msg := bytes.Repeat([]byte{byte(i + 1)}, size)
+		if err := c.Send(ctx, msg); err != nil {
+			t.Fatalf("send %d: %v", size, err)
+		}
+		n, err := c.Recv(ctx, buf)
+		if err != nil {
+			t.Fatalf("recv %d: %v", size, err)
+		}
+		if !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("echo of %d bytes came back as %d bytes", size, n)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var st host.AppStats
+	r.srv.Stats(func(s host.AppStats) { st = s })
+	if st.OpsOK != 12 || st.BytesSent != st.BytesReceived || st.OpsFailed != 0 {
+		t.Fatalf("app stats %+v: want 12 ops, as many bytes each way, none failed", st)
+	}
+}
+
+// The sidecar side can listen: a peer dials the appliance's endpoint and
+// the application accepts.
+func TestAcceptThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	ep := attach(t, r, client.Options{})
+	ctx := ctxT(t)
+	l, err := ep.Listen(peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			got <- err
+			return
+		}
+		buf := make([]byte, 100)
+		n, err := c.Recv(ctx, buf)
+		if err == nil && string(buf[:n]) != "hello" {
+			err = fmt.Errorf("got %q", buf[:n])
+		}
+		got <- err
+	}()
+	pc, err := r.b.Dial(ctx, ep.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Send(ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	// A second application cannot take the listener.
+	ep2 := attach(t, r, client.Options{})
+	if _, err := ep2.Listen(peregrine.ConnOptions{}); !errors.Is(err, peregrine.ErrBusy) {
+		t.Fatalf("second Listen = %v, want ErrBusy", err)
+	}
+}
