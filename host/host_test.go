@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ type rig struct {
 	socket string
 	stop   context.CancelFunc
 	ran    chan struct{}
+	once   sync.Once
+	err    error
 }
 
 func newRig(t testing.TB, q host.Quota) *rig {
@@ -56,13 +59,20 @@ func newRig(t testing.TB, q host.Quota) *rig {
 	return r
 }
 
-func (r *rig) close() {
-	r.stop()
-	<-r.ran
-	r.srv.Close()
-	r.a.Close()
-	r.b.Close()
-	r.h.Close()
+func (r *rig) close() { r.shutdown() }
+
+// shutdown stops everything once; its error is the host's Close (the pool
+// with frames in use is an error).
+func (r *rig) shutdown() error {
+	r.once.Do(func() {
+		r.stop()
+		<-r.ran
+		r.srv.Close()
+		r.a.Close()
+		r.b.Close()
+		r.err = r.h.Close()
+	})
+	return r.err
 }
 
 func ctxT(t testing.TB) context.Context {
