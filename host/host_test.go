@@ -192,3 +192,32 @@ func TestAcceptThroughSidecar(t *testing.T) {
 		t.Fatalf("second Listen = %v, want ErrBusy", err)
 	}
 }
+
+// The client's blocking Send and Recv with the caller's buffers allocate
+// nothing per call, and neither does the appliance carrying them.
+func TestClientAllocsNothingPerCall(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, client.Options{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := make([]byte, 1024)
+	buf := make([]byte, 2048)
+	rt := func() {
+		if err := c.Send(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Recv(ctx, buf); err != nil || n != len(msg) {
+			t.Fatalf("recv %d %v", n, err)
+		}
+	}
+	for range 50 {
+		rt()
+	}
+	if n := testing.AllocsPerRun(200, rt); n != 0 {
+		t.Fatalf("%.2f allocations per round trip, want 0", n)
+	}
+}
