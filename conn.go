@@ -22,7 +22,7 @@ type conn struct {
 	peer    Addr
 	ordered bool
 	opts    ConnOptions
-	ended   atomic.Bool
+	ended   atomic.Pointer[Error] // why the connection stopped carrying operations
 
 	// loop-owned
 	tc       *txn.Conn
@@ -255,7 +255,7 @@ func (cn *conn) established() {
 func (cn *conn) end(st Status, why error) {
 	if cn.st == StatusOK {
 		cn.st, cn.why = st, why
-		cn.ended.Store(true)
+		cn.ended.Store(&Error{Status: st, Cause: why})
 	}
 	if op := cn.dialOp; op != nil {
 		cn.dialOp = nil

@@ -13,6 +13,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd"
 )
@@ -176,8 +177,8 @@ func TestDeadPeer(t *testing.T) {
 	if _, err := recv.Wait(ctx); !errors.Is(err, ErrPeerGone) {
 		t.Fatalf("recv from a dead peer: %v, want ErrPeerGone", err)
 	}
-	if err := ca.Send(ctx, []byte("again")); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerGone) {
-		t.Fatalf("send on the failed connection: %v", err)
+	if err := ca.Send(ctx, []byte("again")); !errors.Is(err, ErrPeerGone) || !errors.Is(err, rt.ErrRetryExhausted) {
+		t.Fatalf("send on the failed connection: %v, want ErrPeerGone (rt.ErrRetryExhausted)", err)
 	}
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Op != "send" || pe.Status != StatusPeerGone {

@@ -112,8 +112,8 @@ func (o *opState) causeOf() error {
 
 // check validates a data op's arguments on the caller's goroutine.
 func (cn *conn) check(kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
-	if kind != opRecv && cn.ended.Load() { // a Recv may still find a message
-		return &Error{Op: kind.String(), Status: StatusClosed, Cause: errors.New("the connection is closed or failed")}
+	if end := cn.ended.Load(); end != nil && kind != opRecv { // a Recv may still find a message
+		return &Error{Op: kind.String(), Status: end.Status, Cause: end.Cause}
 	}
 	switch kind {
 	case opSend:
