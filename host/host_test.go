@@ -221,3 +221,48 @@ func TestClientAllocsNothingPerCall(t *testing.T) {
 		t.Fatalf("%.2f allocations per round trip, want 0", n)
 	}
 }
+
+// A context that ends mid-Recv cancels the op in the appliance: the call
+// returns ErrCancelled and the context's error, nothing stays in flight,
+// and the connection goes on.
+func TestCancelThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, client.Options{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	short, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := c.Recv(short, buf); errc <- err }()
+	waitInFlight := func(want int) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := -1
+			r.srv.Stats(func(s host.AppStats) { got = s.InFlight })
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d ops in flight, want %d", got, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitInFlight(1) // the Recv reached the appliance
+	cancel()
+	err = <-errc
+	if !errors.Is(err, peregrine.ErrCancelled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Recv = %v, want ErrCancelled and context.Canceled", err)
+	}
+	waitInFlight(0)
+	if err := c.Send(ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Recv(ctx, buf); err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("after the cancel: %q %v", buf[:n], err)
+	}
+}
