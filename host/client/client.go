@@ -94,7 +94,11 @@ type Endpoint struct {
 }
 
 type opSlot struct {
-	gen    uint32
+	// gen tells a completion of this start from a stale one; atomic
+	// because the completion goroutine reads it while a call starts the
+	// slot again (the ring between them is shared memory the race
+	// detector does not see).
+	gen    atomic.Uint32
 	done   chan struct{}
 	status uint32
 	n      uint32
@@ -296,7 +300,7 @@ func (ep *Endpoint) completeLoop(cc *shm.Consumer[shm.Comp]) {
 		n, _ := cc.Dequeue(comps)
 		for _, c := range comps[:n] {
 			i := uint32(c.Cookie)
-			if uint64(i) >= uint64(len(ep.slots)) || ep.slots[i].gen != uint32(c.Cookie>>32) {
+			if uint64(i) >= uint64(len(ep.slots)) || ep.slots[i].gen.Load() != uint32(c.Cookie>>32) {
 				continue // not ours: the appliance answers only what we asked
 			}
 			s := &ep.slots[i]
@@ -352,8 +356,7 @@ func (ep *Endpoint) do(ctx context.Context, op uint8, conn, buf uint32, n int) (
 		return 0, peregrine.StatusCancelled, context.Cause(ctx)
 	}
 	s := &ep.slots[i]
-	s.gen++
-	cookie := uint64(s.gen)<<32 | uint64(i)
+	cookie := uint64(s.gen.Add(1))<<32 | uint64(i)
 	if ep.busy.Add(1) == 1 {
 		select {
 		case ep.kick <- struct{}{}:
