@@ -239,6 +239,20 @@ func (a *app) handle(m *ctl.Msg) *ctl.Msg {
 		}
 		a.s.lst, a.s.lstApp = l, a
 		return &ctl.Msg{Type: ctl.ROK, ID: m.ID}
+	case ctl.TUnlisten:
+		a.s.mu.Lock()
+		var l *peregrine.Listener
+		if a.s.lstApp == a {
+			l, a.s.lst, a.s.lstApp = a.s.lst, nil, nil
+		}
+		a.s.mu.Unlock()
+		if l == nil {
+			return errMsg(m.ID, fmt.Errorf("%w: this application does not listen", peregrine.ErrInvalid))
+		}
+		if err := l.Close(); err != nil {
+			return errMsg(m.ID, err)
+		}
+		return &ctl.Msg{Type: ctl.ROK, ID: m.ID}
 	case ctl.TAccept:
 		a.s.mu.Lock()
 		l := a.s.lst

@@ -186,11 +186,20 @@ func TestAcceptThroughSidecar(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	// A second application cannot take the listener.
+	// A second application cannot take the listener until the first
+	// closes it.
 	ep2 := attach(t, r, client.Options{})
 	if _, err := ep2.Listen(peregrine.ConnOptions{}); !errors.Is(err, peregrine.ErrBusy) {
 		t.Fatalf("second Listen = %v, want ErrBusy", err)
 	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := ep2.Listen(peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatalf("Listen after the first closed its listener: %v", err)
+	}
+	l2.Close()
 }
 
 // The client's blocking Send and Recv with the caller's buffers allocate
@@ -264,5 +273,30 @@ func TestCancelThroughSidecar(t *testing.T) {
 	}
 	if n, err := c.Recv(ctx, buf); err != nil || string(buf[:n]) != "after" {
 		t.Fatalf("after the cancel: %q %v", buf[:n], err)
+	}
+}
+
+// BenchmarkSidecarRoundTrip1K is a 1 KiB echo round trip through the
+// sidecar in memory (client → rings → appliance → transport → peer and
+// back), beside the public package's BenchmarkAPIRoundTrip1K in process.
+func BenchmarkSidecarRoundTrip1K(b *testing.B) {
+	r := newRig(b, host.Quota{})
+	echo(b, r)
+	ep := attach(b, r, client.Options{})
+	ctx := ctxT(b)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := make([]byte, 1024)
+	buf := make([]byte, 2048)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Send(ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Recv(ctx, buf); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

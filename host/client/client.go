@@ -435,9 +435,24 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 	return l.ep.connect(ctx, "accept", &ctl.Msg{Type: ctl.TAccept})
 }
 
-// Close stops this listener's Accepts. The appliance keeps listening for
-// the application until it detaches.
-func (l *Listener) Close() error { l.done.Store(true); return nil }
+// Close stops accepting; connections accepted already stay open, and
+// another application may listen.
+func (l *Listener) Close() error {
+	if l.done.Swap(true) {
+		return nil
+	}
+	ep := l.ep
+	ep.life.RLock()
+	defer ep.life.RUnlock()
+	r, err := ep.call(context.Background(), &ctl.Msg{Type: ctl.TUnlisten})
+	if err != nil {
+		return ep.ctlErr("close", context.Background(), err)
+	}
+	if r.Type != ctl.ROK {
+		return replyErr("close", &r)
+	}
+	return nil
+}
 
 // Dial opens a connection to peer through the appliance.
 func (ep *Endpoint) Dial(ctx context.Context, peer peregrine.Addr, opts peregrine.ConnOptions) (*Conn, error) {

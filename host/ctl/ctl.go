@@ -51,6 +51,8 @@ const (
 	RConn
 	// RError: the request failed with Status (a peregrine.Status) and Text.
 	RError
+	// TUnlisten: stop listening (answered by ROK).
+	TUnlisten
 	typeEnd
 )
 
