@@ -23,7 +23,8 @@ type consumerRig struct {
 	conn *peregrine.Conn
 }
 
-func newConsumerRig(t testing.TB) *consumerRig {
+// With echo the peer sends every message back; without, it drains them.
+func newConsumerRig(t testing.TB, echo bool) *consumerRig {
 	t.Helper()
 	h, err := peregrine.NewHost(peregrine.HostOptions{})
 	if err != nil {
@@ -49,7 +50,8 @@ func newConsumerRig(t testing.TB) *consumerRig {
 		}
 		buf := make([]byte, 64<<10)
 		for {
-			if _, err := c.Recv(context.Background(), buf); err != nil {
+			n, err := c.Recv(context.Background(), buf)
+			if err != nil || (echo && c.Send(context.Background(), buf[:n]) != nil) {
 				return
 			}
 		}
@@ -185,7 +187,7 @@ func descsOf(b []byte) []shm.Desc {
 }
 
 func TestConsumerRefusesBadDescriptors(t *testing.T) {
-	r := newConsumerRig(t)
+	r := newConsumerRig(t, false)
 	l := r.s.opts.Default
 	r.consume(t, []shm.Desc{
 		{Op: 0, Conn: 1, Cookie: 1},                              // unknown op
@@ -208,7 +210,7 @@ func FuzzConsumer(f *testing.F) {
 	f.Add([]byte("\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00\x07\x00\x00\x00"), uint64(0))
 	f.Add(make([]byte, 21*20), uint64(0))
 	f.Add([]byte{0x82, 1, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 1, 0, 0, 0}, uint64(17))
-	r := newConsumerRig(f)
+	r := newConsumerRig(f, false)
 	f.Fuzz(func(t *testing.T, b []byte, hostile uint64) {
 		if len(b) > 21*64 {
 			b = b[:21*64]

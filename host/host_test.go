@@ -91,30 +91,23 @@ func attach(t testing.TB, r *rig, o client.Options) *client.Endpoint {
 	return ep
 }
 
-// echo accepts one connection on b and echoes every message until it ends.
+// echo answers every connection dialled to the peer with its messages.
 func echo(t testing.TB, r *rig) {
-	l, err := r.b.Listen(peregrine.ConnOptions{MaxMessage: 1 << 20})
+	var accepted, ended atomic.Int64
+	echoAll(t, r.b, &accepted, &ended)
+}
+
+// dialEcho attaches an application and dials the echo peer.
+func dialEcho(t testing.TB, r *rig) (context.Context, *client.Conn) {
+	t.Helper()
+	echo(t, r)
+	ep := attach(t, r, client.Options{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		defer l.Close()
-		c, err := l.Accept(context.Background())
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 1<<20)
-		for {
-			n, err := c.Recv(context.Background(), buf)
-			if err != nil {
-				return
-			}
-			if c.Send(context.Background(), buf[:n]) != nil {
-				return
-			}
-		}
-	}()
+	return ctx, c
 }
 
 // An application's messages go app → client → rings → appliance →
@@ -205,14 +198,7 @@ func TestAcceptThroughSidecar(t *testing.T) {
 // The client's blocking Send and Recv with the caller's buffers allocate
 // nothing per call, and neither does the appliance carrying them.
 func TestClientAllocsNothingPerCall(t *testing.T) {
-	r := newRig(t, host.Quota{})
-	echo(t, r)
-	ep := attach(t, r, client.Options{})
-	ctx := ctxT(t)
-	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := dialEcho(t, newRig(t, host.Quota{}))
 	msg := make([]byte, 1024)
 	buf := make([]byte, 2048)
 	rt := func() {
@@ -236,13 +222,7 @@ func TestClientAllocsNothingPerCall(t *testing.T) {
 // and the connection goes on.
 func TestCancelThroughSidecar(t *testing.T) {
 	r := newRig(t, host.Quota{})
-	echo(t, r)
-	ep := attach(t, r, client.Options{})
-	ctx := ctxT(t)
-	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c := dialEcho(t, r)
 	buf := make([]byte, 100)
 	short, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -263,7 +243,7 @@ func TestCancelThroughSidecar(t *testing.T) {
 	}
 	waitInFlight(1) // the Recv reached the appliance
 	cancel()
-	err = <-errc
+	err := <-errc
 	if !errors.Is(err, peregrine.ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Recv = %v, want ErrCancelled and context.Canceled", err)
 	}
@@ -280,14 +260,7 @@ func TestCancelThroughSidecar(t *testing.T) {
 // sidecar in memory (client → rings → appliance → transport → peer and
 // back), beside the public package's BenchmarkAPIRoundTrip1K in process.
 func BenchmarkSidecarRoundTrip1K(b *testing.B) {
-	r := newRig(b, host.Quota{})
-	echo(b, r)
-	ep := attach(b, r, client.Options{})
-	ctx := ctxT(b)
-	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx, c := dialEcho(b, newRig(b, host.Quota{}))
 	msg := make([]byte, 1024)
 	buf := make([]byte, 2048)
 	b.ReportAllocs()

@@ -414,15 +414,9 @@ type Listener struct {
 
 // Listen makes the appliance accept connections for this application.
 func (ep *Endpoint) Listen(opts peregrine.ConnOptions) (*Listener, error) {
-	ep.life.RLock()
-	defer ep.life.RUnlock()
 	m := ctl.Msg{Type: ctl.TListen, A: uint32(opts.RecvSlots), B: uint32(opts.MaxMessage), Timeout: uint64(opts.Timeout)}
-	r, err := ep.call(context.Background(), &m)
-	if err != nil {
-		return nil, ep.ctlErr("listen", context.Background(), err)
-	}
-	if r.Type != ctl.ROK {
-		return nil, replyErr("listen", &r)
+	if err := ep.request("listen", &m); err != nil {
+		return nil, err
 	}
 	return &Listener{ep: ep}, nil
 }
@@ -441,15 +435,19 @@ func (l *Listener) Close() error {
 	if l.done.Swap(true) {
 		return nil
 	}
-	ep := l.ep
+	return l.ep.request("close", &ctl.Msg{Type: ctl.TUnlisten})
+}
+
+// request runs a control request whose answer is ROK or an error.
+func (ep *Endpoint) request(op string, m *ctl.Msg) error {
 	ep.life.RLock()
 	defer ep.life.RUnlock()
-	r, err := ep.call(context.Background(), &ctl.Msg{Type: ctl.TUnlisten})
+	r, err := ep.call(context.Background(), m)
 	if err != nil {
-		return ep.ctlErr("close", context.Background(), err)
+		return ep.ctlErr(op, context.Background(), err)
 	}
 	if r.Type != ctl.ROK {
-		return replyErr("close", &r)
+		return replyErr(op, &r)
 	}
 	return nil
 }
@@ -558,15 +556,5 @@ func (c *Conn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	ep := c.ep
-	ep.life.RLock()
-	defer ep.life.RUnlock()
-	r, err := ep.call(context.Background(), &ctl.Msg{Type: ctl.TClose, Conn: c.id})
-	if err != nil {
-		return ep.ctlErr("close", context.Background(), err)
-	}
-	if r.Type != ctl.ROK {
-		return replyErr("close", &r)
-	}
-	return nil
+	return c.ep.request("close", &ctl.Msg{Type: ctl.TClose, Conn: c.id})
 }
