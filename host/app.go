@@ -228,21 +228,28 @@ func (a *app) handle(m *ctl.Msg) *ctl.Msg {
 		c, err := a.s.ep.Dial(a.ctx, peregrine.Addr{IP: m.Addr(), MAC: m.MAC}, copts)
 		return a.bind(m.ID, id, c, err)
 	case ctl.TListen:
+		// The listener is claimed under the lock and made outside it: Poll
+		// takes the same lock and must not wait for the endpoint.
 		a.s.mu.Lock()
-		defer a.s.mu.Unlock()
-		if a.s.lst != nil {
+		if a.s.lstApp != nil {
+			a.s.mu.Unlock()
 			return errMsg(m.ID, fmt.Errorf("%w: another application listens on this endpoint", peregrine.ErrBusy))
 		}
+		a.s.lstApp = a
+		a.s.mu.Unlock()
 		l, err := a.s.ep.Listen(copts)
+		a.s.mu.Lock()
+		defer a.s.mu.Unlock()
 		if err != nil {
+			a.s.lstApp = nil
 			return errMsg(m.ID, err)
 		}
-		a.s.lst, a.s.lstApp = l, a
+		a.s.lst = l
 		return &ctl.Msg{Type: ctl.ROK, ID: m.ID}
 	case ctl.TUnlisten:
 		a.s.mu.Lock()
 		var l *peregrine.Listener
-		if a.s.lstApp == a {
+		if a.s.lstApp == a && a.s.lst != nil {
 			l, a.s.lst, a.s.lstApp = a.s.lst, nil, nil
 		}
 		a.s.mu.Unlock()
@@ -256,7 +263,7 @@ func (a *app) handle(m *ctl.Msg) *ctl.Msg {
 	case ctl.TAccept:
 		a.s.mu.Lock()
 		l := a.s.lst
-		mine := a.s.lstApp == a
+		mine := a.s.lstApp == a && l != nil
 		a.s.mu.Unlock()
 		if !mine {
 			return errMsg(m.ID, fmt.Errorf("%w: this application does not listen", peregrine.ErrInvalid))

@@ -24,8 +24,8 @@ type Quota struct {
 	Channels int
 	// Buffers is the most buffers one channel may have (default 1024).
 	Buffers int
-	// BufSize is the largest buffer (default 8 MiB + 64 KiB... rounded:
-	// 8 MiB), and so the longest message through the sidecar.
+	// BufSize is the largest buffer (default 8 MiB), and so the longest
+	// message through the sidecar.
 	BufSize int
 	// Conns is how many connections one channel may hold open (default 64).
 	Conns int
