@@ -108,7 +108,7 @@ before anything was started.`,
 	// A flag cobra cannot parse is a usage error (exit 2) like one the
 	// command's own validation refuses.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(plainFlagError(err)) })
-	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newGenCommand(), newFwdCommand(), newFabricCommand(), newTransportCommand(), newBenchCommand(), newDecodeCommand(), newRoCECommand(), newServeCommand())
 	root.SetHelpCommand(newHelpCommand(root))
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)

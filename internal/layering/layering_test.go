@@ -59,8 +59,10 @@ var layers = []layer{
 	// The public API at the module root: above the pipeline library,
 	// below the harnesses and the binary.
 	{"peregrine (module root)", exactly(root), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app"}},
-	{"bench", prefix("bench"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root}},
-	{"cmd", prefix("cmd"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "bench", "=" + root}},
+	// The sidecar (appliance side, channel, client) over the public API.
+	{"host", prefix("host"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root}},
+	{"bench", prefix("bench"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root, "host"}},
+	{"cmd", prefix("cmd"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "bench", "=" + root, "host"}},
 	// internal/ holds leaves (release ordering, unit parsing) that import
 	// nothing of ours, so every layer above the rings may use them.
 	{"internal", prefix("internal"), nil},

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/host"
+	"github.com/peregrine-net/peregrine/host/client"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// Messages go end to end through peregrine serve in memory: application
+// → client → rings → serve → transport → echo peer and back.
+func TestServeCarriesMessages(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	cfg := serveConfig{socket: sock, port: "mem:servetest/0", ip: "198.18.0.1", mode: "0660", echo: true,
+		buffers: 16, bufSize: 64 << 10, ring: 16, period: time.Hour,
+		quota: host.Quota{Channels: 4, Buffers: 64, BufSize: 1 << 20, Conns: 4, Ring: 64}}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	type ready struct {
+		srv  *host.Server
+		peer peregrine.Addr
+	}
+	rc := make(chan ready, 1)
+	cfg.ready = func(s *host.Server, a peregrine.Addr) { rc <- ready{s, a} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuf
+	done := make(chan error, 1)
+	go func() { done <- runServe(ctx, &cfg, &out) }()
+	var r ready
+	select {
+	case r = <-rc:
+	case err := <-done:
+		t.Fatalf("serve ended before it served: %v\n%s", err, out.String())
+	}
+	ep, err := client.Attach(sock, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ccancel()
+	c, err := ep.Dial(cctx, r.peer, peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for i := range 20 {
+		msg := bytes.Repeat([]byte{byte(i)}, 100*i+1)
+		if err := c.Send(cctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Recv(cctx, buf)
+		if err != nil || !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("round trip %d: %d bytes back, %v", i, n, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ep.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "1 attaches, 1 detaches") {
+		t.Fatalf("serve's summary does not count the application:\n%s", s)
+	}
+}
+
+func TestServeRefusesFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--socket-mode", "0999"},
+		{"--socket-mode", "0060"},
+		{"--port", "null:"},
+		{"--port", "afxdp:eth0", "--echo"},
+		{"--ring", "3"},
+		{"--buffers", "2000"},
+		{"--ip", "::1"},
+		{"--owner", "no-such-user-here"},
+	} {
+		cmd := newServeCommand()
+		cmd.SetArgs(args)
+		cmd.RunE = func(*cobra.Command, []string) error { return nil }
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		if err := cmd.Execute(); err == nil {
+			t.Errorf("serve %v accepted", args)
+		}
+	}
+}

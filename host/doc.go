@@ -1,0 +1,79 @@
+// Package host is the appliance's side of the sidecar: a Server listens on
+// a Unix socket, gives each application that attaches a shared-memory
+// channel of its own (host/shm) and carries the application's messages
+// between that channel and one peregrine Endpoint. The application's side
+// is host/client.
+//
+// # The two doors
+//
+// An application uses the transport in-process (import peregrine, open an
+// Endpoint on a port) or through a running appliance (import host/client,
+// attach to its socket). client.Attach returns a *client.Endpoint whose
+// Dial, Listen, Accept, Send, Recv and Close have the signatures of
+// peregrine's, take peregrine's ConnOptions and Addr, and return errors of
+// peregrine's vocabulary (errors.Is(err, peregrine.ErrClosed)…), so an
+// application written against a small interface of those calls switches
+// doors in the line that makes its endpoint:
+//
+//	ep, err := h.Open("afxdp:eth1", peregrine.Options{IP: ip}) // in-process
+//	ep, err := client.Attach("/run/peregrine.sock", client.Options{}) // sidecar
+//
+// # Control and data
+//
+// Control (attach, listen, accept, dial, close) is a request and a reply on
+// the socket (host/ctl: SOCK_SEQPACKET, versioned, every message
+// length-checked). The attach reply carries the channel's memfd with
+// SCM_RIGHTS. Data never crosses the socket: the application writes a
+// message into a buffer of its channel's pool and a descriptor (op,
+// connection, buffer, offset, length, cookie) into the channel's submit
+// ring; the appliance's Poll takes it, checks it and starts the operation
+// on the Endpoint; when it completes, Poll writes a completion (cookie,
+// status, length) into the completion ring.
+//
+// # Who owns a buffer, and where bytes are copied
+//
+// A buffer is the application's until it names it in a descriptor and
+// again once the completion with that cookie is in the completion ring. In
+// between the Endpoint holds a slice of the channel's mapping: a Send's
+// message goes from that slice to the wire with no copy in the appliance
+// (the transport reads it as each packet is built, resends too); a Recv's
+// message is copied once, from the receive slot the transport placed it in
+// by delivery index into the application's buffer, as the in-process
+// asynchronous Recv copies it into the caller's. The client copies a
+// caller's []byte into a buffer on Send and out of one on Recv (the
+// blocking calls take caller buffers, as in-process).
+//
+// # Poll
+//
+// Poll never blocks and does a bounded batch per channel: it reaps the
+// channel's finished operations into the completion ring, then takes at
+// most as many descriptors as the completion ring can still answer (so a
+// completion is never dropped for want of room) and at most Options.Batch.
+// Poll runs on one goroutine (the serve loop); control requests run on each
+// application's own goroutine and share an application's state with Poll
+// under that application's mutex, taken once per Poll, never per
+// descriptor.
+//
+// # Isolation and faults
+//
+//   - The socket is created with Options.Mode (0660) and, when set, owner
+//     Options.UID and group Options.GID.
+//   - Every attach gets a new memfd, sealed against shrinking and growing,
+//     that no other application is given; nothing of the protocol names a
+//     channel, so an application can reach only its own.
+//   - Every descriptor is copied out of the ring once and checked: a known
+//     op, a connection this application owns, a buffer of its pool and an
+//     offset and length within that buffer. A bad one is counted (by
+//     reason, AppStats) and completed with StatusInvalid; Poll never
+//     touches memory outside the application's channel.
+//   - Quotas per application (Quota): channels per user (peer credentials),
+//     buffers and buffer size per channel, connections per channel; a
+//     request over quota is refused with peregrine.ErrBusy naming the quota.
+//   - An application that dies is an end of file on its socket: its
+//     operations are cancelled, its connections closed, its listener
+//     closed, and once every operation has completed (the Endpoint holds
+//     slices of the channel until then) its channel is unmapped and closed.
+//     Others are unaffected.
+//   - An appliance that dies is an end of file on the client's socket:
+//     every call of the client returns peregrine.ErrClosed.
+package host

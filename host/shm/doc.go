@@ -1,0 +1,39 @@
+// Package shm is the sidecar's shared-memory channel: one sealed memfd,
+// mapped by the appliance and by one application, holding two lock-free
+// single-producer single-consumer rings of fixed-size descriptors and a pool
+// of equal buffers.
+//
+//	offset 0            header (magic, version, geometry), one page
+//	SubmitOff           submit ring: producer index, consumer index (each on
+//	                    its own cache line), RingSize 32-byte Descs
+//	CompleteOff         completion ring: the same, RingSize 16-byte Comps
+//	BufOff              Buffers buffers of BufSize bytes, page aligned
+//
+// The application produces Descs (op, connection, buffer index, offset,
+// length, cookie) and consumes Comps (cookie, status, length); the appliance
+// does the reverse.
+//
+// # Who owns a buffer
+//
+// The application owns every buffer until it names one in a Desc it
+// publishes; the appliance then reads it (a Send) or writes it (a Recv)
+// until it publishes the Comp with that Desc's cookie, and the buffer is the
+// application's again. The pool's free list lives in the application's own
+// memory: the appliance never allocates buffers, it only checks the ones it
+// is given.
+//
+// # Trust
+//
+// The appliance creates the memfd, sizes it and seals it (F_SEAL_SHRINK,
+// F_SEAL_GROW, F_SEAL_SEAL) before the application sees it, so the
+// application can neither shrink the mapping under the appliance (a SIGBUS)
+// nor grow it. The appliance reads nothing back from the header: the
+// geometry it uses is its own copy. Of the rings it trusts nothing the
+// application writes: it keeps its own copy of its consumer (submit) and
+// producer (completion) index and only reads the application's index,
+// clamping a value that claims more than a ring's worth (counted by the
+// caller through the bool the ring calls return). A Desc is copied out of
+// the ring once, and only the copy is checked and used, so an application
+// that rewrites a slot while the appliance reads it changes nothing. What
+// the fields may hold is for the caller to check (Layout.Span).
+package shm
