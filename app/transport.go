@@ -70,6 +70,11 @@ type TransportOptions struct {
 	GlobalQPNs bool
 }
 
+// InitiatorMinOps is the fewest transactions an initiator's endpoint is
+// sized for (txn.Options.MaxOps): twice its window and Sends, at least
+// this.
+const InitiatorMinOps = 64
+
 // Transport is what AddTransport built.
 type Transport struct {
 	// Endpoint is the transaction endpoint; the pipeline owns it.
@@ -140,9 +145,16 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	// window entries, and a table sized for 64 connections (64 Ki entries,
 	// 4 MiB) spreads an initiator's few hundred outstanding packets over
 	// more memory than the caches hold: every send and ACK missed.
-	maxConns := 64
+	// The same holds for the reorder engine's CAM, sized by MaxOps (two
+	// entries an operation at a quarter load: 512 KiB at txn's default of
+	// 4096): an initiator has no more than its window and its Sends in
+	// progress, so its table is sized to them (the top entry of a profile
+	// of 64 B pushes); a target serves any number of initiators' windows
+	// and keeps the default.
+	maxConns, maxOps := 64, 0
 	if o.Role == "initiator" {
 		maxConns = max(2*o.Conns, 4)
+		maxOps = max(2*(o.Window+o.Sends), InitiatorMinOps)
 	}
 	sp := swift.DefaultParams()
 	if o.CongestionTarget != 0 {
@@ -164,6 +176,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 			QPN: rt.QPNOptions{Enabled: o.GlobalQPNs}},
 		Congestion: &sp,
 		IOI:        o.IOI,
+		MaxOps:     maxOps,
 	})
 	if err != nil {
 		return nil, err

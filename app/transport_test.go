@@ -15,6 +15,8 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // TestTransportInitiatorToTarget: a target and an initiator on the two
@@ -104,4 +106,35 @@ func TestAddTransportRefusesBadOptions(t *testing.T) {
 		require.Equal(t, tc.field, fe.Field())
 		require.NoError(t, p.Stop())
 	}
+}
+
+// TestInitiatorSizedToItsWindow: an initiator's endpoint holds twice its
+// window and Sends in progress (at least app.InitiatorMinOps), not txn's
+// default of 4096: its reorder engine's table stays as small as the work
+// it has. The post after that is refused for now (txn.ErrBusy).
+func TestInitiatorSizedToItsWindow(t *testing.T) {
+	p, err := app.New(app.Options{
+		Pool:   mbuf.Options{Name: t.Name(), Frames: 4096},
+		Ports:  []string{"mem:iw/0", "mem:iw/1"},
+		Lcores: unpinned(1),
+		Clock:  clock.NewReal(),
+	})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Stop()) }()
+	const window, sends = 40, 8
+	ini, err := p.AddTransport(app.TransportOptions{Role: "initiator", LocalIP: netip.MustParseAddr("198.18.0.5"), Window: window, Sends: sends, Sizes: []int{64},
+		RegionKey: 1, Peer: rt.PeerAddr{MAC: [6]byte{2, 0, 0, 0, 0, 9}, IP: netip.MustParseAddr("198.18.0.6")}, Conns: 1})
+	require.NoError(t, err)
+	local, err := ini.Endpoint.Register(make([]byte, 64), 0)
+	require.NoError(t, err)
+	c := ini.Load.Conns()[0]
+	// Nothing runs: every post waits for the connection, holding its
+	// transaction.
+	op := txn.Op{Local: local, Len: 64, Remote: wire.RegionRef{Key: 1}}
+	for i := range 2 * (window + sends) {
+		_, err := c.Push(op)
+		require.NoError(t, err, "post %d", i)
+	}
+	_, err = c.Push(op)
+	require.ErrorIs(t, err, txn.ErrBusy)
 }

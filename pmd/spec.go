@@ -214,10 +214,13 @@ func WithoutParams(spec string, keys ...string) string {
 // make another one. The null driver's ports are all distinct, having no
 // device behind them. Malformed specs are compared as strings.
 func SamePort(a, b string) bool {
-	return portKey(a) == portKey(b) && !strings.HasPrefix(a, "null:")
+	return PortKey(a) == PortKey(b) && !strings.HasPrefix(a, "null:")
 }
 
-func portKey(spec string) string {
+// PortKey is what SamePort compares: specs with equal keys open the same
+// device (a null: spec's key is never that of another port), so many
+// specs are checked for repeats with a map instead of pair by pair.
+func PortKey(spec string) string {
 	s, err := ParseSpec(spec)
 	if err != nil {
 		return spec

@@ -3,14 +3,18 @@ package config_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/metrics"
+	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/qpx"
 	_ "github.com/peregrine-net/peregrine/pmd/all"
 )
 
@@ -32,7 +36,7 @@ func TestParseAppliesDefaults(t *testing.T) {
 	c, err := config.Parse([]byte(genSink))
 	require.NoError(t, err)
 	require.Equal(t, config.DefaultFrames, c.File.Pool.Frames)
-	require.Equal(t, "sleep", c.File.Idle)
+	require.Equal(t, "adaptive", c.File.Idle)
 	require.Len(t, c.Stages, 2)
 	require.Equal(t, "generator-0", c.Stages[0].Name)
 	require.Equal(t, "pipelines[0].stages[1]", c.Stages[1].Path)
@@ -127,6 +131,33 @@ pipelines: [{lcore: a, stages: [{kind: roce, net: p0, host: p0, slots: 2, open: 
 			`pipelines[0].stages[0].pmtu: 1500 is not an IBA MTU`,
 			`pipelines[0].stages[0].first_qpn: 0x1000000 is out of range: use 0x2..0xfffffe`,
 			`pipelines[0].stages[0].qps[0]: "qpn=zz": qpn="zz": not a number`,
+		}},
+		{"generator addresses: the gen flags' rules and words", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}, {name: p2, spec: "null:"}]
+pipelines: [{lcore: a, stages: [
+  {kind: generator, port: p0, src_mac: bogus, dst_ip: 198.18.0.9-198.18.0.2, dst_port: "0", vlan: 4095, src_port: 65535, flows: 2},
+  {kind: generator, port: p1, src_ip: 198.18.0.1, dst_ip: "2001:db8::2", vlan: 7, size: 60},
+  {kind: sink, port: p2, src_port: 70000}]}]
+`, []string{
+			`pipelines[0].stages[0].src_mac: "bogus": give an Ethernet address, e.g. 02:00:00:00:00:01`,
+			`pipelines[0].stages[0].dst_ip: "198.18.0.9-198.18.0.2": give LOW-HIGH of one family, low first`,
+			`pipelines[0].stages[0].dst_port: "0" is not a UDP port or range (1..65535, e.g. 9 or 1000-1099)`,
+			`pipelines[0].stages[0].vlan: 4095: give a VLAN ID 1..4094, or 0 for untagged frames`,
+			`pipelines[0].stages[0].src_port: 65535: give 1..65534, so that the flows 2 source ports fit under 65536`,
+			`pipelines[0].stages[1].src_ip: 198.18.0.1 and dst_ip 2001:db8::2: give both IPv4 or both IPv6`,
+			`pipelines[0].stages[1].size: "60": frames of 60 B are too small for these headers (a VLAN tag adds 4 B, IPv6 20 B) and the stamp: use 64 B or more`,
+			`pipelines[0].stages[2].src_port: 70000: give 1..65535`,
+		}},
+		{"roce: QP numbers the stage could not open", `
+lcores: [{name: a}]
+ports: [{name: p0, spec: "null:"}, {name: p1, spec: "null:"}]
+pipelines:
+  - {lcore: a, stages: [{kind: roce, net: p0, host: p1, qps: ["qpn=0xffffff"]}]}
+  - {lcore: b, stages: [{kind: roce, net: p0, host: p1, retire: 1, open: 3, qps: ["qpn=0x100", "qpn=4"]}]}
+`, []string{
+			`pipelines[0].stages[0].qps[0]: "qpn=0xffffff": qpn=0xffffff is out of range: use 0x2..0xfffffe`,
+			`pipelines[1].stages[0].qps[1]: "qpn=4": qpn=0x4 is taken by one of the 3 QPs opened first (0x3..0x5 after 1 retired)`,
 		}},
 		{"roce: unknown key", `
 lcores: [{name: a}]
@@ -278,4 +309,109 @@ pipelines: [{lcore: a, stages: [
 `))
 	require.ErrorContains(t, err, "pipelines[0].stages[0].sends: window 1 and 4096 Sends and 0 receive WQEs of up to 1073741824 B need")
 	require.ErrorContains(t, err, "pipelines[0].stages[1].post_recv: window 1 and 0 Sends and 256 receive WQEs")
+}
+
+// A generator stage takes gen's addresses: IPv6 ranges, ports, VLAN and
+// MACs reach the generator's options, and the defaults are gen's.
+func TestGeneratorAddresses(t *testing.T) {
+	c, err := config.Parse([]byte(`
+lcores: [{name: a}]
+ports: [{name: out, spec: "mem:ga/0"}, {name: in, spec: "mem:ga/1"}]
+pipelines: [{lcore: a, stages: [
+  {kind: generator, port: out, size: 128, src_mac: "02:aa:00:00:00:01", dst_mac: "02:aa:00:00:00:02",
+   src_ip: "2001:db8::1-2001:db8::4", dst_ip: "2001:db8::100", src_port: 30000, dst_port: 7000-7009, vlan: 42, flows: 2},
+  {kind: generator, port: out},
+  {kind: sink, port: in, flows: 2, src_port: 30000}]}]
+`))
+	require.NoError(t, err)
+	g := c.Stages[0].Spec.(*config.Generator)
+	require.Equal(t, "2001:db8::1", g.Opts().Addressing.SrcIP.Lo.String())
+	require.Equal(t, "2001:db8::4", g.Opts().Addressing.SrcIP.Hi.String())
+	require.Equal(t, traffic.PortRange{Lo: 7000, Hi: 7009}, g.Opts().Addressing.DstPort)
+	require.Equal(t, uint16(30000), g.Opts().Addressing.SrcPort)
+	require.Equal(t, uint16(42), g.Opts().Addressing.VLAN)
+	require.Equal(t, "02:aa:00:00:00:02", g.Opts().DstMAC.String())
+	def := c.Stages[1].Spec.(*config.Generator).Opts()
+	require.Equal(t, config.DefaultSrcMAC, def.SrcMAC.String())
+	require.Equal(t, config.DefaultDstIP, def.Addressing.DstIP.Lo.String())
+	require.Equal(t, uint16(traffic.BaseSrcPort), def.Addressing.SrcPort)
+	require.Equal(t, uint16(0), def.Addressing.VLAN)
+}
+
+// A failed coverage check says why — WRs without a CQE, or a drain cut
+// short — and what to do, naming the setting.
+func TestCoverCheckSaysWhyAndWhatToDo(t *testing.T) {
+	const more = "give run.drain more time (e.g. drain: 10s)"
+	for _, tc := range []struct {
+		drained         bool
+		posted, covered uint64
+		ok              bool
+		want            string
+	}{
+		{true, 3862, 3862, true, "(3862 posted, 3862 covered)"},
+		{false, 3862, 3862, false, "(3862 posted, 3862 covered): every WR has its CQE, but the drain ended before the send queues were seen empty, so a late CQE could not be ruled out: " + more + "; a second signal"},
+		{true, 10, 7, false, ": 3 WR(s) had no CQE when the drain ended (the target stopped answering, or the drain was too short): " + more},
+		{true, 7, 10, false, ": 3 CQEs covered WRs never posted"},
+	} {
+		c := config.CoverCheck(tc.drained, tc.posted, tc.covered, more)
+		require.Equal(t, tc.ok, c.OK, c.What)
+		require.Contains(t, c.What, tc.want)
+	}
+}
+
+// CheckRoCEQPs refuses exactly the QP lists the stage's table would
+// refuse to open: random rotations (some wrapping past the last QPN),
+// retired and opened counts and qps, each checked against a qpx.Table
+// doing what app.AddRoCE does.
+func TestCheckRoCEQPsAgreesWithTheTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	for trial := range 2000 {
+		first := uint32(0)
+		if r.IntN(2) == 0 {
+			first = qpx.LastQPN - uint32(r.IntN(8))
+		}
+		retire, open := r.IntN(6), r.IntN(6)
+		var qps []app.RoCEQP
+		for range r.IntN(4) {
+			q := app.RoCEQP{}
+			switch r.IntN(4) {
+			case 0: // the rotation's next
+			case 1:
+				q.QPN = uint32(r.IntN(12)) // near the start, 0 and 1 included
+			default:
+				q.QPN = qpx.MaxQPN - uint32(r.IntN(12))
+			}
+			qps = append(qps, q)
+		}
+		tb, err := qpx.New(qpx.Options{Slots: 64, Start: first, Name: "check"})
+		require.NoError(t, err)
+		for range retire {
+			q, _, err := tb.Open(qpx.Context{})
+			require.NoError(t, err)
+			require.NoError(t, tb.Close(q))
+		}
+		for range open {
+			_, _, err := tb.Open(qpx.Context{})
+			require.NoError(t, err)
+		}
+		want := -1
+		for i, q := range qps {
+			if q.QPN == 0 {
+				_, _, err = tb.Open(qpx.Context{})
+			} else {
+				_, err = tb.Bind(q.QPN, qpx.Context{})
+			}
+			if err != nil {
+				want = i
+				break
+			}
+		}
+		i, err := config.CheckRoCEQPs(first, retire, open, qps)
+		if want < 0 {
+			require.NoError(t, err, "trial %d: first %#x retire %d open %d qps %+v", trial, first, retire, open, qps)
+		} else {
+			require.Error(t, err, "trial %d: first %#x retire %d open %d qps %+v", trial, first, retire, open, qps)
+			require.Equal(t, want, i, "trial %d", trial)
+		}
+	}
 }

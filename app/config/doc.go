@@ -8,7 +8,7 @@
 // # The file
 //
 //	pool:      {frames: 16384, frame_size: 2048}
-//	idle:      sleep                       # busy | yield | sleep
+//	idle:      adaptive                    # adaptive | busy | yield | sleep
 //	lcores:    [{name: a, cpu: 0, idle: busy}, {name: b, cpu: 1}]
 //	ports:     [{name: p0, spec: "afxdp:veth0?queue=0"}, ...]
 //	pipelines:                             # one per lcore, stages polled in order

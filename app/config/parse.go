@@ -23,8 +23,9 @@ type Config struct {
 	File File
 	// Stages are the stages of every pipeline, pipeline by pipeline.
 	Stages []Placed
-	// lcore names → index in File.Lcores
-	lcores map[string]int
+	// lcore names → index in File.Lcores; port names → index in
+	// File.Ports; stage names → index in Stages (the first of a name).
+	lcores, ports, stages map[string]int
 	// refused are the paths the schema check reported.
 	refused map[string]bool
 }
@@ -92,6 +93,9 @@ func parse(data []byte, dir string) (*Config, error) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("config: the file holds more than one YAML document (keep one; remove the '---' after the first)")
 	}
+	if err := checkAliases(&root); err != nil {
+		return nil, err
+	}
 	var errs Errors
 	var f File
 	if len(root.Content) == 1 {
@@ -104,10 +108,15 @@ func parse(data []byte, dir string) (*Config, error) {
 	if dir != "" {
 		resolvePorts(&f, dir, &errs)
 	}
-	c := &Config{File: f, lcores: map[string]int{}}
+	c := &Config{File: f, lcores: map[string]int{}, ports: map[string]int{}, stages: map[string]int{}}
 	for i, lc := range f.Lcores {
 		if _, dup := c.lcores[lc.Name]; !dup && lc.Name != "" {
 			c.lcores[lc.Name] = i
+		}
+	}
+	for i, p := range f.Ports {
+		if _, dup := c.ports[p.Name]; !dup {
+			c.ports[p.Name] = i
 		}
 	}
 	counts := map[string]int{}
@@ -124,6 +133,9 @@ func parse(data []byte, dir string) (*Config, error) {
 				continue
 			}
 			st.Lcore = loop
+			if _, dup := c.stages[st.Name]; !dup {
+				c.stages[st.Name] = len(c.Stages)
+			}
 			c.Stages = append(c.Stages, st)
 		}
 	}
@@ -138,6 +150,65 @@ func parse(data []byte, dir string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// MaxAliasedValues bounds how many values a file's aliases repeat: an
+// alias is expanded each place it is used, by the checks and by the
+// decoder, so a few thousand aliases of a long list would make a kilobyte
+// file cost hours and gigabytes. A file that writes its values out is
+// checked in time linear in its size.
+const MaxAliasedValues = 100_000
+
+// checkAliases refuses a document whose aliases (*name) would expand to
+// more than MaxAliasedValues values beyond the document's own, or that
+// contains itself, before anything walks it. The expanded size of each
+// node is counted once (memo), so the count costs the document's own
+// size however much the aliases multiply it.
+func checkAliases(root *yaml.Node) error {
+	const busy, huge = -1, 1 << 40
+	// expanded is a node's value count with every alias replaced by its
+	// anchor's value, memoised per node so each is counted once.
+	memo := map[*yaml.Node]int{}
+	var first, cyclic *yaml.Node
+	var expanded func(n *yaml.Node) int
+	expanded = func(n *yaml.Node) int {
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			if first == nil {
+				first = n
+			}
+			if memo[n.Alias] == busy {
+				cyclic = n
+				return 0
+			}
+			return expanded(n.Alias)
+		}
+		if v, ok := memo[n]; ok && v != busy {
+			return v
+		}
+		memo[n] = busy
+		v := 1
+		for _, c := range n.Content {
+			v = min(v+expanded(c), huge) // nested aliases multiply: saturate
+		}
+		memo[n] = v
+		return v
+	}
+	var own func(n *yaml.Node) int
+	own = func(n *yaml.Node) int {
+		v := 1
+		for _, c := range n.Content {
+			v += own(c)
+		}
+		return v
+	}
+	total := expanded(root)
+	if cyclic != nil {
+		return fmt.Errorf("config: line %d: alias *%s is used inside its own anchor's value: a value cannot contain itself", cyclic.Line, cyclic.Value)
+	}
+	if extra := total - own(root); extra > MaxAliasedValues {
+		return fmt.Errorf("config: line %d: the file's aliases (*%s and any others) repeat %d values where they are used: at most %d; write the values out, or alias fewer or shorter ones", first.Line, first.Value, extra, MaxAliasedValues)
+	}
+	return nil
 }
 
 func applyDefaults(f *File) {

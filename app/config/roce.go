@@ -69,15 +69,67 @@ func (s *RoCE) Check(c *Checker) {
 	c.Err("pmtu", CheckPMTU(s.PMTU))
 	s.opts = app.RoCEOptions{Slots: s.Slots, FirstQPN: s.FirstQPN, Seed: s.Seed, Retire: s.Retire, Open: s.Open,
 		OpenDefaults: app.RoCEQP{Access: qpx.AccessAll}, Burst: s.Burst, PMTU: s.PMTU, StrictPSN: s.StrictPSN, UDPPort: s.UDPPort}
+	parsed := true
 	for i, spec := range s.QPs {
 		q, err := app.ParseRoCEQP(spec)
 		if err != nil {
 			c.Errorf(fmt.Sprintf("qps[%d]", i), "%q: %v", spec, err)
+			parsed = false
 			continue
 		}
 		s.opts.QPs = append(s.opts.QPs, q)
 	}
+	if parsed && CheckFirstQPN(s.FirstQPN) == nil && s.Retire >= 0 && s.Retire <= MaxRetire && s.Open >= 0 && s.Open <= 1<<20 {
+		if i, err := CheckRoCEQPs(s.FirstQPN, s.Retire, s.Open, s.opts.QPs); err != nil {
+			c.Errorf(fmt.Sprintf("qps[%d]", i), "%q: %v", s.QPs[i], err)
+		}
+	}
 }
+
+// CheckRoCEQPs checks the QP numbers the stage will open, before it
+// opens any: retire QPs take the rotation's numbers from first (0:
+// qpx.FirstQPN) and are closed, open QPs take the next ones, then each of
+// qps is opened under its qpn, or the rotation's next free number when
+// qpn is 0. It returns the index of the first of qps whose number is out
+// of range or already held (by an open QP or an earlier qps entry), and
+// why.
+func CheckRoCEQPs(first uint32, retire, open int, qps []app.RoCEQP) (int, error) {
+	if first == 0 {
+		first = qpx.FirstQPN
+	}
+	// Numbers as positions in the rotation FirstQPN..LastQPN.
+	pos := func(q uint32) int { return int(q - qpx.FirstQPN) }
+	opened := (pos(first) + retire) % qpx.Space // the first --open number's position
+	next := (opened + open) % qpx.Space
+	held := func(p int) bool { return (p-opened+qpx.Space)%qpx.Space < open }
+	explicit := map[int]int{} // position → index in qps
+	for i, q := range qps {
+		if q.QPN == 0 {
+			// The rotation skips live numbers, as qpx.Table.Open does.
+			for held(next) || explicit[next] != 0 {
+				next = (next + 1) % qpx.Space
+			}
+			explicit[next] = i + 1
+			next = (next + 1) % qpx.Space
+			continue
+		}
+		if q.QPN < qpx.FirstQPN || q.QPN > qpx.LastQPN {
+			return i, fmt.Errorf("qpn=%#x is out of range: use %#x..%#x (0 and 1 are the special QPs, %#x the multicast QPN), or leave qpn out for the rotation's next number", q.QPN, qpx.FirstQPN, qpx.LastQPN, qpx.MaxQPN)
+		}
+		p := pos(q.QPN)
+		if held(p) {
+			return i, fmt.Errorf("qpn=%#x is taken by one of the %d QPs opened first (%#x..%#x after %d retired): choose a number outside them, or open fewer", q.QPN, open, qpnAt(opened), qpnAt(opened+open-1), retire)
+		}
+		if explicit[p] != 0 {
+			return i, fmt.Errorf("qpn=%#x is an earlier QP's number (given, or the rotation's next taken by a QP without qpn): give each QP its own number", q.QPN)
+		}
+		explicit[p] = i + 1
+	}
+	return 0, nil
+}
+
+// qpnAt is the QP number at position p of the rotation.
+func qpnAt(p int) uint32 { return uint32(p%qpx.Space) + qpx.FirstQPN }
 
 // MaxRetire is the most QPs a run may retire first: every 24-bit QPN but
 // 0, 1 (never handed out) and one left to open.

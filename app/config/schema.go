@@ -14,8 +14,9 @@ type File struct {
 	// Pool is the one packet pool every port and stage uses.
 	Pool Pool `yaml:"pool"`
 	// Idle is what an idle poll loop does when its lcore says nothing:
-	// busy, yield or sleep (default sleep).
-	Idle string `yaml:"idle" default:"sleep"`
+	// adaptive (the default: spin briefly after work, then yield, then
+	// sleep), busy, yield or sleep.
+	Idle string `yaml:"idle" default:"adaptive"`
 	// Lcores are the poll loops, each named so pipelines can refer to it.
 	Lcores []Lcore `yaml:"lcores"`
 	// Ports are opened in order with the same specs as the --port flags.
@@ -104,5 +105,5 @@ const (
 	DefaultFrameSize   = 2048
 	DefaultDrain       = Duration(5 * time.Second)
 	DefaultStatsPeriod = Duration(time.Second)
-	DefaultIdle        = "sleep"
+	DefaultIdle        = "adaptive"
 )

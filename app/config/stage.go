@@ -161,10 +161,8 @@ func (c *Checker) PortDriver(name string) string {
 
 // Stage returns the stage named name, or nil.
 func (c *Checker) Stage(name string) *Placed {
-	for i := range c.cfg.Stages {
-		if c.cfg.Stages[i].Name == name {
-			return &c.cfg.Stages[i]
-		}
+	if i, ok := c.cfg.stages[name]; ok {
+		return &c.cfg.Stages[i]
 	}
 	return nil
 }

@@ -138,6 +138,19 @@ type Generator struct {
 	// Count ends each queue's generator after this many frames (0: no
 	// end).
 	Count uint64 `yaml:"count"`
+	// SrcMAC, DstMAC, SrcIP and DstIP (IPv4 or IPv6, or a range
+	// LOW-HIGH walked one address per frame), SrcPort (flow 0's UDP
+	// source port, default 10000; flow i sends from it + i), DstPort (a
+	// port or a range, default 9) and VLAN (an 802.1Q ID; 0, the
+	// default, sends untagged frames) set the frames' headers, as gen's
+	// --src-mac … --vlan do (CheckAddresses).
+	SrcMAC  string `yaml:"src_mac"`
+	DstMAC  string `yaml:"dst_mac"`
+	SrcIP   string `yaml:"src_ip"`
+	DstIP   string `yaml:"dst_ip"`
+	SrcPort int    `yaml:"src_port" default:"10000"`
+	DstPort string `yaml:"dst_port"`
+	VLAN    int    `yaml:"vlan"`
 
 	opts app.GeneratorsOptions
 }
@@ -150,7 +163,13 @@ func (s *Generator) Check(c *Checker) {
 	c.Err("burst", CheckRange(s.Burst, 1, MaxBurst))
 	c.Err("flows", CheckRange(s.Flows, 1, MaxFlows))
 	sizes, rate := checkTraffic(c, s.Size, s.Rate)
-	s.opts = app.GeneratorsOptions{Burst: s.Burst, Sizes: sizes, Flows: s.Flows, Rate: rate, Count: s.Count}
+	addr, srcMAC, dstMAC := CheckAddresses(Addresses{SrcMAC: s.SrcMAC, DstMAC: s.DstMAC, SrcIP: s.SrcIP, DstIP: s.DstIP,
+		SrcPort: s.SrcPort, DstPort: s.DstPort, VLAN: s.VLAN}, s.Flows, func(key string) string { return key }, c.Err)
+	if sizes.Max() > 0 {
+		c.Err("size", CheckFrameFits(orSize(s.Size), sizes, addr))
+	}
+	s.opts = app.GeneratorsOptions{Burst: s.Burst, Sizes: sizes, Flows: s.Flows, Rate: rate, Count: s.Count,
+		SrcMAC: srcMAC, DstMAC: dstMAC, Addressing: addr}
 }
 
 // Build implements Stage.
@@ -211,6 +230,9 @@ type Sink struct {
 	// Expect is how many frames must arrive: the run ends once they have
 	// and fails if they do not (0: no expectation).
 	Expect uint64 `yaml:"expect"`
+	// SrcPort is the sender's flow 0 UDP source port (its src_port,
+	// default 10000), as gen --rx --src-port.
+	SrcPort int `yaml:"src_port" default:"10000"`
 }
 
 // Check implements Stage.
@@ -220,11 +242,13 @@ func (s *Sink) Check(c *Checker) {
 	defaults(&mode, "", &s.Burst, &s.Flows)
 	c.Err("burst", CheckRange(s.Burst, 1, MaxBurst))
 	c.Err("flows", CheckRange(s.Flows, 1, MaxFlows))
+	CheckAddresses(Addresses{SrcPort: s.SrcPort}, s.Flows, func(key string) string { return key }, c.Err)
 }
 
 // Build implements Stage.
 func (s *Sink) Build(b *Builder) (Running, error) {
-	sk, err := b.Pipeline.AddSinks(app.SinksOptions{Port: b.Port(s.Port), Burst: s.Burst, Flows: s.Flows, Latency: true, Loops: []int{b.Loop}})
+	sk, err := b.Pipeline.AddSinks(app.SinksOptions{Port: b.Port(s.Port), Burst: s.Burst, Flows: s.Flows, Latency: true, Loops: []int{b.Loop},
+		SrcPort: uint16(s.SrcPort)})
 	if err != nil {
 		return nil, err
 	}
@@ -399,11 +423,17 @@ func defaults(mode *string, def string, burst, flows *int) {
 	}
 }
 
+// orSize is a generator's size as used: 64 when left out.
+func orSize(size string) string {
+	if size == "" {
+		return "64"
+	}
+	return size
+}
+
 // checkTraffic reads a generator's size and rate.
 func checkTraffic(c *Checker, size, rate string) (traffic.Sizes, float64) {
-	if size == "" {
-		size = "64"
-	}
+	size = orSize(size)
 	sizes, err := traffic.ParseSizes(size, traffic.MaxFrame)
 	if err != nil {
 		c.Errorf("size", "%q: %w", size, err)

@@ -47,6 +47,7 @@ func (c *Config) validate(errs Errors) error {
 		top("ports", fmt.Errorf("none given: give at least one, e.g. ports: [{name: p0, spec: \"afxdp:veth0\"}]"))
 	}
 	seen = map[string]bool{}
+	opened := map[string]int{} // pmd.PortKey → first port opening it
 	afxdp := 0
 	for i, p := range f.Ports {
 		path := fmt.Sprintf("ports[%d]", i)
@@ -61,10 +62,11 @@ func (c *Config) validate(errs Errors) error {
 			top(path+".spec", err)
 			continue
 		}
-		for j, earlier := range f.Ports[:i] {
-			if pmd.SamePort(p.Spec, earlier.Spec) {
-				top(path+".spec", fmt.Errorf("%q opens the same port as ports[%d] (%q): open each port once and refer to it by name from every stage that uses it", p.Spec, j, earlier.Spec))
-				break
+		if key := pmd.PortKey(p.Spec); !strings.HasPrefix(p.Spec, "null:") {
+			if j, dup := opened[key]; dup {
+				top(path+".spec", fmt.Errorf("%q opens the same port as ports[%d] (%q): open each port once and refer to it by name from every stage that uses it", p.Spec, j, f.Ports[j].Spec))
+			} else {
+				opened[key] = i
 			}
 		}
 		if driverOf(p.Spec) == "afxdp" {
@@ -115,20 +117,20 @@ func (c *Config) validate(errs Errors) error {
 		})
 	}
 	if len(errs) > 0 {
-		slices.SortStableFunc(errs, func(a, b *Error) int { return strings.Compare(order(a.Path), order(b.Path)) })
+		slices.SortStableFunc(errs, func(a, b *Error) int { return order(a.Path) - order(b.Path) })
 		return errs
 	}
 	return nil
 }
 
 // order sorts errors roughly in file order: top-level sections first.
-func order(path string) string {
+func order(path string) int {
 	for i, p := range []string{"pool", "idle", "lcores", "ports", "pipelines", "run"} {
 		if strings.HasPrefix(path, p) {
-			return fmt.Sprintf("%d", i)
+			return i
 		}
 	}
-	return "9"
+	return 9
 }
 
 // CheckSpec parses a port spec and checks its driver is known and that
@@ -164,21 +166,33 @@ func driverOf(spec string) string {
 }
 
 func (c *Config) portIndex(name string) int {
-	return slices.IndexFunc(c.File.Ports, func(p Port) bool { return p.Name == name })
+	if i, ok := c.ports[name]; ok {
+		return i
+	}
+	return -1
 }
 
+// portNames and lcoreNames list the names a reference may use, in
+// messages; a file with hundreds has its first few listed.
 func (c *Config) portNames() string {
-	var names []string
-	for _, p := range c.File.Ports {
-		names = append(names, p.Name)
-	}
-	return strings.Join(names, ", ")
+	return listNames(c.File.Ports, func(p Port) string { return p.Name })
 }
 
 func (c *Config) lcoreNames() string {
+	return listNames(c.File.Lcores, func(l Lcore) string { return l.Name })
+}
+
+// maxListed bounds the names one message lists: a message per reference
+// listing every name would grow with the square of the file.
+const maxListed = 16
+
+func listNames[T any](items []T, name func(T) string) string {
 	var names []string
-	for _, l := range c.File.Lcores {
-		names = append(names, l.Name)
+	for _, it := range items[:min(len(items), maxListed)] {
+		names = append(names, name(it))
+	}
+	if len(items) > maxListed {
+		names = append(names, fmt.Sprintf("… (%d more)", len(items)-maxListed))
 	}
 	return strings.Join(names, ", ")
 }

@@ -57,7 +57,9 @@ func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 
 // Ports exports the ports' counters: peregrine_port_{rx,tx}_{packets,bytes}_total
 // per port (labelled with its spec; "SPEC#INDEX" for a spec given twice)
-// and queue, and peregrine_port_drops_total by reason.
+// and queue, peregrine_port_drops_total by reason, and
+// peregrine_port_queue_drops_total by queue and reason (rx_dropped,
+// tx_refused) for ports that count per queue.
 func (r *Registry) Ports(ports func() []port.Port) error {
 	return r.Register(&portCollector{ports: ports})
 }
@@ -185,15 +187,17 @@ type portCollector struct {
 var (
 	portLabels  = []string{"port", "queue"}
 	dropLabels  = []string{"port", "reason"}
+	qdropLabels = []string{"port", "queue", "reason"}
 	descRxPkts  = prometheus.NewDesc("peregrine_port_rx_packets_total", "Packets received, per port and queue.", portLabels, nil)
 	descRxBytes = prometheus.NewDesc("peregrine_port_rx_bytes_total", "Bytes received (without FCS), per port and queue.", portLabels, nil)
 	descTxPkts  = prometheus.NewDesc("peregrine_port_tx_packets_total", "Packets transmitted, per port and queue.", portLabels, nil)
 	descTxBytes = prometheus.NewDesc("peregrine_port_tx_bytes_total", "Bytes transmitted (without FCS), per port and queue.", portLabels, nil)
 	descDrops   = prometheus.NewDesc("peregrine_port_drops_total", "Packets a port dropped or refused, by reason.", dropLabels, nil)
+	descQDrops  = prometheus.NewDesc("peregrine_port_queue_drops_total", "Packets a port dropped (rx_dropped) or refused (tx_refused), per queue.", qdropLabels, nil)
 )
 
 func (c *portCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRxPkts, descRxBytes, descTxPkts, descTxBytes, descDrops} {
+	for _, d := range []*prometheus.Desc{descRxPkts, descRxBytes, descTxPkts, descTxBytes, descDrops, descQDrops} {
 		ch <- d
 	}
 }
@@ -219,6 +223,11 @@ func (c *portCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRxBytes, prometheus.CounterValue, float64(qs.RxBytes), name, qn)
 			ch <- prometheus.MustNewConstMetric(descTxPkts, prometheus.CounterValue, float64(qs.TxPackets), name, qn)
 			ch <- prometheus.MustNewConstMetric(descTxBytes, prometheus.CounterValue, float64(qs.TxBytes), name, qn)
+		}
+		for q, qs := range st.Queues {
+			qn := strconv.Itoa(q)
+			ch <- prometheus.MustNewConstMetric(descQDrops, prometheus.CounterValue, float64(qs.RxDropped), name, qn, "rx_dropped")
+			ch <- prometheus.MustNewConstMetric(descQDrops, prometheus.CounterValue, float64(qs.TxDropped), name, qn, "tx_refused")
 		}
 		for reason, n := range map[string]uint64{"rx_dropped": st.RxDropped, "rx_no_buffer": st.RxNoBuf, "tx_refused": st.TxDropped, "errors": st.Errors} {
 			ch <- prometheus.MustNewConstMetric(descDrops, prometheus.CounterValue, float64(n), name, reason)

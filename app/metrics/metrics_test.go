@@ -20,8 +20,14 @@ import (
 func TestServeScrapesPortsAndPool(t *testing.T) {
 	pool, err := mbuf.New(mbuf.Options{Frames: 1024})
 	require.NoError(t, err)
-	a, b, err := mem.NewPair(pool, mem.PairOptions{Name: "m"})
+	a, b, err := mem.NewPair(pool, mem.PairOptions{Name: "m", Queues: 2, Size: 2})
 	require.NoError(t, err)
+	// Three frames on queue 1 of a 2-slot ring: one refused, counted on
+	// that queue.
+	hs := make([]mbuf.Handle, 3)
+	require.Equal(t, 3, pool.AllocBulk(hs))
+	require.Equal(t, 2, a.TxBurst(1, hs))
+	pool.Free(hs[2:])
 	reg := metrics.New()
 	require.NoError(t, reg.Ports(func() []port.Port { return []port.Port{a, b, a} }))
 	require.NoError(t, reg.Pool(pool))
@@ -37,8 +43,13 @@ func TestServeScrapesPortsAndPool(t *testing.T) {
 		`peregrine_port_rx_packets_total{port="mem:m/0",queue="0"} 0`,
 		`peregrine_port_rx_packets_total{port="mem:m/0#2",queue="0"} 0`,
 		`peregrine_port_drops_total{port="mem:m/1",reason="tx_refused"} 0`,
+		`peregrine_port_drops_total{port="mem:m/0",reason="tx_refused"} 1`,
+		`peregrine_port_queue_drops_total{port="mem:m/0",queue="0",reason="tx_refused"} 0`,
+		`peregrine_port_queue_drops_total{port="mem:m/0",queue="1",reason="tx_refused"} 1`,
+		`peregrine_port_queue_drops_total{port="mem:m/1",queue="1",reason="rx_dropped"} 0`,
+		`peregrine_port_tx_packets_total{port="mem:m/0",queue="1"} 2`,
 		"peregrine_pool_frames 1024",
-		"peregrine_pool_frames_in_use 0",
+		"peregrine_pool_frames_in_use 2",
 	} {
 		require.Contains(t, string(body), want)
 	}

@@ -92,6 +92,23 @@ func (a *Addressing) addrs(src, dst [6]byte) wire.Addrs {
 	return w
 }
 
+// MinFrame is the smallest frame a generator with these headers can
+// send: Ethernet (with the VLAN tag when there is one), IPv4 or IPv6, UDP
+// and the stamp. A nil Addressing is the defaults' (MinFrame).
+func (a *Addressing) MinFrame() int {
+	if a == nil {
+		return MinFrame
+	}
+	n := ethLen + ipv4Len + udpLen + StampLen
+	if a.VLAN != 0 {
+		n += 4
+	}
+	if a.SrcIP.Lo.Is6() || a.DstIP.Lo.Is6() {
+		n += wire.IPv6HeaderLen - ipv4Len
+	}
+	return n
+}
+
 func (a *Addressing) check() error {
 	if a.SrcIP.Lo.IsValid() && a.DstIP.Lo.IsValid() && a.SrcIP.Lo.Is4() != a.DstIP.Lo.Is4() {
 		return fmt.Errorf("source %v and destination %v are not of one IP family", a.SrcIP.Lo, a.DstIP.Lo)

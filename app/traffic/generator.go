@@ -113,7 +113,7 @@ func NewGenerator(opts GeneratorOptions) (*Generator, error) {
 	if g.v6 {
 		g.hdrLen = g.l2 + wire.IPv6HeaderLen + udpLen
 	}
-	if min := g.hdrLen + StampLen; opts.Sizes.Min() < min {
+	if min := addr.MinFrame(); opts.Sizes.Min() < min {
 		return nil, fmt.Errorf("traffic: frame size %d is too small for these headers and the stamp: use %d or more", opts.Sizes.Min(), min)
 	}
 	return g, nil

@@ -21,7 +21,10 @@
 //     frame dropped;
 //   - goodput_vs_before: goodput over a run of the same traffic and seed
 //     with the transport's early retransmission as it was before
-//     duplicate reports (rt.Options.NoDupReports);
+//     duplicate reports (rt.Options.NoDupReports). Everything else (path
+//     health, timeouts, congestion control) is the same code in both
+//     runs, so the ratio is what duplicate reports do to goodput, not a
+//     comparison with an older build: a change elsewhere moves both;
 //   - inorder_2pct_loss_ops_abandoned: operations that did not complete OK
 //     with every data packet in order (ioi.ModeInOrder), 128 packets
 //     outstanding per connection (a fixed window the size of the
@@ -148,6 +151,9 @@ type Result struct {
 	DupReports       uint64        // duplicate reports sent
 	SpuriousReported uint64        // resends reports showed spurious
 	SpuriousEarly    uint64        // early resends found spurious by timing
+	// OrderedMoves and AckMoves: times the endpoints moved a connection's
+	// ordered path or the path of its ACKs (rt.PathStats).
+	OrderedMoves, AckMoves uint64
 }
 
 // Retransmits is every resend.
@@ -161,9 +167,9 @@ func (r Result) PerLoss(n uint64) float64 { return float64(n) / float64(max(r.Dr
 func (r Result) Goodput() float64 { return float64(r.PostingBytes) / r.Posting.Seconds() }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d completed (%d not OK) in %v: %.3f Gbit/s; resends %d timeout + %d early for %d drops (%.3f per drop); %d arrived already had; dup reports %d, spurious %d by reports + %d by timing",
+	return fmt.Sprintf("%d completed (%d not OK) in %v: %.3f Gbit/s; resends %d timeout + %d early for %d drops (%.3f per drop); %d arrived already had; dup reports %d, spurious %d by reports + %d by timing; path moves %d ordered, %d ACK",
 		r.Completed, r.NotOK, r.Elapsed, r.Goodput()*8/1e9, r.Timeout, r.Early, r.Drops, r.PerLoss(r.Retransmits()), r.Spurious,
-		r.DupReports, r.SpuriousReported, r.SpuriousEarly)
+		r.DupReports, r.SpuriousReported, r.SpuriousEarly, r.OrderedMoves, r.AckMoves)
 }
 
 var (
@@ -218,6 +224,9 @@ func Simulate(ctx context.Context, o SimOptions) (Result, error) {
 		r.DupReports += st.TxDupReport
 		r.SpuriousReported += st.SpuriousDupReport
 		r.SpuriousEarly += st.SpuriousEarlyRetransmit
+		ps := e.Transport().PathStats()
+		r.OrderedMoves += ps.OrderedMoves
+		r.AckMoves += ps.AckMoves
 	}
 	r.Drops = app.FabricDrops(fab.Stats())
 	return r, nil

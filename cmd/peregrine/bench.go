@@ -39,6 +39,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchMCSQCommand())
 	cmd.AddCommand(newBenchCaptureCommand())
 	cmd.AddCommand(newBenchLatencyCommand())
+	cmd.AddCommand(newBenchSmallOpsCommand())
 	cmd.AddCommand(newBenchIntegrityCommand())
 	cmd.AddCommand(newBenchRFC2544Command())
 	addReportFlag(cmd)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/peregrine-net/peregrine/app/config"
@@ -36,6 +37,10 @@ import (
 //     size of 2^40 is refused unless the flag is annotated unbounded (a
 //     seed, a frame count).
 
+// replayInput is the capture gen --replay's base replays (inTempDir
+// writes it).
+const replayInput = "in.pcap"
+
 // contractBases are the command lines each runnable command is fed values
 // on top of: what makes it runnable (a role, required ports), and its
 // modes, so that a flag used only in one mode is fed values in it. Every
@@ -43,7 +48,7 @@ import (
 var contractBases = map[string][][]string{
 	"peregrine run":                   {{"-c", "../../configs/gen-sink.yaml"}},
 	"peregrine demo":                  {{}, {"--workload", "forward"}, {"--workload", "roce"}},
-	"peregrine gen":                   {{"--port", "null:"}, {"--port", "null:", "--rx"}, {"--port", "null:", "--replay", "x.pcap"}},
+	"peregrine gen":                   {{"--port", "null:"}, {"--port", "null:", "--rx"}, {"--port", "null:", "--replay", replayInput}},
 	"peregrine fwd":                   {{"--port", "null:"}, {"--port", "null:", "--mode", "txonly"}, {"--port", "null:", "--mode", "mac", "--peer-mac", "02:00:00:00:00:02"}},
 	"peregrine fabric":                {{"--port-a", "null:", "--port-b", "null:"}},
 	"peregrine transport":             {{"target", "--port", "null:", "--ip", "198.18.0.2"}, {"initiator", "--port", "null:", "--ip", "198.18.0.1", "--peer-mac", "02:00:00:00:00:02", "--peer-ip", "198.18.0.2"}, {"initiator", "--port", "null:", "--ip", "198.18.0.1", "--peer-mac", "02:00:00:00:00:02", "--peer-ip", "198.18.0.2", "--targets", "4", "--region-size", "1MiB", "--sizes", "512"}},
@@ -189,6 +194,12 @@ func inTempDir(t *testing.T) (dir string, restore func()) {
 	if err := os.Symlink(filepath.Join(wd, "../../configs"), filepath.Join(dir, "configs")); err != nil {
 		t.Fatal(err)
 	}
+	// gen --replay's base reads its capture's header before anything
+	// runs: give it a capture of no packets.
+	header := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}
+	if err := os.WriteFile(filepath.Join(sub, replayInput), header, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chdir(sub); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +286,9 @@ func TestContractEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		t.Errorf("a command line wrote %s before it was accepted", e.Name())
+		if e.Name() != replayInput {
+			t.Errorf("a command line wrote %s before it was accepted", e.Name())
+		}
 	}
 }
 
@@ -617,6 +630,33 @@ func TestContractDefects(t *testing.T) {
 		{[]string{"completion", "tcsh"}, []string{"completion tcsh: no such subcommand"}, ""},
 		{with(roce, "--retire", "-1"), []string{"--retire -1 is out of range"}, "--open"},
 		{with(roce, "--first-qpn", "0xffffff"), []string{"--first-qpn 0xffffff is out of range"}, "--slots"},
+		{[]string{"gen", "--port", "null:", "--src-mac", "bogus"}, []string{`--src-mac "bogus": give an Ethernet address, e.g. 02:00:00:00:00:01`}, ""},
+		{[]string{"gen", "--port", "null:", "--dst-ip", "198.18.0.9-198.18.0.2"}, []string{`--dst-ip "198.18.0.9-198.18.0.2": give LOW-HIGH of one family, low first`}, ""},
+		{[]string{"gen", "--port", "null:", "--dst-port", "0"}, []string{`--dst-port "0" is not a UDP port or range`}, ""},
+		{[]string{"gen", "--port", "null:", "--vlan", "4095"}, []string{"--vlan 4095: give a VLAN ID 1..4094, or 0 for untagged frames"}, ""},
+		{[]string{"gen", "--port", "null:", "--src-port", "0"}, []string{"--src-port 0: give 1..65535"}, ""},
+		{[]string{"gen", "--port", "null:", "--src-port", "65535", "--flows", "2"}, []string{"--src-port 65535: give 1..65534, so that the --flows 2 source ports fit under 65536"}, ""},
+		{[]string{"gen", "--port", "null:", "--vlan", "7", "--size", "60"}, []string{`--size "60": frames of 60 B are too small for these headers`, "use 64 B or more"}, ""},
+		{[]string{"gen", "--port", "null:", "--src-ip", "2001:db8::1", "--dst-ip", "2001:db8::2", "--size", "imix"}, []string{`--size "imix": frames of 60 B are too small`, "use 80 B or more"}, ""},
+		{[]string{"gen", "--port", "null:", "--rx", "--vlan", "7"}, []string{"--vlan does nothing with --rx"}, ""},
+		{[]string{"gen", "--port", "null:", "--src-ip", "2001:db8::1-2001:db8::9", "--dst-ip", "2001:db8::2", "--vlan", "7", "--size", "84"}, nil, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "slow"}, []string{`--timing "slow": use fast, original (the capture's own timing), speed=N (its gaps divided by N) or rate`}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "speed=0"}, []string{`--timing "speed=0": the speed factor is a number from 0.001 to 1000`}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "rate"}, []string{"--timing rate needs --rate: give frames per second"}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "rate", "--rate", "0"}, []string{`--rate: rate "0" would send nothing`}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "original", "--rate", "1mpps"}, []string{"--rate does nothing unless --timing rate"}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--size", "128"}, []string{"--size does nothing with --replay"}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", "missing.pcap"}, []string{"--replay missing.pcap: no such file or directory"}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", twoLoops}, []string{"--replay", "neither a pcap nor a pcapng capture", "give a pcap or pcapng file"}, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "speed=2.5", "--loop", "3"}, nil, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "rate", "--rate", "10gbit", "--loop", "0"}, nil, ""},
+		{[]string{"gen", "--port", "null:", "--replay", replayInput, "--timing", "recorded"}, nil, ""},
+		{with(roce, "--qp", "qpn=0xffffff"), []string{`--qp "qpn=0xffffff": qpn=0xffffff is out of range: use 0x2..0xfffffe`}, "Bind"},
+		{with(roce, "--qp", "qpn=1,dest=5"), []string{`--qp "qpn=1,dest=5": qpn=0x1 is out of range`}, ""},
+		{with(roce, "--open", "3", "--retire", "1", "--qp", "qpn=4"), []string{`--qp "qpn=4": qpn=0x4 is taken by one of the 3 QPs opened first (0x3..0x5 after 1 retired)`}, ""},
+		{with(roce, "--qp", "qpn=0x100", "--qp", "qpn=0x100"), []string{`--qp "qpn=0x100": qpn=0x100 is an earlier QP's number`}, ""},
+		{with(roce, "--qp", "dest=9", "--qp", "qpn=2"), []string{`--qp "qpn=2": qpn=0x2 is an earlier QP's number`}, ""},
+		{with(roce, "--retire", "1", "--open", "2", "--qp", "qpn=2", "--qp", "qpn=0x100", "--qp", "dest=7"), nil, ""},
 		{with(initiator, "--target-delay", "2s"), []string{"--target-delay 2s is too long"}, "Params."},
 		{[]string{"gen", "--port", "null:", "--burst", "x"}, []string{`--burst "x": not a whole number`}, "strconv"},
 		{[]string{"run", "--check", "-c", typed}, []string{"bogus: line 4: the file has no field \"bogus\"", "pool.frames: line 1: \"many\" is not a whole number",
@@ -663,4 +703,24 @@ func TestContractDefects(t *testing.T) {
 			t.Errorf("%s: the error holds Go (%q):\n%s", line, m, r.out)
 		}
 	}
+}
+
+// Every subcommand's poll loops idle by one default, the config file's
+// (adaptive: spin after work, then yield, then sleep), and --help says
+// which modes there are.
+func TestContractIdleDefault(t *testing.T) {
+	require.Equal(t, "adaptive", config.DefaultIdle)
+	n := 0
+	for _, c := range leafCommands(newRootCommand()) {
+		f := c.Flags().Lookup("idle")
+		if f == nil {
+			continue
+		}
+		n++
+		require.Equal(t, config.DefaultIdle, f.DefValue, c.CommandPath())
+		for _, mode := range []string{"adaptive", "busy", "yield", "sleep"} {
+			require.Contains(t, f.Usage, mode, c.CommandPath())
+		}
+	}
+	require.GreaterOrEqual(t, n, 6, "subcommands with --idle")
 }

@@ -130,7 +130,7 @@ hosts sits behind a bridge.`,
 	f.StringVar(&cfg.size, "size", "64", "forward workload: frame size in bytes without FCS: N, MIN-MAX, or imix")
 	f.IntVar(&cfg.burst, "burst", 32, "forward workload: frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "", "CPUs for the poll loops, e.g. 0,1 (one CPU runs every stage on one loop; default: the first two CPUs this process may use)")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
+	idleVar(f, &cfg.idle)
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool: at least 1024 per lcore, 512 more for the transport workload, 8192 more with --veth --driver afxdp")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-second stats")
 	f.BoolVar(&cfg.veth, "veth", false, "run across three network namespaces over veth pairs (needs root)")

@@ -32,7 +32,7 @@ func mcsqDemoSummary(out io.Writer, d *app.MCSQDemo, drained bool) []check {
 	fmt.Fprintf(out, "  mcsq CQEs: %d for %d WRs (ordered DC CQ: %d CQEs, %d WRs folded into a later CQE)\n",
 		s.CQEs, s.Covered, dq.CQEs, dq.Coalesced)
 	checks := []check{
-		coverCheck("mcsq: ", drained, s.Posted, s.Covered),
+		coverCheck("mcsq: ", drained, s.Posted, s.Covered, "give --drain more time (e.g. --drain 10s)"),
 		{s.OutOfOrder == 0, fmt.Sprintf("mcsq: the ordered CQ released CQEs in posting order (%d out of order)", s.OutOfOrder)},
 		{s.WrongFailures == 0, fmt.Sprintf("mcsq: only the refusing host's identifiers failed (%d others)", s.WrongFailures)},
 		progress(dp.BlacklistAdds > 0, "mcsq: the refusing host's flows were blacklisted"),

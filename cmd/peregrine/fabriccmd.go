@@ -75,7 +75,7 @@ The same --seed with the same input replays the same impairments.`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop (one: the fabric runs one loop)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no per-period lines")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (delayed frames wait in it; at least 1024)")
 	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")

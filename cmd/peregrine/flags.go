@@ -169,6 +169,12 @@ func formatInts(v []int) string {
 // spellings.
 type sizeValue struct{ p *int }
 
+// idleVar registers --idle, the idle policy of the command's poll loops,
+// with the default every subcommand and a config file share.
+func idleVar(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "idle", config.DefaultIdle, "what an idle poll loop does: adaptive (spin 100µs after work, yield until 500µs, then sleep), busy, yield, or sleep (a back-off doubling to 1ms)")
+}
+
 // sizeVar registers a size flag with default def.
 func sizeVar(f *pflag.FlagSet, p *int, name string, def int, help string) {
 	*p = def

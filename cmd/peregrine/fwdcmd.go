@@ -82,7 +82,7 @@ summary prints at the end (after --duration, or on SIGINT/SIGTERM).`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops, e.g. 0 or 0,1 or 0-3")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep (back-off)")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.peerMAC, "peer-mac", "", "destination MAC written in mac mode")
 	f.StringVar(&cfg.size, "size", "64", "txonly: frame size without FCS: N, MIN-MAX or imix")

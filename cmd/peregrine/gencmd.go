@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -63,15 +65,19 @@ clock, shared by every process on it). --per-flow adds loss, RFC 4737
 reordering, duplicates and latency per flow and an HDR latency histogram
 (1 %) per --stats-period (--hist-out, --flows-out: CSV or JSON).
 
-With --replay FILE it sends the frames of a pcap capture instead, as fast
-as possible or at the capture's own timing (--timing recorded).`,
+With --replay FILE it sends the frames of a pcap or pcapng capture instead
+(read a record at a time: any size), as fast as possible (--timing fast),
+at the capture's own timing (original) or its gaps divided by N
+(speed=N), or at --rate (rate), --loop times.`,
 		Example: `  peregrine gen --port afxdp:veth0 --rate 1mpps --size 64 --duration 10s
   peregrine gen --port afxdp:veth0 --rate 10gbit --size imix --flows 16
   peregrine gen --port afpacket:veth0 --count 100000 --rate 100kpps
   peregrine gen --port afxdp:veth0 --src-ip 198.18.0.1-198.18.0.200 --dst-port 1000-1099 --vlan 7
   peregrine gen --port afxdp:veth0 --src-ip 2001:db8::1 --dst-ip 2001:db8::2 --size 128
   peregrine gen --rx --port afxdp:veth3 --flows 16 --expect 100000 --idle-exit 1s
-  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing recorded --loop 3`,
+  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing original --loop 3
+  peregrine gen --port afxdp:veth0 --replay trace.pcapng --timing speed=10 --loop 0
+  peregrine gen --port afxdp:veth0 --replay trace.pcap --timing rate --rate 1gbit`,
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate(cmd.Flags()) },
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,21 +106,21 @@ as possible or at the capture's own timing (--timing recorded).`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until --count, --idle-exit or SIGINT)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPUs for the poll loops")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print rates (1ms or more)")
 	f.StringVar(&cfg.replay, "replay", "", "transmit the frames of this pcap file instead of generated ones")
-	f.StringVar(&cfg.timing, "timing", "fast", "replay timing: fast or recorded")
+	f.StringVar(&cfg.timing, "timing", "fast", timingHelp)
 	f.IntVar(&cfg.loop, "loop", 1, "replay the capture this many times (0: forever)")
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
-	f.StringVar(&cfg.srcMAC, "src-mac", "02:00:00:00:00:01", "source MAC of generated frames")
-	f.StringVar(&cfg.dstMAC, "dst-mac", "02:00:00:00:00:02", "destination MAC of generated frames")
-	f.StringVar(&cfg.srcIP, "src-ip", "198.18.0.1", "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
-	f.StringVar(&cfg.dstIP, "dst-ip", "198.18.0.2", "destination IP (the same family as --src-ip), or a range")
+	f.StringVar(&cfg.srcMAC, "src-mac", config.DefaultSrcMAC, "source MAC of generated frames")
+	f.StringVar(&cfg.dstMAC, "dst-mac", config.DefaultDstMAC, "destination MAC of generated frames")
+	f.StringVar(&cfg.srcIP, "src-ip", config.DefaultSrcIP, "source IP, IPv4 or IPv6, or a range walked one address per frame, e.g. 198.18.0.1-198.18.0.200")
+	f.StringVar(&cfg.dstIP, "dst-ip", config.DefaultDstIP, "destination IP (the same family as --src-ip), or a range")
 	f.Uint16Var(&cfg.srcPort, "src-port", traffic.BaseSrcPort, "UDP source port of flow 0 (flow i sends from it + i); the receiver must use the same")
-	f.StringVar(&cfg.dstPort, "dst-port", "9", "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
+	f.StringVar(&cfg.dstPort, "dst-port", config.DefaultDstPort, "UDP destination port, or a range walked one port per frame, e.g. 1000-1099")
 	f.Uint16Var(&cfg.vlan, "vlan", 0, "tag frames with this 802.1Q VLAN ID (1..4094; 0: untagged)")
 	return cmd
 }
@@ -156,16 +162,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	specs := []string{cfg.port}
 	if cfg.replay != "" {
-		if cfg.timing != "fast" && cfg.timing != "recorded" {
-			return false, fmt.Errorf("--timing %q: use fast or recorded", cfg.timing)
-		}
-		// Parameters only when not the defaults: the spec names the port
-		// in the summary.
-		spec := "pcap:" + cfg.replay
-		if cfg.timing != "fast" || cfg.loop != 1 {
-			spec += fmt.Sprintf("?timing=%s&loop=%d", cfg.timing, cfg.loop)
-		}
-		specs = append(specs, spec)
+		specs = append(specs, cfg.replaySpec()) // gen_replay.go
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {
@@ -330,45 +327,17 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	return ok, stopErr
 }
 
-// addressing reads the address, port and VLAN flags.
+// addressing reads the address, port and VLAN flags (config.CheckAddresses:
+// a generator stage's keys follow the same rules).
 func (cfg genConfig) addressing() (*traffic.Addressing, net.HardwareAddr, net.HardwareAddr, error) {
-	// A genConfig built in code (tests) leaves the flags' defaults empty.
-	inCode := cfg.srcMAC == ""
-	for p, def := range map[*string]string{&cfg.srcMAC: "02:00:00:00:00:01", &cfg.dstMAC: "02:00:00:00:00:02", &cfg.srcIP: "198.18.0.1",
-		&cfg.dstIP: "198.18.0.2", &cfg.dstPort: "9"} {
-		if *p == "" {
-			*p = def
-		}
+	var errs []error
+	flag := func(key string) string { return strings.ReplaceAll(key, "_", "-") }
+	addr, srcMAC, dstMAC := config.CheckAddresses(config.Addresses{SrcMAC: cfg.srcMAC, DstMAC: cfg.dstMAC, SrcIP: cfg.srcIP, DstIP: cfg.dstIP,
+		DstPort: cfg.dstPort, SrcPort: int(cfg.srcPort), VLAN: int(cfg.vlan)}, cfg.flows,
+		func(key string) string { return "--" + flag(key) },
+		func(key string, err error) { errs = append(errs, flagged(flag(key), err)) })
+	if err := usage(errs...); err != nil {
+		return nil, nil, nil, err
 	}
-	if cfg.srcPort == 0 && inCode {
-		cfg.srcPort = traffic.BaseSrcPort
-	}
-	srcMAC, err := net.ParseMAC(cfg.srcMAC)
-	if err != nil || len(srcMAC) != 6 {
-		return nil, nil, nil, usage(fmt.Errorf("--src-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:01", cfg.srcMAC))
-	}
-	dstMAC, err := net.ParseMAC(cfg.dstMAC)
-	if err != nil || len(dstMAC) != 6 {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:02", cfg.dstMAC))
-	}
-	a := &traffic.Addressing{SrcPort: cfg.srcPort, VLAN: cfg.vlan}
-	if a.SrcIP, err = traffic.ParseIPRange(cfg.srcIP); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--src-ip: %w", err))
-	}
-	if a.DstIP, err = traffic.ParseIPRange(cfg.dstIP); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-ip: %w", err))
-	}
-	if a.SrcIP.Lo.Is4() != a.DstIP.Lo.Is4() {
-		return nil, nil, nil, usage(fmt.Errorf("--src-ip %s and --dst-ip %s: give both IPv4 or both IPv6", cfg.srcIP, cfg.dstIP))
-	}
-	if a.DstPort, err = traffic.ParsePortRange(cfg.dstPort); err != nil {
-		return nil, nil, nil, usage(fmt.Errorf("--dst-port: %w", err))
-	}
-	if cfg.srcPort == 0 || int(cfg.srcPort)+cfg.flows-1 > 65535 {
-		return nil, nil, nil, usage(fmt.Errorf("--src-port %d: give 1..%d, so that the --flows %d source ports fit under 65536", cfg.srcPort, 65536-max(cfg.flows, 1), cfg.flows))
-	}
-	if cfg.vlan > 4094 {
-		return nil, nil, nil, usage(fmt.Errorf("--vlan %d: give a VLAN ID 1..4094, or 0 for untagged frames", cfg.vlan))
-	}
-	return a, srcMAC, dstMAC, nil
+	return addr, srcMAC, dstMAC, nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/internal/units"
@@ -61,17 +62,10 @@ func leakCheck(pool *mbuf.Pool) check { return errCheck("pool back to zero in us
 // it is not.
 func errCheck(what string, err error) check { return check{err == nil, what + because(err)} }
 
-// coverCheck is the MCSQ check that every posted WR was covered by one
-// CQE; a drain cut short is its own reason, apart from the counts.
-func coverCheck(prefix string, drained bool, posted, covered uint64) check {
-	what := fmt.Sprintf("%severy posted WR covered by exactly one CQE (%d posted, %d covered)", prefix, posted, covered)
-	switch {
-	case covered != posted:
-		what += fmt.Sprintf(": %d not covered", int64(posted)-int64(covered))
-	case !drained:
-		what += ": the drain was cut short before the queues were seen empty"
-	}
-	return check{drained && covered == posted, what}
+// coverCheck is config.CoverCheck as a check of this package's reports.
+func coverCheck(prefix string, drained bool, posted, covered uint64, moreDrain string) check {
+	c := config.CoverCheck(drained, posted, covered, moreDrain)
+	return check{c.OK, prefix + c.What}
 }
 
 // progressTag marks a progress check: one that something happened at all

@@ -71,11 +71,12 @@ func TestDemoInterruptedEarlyPasses(t *testing.T) {
 		require.NotContains(t, out.String(), "<nil>", w)
 	}
 
-	c := coverCheck("mcsq: ", false, 3862, 3862)
+	c := coverCheck("mcsq: ", false, 3862, 3862, "give --drain more time (e.g. --drain 10s)")
 	require.False(t, c.ok)
-	require.Contains(t, c.what, "(3862 posted, 3862 covered): the drain was cut short")
-	c = coverCheck("", true, 10, 7)
-	require.Contains(t, c.what, ": 3 not covered")
+	require.Contains(t, c.what, "(3862 posted, 3862 covered): every WR has its CQE, but the drain ended before the send queues were seen empty")
+	require.Contains(t, c.what, "give --drain more time (e.g. --drain 10s); a second signal")
+	c = coverCheck("", true, 10, 7, "raise it")
+	require.Contains(t, c.what, ": 3 WR(s) had no CQE when the drain ended")
 }
 
 // demo --workload roce honours --json, --metrics and --capture as the

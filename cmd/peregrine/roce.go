@@ -80,7 +80,7 @@ ends when the capture is read.`,
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM or the pcap input ends)")
 	f.IntVar(&cfg.burst, "burst", 32, "frames per burst (1..256)")
 	f.StringVar(&cfg.lcores, "lcores", "0", "CPU for the poll loop")
-	f.StringVar(&cfg.idle, "idle", "sleep", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.DurationVar(&cfg.period, "stats-period", time.Second, "how often to print counters (1ms or more)")
 	f.IntVar(&cfg.frames, "frames", 4096, "frames in the packet pool")
 	f.IntVar(&cfg.slots, "slots", 64, "local QP contexts (the CAM's size, 1..1048576)")
@@ -168,9 +168,18 @@ func (cfg *roceConfig) validate() error {
 	if n := cfg.open + len(cfg.qps); cfg.open >= 0 && n > cfg.slots && cfg.slots >= 1 {
 		opens = fmt.Errorf("--open %d and %d --qp make %d QPs: more than --slots %d; raise --slots or open fewer", cfg.open, len(cfg.qps), n, cfg.slots)
 	}
+	var qps []app.RoCEQP
 	for _, q := range cfg.qps {
-		if _, err := app.ParseRoCEQP(q); err != nil {
+		spec, err := app.ParseRoCEQP(q)
+		if err != nil {
 			return usage(fmt.Errorf("--qp %q: %w", q, err))
+		}
+		qps = append(qps, spec)
+	}
+	var qpNumbers error
+	if config.CheckFirstQPN(cfg.firstQPN) == nil && cfg.retire >= 0 && cfg.retire <= config.MaxRetire && cfg.open >= 0 && cfg.open <= 1<<20 {
+		if i, err := config.CheckRoCEQPs(cfg.firstQPN, cfg.retire, cfg.open, qps); err != nil {
+			qpNumbers = fmt.Errorf("--qp %q: %w", cfg.qps[i], err)
 		}
 	}
 	return usage(
@@ -180,6 +189,7 @@ func (cfg *roceConfig) validate() error {
 		checkInt("retire", cfg.retire, 0, config.MaxRetire),
 		checkInt("open", cfg.open, 0, 1<<20),
 		opens,
+		qpNumbers,
 		flagged("pmtu", config.CheckPMTU(cfg.pmtu)),
 		checkIdle(cfg.idle),
 		checkPeriod(cfg.period),

@@ -79,7 +79,7 @@ func runTransportMCSQ(ctx context.Context, cfg transportConfig, ip netip.Addr, p
 	fmt.Fprintf(out, "  CQEs %d for %d WRs (ordered CQ, %d WRs folded into a later CQE)\n", s.CQEs, s.Covered, qs.Coalesced)
 	checks := []check{
 		{runErr == nil, "poll loop exited cleanly" + because(runErr)},
-		coverCheck("", drained, s.Posted, s.Covered),
+		coverCheck("", drained, s.Posted, s.Covered, "the drain waits 5s for them, so check that the target still runs and its port is up"),
 		{s.OK > 0 && s.Failed == 0, fmt.Sprintf("WRs completed, none failed (%d failed)", s.Failed)},
 		{s.OutOfOrder == 0, fmt.Sprintf("CQEs in posting order (%d out of order)", s.OutOfOrder)},
 		{pool.CheckLeaks() == nil, "pool back to zero in use" + because(pool.CheckLeaks())},

@@ -122,7 +122,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.IntVar(&cfg.lcore, "lcores", 0, "CPU of the poll loop (one: the endpoint runs one loop)")
 	f.IntVar(&cfg.lcore, "lcore", 0, "CPU of the poll loop")
 	_ = f.MarkDeprecated("lcore", "use --lcores, as every other subcommand")
-	f.StringVar(&cfg.idle, "idle", "yield", "what an idle poll loop does: busy, yield or sleep")
+	idleVar(f, &cfg.idle)
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
 	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")

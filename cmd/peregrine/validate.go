@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/app/config"
+	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/ioi"
@@ -44,7 +45,7 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 	zero := "run until --count, --idle-exit or a signal"
 	if c.rx {
 		zero = "run until --expect, --idle-exit or a signal"
-		err = inert(fs, "with --rx: it shapes what is sent", "count", "rate", "size", "replay", "timing", "loop")
+		err = inert(fs, "with --rx: it shapes what is sent", "count", "rate", "size", "replay", "timing", "loop", "src-mac", "dst-mac", "src-ip", "dst-ip", "dst-port", "vlan")
 	} else {
 		err = inert(fs, "without --rx: it belongs to the receiver", "expect", "idle-exit")
 	}
@@ -57,11 +58,20 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 	if err != nil {
 		return usage(err)
 	}
-	var timing error
-	if c.timing != "fast" && c.timing != "recorded" {
-		timing = fmt.Errorf("--timing %q: use fast or recorded", c.timing)
+	var replay error
+	if c.replay != "" && !c.rx {
+		replay = c.checkReplay(fs)
+	}
+	var addressing error
+	if fs.Changed("src-port") && c.srcPort == 0 {
+		addressing = fmt.Errorf("--src-port 0: give 1..%d, the UDP source port of flow 0", 65536-max(c.flows, 1))
+	} else if addr, _, _, err := c.addressing(); err != nil {
+		addressing = errors.Unwrap(err)
+	} else if sizes, err := traffic.ParseSizes(c.size, traffic.MaxFrame); err == nil && !c.rx && c.replay == "" {
+		addressing = flagged("size", config.CheckFrameFits(c.size, sizes, addr))
 	}
 	return usage(
+		addressing,
 		checkSizesAndRate(c.size, c.rate),
 		checkInt("flows", c.flows, 1, maxFlows),
 		checkInt("burst", c.burst, 1, maxBurst),
@@ -70,7 +80,7 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 		checkDuration("duration", c.duration, zero),
 		checkDuration("idle-exit", c.idleExit, "never stop for idleness"),
 		checkInt("loop", c.loop, 0, 1<<30),
-		timing,
+		replay,
 		checkFrames(c.frames, len(cpus), 0, 0),
 	)
 }

@@ -5,3 +5,6 @@ func (l *Loop) Iterate() int { return l.iterate() }
 
 // Counts returns the loop goroutine's own counters (exact after Iterate).
 func (l *Loop) Counts() Stats { return l.count }
+
+// Policy returns the loop's idle policy, its defaults filled in.
+func (l *Loop) Policy() IdlePolicy { return l.idle }

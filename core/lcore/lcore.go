@@ -65,7 +65,8 @@ const (
 	// request/response exchange, a stream — finds the loop awake and
 	// sees busy-polling latency; a loop idle for longer costs what a
 	// sleeping one does, plus YieldFor of a CPU after each spell of work.
-	// The default of the shipped configurations.
+	// The default of the peregrine binary (every --idle flag, a config
+	// file's idle key).
 	IdleAdaptive
 )
 
@@ -92,12 +93,18 @@ func ParseIdleMode(s string) (IdleMode, error) {
 // Idle policy defaults, used for zero fields of IdlePolicy.
 const (
 	DefaultSpinPolls = 64
-	// DefaultSleepMin is the first sleep of an idle loop. Go's timers are
-	// coarse: on an otherwise idle process the runtime's poller waits in
+	// DefaultSleepMin is the first sleep of an idle loop: a nanosecond,
+	// which the runtime's timer ends at its next check, so the doubling
+	// back-off starts with wake-ups microseconds apart and reaches
+	// SleepMax after about twenty sleeps (2 ms); every figure in
+	// bench/RESULTS.md was measured with it. Go's timers are coarse beyond
+	// that: on an otherwise idle process the runtime's poller waits in
 	// whole milliseconds, so a requested 50µs sleep often lasts about 1ms
 	// (measured on the project machine: 1µs→0.14ms, 10µs→0.8ms,
-	// 50µs→1.1ms). Shorter requests still help when the process is busy.
-	DefaultSleepMin = 50 * time.Microsecond
+	// 50µs→1.1ms). A 50µs first sleep left configs/transport-mechanisms.yaml
+	// (idle: sleep, in memory) at p50 1.5 s per operation, and its run
+	// failed.
+	DefaultSleepMin = time.Nanosecond
 	// DefaultSleepMax caps the back-off, and so the extra latency an idle
 	// loop adds to the first packet after a quiet spell.
 	DefaultSleepMax = time.Millisecond
@@ -344,7 +351,11 @@ func (p IdlePolicy) withDefaults() (IdlePolicy, error) {
 		p.SpinPolls = DefaultSpinPolls
 	}
 	if p.SleepMin == 0 {
-		p.SleepMin = min(DefaultSleepMin, max(p.SleepMax, time.Nanosecond))
+		// The default, or a shorter SleepMax given alone.
+		p.SleepMin = DefaultSleepMin
+		if p.SleepMax > 0 {
+			p.SleepMin = min(DefaultSleepMin, p.SleepMax)
+		}
 	}
 	if p.SleepMax == 0 {
 		p.SleepMax = max(DefaultSleepMax, p.SleepMin)

@@ -686,3 +686,28 @@ func TestThreadCPUSeesASpinningLoop(t *testing.T) {
 	_, err = unpinned.ThreadCPU()
 	require.Error(t, err)
 }
+
+// The zero IdlePolicy, and each zero field, mean the documented
+// defaults; a bound given alone moves the other only as far as it must.
+func TestIdlePolicyZeroMeansTheDefaults(t *testing.T) {
+	defaults := lcore.IdlePolicy{SpinPolls: lcore.DefaultSpinPolls, SleepMin: lcore.DefaultSleepMin, SleepMax: lcore.DefaultSleepMax,
+		SpinFor: lcore.DefaultSpinFor, YieldFor: lcore.DefaultYieldFor}
+	with := func(mode lcore.IdleMode, sleepMin, sleepMax time.Duration) lcore.IdlePolicy {
+		p := defaults
+		p.Mode, p.SleepMin, p.SleepMax = mode, sleepMin, sleepMax
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		give, get lcore.IdlePolicy
+	}{
+		{"zero", lcore.IdlePolicy{}, defaults},
+		{"sleep", lcore.IdlePolicy{Mode: lcore.IdleSleep}, with(lcore.IdleSleep, lcore.DefaultSleepMin, lcore.DefaultSleepMax)},
+		{"adaptive", lcore.IdlePolicy{Mode: lcore.IdleAdaptive}, with(lcore.IdleAdaptive, lcore.DefaultSleepMin, lcore.DefaultSleepMax)},
+		{"short max alone", lcore.IdlePolicy{SleepMax: 20 * time.Microsecond}, with(lcore.IdleBusy, min(lcore.DefaultSleepMin, 20*time.Microsecond), 20*time.Microsecond)},
+		{"long min alone", lcore.IdlePolicy{SleepMin: 2 * time.Millisecond}, with(lcore.IdleBusy, 2*time.Millisecond, 2*time.Millisecond)},
+	} {
+		l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}}, Idle: tc.give})
+		require.Equal(t, tc.get, l.Policy(), tc.name)
+	}
+}

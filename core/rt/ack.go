@@ -102,7 +102,7 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		// echo a packet we sent: no sample.
 		if int32(round) >= 0 && int32(turn) >= 0 && turn <= round && time.Duration(round) <= e.now.Sub(c.bornAt) {
 			rtt = time.Duration(round - turn)
-			c.rtt.sample(rtt, &e.opts)
+			c.rtt.sample(rtt, e.now, &e.opts)
 			e.cnt.own[cRTTSamples]++
 			c.stats.PathHops = hd.HopEcho
 			if c.hopCC != nil {

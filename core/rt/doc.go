@@ -160,7 +160,12 @@
 // plus a quarter, which wears down by 1/4096 per packet nothing
 // overtook, so bursts of reordering (a queue on one path, frames held
 // back now and then) are covered from one to the next, as RFC 8985 keeps
-// a DSACK-widened window for 16 recoveries. Options.NoDupReports runs
+// a DSACK-widened window for 16 recoveries; it halves after 32 early
+// resends in a row that drew no report (they were needed: where a dead
+// path takes a quarter of the frames, a floor that stayed held every
+// loss back). A report of a packet still outstanding (its first copy's
+// ACK lost, or unable to name it) shows the resend spurious but not how
+// late the original was, and does not widen it. Options.NoDupReports runs
 // without (the behaviour before them, for comparisons). Packets sprayed over paths of different
 // delays, or queued on one ordered path (IOI's head and tail), are thus
 // given the time they take: a hole is not lost either while packets sent
@@ -184,7 +189,14 @@
 // packet is reported abandoned (EventAbandoned: it may or may not have been
 // delivered), and if the resync runs out too the connection fails
 // (EventFailed, ErrRetryExhausted). The RTO follows Jacobson/Karels over
-// the echoed samples, plus AckDelay, within [MinRTO, MaxRTO].
+// the echoed samples, plus AckDelay, within [MinRTO, MaxRTO]. A timer
+// resend the peer reports as a duplicate (or an ACK too soon for it)
+// fired for a packet that was only waiting — the peer's poll loop
+// descheduled, its ring backed up — and the RTO is kept above how long
+// those packets took, plus a quarter, halving each second without
+// another (SpuriousTimeout): with one sample per packet RTTVAR forgets a
+// stall within a few dozen packets, and every stall of a loop on a
+// shared machine cost a window of resends with nothing lost.
 //
 // A Send that finds the window (WindowSize PSNs), the congestion window,
 // the CAM or the pool full is refused with an error matching ErrBusy and

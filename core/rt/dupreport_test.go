@@ -2,6 +2,7 @@ package rt
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,4 +29,34 @@ func TestDupReportsAllocateNothing(t *testing.T) {
 		sa.TxEarlyRetransmit, sb.TxDupReport, sa.RxDupReport, sa.SpuriousDupReport)
 	require.Positive(t, sa.RxDupReport, "the receiver reported copies it had")
 	require.LessOrEqual(t, allocs, 1.0, "only the push's payload buffer")
+}
+
+// The floor duplicate reports put under the reordering window gives way
+// when early resends keep turning out needed (no report follows them):
+// a fabric that loses a quarter of its frames for good made a few late
+// originals hold every later loss back for ten round trips.
+func TestReportedFloorYieldsToNeededResends(t *testing.T) {
+	var r rackState
+	r.widen(400 * time.Microsecond)
+	wide := r.floor
+	psn := uint32(0)
+	resend := func(n int) {
+		for range n {
+			psn++
+			r.noteResent(wire.WindowData, psn, 50*time.Microsecond)
+		}
+	}
+	resend(len(r.resent) + floorKeep - 1)
+	require.Equal(t, wide, r.floor, "not yet floorKeep resends known needed")
+	resend(1)
+	require.Equal(t, wide/2, r.floor, "floorKeep needed resends in a row halve it")
+
+	// A report of a spurious one starts the count again.
+	late, ok := r.takeResent(wire.WindowData, psn)
+	require.True(t, ok)
+	r.widen(late)
+	resend(floorKeep - 1)
+	require.Equal(t, wide/2, r.floor)
+	resend(2) // one of them took the slot the report freed: nothing to count there
+	require.Equal(t, wide/4, r.floor)
 }

@@ -288,7 +288,7 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 	}
 	if c.ctrlTries == 1 && hd.TxEcho == stamp(c.ctrlSentAt) {
 		// Karn: only a ConnOpen sent once gives an unambiguous sample.
-		c.rtt.sample(e.now.Sub(c.ctrlSentAt), &e.opts)
+		c.rtt.sample(e.now.Sub(c.ctrlSentAt), e.now, &e.opts)
 		e.cnt.own[cRTTSamples]++
 	}
 	c.peerTx = hd.TxTime

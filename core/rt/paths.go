@@ -27,20 +27,27 @@ import (
 // robin or adaptively, and the values then tell nothing).
 //
 // Packets flagged in order keep one path, the one the connection's flow
-// hashes to. When flagged packets sent on it are lost orderedMoveAfter
-// times without one acknowledged in between, the connection moves its
+// hashes to. When orderedMoveAfter flagged packets are each lost twice,
+// the second time on it, without one acknowledged in between (a single
+// resend may be spurious: an original late behind a queue, a timer that
+// fired while the loop was descheduled), the connection moves its
 // ordered path: from then on every flagged packet (resends included)
 // leaves with the source port of one of its good entropy values, a new
 // flow for the fabric's hash. The receiver accepts a data packet from any
 // port in IOIEntropyPorts (sprayedFrom).
 //
 // The ACKs of a receiver take one path too, the one its 5-tuple hashes
-// to. When the peer sends ackMoveAfter packets in a row that we had
-// (stale or duplicate), each resent at least twice, while our window
-// stood still, our ACKs of them did not reach it: the receiver moves the path of its ACKs and NACKs to the
-// source port of one of its entropy values. Until then they leave from
-// the connection's own port, so that the sender's fast receive path takes
-// them; it accepts ACKs and NACKs from any port of IOIEntropyPorts.
+// to. When the peer resends packets we had (stale or duplicate), each
+// resent at least twice, in ackMoveAfter successive rounds of its
+// recovery (each packet resent more often than the last counted) spread
+// over at least the shortest timeout, while our window stood still, our
+// ACKs of them did not reach it: a peer that hears no ACK resends by its
+// timer, while a burst of early resends, or of timeouts that fired
+// together in a descheduled loop, is one round. The receiver then moves
+// the path of its ACKs and NACKs to the source port of one of its
+// entropy values. Until then they leave from the connection's own port,
+// so that the sender's fast receive path takes them; it accepts ACKs and
+// NACKs from any port of IOIEntropyPorts.
 //
 // A loss is a resend, early or by the timer; a resend the peer asked for
 // by holding it off (an RNR or out-of-window NACK) is not a loss of the
@@ -62,7 +69,7 @@ const (
 	// suspect; orderedMoveAfter those that move the ordered path.
 	suspectAfter     = 2
 	orderedMoveAfter = 2
-	ackMoveAfter     = 3
+	ackMoveAfter     = 2
 	// rerouteBudget bounds the transmissions of a sprayed packet whose
 	// losses did not count (steer), in retry budgets.
 	rerouteBudget = 4
@@ -102,6 +109,10 @@ type pathSet struct {
 	dupWin  uint8
 	ackSlot uint8
 	dupBSN  uint32
+	// dupRetry is the highest resend count (wire.Header.Retry) of the
+	// run: only a packet resent more often than the run's last counts.
+	dupRetry uint8
+	dupSince clock.Time // the run's first packet
 }
 
 // PathStats are an endpoint's multipath-health counters (all only grow).
@@ -215,7 +226,12 @@ func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 	p := &c.paths
 	lost := x.sends > 0 && x.holdUntil == 0
 	if x.route == routeOrdered {
-		if lost && x.sentAt >= p.ordSince {
+		// Only a packet lost twice, the second time on this path, speaks
+		// against the path: a single resend may be a spurious one (the
+		// original late behind a queue, a timer that fired while the
+		// loop was descheduled), and on a healthy fabric with reordering
+		// those moved the path every few tens of milliseconds.
+		if lost && x.sends >= 2 && x.sentAt >= p.ordSince {
 			if p.ordFails++; p.ordFails >= orderedMoveAfter {
 				e.moveOrdered(c)
 			}
@@ -323,13 +339,23 @@ func (e *Endpoint) pathNotNew(c *conn, w wire.Window, hd *wire.Header) {
 	}
 	p := &c.paths
 	k := c.window(w)
-	if bsn := c.rx[k].bsn; bsn != p.dupBSN || p.dupWin != uint8(k) {
-		p.dupBSN, p.dupWin, p.dupRun = bsn, uint8(k), 0
+	if bsn := c.rx[k].bsn; bsn != p.dupBSN || p.dupWin != uint8(k) || p.dupRun == 0 {
+		p.dupBSN, p.dupWin, p.dupRun, p.dupRetry, p.dupSince = bsn, uint8(k), 0, 0, e.now
 	}
-	if p.dupRun++; p.dupRun < ackMoveAfter {
+	if hd.Retry <= p.dupRetry {
+		// The same round of the peer's recovery: one burst of resends
+		// (its loop descheduled past their timers, early resends of
+		// packets late behind a queue) says once, not per packet, that
+		// it had not heard from us.
 		return
 	}
-	p.ackPort, p.dupRun = e.newFlow(c, &p.ackSlot), 0
+	p.dupRetry = hd.Retry
+	if p.dupRun++; p.dupRun < ackMoveAfter || e.now.Sub(p.dupSince) < e.opts.MinRTO {
+		// A peer that hears no ACK resends by its timer, rounds at least
+		// the shortest timeout apart; early resends come faster.
+		return
+	}
+	p.ackPort, p.dupRun, p.dupRetry = e.newFlow(c, &p.ackSlot), 0, 0
 	e.pathCnt.ackMoves.Add(1)
 }
 

@@ -479,6 +479,12 @@ func (e *Endpoint) onDupReport(c *conn, w wire.Window, psn uint32) {
 		return
 	}
 	r := &c.rtt.rack
+	if took, ok := r.tmo.take(w, psn, c.stats.AcksReceived); ok {
+		// The timer fired for packets that were only waiting.
+		e.cnt.own[cSpuriousTimeout]++
+		c.rtt.stalled(took, e.now, &e.opts)
+		return
+	}
 	late, ok := r.takeResent(w, psn)
 	if !ok {
 		idx, live := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
@@ -489,9 +495,14 @@ func (e *Endpoint) onDupReport(c *conn, w wire.Window, psn uint32) {
 		if x.sends < 2 || !x.earlyDecl || x.prevAt == 0 {
 			return
 		}
-		// Still outstanding (the ACK of the first copy was lost): the
-		// original came at least this late.
-		late = e.now.Sub(x.prevAt) - r.win[c.window(w)].rtt
+		// Still outstanding: the resend was not needed, but when the
+		// first copy came is unknown — its ACK may have been lost, or
+		// could not name it (past the ACK's bitmap, behind a hole that
+		// a dead path keeps open). The time since it was sent is no
+		// lateness: taken as one, each report of a packet held behind
+		// such a hole widened the window more than the one before.
+		e.cnt.own[cSpuriousDup]++
+		return
 	}
 	e.cnt.own[cSpuriousDup]++
 	r.widen(late)
@@ -523,7 +534,11 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		// Too soon to acknowledge the latest transmission: an earlier one
 		// arrived, and the resend was not needed.
 		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
-		if x.earlyDecl {
+		if !x.earlyDecl {
+			// The timer's resend: the first copy took this long.
+			e.cnt.own[cSpuriousTimeout]++
+			c.rtt.stalled(rtt, e.now, &e.opts)
+		} else {
 			e.cnt.own[cSpuriousEarly]++
 			if m.overtaken(at, x.psn) {
 				// At least that late, with a margin; not more for each
@@ -548,11 +563,15 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 			r.inOrder()
 		}
 	}
-	if resent && x.earlyDecl && x.prevAt != 0 && !e.opts.NoDupReports {
-		// Acknowledged after an early resend, and not too soon for it: the
+	if resent && x.prevAt != 0 && !e.opts.NoDupReports {
+		// Acknowledged after a resend, and not too soon for it: the
 		// resend may have been what arrived, or the original, late. A
 		// duplicate report, if one follows, says which (onDupReport).
-		r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
+		if x.earlyDecl {
+			r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
+		} else {
+			r.tmo.note(x.win, x.psn, e.now.Sub(x.prevAt), e.now, c.rtt.rto, c.stats.AcksReceived)
+		}
 	}
 	if !resent {
 		m.drained(at, e.now, r.reoWnd())

@@ -22,13 +22,33 @@ type rttEstimator struct {
 	rto          time.Duration
 	samples      uint64
 	rack         rackState
+	// stall is what spurious timeouts taught the timeout: a packet whose
+	// timer fired was only waiting (the peer's duplicate report of the
+	// resend, or an ACK too soon for it, shows the first copy arrived),
+	// for this long from its send to its ACK — the peer's poll loop
+	// descheduled, or its receive ring backed up. The timeout stays
+	// longer than that, so the next such stall costs no window of
+	// resends; it halves every stallHalfLife without a new one. RTT
+	// samples alone cannot keep it: one per packet, RTTVAR forgets a
+	// stall within a few dozen packets (RFC 4015 restores the timeout
+	// from the spurious one's sample for the same reason).
+	stall   time.Duration
+	stallAt clock.Time
 }
+
+// stallHalfLife is how long a learnt stall keeps the timeout up at full
+// length.
+const stallHalfLife = time.Second
 
 func (r *rttEstimator) init(initial time.Duration) { *r = rttEstimator{rto: initial} }
 
-func (r *rttEstimator) sample(rtt time.Duration, o *Options) {
+func (r *rttEstimator) sample(rtt time.Duration, now clock.Time, o *Options) {
 	if rtt < 0 {
 		return
+	}
+	if r.stall > 0 && now.Sub(r.stallAt) >= stallHalfLife {
+		r.stall /= 2
+		r.stallAt = now
 	}
 	if r.samples == 0 {
 		r.srtt, r.rttvar = rtt, rtt/2
@@ -41,7 +61,18 @@ func (r *rttEstimator) sample(rtt time.Duration, o *Options) {
 		r.srtt = (7*r.srtt + rtt) / 8
 	}
 	r.samples++
-	r.rto = min(max(r.srtt+max(o.TimerTick, 4*r.rttvar)+o.AckDelay, o.MinRTO), o.MaxRTO)
+	r.rto = min(max(r.srtt+max(o.TimerTick, 4*r.rttvar)+o.AckDelay, o.MinRTO, r.stall), o.MaxRTO)
+}
+
+// stalled learns from a spurious timeout: a packet that took took from
+// its send to its ACK had its timer fire.
+func (r *rttEstimator) stalled(took time.Duration, now clock.Time, o *Options) {
+	if took <= 0 {
+		return
+	}
+	r.stall = max(r.stall, took+took/4)
+	r.stallAt = now
+	r.rto = min(max(r.rto, r.stall), o.MaxRTO)
 }
 
 // backoff returns the timeout after n timeouts of one packet: RTO doubled
@@ -88,7 +119,8 @@ type rackState struct {
 	// slowly than reo, so that reordering which comes in bursts (a path
 	// that stalls now and then, frames held back at random) is covered
 	// between one burst and the next; RFC 8985 keeps its DSACK-widened
-	// window for 16 recoveries for the same reason.
+	// window for 16 recoveries for the same reason. It halves after
+	// floorKeep early resends in a row that drew no report (needed).
 	floor time.Duration
 	// resent remembers the latest packets acknowledged after an early
 	// resend, for the duplicate report that may follow their ACK (the
@@ -96,7 +128,22 @@ type rackState struct {
 	// how late the original was if it was what the ACK acknowledged.
 	resent [32]resentRec
 	nextRe uint8
+	// tmo: the timer's latest resends acknowledged (rttEstimator.stall).
+	tmo tmoRange
+	// needed counts early resends that drew no duplicate report since
+	// the floor last widened.
+	needed uint8
 }
+
+// floorKeep is the early resends in a row found needed (no duplicate
+// report) that halve the floor. Without it only acknowledgements of
+// packets nothing overtook wore the floor down (1/4096 each), so where
+// nearly every packet is overtaken or resent — a fabric that sprays a
+// quarter of its frames into a dead path — a few late originals kept it
+// for good, and every loss waited it out: ten times the round trip, half
+// the goodput. RFC 8985 likewise drops its DSACK-widened window after 16
+// recoveries without a DSACK.
+const floorKeep = 32
 
 // resentRec is one packet acknowledged after an early resend.
 type resentRec struct {
@@ -105,9 +152,62 @@ type resentRec struct {
 	late time.Duration
 }
 
+// tmoRange is the timer's latest resends acknowledged, for the duplicate
+// reports that may follow (a whole window's timers fire together when
+// the peer's loop stalls, more than resent records): their window, the
+// PSNs from lo to hi, the longest time from a first copy's send to its
+// ACK among them, and when the latest was acknowledged.
+type tmoRange struct {
+	win    wire.Window // 0: none
+	lo, hi uint32
+	took   time.Duration
+	at     clock.Time
+	ack    uint64 // the connection's ACK count at the latest
+}
+
+// note adds packet psn of window w, acknowledged now after a timer's
+// resend, took after its first copy was sent; a range older than gap
+// starts again.
+func (t *tmoRange) note(w wire.Window, psn uint32, took time.Duration, now clock.Time, gap time.Duration, ack uint64) {
+	if t.win != w || now.Sub(t.at) > gap {
+		*t = tmoRange{win: w, lo: psn, hi: psn, took: took, at: now, ack: ack}
+		return
+	}
+	t.ack = ack
+	if int32(psn-t.lo) < 0 {
+		t.lo = psn
+	}
+	if int32(psn-t.hi) > 0 {
+		t.hi = psn
+	}
+	t.took, t.at = max(t.took, took), now
+}
+
+// take reports (and forgets the range) whether packet psn of window w is
+// in it, acknowledged by an ACK before ack (the connection's ACK count
+// now), and the longest time its packets took. A report in the ACK that
+// acknowledged them is no stall: the first copy's ACK was lost and the
+// resend's ACK is the first the sender got, which a timeout is for.
+func (t *tmoRange) take(w wire.Window, psn uint32, ack uint64) (time.Duration, bool) {
+	if t.win == 0 || t.win != w || int32(psn-t.lo) < 0 || int32(psn-t.hi) > 0 || t.ack == ack {
+		return 0, false
+	}
+	took := t.took
+	*t = tmoRange{}
+	return took, true
+}
+
 // noteResent remembers an acknowledged packet whose latest transmission
 // was an early resend.
 func (r *rackState) noteResent(w wire.Window, psn uint32, late time.Duration) {
+	if r.resent[r.nextRe%uint8(len(r.resent))].win != 0 {
+		// The record it replaces drew no duplicate report in the
+		// len(resent) resends since: that resend was needed.
+		if r.needed++; r.needed >= floorKeep {
+			r.floor /= 2
+			r.needed = 0
+		}
+	}
 	r.resent[r.nextRe%uint8(len(r.resent))] = resentRec{win: w, psn: psn, late: late}
 	r.nextRe++
 }
@@ -125,7 +225,10 @@ func (r *rackState) takeResent(w wire.Window, psn uint32) (time.Duration, bool) 
 }
 
 // widen raises the window's floor to cover a late original.
-func (r *rackState) widen(late time.Duration) { r.floor = max(r.floor, late+late/4) }
+func (r *rackState) widen(late time.Duration) {
+	r.floor = max(r.floor, late+late/4)
+	r.needed = 0
+}
 
 // rackMark is the most recently sent acknowledged packet of a window
 // (RFC 8985's RACK.xmit_ts, RACK.rtt and RACK.end_seq).

@@ -66,6 +66,7 @@ const (
 	cReplayCacheFull
 	cGiveUpNotices
 	cReclaimProbes
+	cSpuriousTimeout
 	cInternal
 	numCounters
 )
@@ -146,6 +147,11 @@ type Stats struct {
 	// earlier transmission arrived. Each widens the connection's
 	// reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
+	// SpuriousTimeout counts timer resends found unneeded (the peer's
+	// duplicate report of the resend, or an ACK too soon for it): the
+	// packet was waiting, not lost, and the timeout learns to cover such
+	// a wait (rtt.go, rttEstimator.stall).
+	SpuriousTimeout uint64
 	// Refunds counts transmissions given back to a packet's retry budget
 	// because the peer refused them as out of window (an in-order packet
 	// past a gap: it arrived, it was not lost).
@@ -219,7 +225,8 @@ func (c *counters) snapshot() Stats {
 		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
 		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
-		Internal: v[cInternal],
+		SpuriousTimeout: v[cSpuriousTimeout],
+		Internal:        v[cInternal],
 	}
 }
 

@@ -354,16 +354,7 @@ func TestFanoutSpreadsFlows(t *testing.T) {
 	defer rx.Close()
 
 	const flows, perFlow = 64, 4
-	hs := make([]mbuf.Handle, flows)
-	for round := range perFlow {
-		require.Equal(t, flows, pool.AllocBulk(hs))
-		for i, h := range hs {
-			require.True(t, pool.SetLen(h, 64))
-			udpFrame(pool.Data(h), topo.MACB, topo.MACA, uint16(1000+i), uint32(round))
-		}
-		require.Equal(t, flows, tx.TxBurst(0, hs))
-	}
-	tx.TxFlush(0)
+	sendFlows(t, pool, tx, topo, flows, perFlow)
 	// Each queue's receiver keeps its own results; they are read after Wait.
 	got := make([][][]byte, 4)
 	errs := make([]error, 4)

@@ -28,7 +28,30 @@ const (
 	MaxSize       = 1 << 24
 	MinMTU        = 68
 	MaxMTU        = 65535
+	// MaxHashQueues bounds Queues under SteerHash, which joins every
+	// sending queue to every receiving queue: Queues² rings per direction.
+	MaxHashQueues = 64
 )
+
+// Steer says which of the peer's receive queues a transmitted packet
+// arrives on.
+type Steer int
+
+const (
+	// SteerQueue: a packet sent on queue q arrives on the peer's queue q.
+	SteerQueue Steer = iota
+	// SteerHash: a packet arrives on the queue the peer NIC's RSS would
+	// pick, RSSQueue(RSSHash(frame), Queues), whatever queue sent it. The
+	// hash is computed on the sending side, as the packet is enqueued.
+	SteerHash
+)
+
+func (s Steer) String() string {
+	if s == SteerHash {
+		return "hash"
+	}
+	return "queue"
+}
 
 // ErrEndInUse is returned when an end of a mem pair is opened while it is
 // already open.
@@ -46,6 +69,8 @@ type PairOptions struct {
 	Size int
 	// MTU is advertised in Info. The pair does not enforce it. Default 9000.
 	MTU int
+	// Steer chooses the receive queue of each packet. Default SteerQueue.
+	Steer Steer
 }
 
 func (o PairOptions) withDefaults() PairOptions {
@@ -74,6 +99,12 @@ func (o PairOptions) validate() error {
 	if o.Size&(o.Size-1) != 0 {
 		return fmt.Errorf("mem: PairOptions.Size %d is not a power of two (use %d)", o.Size, 1<<bits.Len(uint(o.Size)))
 	}
+	if o.Steer == SteerHash && o.Queues > MaxHashQueues {
+		return fmt.Errorf("mem: PairOptions.Queues %d is out of range with hash steering (use 1..%d)", o.Queues, MaxHashQueues)
+	}
+	if o.Steer != SteerQueue && o.Steer != SteerHash {
+		return fmt.Errorf("mem: PairOptions.Steer %d is not SteerQueue or SteerHash", int(o.Steer))
+	}
 	if o.MTU < MinMTU || o.MTU > MaxMTU {
 		return fmt.Errorf("mem: PairOptions.MTU %d is out of range (use %d..%d)", o.MTU, MinMTU, MaxMTU)
 	}
@@ -82,10 +113,15 @@ func (o PairOptions) validate() error {
 
 // Port is one end of a mem pair. It implements port.Port.
 type Port struct {
-	pool   *mbuf.Pool
-	info   port.Info
-	rx     []*rings.SPSC[mbuf.Handle] // this end consumes
-	tx     []*rings.SPSC[mbuf.Handle] // this end produces; the peer's rx
+	pool *mbuf.Pool
+	info port.Info
+	// rx[r] are the rings receive queue r consumes: one per peer sending
+	// queue under SteerHash (rx[r][q] is fed by the peer's queue q), else
+	// the one ring the peer's queue r feeds. tx[q] are the rings sending
+	// queue q feeds, indexed by the peer's receive queue, or its one ring.
+	rx     [][]*rings.SPSC[mbuf.Handle]
+	tx     [][]*rings.SPSC[mbuf.Handle]
+	rxNext []rxCursor // per receive queue: the ring polled first
 	stats  *portstat.Counters
 	peer   *Port
 	closed atomic.Bool
@@ -97,6 +133,13 @@ type Port struct {
 }
 
 var _ port.Port = (*Port)(nil)
+
+// rxCursor is written by one receive queue's goroutine only; the padding
+// keeps two queues' cursors off one cache line.
+type rxCursor struct {
+	next int
+	_    [120]byte
+}
 
 // NewPair returns the two ends of a new pair whose packets live in pool.
 // Packets sent on a's TX queue q arrive on b's RX queue q and vice versa.
@@ -124,19 +167,46 @@ func NewPair(pool *mbuf.Pool, opts PairOptions) (a, b *Port, err error) {
 	return a, b, nil
 }
 
-func newRings(opts PairOptions) ([]*rings.SPSC[mbuf.Handle], error) {
-	rs := make([]*rings.SPSC[mbuf.Handle], opts.Queues)
-	for i := range rs {
-		r, err := rings.NewSPSC[mbuf.Handle](opts.Size)
-		if err != nil {
-			return nil, fmt.Errorf("mem: queue ring: %w", err)
+// newRings returns one direction's rings indexed [sending queue][receiving
+// queue]: the diagonal only under SteerQueue (a 1-element row per queue),
+// the full mesh under SteerHash, so that every ring keeps one producer and
+// one consumer.
+func newRings(opts PairOptions) ([][]*rings.SPSC[mbuf.Handle], error) {
+	rs := make([][]*rings.SPSC[mbuf.Handle], opts.Queues)
+	for q := range rs {
+		n := 1
+		if opts.Steer == SteerHash {
+			n = opts.Queues
 		}
-		rs[i] = r
+		rs[q] = make([]*rings.SPSC[mbuf.Handle], n)
+		for i := range rs[q] {
+			r, err := rings.NewSPSC[mbuf.Handle](opts.Size)
+			if err != nil {
+				return nil, fmt.Errorf("mem: queue ring: %w", err)
+			}
+			rs[q][i] = r
+		}
 	}
 	return rs, nil
 }
 
-func newEnd(pool *mbuf.Pool, opts PairOptions, end int, rx, tx []*rings.SPSC[mbuf.Handle], ends *atomic.Int32) *Port {
+// transpose turns [sender][receiver] into [receiver][sender], the view of
+// the receiving end.
+func transpose(rs [][]*rings.SPSC[mbuf.Handle]) [][]*rings.SPSC[mbuf.Handle] {
+	if len(rs) == 0 || len(rs[0]) == 1 {
+		return rs
+	}
+	out := make([][]*rings.SPSC[mbuf.Handle], len(rs[0]))
+	for r := range out {
+		out[r] = make([]*rings.SPSC[mbuf.Handle], len(rs))
+		for q := range rs {
+			out[r][q] = rs[q][r]
+		}
+	}
+	return out
+}
+
+func newEnd(pool *mbuf.Pool, opts PairOptions, end int, rx, tx [][]*rings.SPSC[mbuf.Handle], ends *atomic.Int32) *Port {
 	return &Port{
 		pool: pool,
 		info: port.Info{
@@ -147,10 +217,11 @@ func newEnd(pool *mbuf.Pool, opts PairOptions, end int, rx, tx []*rings.SPSC[mbu
 			MAC:    pairMAC(opts.Name, end),
 			Caps:   port.CapZeroCopy,
 		},
-		rx:    rx,
-		tx:    tx,
-		stats: portstat.New(opts.Queues),
-		ends:  ends,
+		rx:     transpose(rx),
+		tx:     tx,
+		rxNext: make([]rxCursor, opts.Queues),
+		stats:  portstat.New(opts.Queues),
+		ends:   ends,
 	}
 }
 
@@ -163,13 +234,29 @@ func pairMAC(name string, end int) net.HardwareAddr {
 	return net.HardwareAddr{0x02, byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum), byte(end)}
 }
 
-// RxBurst dequeues up to len(bufs) handles the peer sent on queue. The
-// caller owns bufs[:n].
+// RxBurst dequeues up to len(bufs) handles the peer steered to queue. The
+// caller owns bufs[:n]. Under SteerHash it takes from the rings of every
+// peer sending queue in turn, starting one further each call, so no sender
+// starves another.
 func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 	if uint(queue) >= uint(len(p.rx)) || p.closed.Load() {
 		return 0
 	}
-	n := p.rx[queue].DequeueBurst(bufs)
+	rs := p.rx[queue]
+	var n int
+	if len(rs) == 1 {
+		n = rs[0].DequeueBurst(bufs)
+	} else {
+		c := &p.rxNext[queue]
+		first := c.next
+		for i := range rs {
+			n += rs[(first+i)%len(rs)].DequeueBurst(bufs[n:])
+			if n == len(bufs) {
+				break
+			}
+		}
+		c.next = (first + 1) % len(rs)
+	}
 	if n > 0 {
 		p.stats.Queue(queue).AddRx(n, portstat.Bytes(p.pool, bufs[:n]))
 	}
@@ -191,13 +278,31 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 	// Lengths are read before the enqueue: once a handle is in the ring the
 	// peer may free or rewrite it.
 	bytes := portstat.Bytes(p.pool, bufs)
-	n := p.tx[queue].EnqueueBurst(bufs)
+	var n int
+	if rs := p.tx[queue]; len(rs) == 1 {
+		n = rs[0].EnqueueBurst(bufs)
+	} else {
+		n = p.steer(rs, bufs)
+	}
 	if n < len(bufs) {
 		bytes -= portstat.Bytes(p.pool, bufs[n:])
 		q.AddTxDropped(len(bufs) - n)
 	}
 	q.AddTx(n, bytes)
 	return n
+}
+
+// steer enqueues each of bufs on the ring towards the receive queue its
+// flow hashes to, in order, and stops at the first whose ring is full, so
+// the caller keeps a suffix as TxBurst promises.
+func (p *Port) steer(rs []*rings.SPSC[mbuf.Handle], bufs []mbuf.Handle) int {
+	for i := range bufs {
+		r := RSSQueue(RSSHash(p.pool.Data(bufs[i])), len(rs))
+		if rs[r].EnqueueBurst(bufs[i:i+1]) == 0 {
+			return i
+		}
+	}
+	return len(bufs)
 }
 
 // Info describes the end.
@@ -231,9 +336,9 @@ func (p *Port) Close() error {
 	return nil
 }
 
-func (p *Port) drain(rs []*rings.SPSC[mbuf.Handle]) {
+func (p *Port) drain(rss [][]*rings.SPSC[mbuf.Handle]) {
 	var buf [64]mbuf.Handle
-	for _, r := range rs {
+	for _, r := range slices.Concat(rss...) {
 		for {
 			n := r.DequeueBurst(buf[:])
 			if n == 0 {

@@ -205,7 +205,7 @@ func TestRegistry(t *testing.T) {
 	require.NoError(t, a.Close())
 
 	for _, tc := range []struct{ spec, want string }{
-		{"mem:x/0?qeues=2", `unknown parameter "qeues" in "mem:x/0?qeues=2" (valid parameters: queues, size, mtu)`},
+		{"mem:x/0?qeues=2", `unknown parameter "qeues" in "mem:x/0?qeues=2" (valid parameters: queues, size, mtu, steer)`},
 		{"mem:x/2", "not PAIR/END with END 0 or 1"},
 		{"mem:x", "not PAIR/END"},
 		{"mem:/0", "not PAIR/END"},

@@ -11,7 +11,7 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "mem:PAIR/END[?queues=N&size=N&mtu=N]",
+		Syntax: "mem:PAIR/END[?queues=N&size=N&mtu=N&steer=queue|hash]",
 		Help:   "one end (0 or 1) of an in-memory port pair; handles pass with no copy",
 		Open:   open,
 	})
@@ -21,7 +21,7 @@ func init() {
 const sharedKey = "mem/pairs"
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("queues", "size", "mtu"); err != nil {
+	if err := spec.CheckParams("queues", "size", "mtu", "steer"); err != nil {
 		return nil, err
 	}
 	pool, err := env.RequirePool(DriverName)
@@ -42,6 +42,16 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 	}
 	if opts.MTU, err = spec.Int("mtu", DefaultMTU, MinMTU, MaxMTU); err != nil {
 		return nil, err
+	}
+	steer, err := spec.Choice("steer", SteerQueue.String(), SteerQueue.String(), SteerHash.String())
+	if err != nil {
+		return nil, err
+	}
+	if steer == SteerHash.String() {
+		opts.Steer = SteerHash
+		if opts.Queues > MaxHashQueues {
+			return nil, fmt.Errorf("%w: mem: queues=%d with steer=hash is out of range (use 1..%d)", pmd.ErrBadParam, opts.Queues, MaxHashQueues)
+		}
 	}
 	opts.Name = name
 
@@ -84,6 +94,10 @@ func (e *entry) compatible(spec pmd.Spec, want PairOptions) error {
 	}
 	if err := check("size", e.opts.Size, want.Size); err != nil {
 		return err
+	}
+	if spec.Params.Has("steer") && e.opts.Steer != want.Steer {
+		return fmt.Errorf("%w: mem: pair %q was created with steer=%s, %q asks for steer=%s (omit steer or use %s)",
+			pmd.ErrBadParam, want.Name, e.opts.Steer, spec.Raw, want.Steer, e.opts.Steer)
 	}
 	return check("mtu", e.opts.MTU, want.MTU)
 }

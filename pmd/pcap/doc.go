@@ -4,7 +4,7 @@
 //
 // Specs:
 //
-//	pcap:FILE[?timing=fast|recorded&loop=N]
+//	pcap:FILE[?timing=fast|original|speed=N|rate&rate=R&loop=N]
 //	pcap-out:FILE[?snaplen=N&max=SIZE&linktype=ethernet|raw|linux_sll|N]
 //
 // Input is pcap (gzip-compressed too) or pcapng, of Ethernet frames, Linux
@@ -27,14 +27,19 @@
 // # Timing and timestamps
 //
 // timing=fast (the default) releases packets as fast as RxBurst is called;
-// timing=recorded releases each packet when the port's clock has advanced,
-// since the first packet was released, by as much as the capture's
-// timestamps have; the port then advertises port.CapPaced. loop=N replays
-// the file N times (0 = forever); a new pass starts right after the last
-// packet of the previous one. Received packets carry Meta.RxTime: the
-// clock reading of the RxBurst call (fast), or the packet's scheduled
-// release time (recorded), so replays under a virtual clock are
-// deterministic.
+// timing=original (or recorded) releases each packet when the port's clock
+// has advanced, since the first packet of its pass was released, by as
+// much as the capture's timestamps have; timing=speed=N divides those gaps
+// by N (2: twice as fast); timing=rate releases packets at rate=R (1mpps:
+// a microsecond apart; 10gbit: each after the bits of the one before),
+// whatever the capture's timestamps say. A paced port advertises
+// port.CapPaced. loop=N replays the file N times (0 = forever); a new pass
+// starts right after the last packet of the previous one (at rate=, the
+// schedule runs on). The file is read a record at a time, never whole, so
+// a capture larger than memory replays (rewinding it for each pass).
+// Received packets carry Meta.RxTime: the clock reading of the RxBurst
+// call (fast), or the packet's scheduled release time (paced), so replays
+// under a virtual clock are deterministic.
 //
 // Written packets are stamped with the writer's clock at TxBurst, mapped to
 // wall time: Epoch (default: the wall time at open) plus the clock time

@@ -250,6 +250,64 @@ func TestRecordedTiming(t *testing.T) {
 	require.NoError(t, pool.CheckLeaks())
 }
 
+// Each timing's send schedule, on the virtual clock: speed=N divides the
+// capture's gaps (a new pass starts where the last ended); rate=R spaces
+// packets 1/R apart, or by their bits at a bit rate, and runs on across
+// passes. Every packet is released at its due time, never before, and
+// carries it as RxTime.
+func TestTimingSchedules(t *testing.T) {
+	ms := time.Millisecond
+	recs := []record{{0, frame(0, 100)}, {4 * ms, frame(1, 200)}, {10 * ms, frame(2, 50)}}
+	path := writeFile(t, writeCapture(t, recs))
+	for _, tc := range []struct {
+		params string
+		due    []time.Duration // after the first RxBurst, two passes
+	}{
+		{"timing=original", []time.Duration{0, 4 * ms, 10 * ms, 10 * ms, 14 * ms, 20 * ms}},
+		{"timing=speed=2", []time.Duration{0, 2 * ms, 5 * ms, 5 * ms, 7 * ms, 10 * ms}},
+		{"timing=speed=0.5", []time.Duration{0, 8 * ms, 20 * ms, 20 * ms, 28 * ms, 40 * ms}},
+		{"timing=rate&rate=1000", []time.Duration{0, ms, 2 * ms, 3 * ms, 4 * ms, 5 * ms}},
+		// 8 Mbit/s: 1 µs a byte, each packet's bytes after the one before.
+		{"timing=rate&rate=8mbit", []time.Duration{0, 100 * time.Microsecond, 300 * time.Microsecond, 350 * time.Microsecond,
+			450 * time.Microsecond, 650 * time.Microsecond}},
+	} {
+		t.Run(tc.params, func(t *testing.T) {
+			pool := newPool(t, 64)
+			virtual := clock.NewVirtual(clock.Time(time.Second))
+			p, err := pmd.Open(&pmd.Env{Pool: pool, Clock: virtual}, "pcap:"+path+"?"+tc.params+"&loop=2")
+			require.NoError(t, err)
+			require.NotZero(t, p.Info().Caps&port.CapPaced)
+			start := virtual.Now()
+			var got []time.Duration
+			for i, due := range tc.due {
+				if i > 0 && due == tc.due[i-1] {
+					continue // released with the one before
+				}
+				// Just before its time nothing more is released; at it,
+				// the packet is.
+				if at := start + clock.Time(due); at > virtual.Now() {
+					require.NoError(t, virtual.Set(at-1))
+					frames, _ := drain(t, pool, p)
+					require.Empty(t, frames, "released before %v", due)
+					require.NoError(t, virtual.Set(at))
+				}
+				frames, times := drain(t, pool, p)
+				require.NotEmpty(t, frames, "nothing released at %v", due)
+				for _, at := range times {
+					got = append(got, time.Duration(at-int64(start)))
+				}
+			}
+			require.Equal(t, tc.due, got)
+			virtual.Advance(time.Hour)
+			frames, _ := drain(t, pool, p)
+			require.Empty(t, frames, "two passes only")
+			require.True(t, p.(*pcap.Reader).Ended())
+			require.NoError(t, p.Close())
+			require.NoError(t, pool.CheckLeaks())
+		})
+	}
+}
+
 func TestLoop(t *testing.T) {
 	pool := newPool(t, 64)
 	path := writeFile(t, writeCapture(t, []record{{0, frame(0, 60)}, {time.Second, frame(1, 70)}}))
@@ -353,9 +411,14 @@ func TestSpecErrors(t *testing.T) {
 	for _, tc := range []struct{ spec, want string }{
 		{"pcap:", "no file named"},
 		{"pcap-out:", "no file named"},
-		{"pcap:x.pcap?timing=slow", `timing="slow" is not one of fast, recorded`},
+		{"pcap:x.pcap?timing=slow", `timing="slow": use fast, original (the capture's own timing), speed=N (its gaps divided by N) or rate`},
+		{"pcap:x.pcap?timing=speed=0", `timing="speed=0": the speed factor is a number from 0.001 to 1000`},
+		{"pcap:x.pcap?timing=speed=x", `timing="speed=x"`},
+		{"pcap:x.pcap?timing=rate", "timing=rate needs rate=R beside it"},
+		{"pcap:x.pcap?timing=rate&rate=0", `rate="0": give frames per second`},
+		{"pcap:x.pcap?rate=1mpps", "rate=1mpps paces timing=rate only (timing is fast)"},
 		{"pcap:x.pcap?loop=-1", "loop=-1 is out of range"},
-		{"pcap:x.pcap?snaplen=10", `unknown parameter "snaplen" in "pcap:x.pcap?snaplen=10" (valid parameters: timing, loop)`},
+		{"pcap:x.pcap?snaplen=10", `unknown parameter "snaplen" in "pcap:x.pcap?snaplen=10" (valid parameters: timing, rate, loop)`},
 		{"pcap-out:x.pcap?snaplen=0", "snaplen=0 is out of range (use 1..262144)"},
 		{"pcap-out:x.pcap?linktype=token-ring", `link type "token-ring" is not known`},
 		{"pcap-out:x.pcap?timing=fast", `unknown parameter "timing"`},

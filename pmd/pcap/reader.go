@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gopacket/gopacket/layers"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
+	"github.com/peregrine-net/peregrine/internal/units"
 	"github.com/peregrine-net/peregrine/pmd/internal/portstat"
 )
 
@@ -22,20 +25,56 @@ type Timing int
 const (
 	// TimingFast releases packets as fast as RxBurst is called.
 	TimingFast Timing = iota
-	// TimingRecorded releases packets at the capture's own pace.
+	// TimingRecorded releases packets at the capture's own pace, its
+	// gaps divided by ReaderOptions.Speed.
 	TimingRecorded
+	// TimingRate releases packets at ReaderOptions.Rate, whatever the
+	// capture's timestamps say.
+	TimingRate
 )
 
-// String returns "fast" or "recorded".
+// String returns "fast", "recorded" or "rate".
 func (t Timing) String() string {
 	switch t {
 	case TimingFast:
 		return "fast"
 	case TimingRecorded:
 		return "recorded"
+	case TimingRate:
+		return "rate"
 	}
 	return fmt.Sprintf("Timing(%d)", int(t))
 }
+
+// ParseTiming reads a replay timing as the pcap: spec's timing= and gen
+// --timing take it: fast, original (or recorded: the capture's own
+// gaps), speed=N (the capture's gaps divided by N, 0.001..1000) or rate
+// (at a rate given beside it). speed is 1 unless the timing is speed=N.
+func ParseTiming(s string) (t Timing, speed float64, err error) {
+	switch s {
+	case "fast":
+		return TimingFast, 1, nil
+	case "original", "recorded":
+		return TimingRecorded, 1, nil
+	case "rate":
+		return TimingRate, 1, nil
+	}
+	if v, ok := strings.CutPrefix(s, "speed="); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f >= MinSpeed && f <= MaxSpeed) {
+			return 0, 0, fmt.Errorf("%q: the speed factor is a number from %g to %g (2: twice as fast as captured, 0.5: half)", s, MinSpeed, MaxSpeed)
+		}
+		return TimingRecorded, f, nil
+	}
+	return 0, 0, fmt.Errorf("%q: use fast, original (the capture's own timing), speed=N (its gaps divided by N) or rate", s)
+}
+
+// The speed factors ParseTiming takes: beyond them a replay is fast, or
+// stalls for hours on a gap of seconds.
+const (
+	MinSpeed = 0.001
+	MaxSpeed = 1000.0
+)
 
 // Forever as ReaderOptions.Loop replays the capture until the port closes.
 const Forever = -1
@@ -49,8 +88,13 @@ type ReaderOptions struct {
 	Source io.ReadSeeker
 	// Name is Info().Name. Default "pcap:" + Path.
 	Name string
-	// Timing selects fast (default) or recorded pacing.
+	// Timing selects fast (default), recorded or rate pacing.
 	Timing Timing
+	// Speed divides the capture's gaps under TimingRecorded (0 → 1).
+	Speed float64
+	// Rate paces TimingRate: frames per second, or bits per second of
+	// the frames as sent.
+	Rate units.Rate
 	// Loop is the number of passes over the capture: 0 → 1, Forever
 	// replays until Close.
 	Loop int
@@ -69,6 +113,11 @@ type Reader struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	timing Timing
+	speed  float64
+	rate   units.Rate
+	// sched is TimingRate's schedule: ns after the replay's start at
+	// which the next packet read is due.
+	sched float64
 	// passesLeft counts passes still to start after the current one;
 	// negative means forever.
 	passesLeft int
@@ -102,6 +151,7 @@ type Reader struct {
 	passPackets  int         // packets read in the current pass
 	firstStamp   int64       // capture time of the pass's first packet, ns
 	passBase     clock.Time
+	startAt      clock.Time // the first RxBurst: TimingRate's origin
 	lastDue      clock.Time
 	started      bool
 	passErrorLog bool // logged this pass's read error already
@@ -115,8 +165,17 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 	if pool == nil {
 		return nil, errors.New("pcap: NewReader: pool is nil (pass the pool received frames are copied into)")
 	}
-	if opts.Timing != TimingFast && opts.Timing != TimingRecorded {
-		return nil, fmt.Errorf("pcap: ReaderOptions.Timing %d is not valid (use TimingFast or TimingRecorded)", int(opts.Timing))
+	if opts.Timing != TimingFast && opts.Timing != TimingRecorded && opts.Timing != TimingRate {
+		return nil, fmt.Errorf("pcap: ReaderOptions.Timing %d is not valid (use TimingFast, TimingRecorded or TimingRate)", int(opts.Timing))
+	}
+	if opts.Speed == 0 {
+		opts.Speed = 1
+	}
+	if !(opts.Speed >= MinSpeed && opts.Speed <= MaxSpeed) {
+		return nil, fmt.Errorf("pcap: ReaderOptions.Speed %g is out of range (use %g..%g, or 0 for 1)", opts.Speed, MinSpeed, MaxSpeed)
+	}
+	if opts.Timing == TimingRate && !(opts.Rate.PPS > 0 || opts.Rate.Bits > 0) {
+		return nil, errors.New("pcap: TimingRate needs ReaderOptions.Rate (frames or bits per second)")
 	}
 	if opts.Loop == 0 {
 		opts.Loop = 1
@@ -138,6 +197,8 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		clock:  opts.Clock,
 		log:    opts.Log,
 		timing: opts.Timing,
+		speed:  opts.Speed,
+		rate:   opts.Rate,
 		src:    opts.Source,
 		room:   pool.FrameSize() - pool.Headroom(),
 		stats:  portstat.New(1),
@@ -168,7 +229,7 @@ func NewReader(pool *mbuf.Pool, opts ReaderOptions) (*Reader, error) {
 		return nil, fmt.Errorf("pcap: %s: %w", opts.Name, err)
 	}
 	var caps port.Capability = port.CapRxTimestamp
-	if opts.Timing == TimingRecorded {
+	if opts.Timing != TimingFast {
 		caps |= port.CapPaced
 	}
 	r.info = port.Info{
@@ -220,7 +281,7 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 	now := r.clock.Now()
 	if !r.started {
 		r.started = true
-		r.passBase = now
+		r.passBase, r.startAt = now, now
 	}
 	n, dropped := 0, 0
 	var bytes uint64
@@ -228,7 +289,7 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		if !r.pending && !r.readNext(st) {
 			break
 		}
-		if r.timing == TimingRecorded && r.due > now {
+		if r.timing != TimingFast && r.due > now {
 			break
 		}
 		size := len(r.data)
@@ -248,7 +309,7 @@ func (r *Reader) RxBurst(queue int, bufs []mbuf.Handle) int {
 		m := r.pool.Meta(h)
 		m.DataLen = uint16(size)
 		copy(r.pool.Data(h), r.data)
-		if r.timing == TimingRecorded {
+		if r.timing != TimingFast {
 			m.RxTime = int64(r.due)
 		} else {
 			m.RxTime = int64(now)
@@ -288,7 +349,7 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 			}
 			r.passPackets++
 			r.data = data
-			r.due = max(r.passBase+clock.Time(stamp-r.firstStamp), r.passBase)
+			r.due = r.schedule(stamp, len(data))
 			r.lastDue = max(r.lastDue, r.due)
 			r.pending = true
 			return true
@@ -321,6 +382,28 @@ func (r *Reader) readNext(st *portstat.Queue) bool {
 			return false
 		}
 	}
+}
+
+// schedule returns when the packet just read, of size bytes and captured
+// at stamp, is due: its capture time since the pass's first packet
+// divided by the speed, after the pass's start (recorded), or the next
+// slot of the rate's schedule, which runs on across passes (rate).
+// Nothing reads the wall clock: the schedule is the port's clock's.
+func (r *Reader) schedule(stamp int64, size int) clock.Time {
+	switch r.timing {
+	case TimingRate:
+		due := r.startAt + clock.Time(r.sched)
+		if r.rate.Bits > 0 {
+			r.sched += float64(size) * 8 * 1e9 / r.rate.Bits
+		} else {
+			r.sched += 1e9 / r.rate.PPS
+		}
+		return due
+	case TimingRecorded:
+		gap := float64(max(stamp-r.firstStamp, 0)) / r.speed
+		return r.passBase + clock.Time(gap)
+	}
+	return r.passBase
 }
 
 // rewind starts the next pass. It allocates a new pcapgo reader, once per

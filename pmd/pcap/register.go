@@ -20,7 +20,7 @@ const (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   ReaderDriverName,
-		Syntax: "pcap:FILE[?timing=fast|recorded&loop=N]",
+		Syntax: "pcap:FILE[?timing=fast|original|speed=N|rate&rate=R&loop=N]",
 		Help:   "replays a capture file (pcap or pcapng; Ethernet, Linux cooked or raw IP), receive only (loop=0 replays forever)",
 		Open:   openReader,
 	})
@@ -33,7 +33,7 @@ func init() {
 }
 
 func openReader(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("timing", "loop"); err != nil {
+	if err := spec.CheckParams("timing", "rate", "loop"); err != nil {
 		return nil, err
 	}
 	if spec.Target == "" {
@@ -44,12 +44,22 @@ func openReader(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 		return nil, err
 	}
 	opts := ReaderOptions{Path: spec.Target, Name: spec.Raw, Clock: env.ClockOrReal(), Log: env.Logger()}
-	timing, err := spec.Choice("timing", "fast", "fast", "recorded")
-	if err != nil {
-		return nil, err
+	timing, rate := spec.Params.Get("timing"), spec.Params.Get("rate")
+	if timing == "" {
+		timing = "fast"
 	}
-	if timing == "recorded" {
-		opts.Timing = TimingRecorded
+	if opts.Timing, opts.Speed, err = ParseTiming(timing); err != nil {
+		return nil, fmt.Errorf("%w: pcap: timing=%v", pmd.ErrBadSpec, err)
+	}
+	switch {
+	case opts.Timing == TimingRate && rate == "":
+		return nil, fmt.Errorf("%w: pcap: timing=rate needs rate=R beside it (e.g. rate=1mpps or rate=10gbit)", pmd.ErrBadSpec)
+	case opts.Timing != TimingRate && rate != "":
+		return nil, fmt.Errorf("%w: pcap: rate=%s paces timing=rate only (timing is %s)", pmd.ErrBadSpec, rate, timing)
+	case rate != "":
+		if opts.Rate, err = units.ParseRate(rate); err != nil || opts.Rate.IsZero() {
+			return nil, fmt.Errorf("%w: pcap: rate=%q: give %s", pmd.ErrBadSpec, rate, units.RateHelp)
+		}
 	}
 	loop, err := spec.Int("loop", 1, 0, 1<<30)
 	if err != nil {

@@ -70,6 +70,7 @@ func (h *Conn) Live() bool { c := h.live(); return c != nil && !c.closing }
 // Close closes the connection once every operation on it has completed;
 // posting on it is refused from now on.
 func (h *Conn) Close() error {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil {
 		return ErrClosed

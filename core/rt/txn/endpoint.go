@@ -73,6 +73,9 @@ type Endpoint struct {
 
 	// aw: connections whose awaiting may have changed (await.go).
 	aw awaitSet
+	// unpublished: a call between Polls may have counted; the next Poll
+	// publishes even if it finds no work.
+	unpublished bool
 }
 
 // New builds an endpoint and its transport.
@@ -179,8 +182,14 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	e.settleAwait() // before the transport's timers probe
 	n += e.rt.Poll(now)
 	e.settleAwait() // after its ACKs and requests
-	e.publish()
-	e.ioiCnt.publish()
+	// Publishing reads every counter twice: an idle Poll of a busy loop
+	// spent half its time on it. A call between Polls that may have
+	// counted (a refused post) sets unpublished for the next Poll.
+	if n > 0 || e.unpublished {
+		e.unpublished = false
+		e.publish()
+		e.ioiCnt.publish()
+	}
 	return n
 }
 
@@ -252,6 +261,7 @@ func checkConnOptions(opts *ConnOptions) error {
 // open is Open and OpenEarly: validate, open the transport connection,
 // then apply the options, none of which can fail any more.
 func (e *Endpoint) open(peer rt.PeerAddr, opts ConnOptions, early bool) (*Conn, error) {
+	e.unpublished = true
 	if err := checkConnOptions(&opts); err != nil {
 		return nil, err
 	}

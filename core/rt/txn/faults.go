@@ -119,6 +119,7 @@ func (e *Endpoint) emitConn(kind ConnEventKind, h *Conn, err error) {
 // (Options.OnAborted there); a push may have been placed there in part or
 // whole, a pull served.
 func (h *Conn) Cancel(rsn uint32) error {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil {
 		return ErrClosed
@@ -146,6 +147,7 @@ func (h *Conn) Cancel(rsn uint32) error {
 // connection is the caller's again when Abort returns. The peer learns of
 // it only by its own failure detection (its retries or its keepalive).
 func (h *Conn) Abort() error {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil {
 		return ErrClosed

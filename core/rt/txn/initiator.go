@@ -61,6 +61,7 @@ func (h *Conn) Push(op Op) (rsn uint32, err error) { return h.e.post(h, OpPush, 
 func (h *Conn) Pull(op Op) (rsn uint32, err error) { return h.e.post(h, OpPull, &op) }
 
 func (e *Endpoint) post(h *Conn, kind OpKind, op *Op) (uint32, error) {
+	e.unpublished = true
 	c := h.live()
 	if c == nil || c.closing {
 		return 0, ErrClosed

@@ -128,7 +128,7 @@ func (c *ioiCounters) publish() {
 }
 
 // IOIStats are the endpoint's IOI counters (as of the end of the latest
-// Poll). All grow except the gauges Threshold, RTT and Bandwidth (the
+// Poll that published them, see Stats). All grow except the gauges Threshold, RTT and Bandwidth (the
 // latest measurement on any connection) and the peaks.
 type IOIStats struct {
 	// Messages this side sent, by how they travelled: unmarked (ModeOff),

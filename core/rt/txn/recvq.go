@@ -288,7 +288,7 @@ func (d *dixEP) publish() {
 }
 
 // SendStats returns the two-sided counters as of the end of the latest
-// Poll.
+// Poll that published them (see Stats).
 func (e *Endpoint) SendStats() SendStats {
 	v := func(i int) uint64 { return e.dx.pub[i].Load() }
 	return SendStats{
@@ -311,6 +311,7 @@ func (e *Endpoint) SendStats() SendStats {
 // is full. Its buffer must stay registered and untouched until the WQE
 // completes (or its connection ends).
 func (h *Conn) PostRecv(wr RecvWR) (wqeNum uint32, err error) {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil || c.closing {
 		return 0, ErrClosed

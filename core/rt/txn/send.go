@@ -64,6 +64,7 @@ type sendX struct {
 // or the errors a push can end with. ErrBusy when the endpoint or
 // the connection's delivery-index window (dix.Config.Outstanding) is full.
 func (h *Conn) Send(op Op) (rsn uint32, err error) {
+	h.e.unpublished = true
 	c := h.live()
 	if c == nil || c.closing {
 		return 0, ErrClosed

@@ -109,7 +109,9 @@ func (c *counters) publish() {
 	}
 }
 
-// Stats returns the counters as of the end of the latest Poll.
+// Stats returns the counters as of the end of the latest Poll that did
+// work, or that followed a call that counted (an idle Poll publishes
+// nothing).
 func (e *Endpoint) Stats() Stats {
 	v := func(i int) uint64 { return e.cnt.pub[i].Load() }
 	return Stats{

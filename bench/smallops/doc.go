@@ -1,0 +1,31 @@
+// Package smallops is the `peregrine bench smallops` scenario: how many
+// 64 B operations a transport endpoint's poll loop completes per second,
+// with as many in flight as the window allows.
+//
+// Each row runs an initiator and a target, each a transaction endpoint
+// on a pinned, busy-polling loop of its own (two cores), for a measured
+// window after a warm-up, and counts the operations completed in it:
+//
+//	mem_push64        64 B pushes over an in-memory port pair
+//	mem_send64        64 B two-sided Sends (delivery index) over the same
+//	afxdp_push64      64 B pushes over an AF_XDP veth pair between two
+//	                  namespaces (root; skipped otherwise)
+//	afxdp_send64      64 B Sends over the same
+//	fabric1_push64    64 B pushes in memory through the fabric emulator at
+//	                  1 % loss each way (the fabric polled on the target's loop)
+//	fabric1_send64    64 B Sends through the same
+//
+// Every row prints its rate, the operations per CPU-second of the busier
+// endpoint loop's thread (what the loop got of its core), the
+// retransmissions of both endpoints and the frames the fabric dropped.
+// The same run measures the mem-port io forwarding rate (two pinned
+// forwarders moving handles, no copy): a push is a data packet and its
+// acknowledgement, so smallops_push64_vs_mem_forwarding divides the push
+// rate by the forwarding rate of two packets.
+//
+// Buffers: each row's pipelines own their pool, ports and endpoints; the
+// initiator's frames go to the port (mem: the ring then the peer's
+// endpoint; afxdp: the UMEM and the kernel; fabric: its delay line) and
+// are freed by whoever holds them last. Every row stops its pipelines
+// (pool checked for leaks) before the next one opens its own.
+package smallops

@@ -1,0 +1,89 @@
+package rt
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// pausingPeer streams 64 B pushes from a to b with the window full while
+// b's poll loop stops for pause out of every period (descheduled, as a
+// loop on a loaded machine is), a polling every microsecond. It returns
+// a's resends in the first and in the second half of the run.
+func pausingPeer(t *testing.T, period, pause, run time.Duration) (first, second uint64) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	start := h.clk.Now()
+	body := payload(1, 64)
+	half := false
+	for now := start; now.Sub(start) < run; now = now.Add(time.Microsecond) {
+		require.NoError(t, h.clk.Set(now))
+		for {
+			if _, err := ca.Send(SendHeader{Type: wire.TypePushRequest}, body); err != nil {
+				require.True(t, errors.Is(err, ErrBusy), "%v", err)
+				break
+			}
+		}
+		h.a.Poll(now)
+		if now.Sub(start)%period < period-pause {
+			h.b.Poll(now)
+		}
+		if !half && now.Sub(start) >= run/2 {
+			half = true
+			st := h.a.Stats()
+			first = st.TxRetransmit + st.TxEarlyRetransmit
+		}
+	}
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	require.Positive(t, h.b.Stats().RxFrames)
+	return first, st.TxRetransmit + st.TxEarlyRetransmit - first
+}
+
+// A receiver whose loop stops now and then for longer than the
+// retransmit timeout (a shared machine deschedules it) must not cost a
+// window of resends at every stop: once the peer's duplicate reports show
+// the timeout fired for packets that were only waiting, the timeout
+// covers such a stop. It did not: two endpoints in memory on the real
+// clock resent hundreds of 64 B pushes with nothing lost.
+func TestReceiverPausesCostNoResendsOnceLearnt(t *testing.T) {
+	first, second := pausingPeer(t, 2*time.Millisecond, 300*time.Microsecond, 20*time.Millisecond)
+	t.Logf("resends: %d in the first half, %d in the second", first, second)
+	require.Zero(t, second, "resends after the first stops showed the timeout too short")
+	require.LessOrEqual(t, first, uint64(4*DefaultWindowSize), "more than the first stops' windows of resends to learn it")
+}
+
+// A timer resend whose first copy's ACK was lost draws a duplicate report
+// in the very ACK that first acknowledges the packet: no stall of the
+// peer's, and the timeout must not grow by it. Taken as one, each lost
+// ACK of a tail packet made the timeout longer by a quarter.
+func TestLostACKIsNoStall(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	h.run(func() bool { return ca.RTO() > 0 }, time.Second)
+	lost := 0
+	h.pb.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypeAck && lost < 1 {
+			lost++
+			return 0 // the first ACK of the push
+		}
+		return 1
+	}
+	for i := range 5 {
+		before := ca.RTO()
+		lost = 0
+		_, err := ca.Send(SendHeader{Type: wire.TypePushRequest, RSN: uint32(i)}, payload(uint64(i), 64))
+		require.NoError(t, err)
+		h.run(h.quiet, time.Second)
+		require.Equal(t, 1, lost)
+		require.LessOrEqual(t, ca.RTO(), before, "a lost ACK lengthened the timeout (push %d)", i)
+	}
+	st := h.a.Stats()
+	require.EqualValues(t, 5, st.TxRetransmit)
+	require.Zero(t, st.SpuriousTimeout)
+	require.Positive(t, st.RxDupReport)
+}
