@@ -56,7 +56,7 @@ func connect(t testing.TB, a, b *Endpoint, opts ConnOptions) (*Conn, *Conn, *Lis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
 	defer cancel()
 	ca, err := a.Dial(ctx, b.Addr(), opts)
 	if err != nil {

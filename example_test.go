@@ -85,7 +85,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	go func() { // an echo server
 		c, err := l.Accept(ctx)
