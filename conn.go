@@ -268,8 +268,10 @@ func (cn *conn) end(st Status, why error) {
 	}
 }
 
-// release forgets the receive slots once the transport ended the
-// connection (its WQEs completed first).
+// release gives the receive slots' registration back once the transport
+// ended the connection (its WQEs completed first). Messages that arrived
+// whole stay queued for the Recvs still to come: the slot memory is the
+// conn's own, and the end of the connection does not unsay them.
 func (cn *conn) release() {
 	if cn.released {
 		return
@@ -279,7 +281,6 @@ func (cn *conn) release() {
 		_ = cn.e.tx.Deregister(txn.Region{Key: cn.slotKey})
 		cn.slotKey = 0
 	}
-	cn.ready = fifo[message]{}
 	cn.toPost = nil
 }
 

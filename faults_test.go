@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -279,6 +280,37 @@ func TestClosedConn(t *testing.T) {
 	}
 	if err := ca.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+// A message that arrived whole before the peer's close is still delivered
+// when the Recv is posted after the close has landed: closing ends the
+// connection for new operations, not for bytes already placed.
+func TestMessageArrivedBeforeCloseIsDelivered(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{}, Options{})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ca, cb, _ := connect(t, a, b, ConnOptions{})
+	ctx := ctxT(t)
+	if err := ca.Send(ctx, []byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for cb.c.ended.Load() == nil { // the peer's loop has taken the close
+		if ctx.Err() != nil {
+			t.Fatal("the peer never saw the close")
+		}
+		runtime.Gosched()
+	}
+	buf := make([]byte, 64)
+	n, err := cb.Recv(ctx, buf)
+	if err != nil || string(buf[:n]) != "last words" {
+		t.Fatalf("recv after the close landed: %q, %v (the message arrived before it)", buf[:n], err)
+	}
+	if _, err := cb.Recv(ctx, buf); !errors.Is(err, ErrClosed) {
+		t.Fatalf("the next recv: %v, want ErrClosed", err)
 	}
 }
 
