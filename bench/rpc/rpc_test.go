@@ -3,13 +3,19 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 )
 
 // TestRunSmall runs the whole scenario once with a small count and a 256 KiB
@@ -59,4 +65,51 @@ func TestOnlyUnknownDoor(t *testing.T) {
 	_, _, err := Run(context.Background(), Options{Out: &out, Only: []string{"rwa"}})
 	require.ErrorContains(t, err, `unknown door "rwa"`)
 	require.Empty(t, out.String())
+}
+
+// BenchmarkRow runs one in-memory row (RPC_ROW, default mem_api_1k_x1;
+// RPC_COUNT round trips, default 5000) as the scenario runs it, for `go
+// test -cpuprofile`: where a door's round trip goes, by share. RPC_IDLE
+// (busy, adaptive, sleep) and RPC_NOPIN=1 change the endpoints' loops.
+func BenchmarkRow(b *testing.B) {
+	name := os.Getenv("RPC_ROW")
+	if name == "" {
+		name = "mem_api_1k_x1"
+	}
+	count := 5000
+	if v := os.Getenv("RPC_COUNT"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(b, err)
+		count = n
+	}
+	var where, doorName, size string
+	var depth int
+	_, err := fmt.Sscanf(strings.ReplaceAll(name, "_", " "), "%s %s %s x%d", &where, &doorName, &size, &depth)
+	require.NoError(b, err, "RPC_ROW %q: want WHERE_DOOR_SIZE_xDEPTH", name)
+	require.Equal(b, "mem", where, "RPC_ROW: in-memory rows only")
+	bytes := map[string]int{"64b": 64, "1k": 1024}[size]
+	require.NotZero(b, bytes, "RPC_ROW size %q: 64b or 1k", size)
+	o := Options{NoPin: os.Getenv("RPC_NOPIN") != ""}
+	switch os.Getenv("RPC_IDLE") {
+	case "busy":
+		o.Idle = peregrine.IdleBusy
+	case "sleep":
+		o.Idle = peregrine.IdleSleep
+	}
+	cpuA, cpuB, err := benchtopo.TwoCPUs()
+	require.NoError(b, err)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 6)))
+	b.ReportAllocs()
+	for range b.N {
+		n := memSeq.Add(1)
+		m := &media{where: "mem", cpuA: cpuA, cpuB: cpuB, tcpAddr: "127.0.0.1",
+			specA: fmt.Sprintf("mem:rpcb%d-%d/0", os.Getpid(), n), specB: fmt.Sprintf("mem:rpcb%d-%d/1", os.Getpid(), n)}
+		d, err := openDoor(o, m, doorName)
+		require.NoError(b, err)
+		res, err := d.rows(context.Background(), bytes, depth, count)
+		require.NoError(b, errors.Join(err, d.close()))
+		b.ReportMetric(res.nsPerOp(), "ns/roundtrip")
+		b.ReportMetric(res.p99, "p99-µs")
+		b.ReportMetric(res.allocs, "allocs/roundtrip")
+	}
 }
