@@ -199,4 +199,4 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 }
 
 // rowGuard bounds a row's run: a hang is an error, not a stuck bench.
-func rowGuard(count int) time.Duration { return 30*time.Second + time.Duration(count)*time.Millisecond }
+func rowGuard(count int) time.Duration { return time.Minute + time.Duration(count)*10*time.Millisecond }
