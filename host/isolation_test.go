@@ -11,7 +11,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
 )
@@ -29,21 +28,21 @@ func TestSocketMode(t *testing.T) {
 
 func TestQuotas(t *testing.T) {
 	r := newRig(t, host.Quota{Channels: 2, Buffers: 8, BufSize: 8192, Conns: 1, Ring: 16})
-	for name, o := range map[string]client.Options{
+	for name, o := range map[string]peregrine.AttachOptions{
 		"buffers":     {Buffers: 9},
 		"buffer size": {BufSize: 16384},
 		"ring":        {RingSize: 32},
 	} {
-		if _, err := client.Attach(r.socket, o); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "quota") {
+		if _, err := peregrine.Attach(r.socket, o); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "quota") {
 			t.Errorf("%s over quota: Attach = %v, want ErrBusy naming the quota", name, err)
 		}
 	}
-	if _, err := client.Attach(r.socket, client.Options{RingSize: 3}); !errors.Is(err, peregrine.ErrInvalid) {
+	if _, err := peregrine.Attach(r.socket, peregrine.AttachOptions{RingSize: 3}); !errors.Is(err, peregrine.ErrInvalid) {
 		t.Errorf("ring of 3: Attach = %v, want ErrInvalid", err)
 	}
-	a := attach(t, r, client.Options{})
-	attach(t, r, client.Options{})
-	if _, err := client.Attach(r.socket, client.Options{}); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "channels") {
+	a := attach(t, r, peregrine.AttachOptions{})
+	attach(t, r, peregrine.AttachOptions{})
+	if _, err := peregrine.Attach(r.socket, peregrine.AttachOptions{}); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "channels") {
 		t.Fatalf("third channel of one user: Attach = %v, want ErrBusy naming channels", err)
 	}
 	echo(t, r)
@@ -69,7 +68,7 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	r := newRig(t, host.Quota{})
 	echo(t, r)
 	ctx := ctxT(t)
-	first := attach(t, r, client.Options{Buffers: 4, BufSize: 4096})
+	first := attach(t, r, peregrine.AttachOptions{Buffers: 4, BufSize: 4096})
 	c1, err := first.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
