@@ -21,6 +21,7 @@ var fuzzSeq atomic.Int64
 type consumerRig struct {
 	s    *Server
 	conn *peregrine.Conn
+	peer *peregrine.Endpoint
 }
 
 // With echo the peer sends every message back; without, it drains them.
@@ -74,7 +75,7 @@ func newConsumerRig(t testing.TB, echo bool) *consumerRig {
 		b.Close()
 		h.Close()
 	})
-	return &consumerRig{s: s, conn: conn}
+	return &consumerRig{s: s, conn: conn, peer: b}
 }
 
 // fuzzRegion is the size of the one region (id 1) the fuzzed app holds.

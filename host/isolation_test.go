@@ -73,6 +73,9 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := first.Register(make([]byte, 4096), peregrine.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
 	// The second application speaks the protocol by hand, as a hostile one
 	// would.
 	ch2 := rawAttach(t, r.socket)
@@ -101,6 +104,7 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 		{Op: shm.OpRecv, Conn: 1, Buf: uint32(l.Buffers), Len: 16, Cookie: 2}, // the buffer after its pool
 		{Op: shm.OpRecv, Conn: 1, Buf: ^uint32(0), Len: 16, Cookie: 3},        // far past it
 		{Op: shm.OpSend, Conn: 1, Off: uint32(l.BufSize), Len: 1, Cookie: 4},  // past its buffer
+		{Op: shm.OpPush, Conn: 1, Buf: 1, Len: 16, Cookie: 5},                 // the first's region id
 		{Op: shm.OpCancel, Cookie: 1<<32 | 0, Conn: 1},                        // a cookie of the first: nothing
 	}
 	if n, _ := prod.Enqueue(bad); n != len(bad) {
@@ -108,7 +112,7 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	}
 	got := make([]shm.Comp, 8)
 	n := 0
-	waitFor(t, "the refusals", func() bool { k, _ := comps.Dequeue(got[n:]); n += k; return n >= 4 })
+	waitFor(t, "the refusals", func() bool { k, _ := comps.Dequeue(got[n:]); n += k; return n >= 5 })
 	for _, c := range got[:n] {
 		if peregrine.Status(c.Status) != peregrine.StatusInvalid {
 			t.Fatalf("completion %+v: want StatusInvalid", c)
@@ -116,9 +120,9 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	}
 	var bc, bb uint64
 	r.srv.Stats(func(s host.AppStats) { bc += s.BadConn; bb += s.BadBuffer })
-	if bc != 4 || bb != 0 {
+	if bc != 5 || bb != 0 {
 		// Connection is checked first: the second app owns none.
-		t.Fatalf("BadConn %d BadBuffer %d, want 4 and 0", bc, bb)
+		t.Fatalf("BadConn %d BadBuffer %d, want 5 and 0", bc, bb)
 	}
 	// The first application is unaffected.
 	if err := c1.Send(ctx, []byte("still here")); err != nil {
