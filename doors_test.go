@@ -513,3 +513,118 @@ func TestDoorsBlockingCallsDoNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// A connection that fails after the peer dialled it and before Accept took
+// it does not leave Accept waiting: Accept returns it (its calls then fail)
+// or the next one, never blocks on it.
+func TestDoorsAcceptAfterConnectionFailed(t *testing.T) {
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) {
+			mine, peer := d.open(t, peregrine.Options{})
+			ctx := doorCtx(t)
+			l, err := mine.Listen(peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pc.Send(ctx, []byte("before the close")); err != nil {
+				t.Fatal(err)
+			}
+			if err := pc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// A second connection, alive, behind the failed one.
+			pc2, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pc2.Send(ctx, []byte("alive")); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			sawAlive := false
+			for range 2 {
+				c, err := l.Accept(ctx)
+				if err != nil {
+					t.Fatalf("accept: %v", err)
+				}
+				n, err := c.Recv(ctx, buf)
+				if err == nil && string(buf[:n]) == "alive" {
+					sawAlive = true
+				}
+			}
+			if !sawAlive {
+				t.Fatal("the live connection's message never came")
+			}
+		})
+	}
+}
+
+// An Accept whose context ended does not swallow the next connection: the
+// next Accept gets it.
+func TestDoorsCancelledAcceptKeepsNextConnection(t *testing.T) {
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) {
+			mine, peer := d.open(t, peregrine.Options{})
+			ctx := doorCtx(t)
+			l, err := mine.Listen(peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			short, cancel := context.WithCancel(ctx)
+			cancel()
+			if _, err := l.Accept(short); !errors.Is(err, peregrine.ErrCancelled) {
+				t.Fatalf("cancelled accept: %v, want ErrCancelled", err)
+			}
+			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pc.Send(ctx, []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			c, err := l.Accept(ctx)
+			if err != nil {
+				t.Fatalf("accept after a cancelled one: %v", err)
+			}
+			buf := make([]byte, 16)
+			if n, err := c.Recv(ctx, buf); err != nil || string(buf[:n]) != "hello" {
+				t.Fatalf("recv: %q, %v", buf[:n], err)
+			}
+		})
+	}
+}
+
+// Closing a listener closes the connections peers dialled that no Accept
+// took: the peer learns it, rather than waiting on a connection nobody
+// will ever serve.
+func TestDoorsListenerCloseEndsUnacceptedConnections(t *testing.T) {
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) {
+			mine, peer := d.open(t, peregrine.Options{})
+			ctx := doorCtx(t)
+			l, err := mine.Listen(peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The message is taken by the connection's receive slots, so
+			// the connection is queued for Accept once Send returns.
+			if err := pc.Send(ctx, []byte("anyone?")); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pc.Recv(ctx, make([]byte, 16)); !errors.Is(err, peregrine.ErrClosed) {
+				t.Fatalf("peer's recv on a connection the listener never accepted: %v, want ErrClosed", err)
+			}
+		})
+	}
+}

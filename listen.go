@@ -93,6 +93,18 @@ func (l *listener) close() error {
 		if errors.Is(err, ErrClosed) {
 			err = nil // the endpoint closed: nothing listens anyway
 		}
+		// Nothing offers connections any more: those accepted by the
+		// transport that no Accept took are closed, not left holding the
+		// endpoint's connection slots.
+		for {
+			select {
+			case c := <-l.ch:
+				c.Close()
+				continue
+			default:
+			}
+			break
+		}
 	})
 	return err
 }

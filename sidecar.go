@@ -389,6 +389,11 @@ func (s *sidecarEP) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Con
 
 func (s *sidecarEP) connect(ctx context.Context, op string, m *ctl.Msg) (*Conn, error) {
 	r, err := s.cl.Call(ctx, m)
+	return s.conn(op, r, err)
+}
+
+// conn makes the Conn of an RConn reply.
+func (s *sidecarEP) conn(op string, r ctl.Msg, err error) (*Conn, error) {
 	if err != nil {
 		return nil, sidecarErr(op, err)
 	}
@@ -434,7 +439,8 @@ func (sl *sidecarListener) accept(ctx context.Context) (*Conn, error) {
 	if sl.closed.Load() {
 		return nil, &Error{Op: "accept", Status: StatusClosed, Cause: errors.New("the listener is closed")}
 	}
-	return sl.s.connect(ctx, "accept", &ctl.Msg{Type: ctl.TAccept})
+	r, err := sl.s.cl.Accept(ctx)
+	return sl.s.conn("accept", r, err)
 }
 
 func (sl *sidecarListener) close() error {
@@ -442,6 +448,15 @@ func (sl *sidecarListener) close() error {
 		return nil
 	}
 	err := sl.s.request("listen", &ctl.Msg{Type: ctl.TUnlisten})
+	// Connections abandoned Accepts took and no Accept came for: nobody
+	// will take them now.
+	for {
+		m, ok := sl.s.cl.Unaccepted()
+		if !ok {
+			break
+		}
+		sl.s.cl.Call(contextBackground, &ctl.Msg{Type: ctl.TClose, Conn: m.Conn})
+	}
 	if errors.Is(err, ErrClosed) {
 		return nil // the endpoint closed: nothing listens anyway
 	}

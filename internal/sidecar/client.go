@@ -84,6 +84,11 @@ type Client struct {
 	pmu     sync.Mutex
 	pending map[uint32]chan reply
 	nextReq uint32
+	// An accept whose caller gave up still waits in the appliance, and
+	// takes the next connection: forgot remembers it, and the connection
+	// it returns waits in accepted for the next Accept.
+	forgot   map[uint32]struct{}
+	accepted chan ctl.Msg
 
 	// data
 	smu  sync.Mutex
@@ -138,7 +143,7 @@ func Attach(socket string, opts Options) (*Client, error) {
 		return nil, &Refusal{Status: statusInvalid, Text: err.Error()}
 	}
 	cl := &Client{Ch: ch, IP: rep.Addr(), MAC: rep.MAC, sock: c, deadCh: make(chan struct{}),
-		pending: map[uint32]chan reply{}, nextReq: 1, sub: ch.SubmitProducer(), kick: make(chan struct{}, 1),
+		pending: map[uint32]chan reply{}, nextReq: 1, forgot: map[uint32]struct{}{}, accepted: make(chan ctl.Msg, 64), sub: ch.SubmitProducer(), kick: make(chan struct{}, 1),
 		taken: make([]uint64, (ch.Layout.Buffers+63)/64)}
 	return cl, nil
 }
@@ -245,7 +250,17 @@ func (c *Client) readLoop() {
 		c.pmu.Lock()
 		w, ok := c.pending[m.ID]
 		delete(c.pending, m.ID)
+		_, acc := c.forgot[m.ID]
+		delete(c.forgot, m.ID)
 		c.pmu.Unlock()
+		if acc && m.Type == ctl.RConn {
+			closeFd(fd)
+			select {
+			case c.accepted <- m:
+				continue
+			default: // nobody has accepted 64 of them: let this one go
+			}
+		}
 		switch {
 		case ok:
 			w <- reply{m, fd}
@@ -273,20 +288,60 @@ func (c *Client) Call(ctx context.Context, m *ctl.Msg) (ctl.Msg, error) {
 // CallFd is Call for a reply that carries an fd (-1 if none), which the
 // caller then owns.
 func (c *Client) CallFd(ctx context.Context, m *ctl.Msg) (ctl.Msg, int, error) {
+	r, fd, _, err := c.call(ctx, m, nil)
+	return r, fd, err
+}
+
+// Accept asks the appliance for the next connection dialled to the
+// listener. An earlier Accept whose caller gave up may have taken it: its
+// connection is taken here first, or while this one waits (which then
+// leaves its own for the next Accept).
+func (c *Client) Accept(ctx context.Context) (ctl.Msg, error) {
+	select {
+	case m := <-c.accepted:
+		return m, nil
+	default:
+	}
+	r, fd, _, err := c.call(ctx, &ctl.Msg{Type: ctl.TAccept}, c.accepted)
+	closeFd(fd)
+	return r, err
+}
+
+// Unaccepted returns a connection an abandoned Accept took, if any (to
+// close when the listener closes).
+func (c *Client) Unaccepted() (ctl.Msg, bool) {
+	select {
+	case m := <-c.accepted:
+		return m, true
+	default:
+		return ctl.Msg{}, false
+	}
+}
+
+// call sends m and waits for its reply, or for a message on alt (then the
+// request is abandoned: an accept's connection goes to accepted).
+func (c *Client) call(ctx context.Context, m *ctl.Msg, alt <-chan ctl.Msg) (ctl.Msg, int, bool, error) {
 	w := make(chan reply, 1)
 	c.pmu.Lock()
 	c.nextReq++
 	m.ID = c.nextReq
 	c.pending[m.ID] = w
 	c.pmu.Unlock()
-	forget := func() {
+	// forget abandons the request; false when readLoop has taken its
+	// reply already (it is in w, or about to be).
+	forget := func() bool {
 		c.pmu.Lock()
+		defer c.pmu.Unlock()
+		_, had := c.pending[m.ID]
 		delete(c.pending, m.ID)
-		c.pmu.Unlock()
+		if had && m.Type == ctl.TAccept {
+			c.forgot[m.ID] = struct{}{}
+		}
+		return had
 	}
 	if c.dead.Load() {
 		forget()
-		return ctl.Msg{}, -1, ErrGone
+		return ctl.Msg{}, -1, false, ErrGone
 	}
 	var b [ctl.MaxLen]byte
 	c.wmu.Lock()
@@ -294,32 +349,35 @@ func (c *Client) CallFd(ctx context.Context, m *ctl.Msg) (ctl.Msg, int, error) {
 	c.wmu.Unlock()
 	if err != nil {
 		forget()
-		return ctl.Msg{}, -1, ErrGone
+		return ctl.Msg{}, -1, false, ErrGone
+	}
+	got := func(r reply) (ctl.Msg, int, bool, error) {
+		if r.m.Type == ctl.RError {
+			closeFd(r.fd)
+			return r.m, -1, false, &Refusal{Status: r.m.Status, Text: r.m.Text}
+		}
+		return r.m, r.fd, false, nil
 	}
 	select {
 	case r := <-w:
-		if r.m.Type == ctl.RError {
-			closeFd(r.fd)
-			return r.m, -1, &Refusal{Status: r.m.Status, Text: r.m.Text}
+		return got(r)
+	case a := <-alt:
+		if !forget() {
+			// This request's own connection came too: it is for the next
+			// Accept (there is room: a was just taken out).
+			if r := <-w; r.m.Type == ctl.RConn {
+				c.accepted <- r.m
+			}
 		}
-		return r.m, r.fd, nil
+		return a, -1, true, nil
 	case <-c.deadCh:
 		forget()
-		return ctl.Msg{}, -1, ErrGone
+		return ctl.Msg{}, -1, false, ErrGone
 	case <-ctx.Done():
-		forget()
-		// A reply that raced the forget is dropped by readLoop, which
-		// closes what it made.
-		select {
-		case r := <-w:
-			if r.m.Type == ctl.RError {
-				closeFd(r.fd)
-				return r.m, -1, &Refusal{Status: r.m.Status, Text: r.m.Text}
-			}
-			return r.m, r.fd, nil
-		default:
+		if !forget() {
+			return got(<-w) // answered already: the answer stands
 		}
-		return ctl.Msg{}, -1, context.Cause(ctx)
+		return ctl.Msg{}, -1, false, context.Cause(ctx)
 	}
 }
 
