@@ -7,10 +7,11 @@
 //     polls itself (no loop, no hand-off): the floor.
 //   - api: the public package in-process (peregrine.Host, Endpoint, Conn
 //     Send and Recv), each endpoint on its own poll loop.
-//   - sidecar: the client through a host.Server (what `peregrine serve`
-//     runs) on the client's endpoint, over its shared-memory channel; the
-//     echo server is in-process on the other endpoint, as in the api rows,
-//     so the two differ only in the client's door.
+//   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
+//     a host.Server (what `peregrine serve` runs) on the client's endpoint
+//     and its shared-memory channel; the echo server is in-process on the
+//     other endpoint, as in the api rows, so the two differ only in the
+//     client's door.
 //   - tcp: Go's net, 4-byte length-prefixed messages, one connection; over
 //     loopback for the in-memory rows, over the same veth pair (between the
 //     kernel's addresses of its two ends) for the veth rows.
@@ -28,6 +29,11 @@
 // receive slot from PostRecv to its receive completion; the echo server
 // of the raw door sends the response from the receive slot the request
 // landed in and posts that slot again once the response's Send completes.
+//
+// The endpoints' loops are pinned to the first two CPUs the process may
+// use (Options.NoPin leaves them free); the callers, the echo servers, the
+// sidecar's poller and kernel TCP's goroutines run wherever Go puts them on
+// the same CPUs.
 //
 // The veth rows create two network namespaces joined by a veth pair
 // (198.18.0.0/15) and delete them at the end; they need root and are

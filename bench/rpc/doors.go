@@ -12,7 +12,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 )
 
 // door is one way in: it measures rows and, for the sidecar and kernel
@@ -34,14 +33,6 @@ func openDoor(o Options, m *media, name string) (door, error) {
 	return openMsgDoor(o, m, name == "sidecar")
 }
 
-// msgConn is what both doors' connections offer (peregrine.Conn and
-// client.Conn).
-type msgConn interface {
-	Send(ctx context.Context, msg []byte) error
-	Recv(ctx context.Context, buf []byte) (int, error)
-	Close() error
-}
-
 // msgDoor is the public API in-process or, with a sidecar, the client
 // through a host.Server on endpoint a. The echo server is in-process on
 // endpoint b in both.
@@ -50,7 +41,7 @@ type msgDoor struct {
 	a, b *peregrine.Endpoint
 
 	srv    *host.Server
-	cl     *client.Endpoint
+	cl     *peregrine.Endpoint // attached to srv (peregrine.Attach)
 	stop   context.CancelFunc
 	polled chan struct{}
 }
@@ -81,7 +72,7 @@ func openMsgDoor(o Options, m *media, sidecar bool) (_ *msgDoor, err error) {
 	ctx, stop := context.WithCancel(context.Background())
 	d.stop, d.polled = stop, make(chan struct{})
 	go func() { defer close(d.polled); d.srv.Run(ctx) }()
-	if d.cl, err = client.Attach(sock, client.Options{}); err != nil {
+	if d.cl, err = peregrine.Attach(sock, peregrine.AttachOptions{}); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -112,7 +103,7 @@ func (d *msgDoor) close() error {
 
 // connect returns a connection from a (through the sidecar, if any) and
 // the echo server's end on b.
-func (d *msgDoor) connect(ctx context.Context, opts peregrine.ConnOptions) (cc, sc msgConn, err error) {
+func (d *msgDoor) connect(ctx context.Context, opts peregrine.ConnOptions) (cc, sc *peregrine.Conn, err error) {
 	l, err := d.b.Listen(opts)
 	if err != nil {
 		return nil, nil, err
@@ -124,12 +115,11 @@ func (d *msgDoor) connect(ctx context.Context, opts peregrine.ConnOptions) (cc, 
 	}
 	acc := make(chan accepted, 1)
 	go func() { c, err := l.Accept(ctx); acc <- accepted{c, err} }()
+	from := d.a
 	if d.cl != nil {
-		cc, err = d.cl.Dial(ctx, d.b.Addr(), opts)
-	} else {
-		cc, err = d.a.Dial(ctx, d.b.Addr(), opts)
+		from = d.cl // the one line an application changes between the doors
 	}
-	if err != nil {
+	if cc, err = from.Dial(ctx, d.b.Addr(), opts); err != nil {
 		return nil, nil, err
 	}
 	got := <-acc

@@ -34,7 +34,7 @@ each door, in one run:
   raw      core/rt/txn Sends, both endpoints polled by the measuring
            goroutine (the floor)
   api      the public package in-process (Host, Endpoint, Conn Send/Recv)
-  sidecar  the client (host/client) through the appliance's host.Server,
+  sidecar  an endpoint from peregrine.Attach through the appliance's host.Server,
            what peregrine serve runs; the echo server in-process
   tcp      kernel TCP with Go's net, length-prefixed messages
 
