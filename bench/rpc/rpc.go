@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"runtime"
@@ -156,6 +157,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		Sizes, Depths, o.Count, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0))
 	got := map[string]result{}
 	files := map[string]float64{} // door/where -> goodput, bytes/s
+	fileErrs := map[string]error{}
 	for _, where := range Wheres {
 		m := &media{where: where, cpuA: cpuA, cpuB: cpuB}
 		if where == "veth" {
@@ -167,7 +169,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 			if err != nil {
 				return 0, 0, fmt.Errorf("bench rpc: %w", err)
 			}
-			err = runMedia(ctx, o, m, doors, got, files)
+			err = runMedia(ctx, o, m, doors, got, files, fileErrs)
 			cleanup()
 			if err != nil {
 				return 0, 0, err
@@ -178,17 +180,17 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		m.specA = fmt.Sprintf("mem:rpc%d-%d/0", os.Getpid(), n)
 		m.specB = fmt.Sprintf("mem:rpc%d-%d/1", os.Getpid(), n)
 		m.tcpAddr = "127.0.0.1"
-		if err := runMedia(ctx, o, m, doors, got, files); err != nil {
+		if err := runMedia(ctx, o, m, doors, got, files, fileErrs); err != nil {
 			return 0, 0, err
 		}
 	}
-	ratios(rep, o, got, files)
+	ratios(rep, o, got, files, fileErrs)
 	pass, fail = rep.Summary()
 	return pass, fail, nil
 }
 
 // runMedia measures every door's rows on one medium.
-func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[string]result, files map[string]float64) error {
+func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[string]result, files map[string]float64, fileErrs map[string]error) error {
 	for _, door := range doors {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -210,12 +212,19 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 				}
 			}
 			if door == "sidecar" || door == "tcp" {
+				// A transfer that fails is a result, not the end of the run:
+				// its ratio fails and says why.
 				bps, err := d.file(ctx, o.FileSize)
 				if err != nil {
-					return fmt.Errorf("bench rpc: %s %s file transfer: %w", m.where, door, err)
+					if ctx.Err() != nil {
+						return err
+					}
+					fileErrs[door+"/"+m.where] = err
+					fmt.Fprintf(o.Out, "  # %s %s file transfer failed: %v\n", m.where, door, err)
+				} else {
+					files[door+"/"+m.where] = bps
+					fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, door, bps*8/1e9)
 				}
-				files[door+"/"+m.where] = bps
-				fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, door, bps*8/1e9)
 			}
 			return nil
 		}()
@@ -236,7 +245,7 @@ func printRow(w io.Writer, name string, r result) {
 
 // ratios adds the goals' rows from what was measured; a ratio whose rows
 // did not run is noted, not judged.
-func ratios(rep *report.Report, o Options, got map[string]result, files map[string]float64) {
+func ratios(rep *report.Report, o Options, got map[string]result, files map[string]float64, fileErrs map[string]error) {
 	noted := map[string]bool{}
 	have := func(names ...string) bool {
 		for _, n := range names {
@@ -271,7 +280,10 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 			Detail: fmt.Sprintf("heap allocations per 1 KiB round trip through the sidecar in memory, steady state, whole process (appliance, client, echo server): %.4f", got[s].allocs)})
 	}
 	s, t := files["sidecar/veth"], files["tcp/veth"]
-	if s > 0 && t > 0 {
+	if e := errors.Join(fileErrs["sidecar/veth"], fileErrs["tcp/veth"]); e != nil {
+		rep.Add(report.Ratio{Name: fileRatioName(o.FileSize), Value: math.NaN(), Op: report.AtLeast, Target: 1.0,
+			Detail: fmt.Sprintf("a file transfer over AF_XDP veth failed: %v", e)})
+	} else if s > 0 && t > 0 {
 		rep.Add(report.Ratio{Name: fileRatioName(o.FileSize), Value: s / t, Op: report.AtLeast, Target: 1.0,
 			Detail: fmt.Sprintf("%d bytes in %d B messages, %d in flight, over AF_XDP veth: sidecar %.3f Gbit/s ÷ kernel TCP %.3f Gbit/s",
 				o.FileSize, Chunk, chunksInFlight, s*8/1e9, t*8/1e9)})

@@ -33,6 +33,7 @@ func TestRunSmall(t *testing.T) {
 	text := out.String()
 	t.Log(text)
 	require.NoError(t, err)
+	require.NotContains(t, text, "file transfer failed")
 	root := os.Geteuid() == 0
 	for _, name := range Rows() {
 		if strings.HasPrefix(name, "veth") && !root {
