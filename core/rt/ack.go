@@ -278,8 +278,8 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 			// The packet was reported in EventNack when the NACK came; its
 			// place in the window is free now.
 			e.emit(Event{Kind: EventResynced, Conn: c.handle, Window: w, PSN: psn})
-		case e.onAcked != nil:
-			e.onAcked(c.handle, w, psn, cookie)
+		case e.ulp != nil:
+			e.ulp.Acked(c.handle, w, psn, cookie)
 		}
 	}
 }

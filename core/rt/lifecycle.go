@@ -353,7 +353,7 @@ func (h *Conn) Close() error {
 // Abort drops the connection at once without telling the peer: every
 // unacknowledged packet is discarded (its cookie is not handed back: the
 // connection's end covers it) and the slot is freed; the handle reads
-// StateFailed, ErrAborted. The event handler then gets EventFailed with
+// StateFailed, ErrAborted. The ULP then gets EventFailed (ULP.Event) with
 // Err ErrAborted, before Abort returns and on the calling (polling)
 // goroutine, exactly once, so the layer above fails the connection's
 // operations as for any other failure. (A target's connection the ULP

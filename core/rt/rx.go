@@ -325,8 +325,8 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 		c.peerClose = hd.PSN
 		c.peerDataEnd = hd.Offset
 	default:
-		if e.deliver != nil {
-			if v := e.deliver(c.handle, hd, payload); v != Accept {
+		if e.ulp != nil {
+			if v := e.ulp.Deliver(c.handle, hd, payload); v != Accept {
 				if v == Drop {
 					e.cnt.own[cRxDropped]++
 					return
@@ -382,7 +382,7 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, psn uint32, class rxClass) {
 	e.ackNow(c)
 }
 
-// onRefused records the NACK owed for a packet the deliver function did
+// onRefused records the NACK owed for a packet ULP.Deliver did
 // not accept; echo is the packet's TxTime, which the NACK echoes.
 func (e *Endpoint) onRefused(c *conn, w wire.Window, psn, echo uint32, v Verdict) {
 	e.cnt.own[cRxRefused]++

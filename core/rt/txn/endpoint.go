@@ -135,9 +135,7 @@ func New(opts Options) (*Endpoint, error) {
 	if err := e.dx.init(e, ro.MaxConns); err != nil {
 		return fail(err)
 	}
-	r.SetDeliver(e.deliver)
-	r.SetAckHandler(e.onAcked)
-	r.SetEventHandler(e.onEvent)
+	r.SetULP((*transportULP)(e))
 	return e, nil
 }
 
@@ -317,6 +315,7 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1,
 		nextRSN: s, nextSSN: s, doneBase: s, grantBase: s, reqBase: s, ssnBase: s}
 	c.handle = &Conn{e: e, idx: i, gen: gen}
+	rc.SetULPContext(c) // connOf's answer, without a lookup
 	if sw, ok := rc.Congestion().(*swift.Controller); ok {
 		c.swift = sw
 	}
@@ -324,17 +323,31 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 	return c
 }
 
+// transportULP is the Endpoint as its transport's ULP (rt.ULP), which
+// keeps Deliver, Acked and Event out of the Endpoint's own API. What they
+// may call back into is rt.ULP's rule (an operation completed by Acked
+// closes its idle connection, Event aborts one it has no room for).
+type transportULP Endpoint
+
+func (u *transportULP) Deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
+	return (*Endpoint)(u).deliver(rc, h, p)
+}
+
+func (u *transportULP) Acked(rc *rt.Conn, w wire.Window, psn uint32, cookie uint64) {
+	(*Endpoint)(u).onAcked(rc, w, psn, cookie)
+}
+
+func (u *transportULP) Event(ev rt.Event) { (*Endpoint)(u).onEvent(ev) }
+
+// connOf returns the transaction state of a transport connection: the
+// record attach hung on it (rt.Conn.SetULPContext), or nil once that
+// record was torn down (it is then free, or serves another connection).
 func (e *Endpoint) connOf(rc *rt.Conn) (int32, *conn) {
-	k, ok := e.cids.Lookup(rc.LocalCID())
-	if !ok {
+	c, _ := rc.ULPContext().(*conn)
+	if c == nil || !c.live || c.rc != rc {
 		return -1, nil
 	}
-	i := e.cidConn[k]
-	c := &e.conns[i]
-	if !c.live || c.rc != rc {
-		return -1, nil
-	}
-	return i, c
+	return c.handle.idx, c
 }
 
 // onEvent follows the transport's connection events.
