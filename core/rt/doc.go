@@ -251,8 +251,10 @@
 // sits on Open, Conn.Send and Close going down, and on one interface, ULP,
 // coming up (Endpoint.SetULP): Deliver for each reliable packet, Acked for
 // each of its packets the peer acknowledged, Event for everything else
-// that happens to a connection. ULP's doc says what they may call back
-// into. Each method's doc says
+// that happens to a connection. One rule, in ULP's doc, says what any of
+// the three may call back into (everything but running the endpoint:
+// Poll, Tick, Stop, Close), and the endpoint re-checks that the slot
+// still holds the same connection after each call. Each method's doc says
 // who owns what it is given: Deliver's header and payload are borrowed
 // for the call; Acked's packet is released before the call; an Event is a
 // value. The ULP hangs its per-connection state on the Conn

@@ -292,9 +292,11 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		e.cnt.own[cRTTSamples]++
 	}
 	c.peerTx = hd.TxTime
-	e.establish(c)
-	if c.early.on {
-		e.earlyAccepted(c, hd)
+	if !e.establish(c) {
+		return
+	}
+	if c.early.on && !e.earlyAccepted(c, hd) {
+		return
 	}
 	e.ackNow(c) // the third leg: tells the target we have its CID
 }
@@ -305,8 +307,10 @@ func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
 	e.ctrlQ.push(c.idx)
 }
 
-// establish moves a connection to StateEstablished and tells the ULP.
-func (e *Endpoint) establish(c *conn) {
+// establish moves a connection to StateEstablished and tells the ULP. It
+// reports false if the ULP ended the connection when told: the caller
+// must not touch the slot then.
+func (e *Endpoint) establish(c *conn) bool {
 	c.state = StateEstablished
 	e.stopCtrl(c)
 	if next, ok := e.nextIdleCheck(c); ok {
@@ -314,7 +318,9 @@ func (e *Endpoint) establish(c *conn) {
 	}
 	c.announce = true
 	e.cnt.own[cConnEstablished]++
-	e.emit(Event{Kind: EventEstablished, Conn: c.handle})
+	h := c.handle
+	e.emit(Event{Kind: EventEstablished, Conn: h})
+	return c.handle == h
 }
 
 func (e *Endpoint) stopCtrl(c *conn) {

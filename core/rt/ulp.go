@@ -53,9 +53,15 @@ func (v Verdict) ulpCode() uint8 { return uint8(v >> 8) }
 // interface it calls (SetULP). Every call runs on the polling goroutine,
 // inside Poll, or inside the ULP's own call that caused it (Conn.Abort
 // reports EventFailed, and Conn.Close of a connection still being set up
-// EventClosed, before they return). Deliver and Event may call Send,
-// Close and Open, but not Poll; Acked must not call Send, Open or Close
-// (record what to do and do it after Poll).
+// EventClosed, before they return).
+//
+// Re-entrancy, the same for every method: a call may use the endpoint
+// as the ULP does between Polls — Open, OpenEarly and every method of
+// every Conn, the one it names included (Send, Close, Abort, Abandon,
+// SetAwaiting, SetULPContext) — but not Poll, Tick, Stop or Close, which
+// would run the endpoint inside itself. The endpoint finishes what it was
+// doing on a connection that a call ended without touching it again, even
+// when an Open in the same call gave its slot to another connection.
 type ULP interface {
 	// Deliver takes a reliable packet of c exactly once (unless it is
 	// refused, and then again when it is resent); the verdict says
