@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/reorder"
@@ -46,8 +45,6 @@ type Endpoint struct {
 	ro      *reorder.Engine
 	byEntry []int32 // reorder entry index -> xact index
 	sch     *sched.Scheduler
-	cids    *cam.Table[uint32] // local CID -> cidConn entry
-	cidConn []int32            // CID entry -> conn index
 	conns   []conn
 	freeCon []int32
 	xacts   []xact
@@ -107,11 +104,6 @@ func New(opts Options) (*Endpoint, error) {
 	if err != nil {
 		return fail(invalid("scheduler: %v", err))
 	}
-	e.cids, err = cam.New[uint32](cam.Options{Capacity: ro.MaxConns, Seed: ro.Seed ^ 0xc1d, Name: "txn CID table"})
-	if err != nil {
-		return fail(invalid("Transport.MaxConns: %v", err))
-	}
-	e.cidConn = make([]int32, e.cids.Cap())
 	e.conns = make([]conn, ro.MaxConns)
 	e.freeCon = make([]int32, 0, ro.MaxConns)
 	for i := ro.MaxConns - 1; i >= 0; i-- {
@@ -303,16 +295,11 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 		return nil
 	}
 	i := e.freeCon[len(e.freeCon)-1]
-	k, err := e.cids.Insert(rc.LocalCID())
-	if err != nil {
-		return nil
-	}
 	e.freeCon = e.freeCon[:len(e.freeCon)-1]
-	e.cidConn[k] = i
 	c := &e.conns[i]
 	gen := c.gen + 1
 	s := e.opts.InitialSeq
-	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1,
+	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, grantHead: -1, grantTail: -1,
 		nextRSN: s, nextSSN: s, doneBase: s, grantBase: s, reqBase: s, ssnBase: s}
 	c.handle = &Conn{e: e, idx: i, gen: gen}
 	rc.SetULPContext(c) // connOf's answer, without a lookup
