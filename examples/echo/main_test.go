@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/peregrine-net/peregrine/examples/internal/door/doortest"
+)
+
+// The example as a user runs it, through each door: in this process, and
+// through an appliance on the pair's other end. Over veth the two ports
+// are in two namespaces.
+func TestEcho(t *testing.T) {
+	for _, where := range []string{"mem", "afxdp", "afpacket"} {
+		for _, sidecar := range []bool{false, true} {
+			name := where + "/in-process"
+			if sidecar {
+				name = where + "/sidecar"
+			}
+			t.Run(name, func(t *testing.T) {
+				ports := place(t, where)
+				c := config{role: "both", port: ports.A, ip: doortest.IPA.String(), serverPort: ports.B,
+					serverIP: doortest.IPB.String(), n: 200, size: 1024, host: ports.Host}
+				if sidecar {
+					c.sidecar = doortest.Appliance(t, ports.Host, ports.A)
+				}
+				var out bytes.Buffer
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if err := run(ctx, c, &out); err != nil {
+					t.Fatalf("%v\n%s", err, out.Bytes())
+				}
+				if !regexp.MustCompile(`(?m)^200 requests of 1024 B, every reply checked: \d+ requests/s, p50 \S+, p99 \S+$`).Match(out.Bytes()) {
+					t.Fatalf("output:\n%s", out.Bytes())
+				}
+			})
+		}
+	}
+}
+
+func place(t *testing.T, where string) doortest.Ports {
+	if where == "mem" {
+		return doortest.Mem(t)
+	}
+	return doortest.Veth(t, where)
+}
+
+// A configuration that cannot run is refused before any port opens.
+func TestEchoRefusesBadConfig(t *testing.T) {
+	for _, c := range []config{
+		{role: "both", n: 0, size: 1024},
+		{role: "both", n: 1, size: 4},
+		{role: "client", n: 1, size: 64},
+		{role: "proxy", n: 1, size: 64},
+	} {
+		if err := run(context.Background(), c, &bytes.Buffer{}); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
