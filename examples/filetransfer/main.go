@@ -124,6 +124,7 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 	if err := c.check(); err != nil {
 		return err
 	}
+	out = &syncWriter{w: out} // the sender and the receiver both report
 	peerIP, err := netip.ParseAddr(c.peerIP)
 	if err != nil {
 		return fmt.Errorf("-peer-ip: %w", err)
@@ -330,3 +331,13 @@ func (g *generator) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
