@@ -180,7 +180,8 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, errors.Join(err, e.tx.Close(), pt.Close())
 	}
-	return &Endpoint{e: e}, nil
+	e.pub = &Endpoint{e: e}
+	return e.pub, nil
 }
 
 func ceilPow2(n int) int {

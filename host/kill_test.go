@@ -18,7 +18,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 )
 
 // The test binary re-executes itself as an application (childApp) or as an
@@ -47,7 +46,7 @@ func childApp(sock, peer string) {
 	var ip string
 	var mac [6]byte
 	fmt.Sscanf(peer, "%s %x", &ip, &mac)
-	ep, err := client.Attach(sock, client.Options{})
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		fmt.Println("attach:", err)
 		os.Exit(1)
@@ -126,7 +125,7 @@ func TestKilledApplication(t *testing.T) {
 	var accepted, ended atomic.Int64
 	echoAll(t, r.b, &accepted, &ended)
 	ctx := ctxT(t)
-	other := attach(t, r, client.Options{})
+	other := attach(t, r, peregrine.AttachOptions{})
 	oc, err := other.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +236,7 @@ func TestApplianceKilled(t *testing.T) {
 	var ip string
 	var mac [6]byte
 	fmt.Sscanf(sc.Text(), "%s %x", &ip, &mac)
-	ep, err := client.Attach(sock, client.Options{})
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +266,7 @@ func TestApplianceKilled(t *testing.T) {
 	if _, err := ep.Dial(ctx, peregrine.Addr{IP: netip.MustParseAddr(ip), MAC: mac}, peregrine.ConnOptions{}); !errors.Is(err, peregrine.ErrClosed) {
 		t.Fatalf("Dial after = %v, want ErrClosed", err)
 	}
-	if _, err := client.Attach(sock, client.Options{}); !errors.Is(err, peregrine.ErrClosed) {
+	if _, err := peregrine.Attach(sock, peregrine.AttachOptions{}); !errors.Is(err, peregrine.ErrClosed) {
 		t.Fatalf("Attach to a dead appliance = %v, want ErrClosed", err)
 	}
 }
