@@ -18,7 +18,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/app/config"
-	"github.com/peregrine-net/peregrine/host/client"
 	"github.com/peregrine-net/peregrine/host/shm"
 )
 
@@ -45,7 +44,7 @@ func TestRunSidecarConfig(t *testing.T) {
 
 	mac, err := net.ParseMAC(m[2])
 	require.NoError(t, err)
-	ep, err := client.Attach(sock, client.Options{})
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	require.NoError(t, err)
 	defer ep.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine"
-	"github.com/peregrine-net/peregrine/examples/internal/door"
 )
 
 type config struct {
@@ -124,7 +123,7 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serverErr <- serve(sctx, door.Spec{Port: c.serverPort, IP: serverIP, Host: h, MaxMessage: c.size}, ready)
+			serverErr <- serve(sctx, where{port: c.serverPort, ip: serverIP, host: h, maxMessage: c.size}, ready)
 		}()
 		select {
 		case peer = <-ready:
@@ -146,8 +145,8 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 		}
 		peer.MAC = [6]byte(mac)
 	}
-	spec := door.Spec{Sidecar: c.sidecar, Port: c.port, Host: h, MaxMessage: c.size}
-	if spec.IP, err = netip.ParseAddr(c.ip); err != nil && c.sidecar == "" {
+	spec := where{sidecar: c.sidecar, port: c.port, host: h, maxMessage: c.size}
+	if spec.ip, err = netip.ParseAddr(c.ip); err != nil && c.sidecar == "" {
 		return fmt.Errorf("-ip: %w", err)
 	}
 	r, err := client(ctx, spec, peer, c.n, c.size)
@@ -165,13 +164,13 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 }
 
 // serve answers every connection with its own messages until ctx ends.
-func serve(ctx context.Context, spec door.Spec, ready chan<- peregrine.Addr) (err error) {
-	ep, err := door.Open(spec)
+func serve(ctx context.Context, spec where, ready chan<- peregrine.Addr) (err error) {
+	ep, err := open(spec)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, ep.Close()) }()
-	l, err := ep.Listen(peregrine.ConnOptions{MaxMessage: spec.MaxMessage})
+	l, err := ep.Listen(peregrine.ConnOptions{MaxMessage: spec.maxMessage})
 	if err != nil {
 		return err
 	}
@@ -190,7 +189,7 @@ func serve(ctx context.Context, spec door.Spec, ready chan<- peregrine.Addr) (er
 		go func() {
 			defer wg.Done()
 			defer c.Close()
-			buf := make([]byte, spec.MaxMessage)
+			buf := make([]byte, spec.maxMessage)
 			for {
 				n, err := c.Recv(ctx, buf)
 				if err != nil {
@@ -205,8 +204,8 @@ func serve(ctx context.Context, spec door.Spec, ready chan<- peregrine.Addr) (er
 }
 
 // client sends n requests of size bytes to peer and checks each reply.
-func client(ctx context.Context, spec door.Spec, peer peregrine.Addr, n, size int) (r result, err error) {
-	ep, err := door.Open(spec)
+func client(ctx context.Context, spec where, peer peregrine.Addr, n, size int) (r result, err error) {
+	ep, err := open(spec)
 	if err != nil {
 		return r, err
 	}
@@ -246,4 +245,24 @@ func client(ctx context.Context, spec door.Spec, peer peregrine.Addr, n, size in
 	r.p50 = rtts[n/2]
 	r.p99 = rtts[min(n-1, n*99/100)]
 	return r, nil
+}
+
+// where says which door an endpoint comes through: the appliance's socket
+// (sidecar), or a port of this process's own on host.
+type where struct {
+	sidecar string
+	port    string
+	ip      netip.Addr
+	host    *peregrine.Host
+	// maxMessage is the longest message the endpoint sends or receives.
+	maxMessage int
+}
+
+// open is the door: both return the same *peregrine.Endpoint, so the rest
+// of the program does not know which it came through.
+func open(w where) (*peregrine.Endpoint, error) {
+	if w.sidecar != "" {
+		return peregrine.Attach(w.sidecar, peregrine.AttachOptions{})
+	}
+	return w.host.Open(w.port, peregrine.Options{IP: w.ip})
 }

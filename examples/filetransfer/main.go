@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine"
-	"github.com/peregrine-net/peregrine/examples/internal/door"
 )
 
 type config struct {
@@ -147,7 +146,7 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recvErr <- receive(ctx, door.Spec{Port: c.peerPort, IP: peerIP, Host: h, MaxMessage: maxMsg}, c.out, ready, out)
+			recvErr <- receive(ctx, where{port: c.peerPort, ip: peerIP, host: h, maxMessage: maxMsg}, c.out, ready, out)
 		}()
 		select {
 		case peer = <-ready:
@@ -182,8 +181,8 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 	} else {
 		src = io.LimitReader(&generator{x: 0x9e3779b97f4a7c15}, size)
 	}
-	spec := door.Spec{Sidecar: c.sidecar, Port: c.port, Host: h, MaxMessage: maxMsg}
-	if spec.IP, err = netip.ParseAddr(c.ip); err != nil && c.sidecar == "" {
+	spec := where{sidecar: c.sidecar, port: c.port, host: h, maxMessage: maxMsg}
+	if spec.ip, err = netip.ParseAddr(c.ip); err != nil && c.sidecar == "" {
 		return fmt.Errorf("-ip: %w", err)
 	}
 	err = send(ctx, spec, peer, src, size, c.chunk, out)
@@ -196,13 +195,13 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 
 // send sends size bytes of src to peer in messages of chunk bytes and
 // checks the receiver's SHA-256.
-func send(ctx context.Context, spec door.Spec, peer peregrine.Addr, src io.Reader, size int64, chunk int, out io.Writer) (err error) {
-	ep, err := door.Open(spec)
+func send(ctx context.Context, spec where, peer peregrine.Addr, src io.Reader, size int64, chunk int, out io.Writer) (err error) {
+	ep, err := open(spec)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, ep.Close()) }()
-	c, err := ep.Dial(ctx, peer, peregrine.ConnOptions{MaxMessage: spec.MaxMessage})
+	c, err := ep.Dial(ctx, peer, peregrine.ConnOptions{MaxMessage: spec.maxMessage})
 	if err != nil {
 		return err
 	}
@@ -242,13 +241,13 @@ func send(ctx context.Context, spec door.Spec, peer peregrine.Addr, src io.Reade
 }
 
 // receive takes one transfer and writes it to path.
-func receive(ctx context.Context, spec door.Spec, path string, ready chan<- peregrine.Addr, out io.Writer) (err error) {
-	ep, err := door.Open(spec)
+func receive(ctx context.Context, spec where, path string, ready chan<- peregrine.Addr, out io.Writer) (err error) {
+	ep, err := open(spec)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, ep.Close()) }()
-	l, err := ep.Listen(peregrine.ConnOptions{MaxMessage: spec.MaxMessage})
+	l, err := ep.Listen(peregrine.ConnOptions{MaxMessage: spec.maxMessage})
 	if err != nil {
 		return err
 	}
@@ -266,7 +265,7 @@ func receive(ctx context.Context, spec door.Spec, path string, ready chan<- pere
 		return err
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	buf := make([]byte, spec.MaxMessage)
+	buf := make([]byte, spec.maxMessage)
 	n, err := c.Recv(ctx, buf)
 	if err != nil {
 		return fmt.Errorf("header: %w", err)
@@ -297,8 +296,13 @@ func receive(ctx context.Context, spec door.Spec, path string, ready chan<- pere
 	return nil
 }
 
+// receiver is what copyMessages needs of a connection.
+type receiver interface {
+	Recv(ctx context.Context, buf []byte) (int, error)
+}
+
 // copyMessages writes size bytes of messages to w.
-func copyMessages(ctx context.Context, c door.Conn, w io.Writer, buf []byte, size int64) error {
+func copyMessages(ctx context.Context, c receiver, w io.Writer, buf []byte, size int64) error {
 	for got := int64(0); got < size; {
 		n, err := c.Recv(ctx, buf)
 		if err != nil {
@@ -340,4 +344,24 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// where says which door an endpoint comes through: the appliance's socket
+// (sidecar), or a port of this process's own on host.
+type where struct {
+	sidecar string
+	port    string
+	ip      netip.Addr
+	host    *peregrine.Host
+	// maxMessage is the longest message the endpoint sends or receives.
+	maxMessage int
+}
+
+// open is the door: both return the same *peregrine.Endpoint, so the rest
+// of the program does not know which it came through.
+func open(w where) (*peregrine.Endpoint, error) {
+	if w.sidecar != "" {
+		return peregrine.Attach(w.sidecar, peregrine.AttachOptions{})
+	}
+	return w.host.Open(w.port, peregrine.Options{IP: w.ip})
 }

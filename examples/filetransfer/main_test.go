@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/peregrine-net/peregrine/examples/internal/door/doortest"
+	"github.com/peregrine-net/peregrine/examples/internal/doortest"
 )
 
 // The example as a user runs it, through each door: a file whose length is
