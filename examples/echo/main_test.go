@@ -14,38 +14,19 @@ import (
 // through an appliance on the pair's other end. Over veth the two ports
 // are in two namespaces.
 func TestEcho(t *testing.T) {
-	for _, where := range []string{"mem", "afxdp", "afpacket"} {
-		for _, sidecar := range []bool{false, true} {
-			name := where + "/in-process"
-			if sidecar {
-				name = where + "/sidecar"
-			}
-			t.Run(name, func(t *testing.T) {
-				ports := place(t, where)
-				c := config{role: "both", port: ports.A, ip: doortest.IPA.String(), serverPort: ports.B,
-					serverIP: doortest.IPB.String(), n: 200, size: 1024, host: ports.Host}
-				if sidecar {
-					c.sidecar = doortest.Appliance(t, ports.Host, ports.A)
-				}
-				var out bytes.Buffer
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := run(ctx, c, &out); err != nil {
-					t.Fatalf("%v\n%s", err, out.Bytes())
-				}
-				if !regexp.MustCompile(`(?m)^200 requests of 1024 B, every reply checked: \d+ requests/s, p50 \S+, p99 \S+$`).Match(out.Bytes()) {
-					t.Fatalf("output:\n%s", out.Bytes())
-				}
-			})
+	doortest.EachPlace(t, func(t *testing.T, ports doortest.Ports, sidecar string) {
+		c := config{role: "both", port: ports.A, ip: doortest.IPA.String(), sidecar: sidecar, serverPort: ports.B,
+			serverIP: doortest.IPB.String(), n: 200, size: 1024, host: ports.Host}
+		var out bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := run(ctx, c, &out); err != nil {
+			t.Fatalf("%v\n%s", err, out.Bytes())
 		}
-	}
-}
-
-func place(t *testing.T, where string) doortest.Ports {
-	if where == "mem" {
-		return doortest.Mem(t)
-	}
-	return doortest.Veth(t, where)
+		if !regexp.MustCompile(`(?m)^200 requests of 1024 B, every reply checked: \d+ requests/s, p50 \S+, p99 \S+$`).Match(out.Bytes()) {
+			t.Fatalf("output:\n%s", out.Bytes())
+		}
+	})
 }
 
 // A configuration that cannot run is refused before any port opens.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/examples/internal/macaddr"
 )
 
 type config struct {
@@ -159,7 +160,7 @@ func run(ctx context.Context, c config, out io.Writer) (err error) {
 			return <-recvErr
 		}
 	} else {
-		mac, err := parseMAC(c.peerMAC)
+		mac, err := macaddr.Parse(c.peerMAC)
 		if err != nil {
 			return fmt.Errorf("-peer-mac %q is not a MAC address", c.peerMAC)
 		}
@@ -364,17 +365,4 @@ func open(w where) (*peregrine.Endpoint, error) {
 		return peregrine.Attach(w.sidecar, peregrine.AttachOptions{})
 	}
 	return w.host.Open(w.port, peregrine.Options{IP: w.ip})
-}
-
-// parseMAC reads a MAC address as net.ParseMAC does, or as 12 hex digits
-// (how peregrine serve prints its echo peer's).
-func parseMAC(s string) ([6]byte, error) {
-	if b, err := hex.DecodeString(s); err == nil && len(b) == 6 {
-		return [6]byte(b), nil
-	}
-	mac, err := net.ParseMAC(s)
-	if err != nil || len(mac) != 6 {
-		return [6]byte{}, fmt.Errorf("%q is not a 6-byte MAC address", s)
-	}
-	return [6]byte(mac), nil
 }

@@ -92,3 +92,28 @@ func Appliance(t testing.TB, h *peregrine.Host, spec string) string {
 	})
 	return sock
 }
+
+// EachPlace runs fn as a subtest in every place an example runs: in
+// memory, and over a veth pair with AF_XDP and with AF_PACKET (root only),
+// each through both doors. p.A is the port of the example's side that
+// may go through the sidecar: sidecar is the appliance's socket over p.A
+// in the sidecar door, "" in process.
+func EachPlace(t *testing.T, fn func(t *testing.T, p Ports, sidecar string)) {
+	for _, where := range []string{"mem", "afxdp", "afpacket"} {
+		for _, door := range []string{"in-process", "sidecar"} {
+			t.Run(where+"/"+door, func(t *testing.T) {
+				var p Ports
+				if where == "mem" {
+					p = Mem(t)
+				} else {
+					p = Veth(t, where)
+				}
+				sidecar := ""
+				if door == "sidecar" {
+					sidecar = Appliance(t, p.Host, p.A)
+				}
+				fn(t, p, sidecar)
+			})
+		}
+	}
+}
