@@ -135,6 +135,20 @@ func dialPeer(t *testing.T, mine, peer *peregrine.Endpoint, opts peregrine.ConnO
 	return c, accepted
 }
 
+// peerSends has the peer dial mine and send msg; the connection is then
+// queued for mine's Accept.
+func peerSends(t *testing.T, ctx context.Context, mine, peer *peregrine.Endpoint, msg string) *peregrine.Conn {
+	t.Helper()
+	pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Send(ctx, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
 func pattern(n, seed int) []byte {
 	b := make([]byte, n)
 	for i := range b {
@@ -526,24 +540,11 @@ func TestDoorsAcceptAfterConnectionFailed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := pc.Send(ctx, []byte("before the close")); err != nil {
-				t.Fatal(err)
-			}
-			if err := pc.Close(); err != nil {
+			if err := peerSends(t, ctx, mine, peer, "before the close").Close(); err != nil {
 				t.Fatal(err)
 			}
 			// A second connection, alive, behind the failed one.
-			pc2, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := pc2.Send(ctx, []byte("alive")); err != nil {
-				t.Fatal(err)
-			}
+			peerSends(t, ctx, mine, peer, "alive")
 			buf := make([]byte, 64)
 			sawAlive := false
 			for range 2 {
@@ -579,13 +580,7 @@ func TestDoorsCancelledAcceptKeepsNextConnection(t *testing.T) {
 			if _, err := l.Accept(short); !errors.Is(err, peregrine.ErrCancelled) {
 				t.Fatalf("cancelled accept: %v, want ErrCancelled", err)
 			}
-			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := pc.Send(ctx, []byte("hello")); err != nil {
-				t.Fatal(err)
-			}
+			peerSends(t, ctx, mine, peer, "hello")
 			c, err := l.Accept(ctx)
 			if err != nil {
 				t.Fatalf("accept after a cancelled one: %v", err)
@@ -610,15 +605,9 @@ func TestDoorsListenerCloseEndsUnacceptedConnections(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc, err := peer.Dial(ctx, mine.Addr(), peregrine.ConnOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			// The message is taken by the connection's receive slots, so
 			// the connection is queued for Accept once Send returns.
-			if err := pc.Send(ctx, []byte("anyone?")); err != nil {
-				t.Fatal(err)
-			}
+			pc := peerSends(t, ctx, mine, peer, "anyone?")
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}

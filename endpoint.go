@@ -34,7 +34,7 @@ type engine struct {
 	// the only hand-off on the way in. Callers take a ref in users before
 	// they enqueue, so Close can wait for the last one.
 	sub   *rings.MPSC[entry]
-	spare *rings.MPMC[*Op] // ops of the blocking calls
+	spare spareOps // ops of the blocking calls
 	users atomic.Int64
 	dead  atomic.Bool   // no more submissions
 	gone  chan struct{} // closed once the loop has ended everything
@@ -573,24 +573,9 @@ func (e *engine) control(ctx context.Context, op *Op) (int, error) {
 	return op.wait(ctx)
 }
 
-// takeOp returns an op for a blocking call: one of the endpoint's
-// preallocated ones, or a new one when all are in use.
-func (e *engine) takeOp() *Op {
-	var one [1]*Op
-	if e.spare.DequeueBulk(one[:]) == 1 {
-		return one[0]
-	}
-	op := &Op{}
-	op.o.done = make(chan struct{}, 1)
-	return op
-}
-
-func (e *engine) putOp(op *Op) {
-	op.o.reset()
-	op.CQ, op.Tag = nil, 0
-	one := [1]*Op{op}
-	e.spare.EnqueueBulk(one[:])
-}
+// takeOp and putOp lend an op to a blocking call.
+func (e *engine) takeOp() *Op  { return e.spare.take() }
+func (e *engine) putOp(op *Op) { e.spare.put(op) }
 
 // listener is a Listener's state.
 // offer queues an accepted connection (on the loop).

@@ -178,14 +178,14 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 
 // start begins an asynchronous data op.
 func (cn *conn) start(op *Op, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
-	if cn.sc != nil {
-		return cn.sc.start(nil, op, kind, buf, r, off, remote)
-	}
 	if op == nil {
 		return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("op is nil")}
 	}
 	if op.o.state.Load() == statePosted {
 		return &Error{Op: kind.String(), Status: StatusBusy, Cause: errors.New("the op is in flight (start it again once it completed)")}
+	}
+	if cn.sc != nil {
+		return cn.sc.start(nil, op, kind, buf, r, off, remote)
 	}
 	if err := cn.check(kind, buf, r, off, remote); err != nil {
 		return err
@@ -254,6 +254,42 @@ func (op *Op) complete(n int, st Status, why error) {
 	case o.done <- struct{}{}:
 	default:
 	}
+}
+
+// spareOps are an endpoint's ops for its blocking calls, made once (each
+// with its wake-up channel) and reused, so that a blocking call allocates
+// nothing.
+type spareOps struct{ r *rings.MPMC[*Op] }
+
+func newSpareOps(n int) (spareOps, error) {
+	r, err := rings.NewMPMC[*Op](ceilPow2(n))
+	if err != nil {
+		return spareOps{}, err
+	}
+	for range n {
+		op := &Op{}
+		op.o.done = make(chan struct{}, 1)
+		r.EnqueueBulk([]*Op{op})
+	}
+	return spareOps{r}, nil
+}
+
+// take returns a spare op, or a new one when all are in use.
+func (s spareOps) take() *Op {
+	var one [1]*Op
+	if s.r.DequeueBulk(one[:]) == 1 {
+		return one[0]
+	}
+	op := &Op{}
+	op.o.done = make(chan struct{}, 1)
+	return op
+}
+
+func (s spareOps) put(op *Op) {
+	op.o.reset()
+	op.CQ, op.Tag = nil, 0
+	one := [1]*Op{op}
+	s.r.EnqueueBulk(one[:])
 }
 
 // reset clears a spare op of a blocking call for its next use.

@@ -180,9 +180,12 @@ type ConnOptions struct {
 	// 64 KiB, at most 1 GiB): each slot is this large. A peer's longer Send
 	// fails with ErrTooLarge there.
 	MaxMessage int
-	// Timeout ends every operation of the connection that has not
-	// completed this long after posting with ErrTimeout (0: none; a
-	// context's deadline also ends a call).
+	// Timeout ends every Send, Push and Pull of the connection that has
+	// not completed this long after posting with ErrTimeout (0: none; the
+	// transaction layer's per-operation timeout, on the endpoint's clock).
+	// A Recv waits for a message for as long as its context allows; a
+	// context's deadline also ends any call. Through the sidecar the
+	// appliance's endpoint applies it.
 	Timeout time.Duration
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
 	"github.com/peregrine-net/peregrine/internal/sidecar"
-	"github.com/peregrine-net/peregrine/rings"
 )
 
 // The second door: an Endpoint attached to a running appliance (peregrine
@@ -45,7 +44,7 @@ type sidecarEP struct {
 	addr  Addr
 	slots []sidecarSlot
 	free  chan uint32 // free operation slots
-	spare *rings.MPMC[*Op]
+	spare spareOps
 
 	// life: starters hold it shared while they touch the channel; Close
 	// takes it to unmap.
@@ -94,15 +93,10 @@ func attach(socket string, opts AttachOptions) (*Endpoint, error) {
 	for i := range l.RingSize {
 		s.free <- uint32(i)
 	}
-	if s.spare, err = rings.NewMPMC[*Op](ceilPow2(l.RingSize)); err != nil {
+	if s.spare, err = newSpareOps(l.RingSize); err != nil {
 		cl.Close()
 		cl.CloseChannel()
 		return nil, &Error{Op: "attach", Status: StatusInvalid, Cause: err}
-	}
-	for range l.RingSize {
-		op := &Op{}
-		op.o.done = make(chan struct{}, 1)
-		s.spare.EnqueueBulk([]*Op{op})
 	}
 	s.pub = &Endpoint{sc: s}
 	cl.Start(s.complete, s.died)
@@ -202,23 +196,6 @@ func (s *sidecarEP) died() {
 	}
 }
 
-// takeOp and putOp keep the blocking calls' ops.
-func (s *sidecarEP) takeOp() *Op {
-	var one [1]*Op
-	if s.spare.DequeueBulk(one[:]) == 1 {
-		return one[0]
-	}
-	op := &Op{}
-	op.o.done = make(chan struct{}, 1)
-	return op
-}
-
-func (s *sidecarEP) putOp(op *Op) {
-	op.o.reset()
-	one := [1]*Op{op}
-	s.spare.EnqueueBulk(one[:])
-}
-
 // check validates a data op's arguments on the caller's goroutine.
 func (sc *sidecarConn) check(kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
 	s := sc.s
@@ -252,25 +229,20 @@ func (sc *sidecarConn) check(kind opKind, buf []byte, r *Region, off int, remote
 // blocking runs a data op with a spare op and waits for it.
 func (sc *sidecarConn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) (int, error) {
 	s := sc.s
-	op := s.takeOp()
+	op := s.spare.take()
 	if err := sc.start(ctx, op, kind, buf, r, off, remote); err != nil {
-		s.putOp(op)
+		s.spare.put(op)
 		return 0, err
 	}
 	n, err := op.wait(ctx)
-	s.putOp(op)
+	s.spare.put(op)
 	return n, err
 }
 
 // start begins a data op; with a nil ctx (an *Async call) it does not wait
 // for a free slot or buffers, and fails with ErrBusy instead.
+// conn.start has checked op.
 func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
-	if op == nil {
-		return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("op is nil")}
-	}
-	if op.o.state.Load() == statePosted {
-		return &Error{Op: kind.String(), Status: StatusBusy, Cause: errors.New("the op is in flight (start it again once it completed)")}
-	}
 	if err := sc.check(kind, buf, r, off, remote); err != nil {
 		return err
 	}

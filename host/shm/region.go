@@ -75,13 +75,7 @@ func (r *Region) Bytes() []byte { return r.mem }
 // Close unmaps the region and closes its memfd; nothing may touch its
 // bytes afterwards.
 func (r *Region) Close() error {
-	if r.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(r.mem)
+	err := unmap(r.mem, r.fd)
 	r.mem = nil
-	if cerr := unix.Close(r.fd); err == nil {
-		err = cerr
-	}
 	return err
 }

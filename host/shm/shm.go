@@ -186,12 +186,18 @@ func (c *Channel) Buffer(buf uint32) []byte { return c.Bytes(buf, 0, uint32(c.La
 // Close unmaps the channel and closes its memfd. Nothing may use its
 // rings or buffers afterwards.
 func (c *Channel) Close() error {
-	if c.mem == nil {
+	err := unmap(c.mem, c.fd)
+	c.mem = nil
+	return err
+}
+
+// unmap unmaps mem and closes fd (nothing when mem is nil: closed already).
+func unmap(mem []byte, fd int) error {
+	if mem == nil {
 		return nil
 	}
-	err := unix.Munmap(c.mem)
-	c.mem = nil
-	if cerr := unix.Close(c.fd); err == nil {
+	err := unix.Munmap(mem)
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	return err
