@@ -66,6 +66,10 @@ var layers = []layer{
 	{"peregrine (module root)", exactly(root), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "host/shm", "host/ctl"}},
 	// The sidecar (appliance side, channel, client) over the public API.
 	{"host", prefix("host"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root}},
+	// The example applications (their mains import the public API only;
+	// their test helper starts an in-process sidecar and makes veth
+	// pairs): what the root and host stand on, never bench or cmd.
+	{"examples", prefix("examples"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root, "host"}},
 	{"bench", prefix("bench"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root, "host"}},
 	{"cmd", prefix("cmd"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "bench", "=" + root, "host"}},
 	// The sidecar's client speaks the wire and nothing above it: the
