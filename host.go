@@ -170,7 +170,10 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 		lo.Idle.Mode = lcore.IdleAdaptive
 	}
 	if e.loop, err = lcore.New(lo); err == nil {
-		err = e.loop.Start()
+		loopsRunning.Add(1) // before the loop runs: its Stop takes it back
+		if err = e.loop.Start(); err != nil {
+			loopsRunning.Add(-1)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(err, e.tx.Close(), pt.Close())

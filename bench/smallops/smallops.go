@@ -11,10 +11,9 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/bench/foundation"
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 	"github.com/peregrine-net/peregrine/bench/report"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
@@ -198,23 +197,13 @@ func printRow(w io.Writer, name string, r result) {
 	}
 }
 
-// twoCPUs picks the first and last of the first two CPUs this process may
-// run on (the same one twice on a single CPU).
+// twoCPUs picks the initiator's and the target's CPUs.
 func twoCPUs() (int, int, error) {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return 0, 0, fmt.Errorf("bench smallops: allowed CPUs: %w", err)
+	a, b, err := benchtopo.TwoCPUs()
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench smallops: %w", err)
 	}
-	var cpus []int
-	for c := 0; c < lcore.MaxCPU+1 && len(cpus) < 2; c++ {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	if len(cpus) == 0 {
-		return 0, 0, errors.New("bench smallops: no allowed CPU")
-	}
-	return cpus[0], cpus[len(cpus)-1], nil
+	return a, b, nil
 }
 
 // Addresses of the endpoints (and of the veth ends, which the kernel owns
@@ -485,25 +474,7 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 }
 
 // vethPair creates namespaces PREFIX-a and PREFIX-b joined by a veth pair
-// (GRO on, MTU 1500) and returns them with a function deleting both.
+// and returns them with a function deleting both.
 func vethPair(prefix string) (a, b *netns.NS, cleanup func(), err error) {
-	cleanup = func() {
-		for _, ns := range []*netns.NS{a, b} {
-			if ns != nil {
-				_ = ns.Delete()
-			}
-		}
-	}
-	if a, err = netns.Create(prefix + "-a"); err != nil {
-		return nil, nil, nil, err
-	}
-	if b, err = netns.Create(prefix + "-b"); err != nil {
-		cleanup()
-		return nil, nil, nil, err
-	}
-	if err = netns.Veth(a, ifA, b, ifB, netns.VethOptions{GRO: true, AddrA: vethA, AddrB: vethB}); err != nil {
-		cleanup()
-		return nil, nil, nil, err
-	}
-	return a, b, cleanup, nil
+	return benchtopo.VethPair(prefix, ifA, ifB, vethA, vethB)
 }

@@ -42,6 +42,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchSmallOpsCommand())
 	cmd.AddCommand(newBenchIntegrityCommand())
 	cmd.AddCommand(newBenchRFC2544Command())
+	cmd.AddCommand(newBenchRPCCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.

@@ -1,0 +1,41 @@
+// Package rpc is `peregrine bench rpc`: request-response round trips of
+// 64 B and 1 KiB messages, 1 and 32 in flight on one connection, through
+// each door an application could pick, in memory and over an AF_XDP veth
+// pair, in one run:
+//
+//   - raw: core/rt/txn Sends on two endpoints that the measuring goroutine
+//     polls itself (no loop, no hand-off): the floor.
+//   - api: the public package in-process (peregrine.Host, Endpoint, Conn
+//     Send and Recv), each endpoint on its own poll loop.
+//   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
+//     a host.Server (what `peregrine serve` runs) on the client's endpoint
+//     and its shared-memory channel; the echo server is in-process on the
+//     other endpoint, as in the api rows, so the two differ only in the
+//     client's door.
+//   - tcp: Go's net, 4-byte length-prefixed messages, one connection; over
+//     loopback for the in-memory rows, over the same veth pair (between the
+//     kernel's addresses of its two ends) for the veth rows.
+//
+// Every request carries the time it was sent in its first 8 bytes and the
+// echo server sends it back unchanged, so a response's round trip is read
+// from the response itself whichever caller receives it (32 callers share
+// one connection). Each row measures Options.Count round trips after a
+// tenth of that of warm-up: ops/s over the wall time between the two, and
+// the round trips' p50, p99 and p99.9.
+//
+// Who owns a buffer: each caller goroutine owns its request and response
+// buffers; the raw door's region slots are the measuring goroutine's, a
+// send slot lent to the transport from its Send to its completion and a
+// receive slot from PostRecv to its receive completion; the echo server
+// of the raw door sends the response from the receive slot the request
+// landed in and posts that slot again once the response's Send completes.
+//
+// The endpoints' loops are pinned to the first two CPUs the process may
+// use (Options.NoPin leaves them free); the callers, the echo servers, the
+// sidecar's poller and kernel TCP's goroutines run wherever Go puts them on
+// the same CPUs.
+//
+// The veth rows create two network namespaces joined by a veth pair
+// (198.18.0.0/15) and delete them at the end; they need root and are
+// skipped, with a message, without it.
+package rpc

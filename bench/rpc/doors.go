@@ -1,0 +1,263 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/host"
+)
+
+// door is one way in: it measures rows and, for the sidecar and kernel
+// TCP, a file transfer.
+type door interface {
+	rows(ctx context.Context, size, depth, count int) (result, error)
+	// file moves size bytes one way and returns the goodput, bytes/s.
+	file(ctx context.Context, size int64) (float64, error)
+	close() error
+}
+
+func openDoor(o Options, m *media, name string) (door, error) {
+	switch name {
+	case "raw":
+		return &rawDoor{m: m}, nil
+	case "tcp":
+		return &tcpDoor{m: m}, nil
+	}
+	return openMsgDoor(o, m, name == "sidecar")
+}
+
+// msgDoor is the public API in-process or, with a sidecar, the client
+// through a host.Server on endpoint a. The echo server is in-process on
+// endpoint b in both.
+type msgDoor struct {
+	h    *peregrine.Host
+	a, b *peregrine.Endpoint
+
+	srv    *host.Server
+	cl     *peregrine.Endpoint // attached to srv (peregrine.Attach)
+	stop   context.CancelFunc
+	polled chan struct{}
+}
+
+func openMsgDoor(o Options, m *media, sidecar bool) (_ *msgDoor, err error) {
+	d := &msgDoor{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.close())
+		}
+	}()
+	if d.h, err = peregrine.NewHost(peregrine.HostOptions{}); err != nil {
+		return nil, err
+	}
+	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle}); err != nil {
+		return nil, err
+	}
+	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle}); err != nil {
+		return nil, err
+	}
+	if !sidecar {
+		return d, nil
+	}
+	sock := filepath.Join(os.TempDir(), fmt.Sprintf("pgrpc%d-%s.sock", os.Getpid(), m.where))
+	if d.srv, err = host.New(host.Options{Socket: sock, Mode: 0o600, UID: -1, GID: -1, Endpoint: d.a}); err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	d.stop, d.polled = stop, make(chan struct{})
+	go func() { defer close(d.polled); d.srv.Run(ctx) }()
+	if d.cl, err = peregrine.Attach(sock, peregrine.AttachOptions{}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *msgDoor) close() error {
+	var errs []error
+	if d.cl != nil {
+		errs = append(errs, d.cl.Close())
+	}
+	if d.stop != nil {
+		d.stop()
+		<-d.polled
+	}
+	if d.srv != nil {
+		errs = append(errs, d.srv.Close())
+	}
+	for _, ep := range []*peregrine.Endpoint{d.a, d.b} {
+		if ep != nil {
+			errs = append(errs, ep.Close())
+		}
+	}
+	if d.h != nil {
+		errs = append(errs, d.h.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// connect returns a connection from a (through the sidecar, if any) and
+// the echo server's end on b.
+func (d *msgDoor) connect(ctx context.Context, opts peregrine.ConnOptions) (cc, sc *peregrine.Conn, err error) {
+	l, err := d.b.Listen(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	type accepted struct {
+		c   *peregrine.Conn
+		err error
+	}
+	acc := make(chan accepted, 1)
+	go func() { c, err := l.Accept(ctx); acc <- accepted{c, err} }()
+	from := d.a
+	if d.cl != nil {
+		from = d.cl // the one line an application changes between the doors
+	}
+	if cc, err = from.Dial(ctx, d.b.Addr(), opts); err != nil {
+		return nil, nil, err
+	}
+	got := <-acc
+	if got.err != nil {
+		return nil, nil, errors.Join(got.err, cc.Close())
+	}
+	return cc, got.c, nil
+}
+
+func (d *msgDoor) rows(ctx context.Context, size, depth, count int) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, rowGuard(count))
+	defer cancel()
+	cc, sc, err := d.connect(ctx, peregrine.ConnOptions{RecvSlots: min(64, max(8, 2*depth))})
+	if err != nil {
+		return result{}, err
+	}
+	echoCtx, stopEcho := context.WithCancel(ctx)
+	var echoes sync.WaitGroup
+	for range depth {
+		echoes.Add(1)
+		go func() {
+			defer echoes.Done()
+			buf := make([]byte, size)
+			for {
+				n, err := sc.Recv(echoCtx, buf)
+				if err == nil {
+					err = sc.Send(echoCtx, buf[:n])
+				}
+				if err != nil {
+					return // the row is over (or failed: the callers see it)
+				}
+			}
+		}()
+	}
+	m := newMeter(count, depth)
+	var (
+		callers sync.WaitGroup
+		once    sync.Once
+		failed  error
+	)
+	for g := range depth {
+		callers.Add(1)
+		go func() {
+			defer callers.Done()
+			req, resp := make([]byte, size), make([]byte, size)
+			for {
+				stamp(req)
+				err := cc.Send(ctx, req)
+				n := 0
+				if err == nil {
+					n, err = cc.Recv(ctx, resp)
+				}
+				if err == nil && n != size {
+					err = fmt.Errorf("a response of %d bytes to a request of %d", n, size)
+				}
+				if err != nil {
+					once.Do(func() { failed = err; cancel() })
+					return
+				}
+				if !m.done(g, stamped(resp)) {
+					return
+				}
+			}
+		}()
+	}
+	callers.Wait()
+	stopEcho()
+	echoes.Wait()
+	err = errors.Join(failed, cc.Close(), sc.Close())
+	if failed != nil && ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("%d of %d round trips after %v: %w", m.n.Load(), m.total, rowGuard(count), err)
+	}
+	return m.result(), err
+}
+
+func (d *msgDoor) file(ctx context.Context, size int64) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second+time.Duration(size>>20)*100*time.Millisecond)
+	defer cancel()
+	cc, sc, err := d.connect(ctx, peregrine.ConnOptions{RecvSlots: 2 * chunksInFlight, MaxMessage: Chunk})
+	if err != nil {
+		return 0, err
+	}
+	chunks := (size + Chunk - 1) / Chunk
+	var (
+		next, got atomic.Int64
+		wg        sync.WaitGroup
+		once      sync.Once
+		failed    error
+		done      = make(chan struct{})
+	)
+	fail := func(err error) { once.Do(func() { failed = err; cancel() }) }
+	start := time.Now()
+	for range chunksInFlight {
+		wg.Add(2)
+		go func() { // receiver
+			defer wg.Done()
+			buf := make([]byte, Chunk)
+			for {
+				n, err := sc.Recv(ctx, buf)
+				if err != nil {
+					select {
+					case <-done:
+					default:
+						fail(err)
+					}
+					return
+				}
+				if got.Add(int64(n)) == size {
+					close(done)
+				}
+			}
+		}()
+		go func() { // sender
+			defer wg.Done()
+			msg := make([]byte, Chunk)
+			for {
+				i := next.Add(1) - 1
+				if i >= chunks {
+					return
+				}
+				n := min(Chunk, size-i*Chunk)
+				if err := cc.Send(ctx, msg[:n]); err != nil {
+					fail(err)
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	wall := time.Since(start)
+	cancel()
+	wg.Wait()
+	err = errors.Join(cc.Close(), sc.Close())
+	if got.Load() != size {
+		return 0, errors.Join(failed, fmt.Errorf("%d of %d bytes arrived", got.Load(), size), err)
+	}
+	return float64(size) / wall.Seconds(), err
+}

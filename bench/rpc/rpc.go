@@ -1,0 +1,392 @@
+package rpc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
+	"github.com/peregrine-net/peregrine/bench/report"
+	"github.com/peregrine-net/peregrine/core/hist"
+	"github.com/peregrine-net/peregrine/pmd/netns"
+)
+
+// Options configure a run.
+type Options struct {
+	Out io.Writer
+	// Count is the round trips each row measures (0: DefaultCount), after
+	// a tenth of it (at least 10) of warm-up.
+	Count int
+	// FileSize is the bytes of the file transfer (0: DefaultFileSize).
+	FileSize int64
+	// Idle is the endpoints' idle policy (the zero value is adaptive, the
+	// binary's default).
+	Idle peregrine.Idle
+	// NoPin leaves the endpoints' loops unpinned.
+	NoPin bool
+	// Prefix names the namespaces PREFIX-a and PREFIX-b ("": pgrpc<pid>).
+	Prefix string
+	// Only, when set, runs the rows of these doors alone (raw, api,
+	// sidecar, tcp); the ratios that need another door are not printed.
+	Only []string
+}
+
+const (
+	// DefaultCount is Options.Count's default.
+	DefaultCount = 100_000
+	// DefaultFileSize is Options.FileSize's default: 1 GiB.
+	DefaultFileSize = 1 << 30
+	// Chunk is the file transfer's message size.
+	Chunk = 64 << 10
+	// chunksInFlight is the file transfer's messages in flight.
+	chunksInFlight = 8
+)
+
+// Sizes are the messages' sizes; Depths the round trips in flight on the
+// one connection.
+var (
+	Sizes  = []int{64, 1024}
+	Depths = []int{1, 32}
+)
+
+// Doors are the ways in, in the order they are measured.
+var Doors = []string{"raw", "api", "sidecar", "tcp"}
+
+// Wheres are the media: in memory (mem: ports; kernel TCP over loopback)
+// and an AF_XDP veth pair between two namespaces (kernel TCP over it).
+var Wheres = []string{"mem", "veth"}
+
+// Rows returns every row's name, in order, for --help and tests.
+func Rows() []string {
+	var out []string
+	for _, w := range Wheres {
+		for _, d := range Doors {
+			for _, s := range Sizes {
+				for _, k := range Depths {
+					out = append(out, rowName(w, d, s, k))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func rowName(where, door string, size, depth int) string {
+	sz := fmt.Sprintf("%db", size)
+	if size >= 1024 {
+		sz = fmt.Sprintf("%dk", size/1024)
+	}
+	return fmt.Sprintf("%s_%s_%s_x%d", where, door, sz, depth)
+}
+
+// result is one row's measurement.
+type result struct {
+	ops            uint64
+	wall           time.Duration
+	p50, p99, p999 float64 // µs
+	allocs         float64 // heap allocations of the whole process per round trip
+}
+
+func (r result) rate() float64 { return float64(r.ops) / r.wall.Seconds() }
+
+// nsPerOp is the wall time of a round trip: its cost at one in flight.
+func (r result) nsPerOp() float64 { return float64(r.wall.Nanoseconds()) / float64(r.ops) }
+
+// Addresses: the endpoints' own, and the kernel's on the veth ends (kernel
+// TCP's); all in 198.18.0.0/15.
+var (
+	ipA    = netip.MustParseAddr("198.18.7.101")
+	ipB    = netip.MustParseAddr("198.18.7.102")
+	vethA  = netip.MustParsePrefix("198.18.7.1/24")
+	vethB  = netip.MustParsePrefix("198.18.7.2/24")
+	ifA    = "rpc0"
+	ifB    = "rpc1"
+	memSeq atomic.Uint64
+)
+
+// media is where a set of rows runs: the two port specs, the CPUs, and for
+// veth the namespaces the kernel TCP rows use.
+type media struct {
+	where      string
+	specA      string
+	specB      string
+	cpuA, cpuB int
+	nsA, nsB   *netns.NS // nil in memory
+	tcpAddr    string    // the server's kernel address
+}
+
+// Run measures every row, prints the report and returns its verdicts.
+func Run(ctx context.Context, o Options) (pass, fail int, err error) {
+	if o.Count == 0 {
+		o.Count = DefaultCount
+	}
+	if o.FileSize == 0 {
+		o.FileSize = DefaultFileSize
+	}
+	if o.Prefix == "" {
+		o.Prefix = fmt.Sprintf("pgrpc%d", os.Getpid())
+	}
+	doors := Doors
+	if len(o.Only) > 0 {
+		doors = o.Only
+		for _, d := range doors {
+			if !slices.Contains(Doors, d) {
+				return 0, 0, fmt.Errorf("bench rpc: unknown door %q (use %v)", d, Doors)
+			}
+		}
+	}
+	cpuA, cpuB, err := benchtopo.TwoCPUs()
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench rpc: %w", err)
+	}
+	// Two loops may hold a P each; the callers, the echo server and the
+	// sidecar's poller need theirs.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 6)))
+	rep := report.New(o.Out)
+	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row after %d of warm-up; endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d",
+		Sizes, Depths, o.Count, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0))
+	got := map[string]result{}
+	files := map[string]float64{} // door/where -> goodput, bytes/s
+	fileErrs := map[string]error{}
+	for _, where := range Wheres {
+		m := &media{where: where, cpuA: cpuA, cpuB: cpuB}
+		if where == "veth" {
+			if os.Geteuid() != 0 {
+				rep.Note("veth rows skipped: needs root (namespaces, veth, AF_XDP sockets)")
+				continue
+			}
+			cleanup, err := m.vethPair(o.Prefix)
+			if err != nil {
+				return 0, 0, fmt.Errorf("bench rpc: %w", err)
+			}
+			err = runMedia(ctx, o, m, doors, got, files, fileErrs)
+			cleanup()
+			if err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
+		n := memSeq.Add(1)
+		m.specA = fmt.Sprintf("mem:rpc%d-%d/0", os.Getpid(), n)
+		m.specB = fmt.Sprintf("mem:rpc%d-%d/1", os.Getpid(), n)
+		m.tcpAddr = "127.0.0.1"
+		if err := runMedia(ctx, o, m, doors, got, files, fileErrs); err != nil {
+			return 0, 0, err
+		}
+	}
+	ratios(rep, o, got, files, fileErrs)
+	pass, fail = rep.Summary()
+	return pass, fail, nil
+}
+
+// runMedia measures every door's rows on one medium.
+func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[string]result, files map[string]float64, fileErrs map[string]error) error {
+	for _, door := range doors {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := openDoor(o, m, door)
+		if err != nil {
+			return fmt.Errorf("bench rpc: %s %s: %w", m.where, door, err)
+		}
+		err = func() error {
+			for _, size := range Sizes {
+				for _, depth := range Depths {
+					name := rowName(m.where, door, size, depth)
+					res, err := d.rows(ctx, size, depth, o.Count)
+					if err != nil {
+						return fmt.Errorf("bench rpc: %s: %w", name, err)
+					}
+					got[name] = res
+					printRow(o.Out, name, res)
+				}
+			}
+			if door == "sidecar" || door == "tcp" {
+				// A transfer that fails is a result, not the end of the run:
+				// its ratio fails and says why.
+				bps, err := d.file(ctx, o.FileSize)
+				if err != nil {
+					if ctx.Err() != nil {
+						return err
+					}
+					fileErrs[door+"/"+m.where] = err
+					fmt.Fprintf(o.Out, "  # %s %s file transfer failed: %v\n", m.where, door, err)
+				} else {
+					files[door+"/"+m.where] = bps
+					fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, door, bps*8/1e9)
+				}
+			}
+			return nil
+		}()
+		err = errors.Join(err, d.close())
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printRow prints a row's figures, e.g. FIGURE rpc_mem_api_1k_x1_ops_per_s 210000.
+func printRow(w io.Writer, name string, r result) {
+	fmt.Fprintf(w, "FIGURE rpc_%s_ops_per_s %.0f\n", name, r.rate())
+	fmt.Fprintf(w, "  # %s: %d round trips in %v, %.0f ns each; p50/p99/p99.9 %.1f/%.1f/%.1f µs; %.3f allocations a round trip (whole process)\n",
+		name, r.ops, r.wall.Round(time.Millisecond), r.nsPerOp(), r.p50, r.p99, r.p999, r.allocs)
+}
+
+// ratios adds the goals' rows from what was measured; a ratio whose rows
+// did not run is noted, not judged.
+func ratios(rep *report.Report, o Options, got map[string]result, files map[string]float64, fileErrs map[string]error) {
+	noted := map[string]bool{}
+	have := func(names ...string) bool {
+		for _, n := range names {
+			if _, ok := got[n]; !ok {
+				if !noted[n] {
+					rep.Note("no row %s: the ratios that need it are not printed", n)
+				}
+				noted[n] = true
+				return false
+			}
+		}
+		return true
+	}
+	if a, r := "mem_api_1k_x1", "mem_raw_1k_x1"; have(a, r) {
+		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: got[a].nsPerOp() / got[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f ÷ raw txn %.0f", got[a].nsPerOp(), got[r].nsPerOp())})
+	}
+	if s, a := "mem_sidecar_1k_x1", "mem_api_1k_x1"; have(s, a) {
+		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / got[a].nsPerOp(), Op: report.AtMost, Target: 1.3,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f", got[s].nsPerOp(), got[a].nsPerOp())})
+	}
+	if s, t := "veth_sidecar_1k_x32", "veth_tcp_1k_x32"; have(s, t) {
+		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: got[s].rate() / got[t].rate(), Op: report.AtLeast, Target: 2.0,
+			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f", got[s].rate(), got[t].rate())})
+	}
+	if s, t := "veth_sidecar_1k_x1", "veth_tcp_1k_x1"; have(s, t) {
+		rep.Add(report.Ratio{Name: "rpc_1k_p99_vs_kernel_tcp", Value: got[s].p99 / got[t].p99, Op: report.AtMost, Target: 0.5,
+			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs", got[s].p99, got[t].p99)})
+	}
+	if s := "mem_sidecar_1k_x1"; have(s) {
+		rep.Add(report.Ratio{Name: "sidecar_allocs_per_op", Value: got[s].allocs, Op: report.AtMost, Target: 0,
+			Detail: fmt.Sprintf("heap allocations per 1 KiB round trip through the sidecar in memory, steady state, whole process (appliance, client, echo server): %.4f", got[s].allocs)})
+	}
+	s, t := files["sidecar/veth"], files["tcp/veth"]
+	if e := errors.Join(fileErrs["sidecar/veth"], fileErrs["tcp/veth"]); e != nil {
+		rep.Add(report.Ratio{Name: fileRatioName(o.FileSize), Value: math.NaN(), Op: report.AtLeast, Target: 1.0,
+			Detail: fmt.Sprintf("a file transfer over AF_XDP veth failed: %v", e)})
+	} else if s > 0 && t > 0 {
+		rep.Add(report.Ratio{Name: fileRatioName(o.FileSize), Value: s / t, Op: report.AtLeast, Target: 1.0,
+			Detail: fmt.Sprintf("%d bytes in %d B messages, %d in flight, over AF_XDP veth: sidecar %.3f Gbit/s ÷ kernel TCP %.3f Gbit/s",
+				o.FileSize, Chunk, chunksInFlight, s*8/1e9, t*8/1e9)})
+	} else {
+		rep.Note("%s not printed: it needs the sidecar and tcp file transfers over veth", fileRatioName(o.FileSize))
+	}
+}
+
+// fileRatioName names the file ratio by the size moved, so that a smaller
+// run is never read as the 1 GiB goal.
+func fileRatioName(size int64) string {
+	if size == 1<<30 {
+		return "file_transfer_1gib_vs_kernel_tcp"
+	}
+	return fmt.Sprintf("file_transfer_%db_vs_kernel_tcp", size)
+}
+
+// warmup is the round trips before the measured ones.
+func warmup(count int) int { return max(10, count/10) }
+
+// epoch is the origin of the times requests carry (monotonic).
+var epoch = time.Now()
+
+func now() int64 { return int64(time.Since(epoch)) }
+
+// stamp writes the send time into a request.
+func stamp(msg []byte) { binary.LittleEndian.PutUint64(msg, uint64(now())) }
+
+// stamped reads it back from the response.
+func stamped(msg []byte) int64 { return int64(binary.LittleEndian.Uint64(msg)) }
+
+// meter counts a row's round trips from any number of callers, each with
+// its own histogram, and times the measured ones.
+type meter struct {
+	warm, total int64
+	n           atomic.Int64
+	t0, t1      atomic.Int64
+	hs          []hist.Histogram
+	allocs      allocMeter
+	perOp       float64
+}
+
+func newMeter(count, callers int) *meter {
+	w := int64(warmup(count))
+	return &meter{warm: w, total: w + int64(count), hs: make([]hist.Histogram, callers)}
+}
+
+// done records the round trip of a response sent at sent (caller g's
+// histogram) and reports whether more are wanted.
+func (m *meter) done(g int, sent int64) bool {
+	t := now()
+	i := m.n.Add(1)
+	if i == m.warm {
+		m.allocs.start()
+		m.t0.Store(now())
+	}
+	if i > m.warm && i <= m.total {
+		m.hs[g].Record(uint64(t - sent))
+	}
+	if i == m.total {
+		m.t1.Store(t)
+		m.perOp = m.allocs.perOp(uint64(m.total - m.warm))
+	}
+	return i < m.total
+}
+
+func (m *meter) finished() bool { return m.n.Load() >= m.total }
+
+// result merges the histograms.
+func (m *meter) result() result {
+	var h hist.Histogram
+	for i := range m.hs {
+		h.Merge(&m.hs[i])
+	}
+	us := func(q float64) float64 { return float64(h.Quantile(q)) / 1e3 }
+	return result{ops: uint64(m.total - m.warm), wall: time.Duration(m.t1.Load() - m.t0.Load()),
+		p50: us(0.5), p99: us(0.99), p999: us(0.999), allocs: m.perOp}
+}
+
+// allocMeter counts the process's heap allocations between the warm-up's
+// end and the last round trip (ReadMemStats stops the world: twice a row).
+type allocMeter struct{ before uint64 }
+
+func (a *allocMeter) start() {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	a.before = ms.Mallocs
+}
+
+func (a *allocMeter) perOp(ops uint64) float64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.Mallocs-a.before) / float64(ops)
+}
+
+// vethPair creates the namespaces and the veth pair and names the ports
+// and the kernel TCP address on it; cleanup deletes both namespaces.
+func (m *media) vethPair(prefix string) (cleanup func(), err error) {
+	if m.nsA, m.nsB, cleanup, err = benchtopo.VethPair(prefix, ifA, ifB, vethA, vethB); err != nil {
+		return nil, err
+	}
+	m.specA = fmt.Sprintf("afxdp:%s?netns=%s", ifA, m.nsA.Name)
+	m.specB = fmt.Sprintf("afxdp:%s?netns=%s", ifB, m.nsB.Name)
+	m.tcpAddr = vethB.Addr().String()
+	return cleanup, nil
+}
