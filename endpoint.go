@@ -56,10 +56,6 @@ type engine struct {
 	lst      *listener
 	cq       []txn.Completion
 	burst    []entry
-
-	// wakeYields counts the polls that yielded the processor because
-	// they woke a caller (read by tests).
-	wakeYields atomic.Uint64
 }
 
 // entry is one submission: an op to start, or a request to cancel the op
@@ -72,11 +68,6 @@ type entry struct {
 	repost *conn
 	slot   int32
 }
-
-// loopsRunning counts the endpoints' poll loops running in the process:
-// while GOMAXPROCS exceeds it, the callers have processors besides the
-// loops'.
-var loopsRunning atomic.Int32
 
 var (
 	_ lcore.Stage   = (*engine)(nil)
@@ -106,13 +97,6 @@ func (e *engine) Poll(now clock.Time) int {
 	if n == 0 {
 		e.idle++
 	}
-	if e.woke && int(loopsRunning.Load()) < runtime.GOMAXPROCS(0) {
-		// A processor is left over for the callers: the runtime hands the
-		// woken one to it, and a yield would only trade this locked
-		// thread's processor away and back through futexes (most of a
-		// round trip's time when it was done on every wake).
-		e.woke = false
-	}
 	if e.woke || e.idle&31 == 31 {
 		// The callers' goroutines share the processors with this loop,
 		// and a caller it just woke waits in this loop's run queue: a poll
@@ -120,9 +104,6 @@ func (e *engine) Poll(now clock.Time) int {
 		// them run now rather than at the scheduler's next preemption.
 		// On a locked thread a yield hands the processor over, so it is
 		// not done on every idle poll.
-		if e.woke {
-			e.wakeYields.Add(1)
-		}
 		e.woke = false
 		runtime.Gosched()
 	}
@@ -371,7 +352,6 @@ func (e *engine) Stop(now clock.Time) {
 	// refuses new submissions from here on too, and the last submitter is
 	// waited for, so that nothing enqueued is left unanswered.
 	e.dead.Store(true)
-	loopsRunning.Add(-1)
 	for e.users.Load() != 0 {
 		runtime.Gosched()
 	}

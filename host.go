@@ -170,10 +170,7 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 		lo.Idle.Mode = lcore.IdleAdaptive
 	}
 	if e.loop, err = lcore.New(lo); err == nil {
-		loopsRunning.Add(1) // before the loop runs: its Stop takes it back
-		if err = e.loop.Start(); err != nil {
-			loopsRunning.Add(-1)
-		}
+		err = e.loop.Start()
 	}
 	if err != nil {
 		return nil, errors.Join(err, e.tx.Close(), pt.Close())
