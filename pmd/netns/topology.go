@@ -2,8 +2,10 @@ package netns
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // Topology3 is gen ↔ fwd ↔ sink in three namespaces: GenIf pairs with
@@ -82,4 +84,33 @@ func (t *Topology3) Delete() error {
 		}
 	}
 	return err
+}
+
+// Bridge joins the fwd namespace's two interfaces with a Linux bridge
+// named name (the kernel forwarding between gen and sink, in softirq where
+// the frames arrive) and returns what deletes it. On error nothing is
+// left behind.
+func (t *Topology3) Bridge(name string) (del func() error, err error) {
+	ip := func(args ...string) error {
+		out, err := t.Fwd.Exec(append([]string{"ip"}, args...)...)
+		if err != nil {
+			return fmt.Errorf("netns: ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	del = func() error { return ip("link", "del", name) }
+	for _, step := range [][]string{
+		{"link", "add", name, "type", "bridge"},
+		{"link", "set", t.FwdGenIf, "master", name},
+		{"link", "set", t.FwdSinkIf, "master", name},
+		{"link", "set", name, "up"},
+	} {
+		if err := ip(step...); err != nil {
+			if step[1] != "add" {
+				err = errors.Join(err, del())
+			}
+			return nil, err
+		}
+	}
+	return del, nil
 }
