@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 // TestBenchRFC2544WritesTheReportAndJSON runs the command as root with
@@ -181,4 +183,66 @@ func TestRecordStreamFormats(t *testing.T) {
 	}, rows)
 	require.Nil(t, newRecordStream(formatText, &cs, params))
 	require.NoError(t, (*recordStream)(nil).write("trial", nil))
+}
+
+// TestBenchRFC2544ExternalDUTStreams runs the command as a user with their
+// own device would: the test builds two veth pairs and a Linux bridge
+// between them (the device), names the outer ends as --tx-port and
+// --rx-port with --duts external, and reads --format jsonl from stdout:
+// a record per trial, one result and the summary, each with the run's
+// parameters; the text went to stderr.
+func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
+	}
+	prefix := fmt.Sprintf("pge%d", os.Getpid()%100000)
+	topo, err := netns.ThreeNS(prefix, "e"+prefix[3:], netns.VethOptions{GRO: true, MTU: 1504})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, topo.Delete()) }()
+	del, err := topo.Bridge("bre" + prefix[3:])
+	require.NoError(t, err)
+	defer func() { require.NoError(t, del()) }()
+
+	dir := t.TempDir()
+	cmd := newBenchRFC2544Command()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--dut", "external",
+		"--tx-port", fmt.Sprintf("afxdp:%s?netns=%s", topo.GenIf, topo.Gen.Name),
+		"--rx-port", fmt.Sprintf("afxdp:%s?netns=%s", topo.SinkIf, topo.Sink.Name),
+		"--sizes", "64", "--measures", "throughput", "--duration", "20ms", "--max-rate", "20kpps", "--width", "0.05",
+		"--markdown", filepath.Join(dir, "r.md"), "--json", filepath.Join(dir, "r.json"), "--format", "jsonl"})
+	require.NoError(t, cmd.Execute(), errOut.String())
+	require.Contains(t, errOut.String(), "BENCH-SUMMARY", "the text goes to stderr")
+
+	types := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct {
+			Type     string         `json:"type"`
+			Params   map[string]any `json:"params"`
+			DUT      string         `json:"dut"`
+			Size     string         `json:"size"`
+			Sent     uint64         `json:"sent"`
+			Received uint64         `json:"received"`
+			NDR      float64        `json:"ndr_fps"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		types[rec.Type]++
+		require.Equal(t, "20ms", rec.Params["trial_duration"], l)
+		require.Equal(t, "20kpps", rec.Params["max_rate"], l)
+		require.Contains(t, rec.Params["topology"], "external DUT between afxdp:"+topo.GenIf, l)
+		switch rec.Type {
+		case "trial":
+			require.Equal(t, "external", rec.DUT)
+			require.Equal(t, "64B", rec.Size)
+			require.Positive(t, rec.Sent)
+			require.Equal(t, rec.Sent, rec.Received, "a bridge at 20 kfps loses nothing: %s", l)
+		case "result":
+			require.Equal(t, 20000.0, rec.NDR, l)
+		}
+	}
+	require.Positive(t, types["trial"])
+	require.Equal(t, 1, types["result"])
+	require.Equal(t, 1, types["summary"])
 }
