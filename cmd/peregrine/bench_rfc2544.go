@@ -241,7 +241,7 @@ var rfc2544Columns = []string{"dut", "size", "goal", "phase", "rate_fps", "offer
 func (c *rfc2544Config) run(ctx context.Context, out, errOut io.Writer) error {
 	opts := c.options(out)
 	var stream *recordStream
-	if c.format != formatText {
+	if streamed(c.format) {
 		opts.Out = errOut
 		// The parameters the run will record, defaults filled in: every
 		// record carries them.

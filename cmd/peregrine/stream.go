@@ -31,6 +31,9 @@ func checkFormat(f string) error {
 	return fmt.Errorf("--format %q: give text, jsonl (one JSON object per line) or csv", f)
 }
 
+// streamed reports whether format streams records (not text).
+func streamed(format string) bool { return format == formatJSONL || format == formatCSV }
+
 // recordStream writes records as JSON lines or CSV rows. A JSON line is
 // {"type": ..., "params": {...}, FIELD: VALUE...}; a CSV row has the
 // columns type, the fields named at creation, then one param_NAME column
@@ -48,7 +51,7 @@ type recordStream struct {
 // newRecordStream returns nil for the text format: a nil stream writes
 // nothing.
 func newRecordStream(format string, w io.Writer, params map[string]any, cols ...string) *recordStream {
-	if format != formatJSONL && format != formatCSV {
+	if !streamed(format) {
 		return nil
 	}
 	return &recordStream{format: format, w: w, csv: csv.NewWriter(w), params: params,
