@@ -125,7 +125,9 @@ func (r *vethRun) setUpTestpmd(ctx context.Context) (func(), error) {
 		// A killed testpmd leaves its XDP programs (libxdp attaches them
 		// through netlink): remove them for the next DUT.
 		for _, ifname := range []string{t.FwdGenIf, t.FwdSinkIf} {
-			_, _ = t.Fwd.Exec("ip", "link", "set", "dev", ifname, "xdp", "off")
+			if _, err := t.Fwd.ClearXDP(ifname); err != nil {
+				fmt.Fprintf(r.opts.Out, "# testpmd: %v\n", err)
+			}
 		}
 	}
 	select {

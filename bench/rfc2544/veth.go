@@ -50,9 +50,6 @@ const (
 	// forwarding loop (testpmd: its forwarding lcore).
 	trafficCPU = 0
 	dutCPU     = 1
-	// topologyMTU lets a 1518-byte frame (1514 without FCS) and IMIX's
-	// through every path.
-	topologyMTU = 1518 - 14
 )
 
 // VethOptions configure RunVeth. Zero fields take their defaults.
@@ -180,7 +177,7 @@ func RunVeth(ctx context.Context, opts VethOptions) (rep *Report, err error) {
 	ports := [2]string{opts.TxPort, opts.RxPort}
 	if opts.DUTs[0] != DUTExternal {
 		ifPrefix := "r" + opts.Prefix[max(0, len(opts.Prefix)-8):]
-		r.topo, err = netns.ThreeNS(opts.Prefix, ifPrefix, netns.VethOptions{GRO: true, MTU: topologyMTU})
+		r.topo, err = netns.BenchThreeNS(opts.Prefix, ifPrefix)
 		if err != nil {
 			return nil, err
 		}

@@ -76,7 +76,7 @@ func TestRunVethExternalDUT(t *testing.T) {
 		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
 	}
 	prefix := fmt.Sprintf("pgx%d", os.Getpid()%100000)
-	topo, err := netns.ThreeNS(prefix, "x"+prefix[3:], netns.VethOptions{GRO: true, MTU: topologyMTU})
+	topo, err := netns.BenchThreeNS(prefix, "x"+prefix[3:])
 	require.NoError(t, err)
 	defer func() { require.NoError(t, topo.Delete()) }()
 	del, err := topo.Bridge("brx" + prefix[3:])

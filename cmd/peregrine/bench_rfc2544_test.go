@@ -196,7 +196,7 @@ func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
 		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
 	}
 	prefix := fmt.Sprintf("pge%d", os.Getpid()%100000)
-	topo, err := netns.ThreeNS(prefix, "e"+prefix[3:], netns.VethOptions{GRO: true, MTU: 1504})
+	topo, err := netns.BenchThreeNS(prefix, "e"+prefix[3:])
 	require.NoError(t, err)
 	defer func() { require.NoError(t, topo.Delete()) }()
 	del, err := topo.Bridge("bre" + prefix[3:])
