@@ -26,7 +26,7 @@ const (
 	MaxRounds       = 15
 	MinDuration     = 100 * time.Millisecond
 	MaxDuration     = time.Minute
-	topologyMTU = netns.BenchMTU
+	topologyMTU     = netns.BenchMTU
 	// genCPU and dutCPU: the generator and the kernel work it causes on
 	// CPU 0 (with testpmd's main lcore), the device under test on CPU 1
 	// (testpmd's forwarding lcore).
