@@ -308,6 +308,14 @@ on CPU 1) and dpdk-testpmd (io over net_af_xdp, when installed), size by
 size, alternating. Traffic is peregrine's generator and receiver (AF_XDP,
 one loop on CPU 0), one flow per trial.
 
+--duts external measures your own device instead: nothing is created, the
+traffic leaves by --tx-port and comes back on --rx-port (any port spec),
+198.18.0.1 -> 198.19.0.1, to --rx-port's MAC or --dst-mac. --dut is --duts.
+-c FILE sets every flag from YAML (configs/bench/rfc2544.yaml lists them);
+a flag given on the command line wins. --format jsonl|csv streams every
+trial, each DUT and size's result and the summary on stdout, each with
+every parameter (the text then goes to stderr).
+
 For each frame size (on the wire, with FCS; imix is 7:4:1 of 64/594/1518):
   throughput    NDR and PDR by an MLRsearch-style search: trials lengthen
                 from --initial-duration to --duration while the bounds narrow
@@ -332,7 +340,9 @@ run takes tens of minutes (each DUT and size: a few dozen trials of up to
 namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rfc2544
   sudo peregrine bench rfc2544 --sizes 64,1518 --duration 2s --max-rate 2mpps
-  sudo peregrine bench rfc2544 --duts fwd --sizes 64 --measures throughput --duration 100ms   # a quick look`,
+  sudo peregrine bench rfc2544 --duts fwd --sizes 64 --measures throughput --duration 100ms   # a quick look
+  sudo peregrine bench rfc2544 --dut external --tx-port afxdp:eth1 --rx-port afxdp:eth2 --format jsonl
+  sudo peregrine bench rfc2544 -c configs/bench/rfc2544.yaml`,
 		Args: cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := c.load(cmd.Flags()); err != nil {
