@@ -70,6 +70,11 @@ func loadFlagFile(fs *pflag.FlagSet, path string, fields []fileField) (flagOrigi
 	if len(data) > config.MaxFileBytes {
 		return nil, fmt.Errorf("%s: larger than %d KiB: not a configuration (see configs/ for an example)", path, config.MaxFileBytes>>10)
 	}
+	return applyFlagFile(fs, path, data, fields)
+}
+
+// applyFlagFile is loadFlagFile on the file's contents, data.
+func applyFlagFile(fs *pflag.FlagSet, path string, data []byte, fields []fileField) (flagOrigin, error) {
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
