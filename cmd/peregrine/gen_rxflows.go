@@ -152,7 +152,7 @@ func (run *rxFlowRun) flowTotals() (map[string]any, []traffic.FlowRecord) {
 		return nil, nil
 	}
 	flows, _, _ := run.sinks.Flows()
-	recs := traffic.FlowRecords(flows, run.srcPort)
+	recs := traffic.FlowRecords(flows, run.sinks.FlowLatencies(), run.srcPort)
 	var lost, dups, reord, maxExt, flowsLost uint64
 	for _, f := range recs {
 		lost, dups, reord = lost+f.Lost, dups+f.Duplicates, reord+f.Reordered

@@ -76,6 +76,9 @@ func TestGenRxPerFlowOverVeth(t *testing.T) {
 	for _, f := range table.Flows {
 		require.Equal(t, uint64(count/flows), f.Received, "flow %d", f.Flow)
 		require.Positive(t, f.LatencyMin)
+		require.LessOrEqual(t, f.LatencyP50, f.LatencyP99, "flow %d", f.Flow)
+		require.LessOrEqual(t, f.LatencyP99, f.LatencyMax, "flow %d", f.Flow)
+		require.GreaterOrEqual(t, f.LatencyP50, f.LatencyMin*7/8, "flow %d", f.Flow)
 		got += f.Received
 	}
 	require.Equal(t, uint64(count), got)
