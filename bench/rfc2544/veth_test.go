@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/pmd/netns"
+	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
 
 // TestRunVethTinyTrials runs the whole harness as root with tiny trials:
@@ -72,16 +72,7 @@ func TestRunVethTinyTrials(t *testing.T) {
 // must end at MaxRate, every trial record must reach OnTrial, and the
 // topology the test built must be left alone.
 func TestRunVethExternalDUT(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
-	}
-	prefix := fmt.Sprintf("pgx%d", os.Getpid()%100000)
-	topo, err := netns.BenchThreeNS(prefix, "x"+prefix[3:])
-	require.NoError(t, err)
-	defer func() { require.NoError(t, topo.Delete()) }()
-	del, err := topo.Bridge("brx" + prefix[3:])
-	require.NoError(t, err)
-	defer func() { require.NoError(t, del()) }()
+	topo, br := netnstest.BenchBridge(t)
 
 	var out bytes.Buffer
 	var trials []TrialRecord
@@ -110,7 +101,7 @@ func TestRunVethExternalDUT(t *testing.T) {
 	require.Len(t, trials, len(s.Searches[0].Trials))
 	require.Contains(t, rep.Parameters["topology"], "external DUT between afxdp:"+topo.GenIf)
 	// The user's topology is still there.
-	_, err = topo.Fwd.Exec("ip", "link", "show", "brx"+prefix[3:])
+	_, err = topo.Fwd.Exec("ip", "link", "show", br)
 	require.NoError(t, err)
 }
 

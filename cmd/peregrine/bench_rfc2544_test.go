@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/pmd/netns"
+	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
 
 // TestBenchRFC2544WritesTheReportAndJSON runs the command as root with
@@ -192,16 +192,7 @@ func TestRecordStreamFormats(t *testing.T) {
 // a record per trial, one result and the summary, each with the run's
 // parameters; the text went to stderr.
 func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
-	}
-	prefix := fmt.Sprintf("pge%d", os.Getpid()%100000)
-	topo, err := netns.BenchThreeNS(prefix, "e"+prefix[3:])
-	require.NoError(t, err)
-	defer func() { require.NoError(t, topo.Delete()) }()
-	del, err := topo.Bridge("bre" + prefix[3:])
-	require.NoError(t, err)
-	defer func() { require.NoError(t, del()) }()
+	topo, _ := netnstest.BenchBridge(t)
 
 	dir := t.TempDir()
 	cmd := newBenchRFC2544Command()
