@@ -200,6 +200,15 @@ func (s *Sinks) Flows() (flows []traffic.FlowStats, total hist.HDR, intervals ui
 	return flows, total, intervals
 }
 
+// FlowLatencies merges the sinks' per-flow latency histograms, as of
+// Stop (nil before, and without PerFlow).
+func (s *Sinks) FlowLatencies() (lats []traffic.FlowLatency) {
+	for _, sk := range s.Sinks {
+		lats = traffic.MergeFlowLatencies(lats, sk.FlowLatencies())
+	}
+	return lats
+}
+
 // TakeIntervals merges the sinks' traffic.Sink.TakeIntervals.
 func (s *Sinks) TakeIntervals() (h hist.HDR) {
 	for _, sk := range s.Sinks {

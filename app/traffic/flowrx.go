@@ -14,7 +14,8 @@ import (
 // copies both, and the flows, into the published snapshot under mu.
 type flowRx struct {
 	flows     []FlowStats
-	cur       hist.HDR // this interval's latencies
+	lat       []FlowLatency // per flow, beside flows: an in-order frame's hot line stays FlowStats' first
+	cur       hist.HDR      // this interval's latencies
 	nextClose clock.Time
 	negative  uint64 // frames whose stamp is ahead of now (clocks not comparable): not recorded
 
@@ -24,10 +25,13 @@ type flowRx struct {
 	closed  atomic.Uint64
 	snap    []FlowStats
 	negSnap uint64
+	// latSnap is lat as of Stop: copied once, not every interval (a
+	// kilobyte per flow).
+	latSnap []FlowLatency
 }
 
 func newFlowRx(flows int) *flowRx {
-	return &flowRx{flows: make([]FlowStats, flows), snap: make([]FlowStats, flows)}
+	return &flowRx{flows: make([]FlowStats, flows), lat: make([]FlowLatency, flows), snap: make([]FlowStats, flows)}
 }
 
 // frame accounts one stamped frame of a tracked flow, in st's counters
@@ -51,6 +55,7 @@ func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool,
 		return
 	}
 	f.latency(uint64(lat))
+	r.lat[flow].record(uint64(lat))
 	r.cur.Record(uint64(lat))
 }
 
@@ -62,6 +67,9 @@ func (r *flowRx) close(now clock.Time, every time.Duration) {
 	r.pending.Merge(&r.cur)
 	copy(r.snap, r.flows)
 	r.negSnap = r.negative
+	if every == 0 {
+		r.latSnap = append(r.latSnap[:0], r.lat...)
+	}
 	r.mu.Unlock()
 	r.closed.Add(1)
 	r.cur.Reset()
@@ -93,6 +101,22 @@ func (s *Sink) Flows() []FlowStats {
 	defer s.rx.mu.Unlock()
 	out := make([]FlowStats, len(s.rx.snap))
 	copy(out, s.rx.snap)
+	return out
+}
+
+// FlowLatencies returns a copy of each flow's latency histogram as of
+// Stop (nil before, and without PerFlow). Safe from any goroutine.
+func (s *Sink) FlowLatencies() []FlowLatency {
+	if s.rx == nil {
+		return nil
+	}
+	s.rx.mu.Lock()
+	defer s.rx.mu.Unlock()
+	if s.rx.latSnap == nil {
+		return nil
+	}
+	out := make([]FlowLatency, len(s.rx.latSnap))
+	copy(out, s.rx.latSnap)
 	return out
 }
 

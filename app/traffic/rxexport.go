@@ -68,11 +68,17 @@ type FlowRecord struct {
 	LatencyMin    uint64  `json:"latency_min_ns"`
 	LatencyMean   float64 `json:"latency_mean_ns"`
 	LatencyMax    uint64  `json:"latency_max_ns"`
+	// The flow's latency quantiles, within 12.5 % (FlowLatency); 0
+	// without its histogram.
+	LatencyP50  uint64 `json:"latency_p50_ns"`
+	LatencyP99  uint64 `json:"latency_p99_ns"`
+	LatencyP999 uint64 `json:"latency_p99_9_ns"`
 }
 
 // FlowRecords lists the flows that received anything, flow i sent from
-// source port srcPort+i.
-func FlowRecords(flows []FlowStats, srcPort int) []FlowRecord {
+// source port srcPort+i; lats, when not nil, are the flows' latency
+// histograms (Sink.FlowLatencies).
+func FlowRecords(flows []FlowStats, lats []FlowLatency, srcPort int) []FlowRecord {
 	var out []FlowRecord
 	for i := range flows {
 		f := &flows[i]
@@ -82,12 +88,16 @@ func FlowRecords(flows []FlowStats, srcPort int) []FlowRecord {
 		out = append(out, FlowRecord{Flow: i, SrcPort: srcPort + i, Received: f.Received, Lost: f.Lost(), Duplicates: f.Duplicates,
 			Reordered: f.Reordered, MaxExtent: f.MaxExtent, MeanExtent: f.MeanExtent(), ExtentUnknown: f.ExtentUnknown,
 			LatencyMin: f.LatencyMin, LatencyMean: f.LatencyMean(), LatencyMax: f.LatencyMax})
+		if i < len(lats) {
+			r := &out[len(out)-1]
+			r.LatencyP50, r.LatencyP99, r.LatencyP999 = lats[i].Quantile(0.5), lats[i].Quantile(0.99), lats[i].Quantile(0.999)
+		}
 	}
 	return out
 }
 
 // FlowCSVHeader heads WriteFlowsCSV's rows.
-const FlowCSVHeader = "flow,src_port,received,lost,duplicates,reordered,reordering_extent_max,reordering_extent_mean,latency_min_ns,latency_mean_ns,latency_max_ns\n"
+const FlowCSVHeader = "flow,src_port,received,lost,duplicates,reordered,reordering_extent_max,reordering_extent_mean,latency_min_ns,latency_mean_ns,latency_max_ns,latency_p50_ns,latency_p99_ns,latency_p99_9_ns\n"
 
 // WriteFlowsCSV writes the header and one row per flow.
 func WriteFlowsCSV(w io.Writer, recs []FlowRecord) error {
@@ -95,8 +105,8 @@ func WriteFlowsCSV(w io.Writer, recs []FlowRecord) error {
 		return err
 	}
 	for _, r := range recs {
-		if _, err := fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d,%d,%.2f,%d,%.0f,%d\n", r.Flow, r.SrcPort, r.Received, r.Lost, r.Duplicates,
-			r.Reordered, r.MaxExtent, r.MeanExtent, r.LatencyMin, r.LatencyMean, r.LatencyMax); err != nil {
+		if _, err := fmt.Fprintf(w, "%d,%d,%d,%d,%d,%d,%d,%.2f,%d,%.0f,%d,%d,%d,%d\n", r.Flow, r.SrcPort, r.Received, r.Lost, r.Duplicates,
+			r.Reordered, r.MaxExtent, r.MeanExtent, r.LatencyMin, r.LatencyMean, r.LatencyMax, r.LatencyP50, r.LatencyP99, r.LatencyP999); err != nil {
 			return err
 		}
 	}

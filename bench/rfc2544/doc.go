@@ -66,8 +66,8 @@
 //
 // # Over veth (RunVeth, `peregrine bench rfc2544`)
 //
-// RunVeth builds gen ↔ fwd ↔ sink (netns.ThreeNS: three namespaces, two
-// veth pairs, MTU 1504, GRO on, addresses in 198.18.0.0/15) and opens the
+// RunVeth builds gen ↔ fwd ↔ sink (netns.BenchThreeNS: three namespaces,
+// two veth pairs, MTU 1504, GRO on, addresses in 198.18.0.0/15) and opens the
 // traffic side once: AF_XDP ports on the gen and sink ends, polled by one
 // busy loop pinned to CPU 0 that runs a single stage (trialStage). A trial
 // builds a fresh traffic.Generator (one flow, rate-limited, Count frames,
@@ -89,6 +89,12 @@
 // peregrine fwd searches Repeats times (search_repeatability). The ratios
 // are ndr_64b_fwd_vs_testpmd and ndr_1518b_fwd_vs_testpmd (>= 1),
 // ndr_64b_fwd_vs_kernel_bridge (>= 2) and search_repeatability (<= 1.10).
+//
+// With DUTExternal nothing is built: the traffic side opens the two
+// ports the user names (VethOptions.TxPort and RxPort, any port spec)
+// around their own device and measures it the same way, addressed
+// ExternalSrcIP → ExternalDstIP, TX port's MAC → RX port's (or DstMAC).
+// OnTrial sees every search trial as it ends (streamed results).
 //
 // On a two-CPU machine a busy-polling DUT (fwd, testpmd) and the busy
 // traffic loop hold both CPUs, so the controller goroutine and the Go

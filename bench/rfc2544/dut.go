@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	_ "github.com/peregrine-net/peregrine/pmd/afxdp" // registers afxdp:
+	"github.com/peregrine-net/peregrine/pmd/netns"
 )
 
 // setUp starts DUT d in the fwd namespace between its two interfaces and
@@ -26,6 +26,9 @@ func (r *vethRun) setUp(ctx context.Context, d string) (func(), error) {
 		return r.setUpBridge()
 	case DUTTestpmd:
 		return r.setUpTestpmd(ctx)
+	case DUTExternal:
+		// The user's device is already between the ports.
+		return func() {}, nil
 	}
 	return nil, fmt.Errorf("unknown DUT %q", d)
 }
@@ -85,30 +88,16 @@ func (r *vethRun) setUpFwd() (func(), error) {
 // forwarding, in softirq, where the frames arrive).
 func (r *vethRun) setUpBridge() (func(), error) {
 	t := r.topo
-	br := "br" + t.FwdGenIf[:len(t.FwdGenIf)-len("-f0")]
-	if len(br) > 15 {
-		br = br[:15]
+	br := "br" + t.FwdGenIf[:len(t.FwdGenIf)-len(netns.FwdGenIfSuffix)]
+	del, err := t.Bridge(br[:min(len(br), netns.MaxIfNameLen)])
+	if err != nil {
+		return nil, err
 	}
-	ip := func(args ...string) error {
-		out, err := t.Fwd.Exec(append([]string{"ip"}, args...)...)
-		if err != nil {
-			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+	return func() {
+		if err := del(); err != nil {
+			fmt.Fprintf(r.opts.Out, "# kernel: deleting the bridge: %v\n", err)
 		}
-		return nil
-	}
-	del := func() { _ = ip("link", "del", br) }
-	for _, step := range [][]string{
-		{"link", "add", br, "type", "bridge"},
-		{"link", "set", t.FwdGenIf, "master", br},
-		{"link", "set", t.FwdSinkIf, "master", br},
-		{"link", "set", br, "up"},
-	} {
-		if err := ip(step...); err != nil {
-			del()
-			return nil, err
-		}
-	}
-	return del, nil
+	}, nil
 }
 
 // setUpTestpmd runs dpdk-testpmd in io mode over net_af_xdp on the two
@@ -136,7 +125,9 @@ func (r *vethRun) setUpTestpmd(ctx context.Context) (func(), error) {
 		// A killed testpmd leaves its XDP programs (libxdp attaches them
 		// through netlink): remove them for the next DUT.
 		for _, ifname := range []string{t.FwdGenIf, t.FwdSinkIf} {
-			_, _ = t.Fwd.Exec("ip", "link", "set", "dev", ifname, "xdp", "off")
+			if _, err := t.Fwd.ClearXDP(ifname); err != nil {
+				fmt.Fprintf(r.opts.Out, "# testpmd: %v\n", err)
+			}
 		}
 	}
 	select {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -25,10 +27,21 @@ const (
 	DUTFwd     = "fwd"     // peregrine fwd: io forwarding between two AF_XDP ports
 	DUTKernel  = "kernel"  // a Linux bridge between the two interfaces
 	DUTTestpmd = "testpmd" // dpdk-testpmd io forwarding over net_af_xdp
+	// DUTExternal is the user's own device between VethOptions.TxPort and
+	// RxPort: no topology is built and nothing is set up.
+	DUTExternal = "external"
 )
 
-// DUTs lists them in the order each size measures them.
+// DUTs lists the DUTs of the created topology in the order each size
+// measures them.
 var DUTs = []string{DUTKernel, DUTFwd, DUTTestpmd}
+
+// External addresses: what the generator sends with an external DUT (both
+// in 198.18.0.0/15, the benchmarking range of RFC 2544 appendix C).
+var (
+	ExternalSrcIP = netip.MustParseAddr("198.18.0.1")
+	ExternalDstIP = netip.MustParseAddr("198.19.0.1")
+)
 
 // Defaults of VethOptions.
 const (
@@ -37,9 +50,6 @@ const (
 	// forwarding loop (testpmd: its forwarding lcore).
 	trafficCPU = 0
 	dutCPU     = 1
-	// topologyMTU lets a 1518-byte frame (1514 without FCS) and IMIX's
-	// through every path.
-	topologyMTU = 1518 - 14
 )
 
 // VethOptions configure RunVeth. Zero fields take their defaults.
@@ -63,6 +73,17 @@ type VethOptions struct {
 	// Prefix names the namespaces PREFIX-gen, -fwd and -sink (default
 	// "pg2544" and the process id).
 	Prefix string
+	// TxPort and RxPort are the port specs (afxdp:IF, afpacket:IF, ...)
+	// the traffic leaves by and comes back on when DUTs is
+	// [DUTExternal]: the user's device sits between them. Frames go from
+	// the TX port's MAC to DstMAC (default the RX port's MAC: right for a
+	// bridge or a switch; give a router's), ExternalSrcIP to
+	// ExternalDstIP.
+	TxPort, RxPort string
+	DstMAC         net.HardwareAddr
+	// OnTrial, when set, gets every search trial, with its DUT and size
+	// (streamed results).
+	OnTrial func(dut string, size FrameSize, t TrialRecord)
 }
 
 // ErrNotRoot is returned without the privileges the run needs.
@@ -84,10 +105,19 @@ func (o *VethOptions) validate() error {
 	if len(o.DUTs) == 0 {
 		o.DUTs = slices.Clone(DUTs)
 	}
+	external := slices.Contains(o.DUTs, DUTExternal)
 	for _, d := range o.DUTs {
-		if !slices.Contains(DUTs, d) {
-			return fmt.Errorf("rfc2544: DUT %q: give %s", d, strings.Join(DUTs, ", "))
+		if !slices.Contains(DUTs, d) && d != DUTExternal {
+			return fmt.Errorf("rfc2544: DUT %q: give %s or %s", d, strings.Join(DUTs, ", "), DUTExternal)
 		}
+	}
+	switch {
+	case external && len(o.DUTs) > 1:
+		return fmt.Errorf("rfc2544: DUT %s runs alone: its ports are the user's, the others' are the created topology's", DUTExternal)
+	case external && (o.TxPort == "" || o.RxPort == ""):
+		return fmt.Errorf("rfc2544: DUT %s needs TxPort and RxPort: the ports on either side of it", DUTExternal)
+	case !external && (o.TxPort != "" || o.RxPort != "" || o.DstMAC != nil):
+		return fmt.Errorf("rfc2544: TxPort, RxPort and DstMAC name the ports around DUT %s: the other DUTs use the topology they create", DUTExternal)
 	}
 	if o.Prefix == "" {
 		o.Prefix = fmt.Sprintf("pg2544%d", os.Getpid())
@@ -105,13 +135,23 @@ func (o *VethOptions) validate() error {
 	return nil
 }
 
-// vethRun is one run's topology and traffic pipeline.
+// Validated returns opts with its defaults filled in, as RunVeth will use
+// them (for Parameters before the run).
+func Validated(opts VethOptions) (VethOptions, error) {
+	err := opts.validate()
+	return opts, err
+}
+
+// vethRun is one run's topology (nil with an external DUT) and traffic
+// pipeline, and how its frames are addressed.
 type vethRun struct {
-	opts  VethOptions
-	topo  *netns.Topology3
-	tp    *app.Pipeline
-	stage *trialStage
-	trial int
+	opts           VethOptions
+	topo           *netns.Topology3
+	tp             *app.Pipeline
+	stage          *trialStage
+	trial          int
+	srcMAC, dstMAC net.HardwareAddr
+	srcIP, dstIP   netip.Addr
 }
 
 // RunVeth builds gen ↔ fwd ↔ sink (three namespaces, two veth pairs,
@@ -134,16 +174,31 @@ func RunVeth(ctx context.Context, opts VethOptions) (rep *Report, err error) {
 		}
 	}
 	r := &vethRun{opts: opts}
-	ifPrefix := "r" + opts.Prefix[max(0, len(opts.Prefix)-8):]
-	r.topo, err = netns.ThreeNS(opts.Prefix, ifPrefix, netns.VethOptions{GRO: true, MTU: topologyMTU})
-	if err != nil {
-		return nil, err
+	ports := [2]string{opts.TxPort, opts.RxPort}
+	if opts.DUTs[0] != DUTExternal {
+		ifPrefix := "r" + opts.Prefix[max(0, len(opts.Prefix)-8):]
+		r.topo, err = netns.BenchThreeNS(opts.Prefix, ifPrefix)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, r.topo.Delete()) }()
+		t := r.topo
+		ports = [2]string{fmt.Sprintf("afxdp:%s?netns=%s", t.GenIf, t.Gen.Name), fmt.Sprintf("afxdp:%s?netns=%s", t.SinkIf, t.Sink.Name)}
+		r.srcMAC, r.dstMAC, r.srcIP, r.dstIP = t.GenMAC, t.SinkMAC, t.GenAddr.Addr(), t.SinkAddr.Addr()
 	}
-	defer func() { err = errors.Join(err, r.topo.Delete()) }()
-	if err := r.openTraffic(); err != nil {
+	if err := r.openTraffic(ports); err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, r.tp.Stop()) }()
+	if r.topo == nil {
+		r.srcMAC, r.dstMAC, r.srcIP, r.dstIP = r.tp.Port(0).Info().MAC, r.tp.Port(1).Info().MAC, ExternalSrcIP, ExternalDstIP
+		if opts.DstMAC != nil {
+			r.dstMAC = opts.DstMAC
+		}
+		if len(r.srcMAC) != 6 || len(r.dstMAC) != 6 {
+			return nil, fmt.Errorf("rfc2544: the ports %s and %s have no Ethernet address to send from and to: give DstMAC and Ethernet ports", opts.TxPort, opts.RxPort)
+		}
+	}
 
 	results := map[string]*Result{}
 	for _, d := range opts.DUTs {
@@ -169,31 +224,46 @@ func RunVeth(ctx context.Context, opts VethOptions) (rep *Report, err error) {
 
 // parameters records every setting that shaped the figures.
 func (r *vethRun) parameters() map[string]any {
-	m, s := r.opts.Method, r.opts.Method.Search
+	p := Parameters(r.opts)
+	if r.topo == nil {
+		p["topology"] = fmt.Sprintf("%s; frames %s -> %s, %s -> %s", p["topology"], r.srcMAC, r.dstMAC, r.srcIP, r.dstIP)
+	}
+	return p
+}
+
+// Parameters lists the settings of opts (validated) that shape the
+// figures: the report's parameters, and what every streamed record
+// carries.
+func Parameters(opts VethOptions) map[string]any {
+	m, s := opts.Method, opts.Method.Search
 	sizes := make([]string, len(m.Sizes))
 	for i, x := range m.Sizes {
 		sizes[i] = x.String()
 	}
-	return map[string]any{
-		"duts": strings.Join(r.opts.DUTs, ","), "sizes": strings.Join(sizes, ","), "max_rate_fps": r.opts.MaxRate,
+	p := map[string]any{
+		"duts": strings.Join(opts.DUTs, ","), "sizes": strings.Join(sizes, ","), "max_rate_fps": opts.MaxRate,
 		"trial_duration": s.Duration.String(), "initial_trial_duration": s.InitialDuration.String(), "width": s.Width,
 		"pdr_loss": s.PDRLoss, "exceed_ratio": s.ExceedRatio, "sum_factor": s.SumFactor, "max_trials": s.MaxTrials,
-		"repeats_fwd": r.opts.Repeats, "repeat_size": m.RepeatSize.String(), "latency_loads_of_ndr": fmt.Sprint(m.LatencyLoads),
+		"repeats_fwd": opts.Repeats, "repeat_size": m.RepeatSize.String(), "latency_loads_of_ndr": fmt.Sprint(m.LatencyLoads),
 		"loss_loads_of_max": fmt.Sprint(m.LossLoads), "burst_trials": m.BurstTrials, "burst_duration": m.BurstDuration.String(),
 		"measures": fmt.Sprint(m.Measures), "topology": "gen ↔ fwd ↔ sink, 3 namespaces, veth, MTU 1504, GRO on, 198.18.0.0/30 and 198.18.0.4/30",
 		"traffic": "peregrine generator and receiver, AF_XDP copy mode, one loop on CPU 0", "dut_cpu": dutCPU,
 		"frame_size": "on the wire with FCS; frames are 4 bytes shorter", "imix": "7:4:1 of 64/594/1518",
 	}
+	if slices.Contains(opts.DUTs, DUTExternal) {
+		p["topology"] = fmt.Sprintf("external DUT between %s and %s", opts.TxPort, opts.RxPort)
+		p["traffic"] = "peregrine generator and receiver, one loop on CPU 0"
+		delete(p, "dut_cpu")
+	}
+	return p
 }
 
-// openTraffic opens the generator's and the receiver's AF_XDP ports and
-// starts their loop.
-func (r *vethRun) openTraffic() error {
-	t := r.topo
+// openTraffic opens the generator's port (ports[0]) and the receiver's
+// (ports[1]) and starts their loop.
+func (r *vethRun) openTraffic(ports [2]string) error {
 	p, err := app.New(app.Options{
-		Pool: mbuf.Options{Name: "rfc2544-traffic", Frames: 16384},
-		Ports: []string{fmt.Sprintf("afxdp:%s?netns=%s", t.GenIf, t.Gen.Name),
-			fmt.Sprintf("afxdp:%s?netns=%s", t.SinkIf, t.Sink.Name)},
+		Pool:   mbuf.Options{Name: "rfc2544-traffic", Frames: 16384},
+		Ports:  ports[:],
 		Lcores: []app.Lcore{{Name: "rfc2544-traffic", CPU: trafficCPU}},
 		Idle:   lcore.IdlePolicy{Mode: lcore.IdleBusy},
 	})
@@ -232,6 +302,9 @@ func (r *vethRun) measure(ctx context.Context, d string, size FrameSize) (*Resul
 		m.Repeats = r.opts.Repeats
 	}
 	m.Progress = func(s string) { say("%s", s) }
+	if on := r.opts.OnTrial; on != nil {
+		m.Search.OnTrial = func(t TrialRecord) { on(d, size, t) }
+	}
 	return Run(ctx, r, d, m)
 }
 
@@ -261,11 +334,10 @@ func (r *vethRun) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error
 	}
 	r.trial++
 	srcPort := uint16(traffic.BaseSrcPort + r.trial%4096)
-	t := r.topo
 	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{
 		Port: r.tp.Port(0), Pool: r.tp.Pool(), Cache: r.tp.Cache(0), Sizes: sizes, Rate: spec.Rate, Count: spec.Count(),
-		SrcMAC: t.GenMAC, DstMAC: t.SinkMAC,
-		Addressing: &traffic.Addressing{SrcPort: srcPort, SrcIP: traffic.IPRange{Lo: t.GenAddr.Addr(), Hi: t.GenAddr.Addr()}, DstIP: traffic.IPRange{Lo: t.SinkAddr.Addr(), Hi: t.SinkAddr.Addr()}},
+		SrcMAC: r.srcMAC, DstMAC: r.dstMAC,
+		Addressing: &traffic.Addressing{SrcPort: srcPort, SrcIP: traffic.IPRange{Lo: r.srcIP, Hi: r.srcIP}, DstIP: traffic.IPRange{Lo: r.dstIP, Hi: r.dstIP}},
 	})
 	if err != nil {
 		return TrialResult{}, err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
 
 // TestRunVethTinyTrials runs the whole harness as root with tiny trials:
@@ -61,4 +63,56 @@ func TestRunVethTinyTrials(t *testing.T) {
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
 	require.Contains(t, md.String(), "| fwd | 64B | 20000")
+}
+
+// TestRunVethExternalDUT measures a device the harness did not build: the
+// test creates gen ↔ fwd ↔ sink and a Linux bridge in fwd itself, and
+// names the two outer ends as the ports, as a user names the ports around
+// their own DUT. The bridge forwards 20 kfps without loss, so the search
+// must end at MaxRate, every trial record must reach OnTrial, and the
+// topology the test built must be left alone.
+func TestRunVethExternalDUT(t *testing.T) {
+	topo, br := netnstest.BenchBridge(t)
+
+	var out bytes.Buffer
+	var trials []TrialRecord
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := RunVeth(ctx, VethOptions{
+		Out: &out, MaxRate: 20000, DUTs: []string{DUTExternal},
+		TxPort: fmt.Sprintf("afxdp:%s?netns=%s", topo.GenIf, topo.Gen.Name),
+		RxPort: fmt.Sprintf("afxdp:%s?netns=%s", topo.SinkIf, topo.Sink.Name),
+		Method: Options{
+			Search:   SearchOptions{Duration: 20 * time.Millisecond, InitialDuration: 10 * time.Millisecond, Width: 0.05},
+			Sizes:    []FrameSize{64},
+			Measures: []Measure{Throughput},
+		},
+		OnTrial: func(dut string, size FrameSize, tr TrialRecord) {
+			require.Equal(t, DUTExternal, dut)
+			require.Equal(t, FrameSize(64), size)
+			trials = append(trials, tr)
+		},
+	})
+	require.NoError(t, err, out.String())
+	require.Len(t, rep.Results, 1)
+	s := rep.Results[0].Size(64)
+	require.NotNil(t, s)
+	require.Equal(t, 20000.0, s.NDR, out.String())
+	require.Len(t, trials, len(s.Searches[0].Trials))
+	require.Contains(t, rep.Parameters["topology"], "external DUT between afxdp:"+topo.GenIf)
+	// The user's topology is still there.
+	_, err = topo.Fwd.Exec("ip", "link", "show", br)
+	require.NoError(t, err)
+}
+
+func TestVethOptionsRefuseMixedPorts(t *testing.T) {
+	for _, o := range []VethOptions{
+		{DUTs: []string{DUTExternal}},
+		{DUTs: []string{DUTExternal}, TxPort: "afxdp:a"},
+		{DUTs: []string{DUTExternal, DUTFwd}, TxPort: "afxdp:a", RxPort: "afxdp:b"},
+		{DUTs: []string{DUTFwd}, TxPort: "afxdp:a", RxPort: "afxdp:b"},
+	} {
+		o.Out = &bytes.Buffer{}
+		require.Error(t, o.validate(), "%+v", o)
+	}
 }

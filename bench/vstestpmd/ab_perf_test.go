@@ -55,10 +55,9 @@ func TestPeregrineAB(t *testing.T) {
 	variants := strings.Split(f[4], "|")
 
 	prefix := fmt.Sprintf("pgab%d", os.Getpid()%100000)
-	topo, err := netns.ThreeNS(prefix, prefix, netns.VethOptions{GRO: true, MTU: topologyMTU})
+	topo, err := netns.BenchThreeNS(prefix, prefix)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, topo.Delete()) }()
-	require.NoError(t, rearmGRO(topo))
 	sink, err := kgen.AttachSink(topo.Sink, topo.SinkIf)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, sink.Detach()) }()

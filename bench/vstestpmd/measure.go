@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/peregrine-net/peregrine/app"
@@ -394,7 +393,7 @@ func (b *bench) testpmd(ctx context.Context, c comparison, size int) (res result
 		// which would block the next AF_XDP port. These interfaces are
 		// ours: remove what is left.
 		for _, ifname := range used {
-			_, cerr := clearLeftoverXDP(b.topo.Fwd, ifname)
+			_, cerr := b.topo.Fwd.ClearXDP(ifname)
 			err = errors.Join(err, cerr)
 		}
 	}()
@@ -458,22 +457,6 @@ func xskDetail(p port.Port) string {
 		k.RxFillRingEmptyDescs += q.RxFillRingEmptyDescs
 	}
 	return fmt.Sprintf(" (xsk: rx_dropped %d rx_ring_full %d fill_ring_empty %d)", k.RxDropped, k.RxRingFull, k.RxFillRingEmptyDescs)
-}
-
-// clearLeftoverXDP removes an XDP program left on ifname in ns and reports
-// whether there was one.
-func clearLeftoverXDP(ns *netns.NS, ifname string) (bool, error) {
-	out, err := ns.Exec("ip", "link", "show", "dev", ifname)
-	if err != nil {
-		return false, err
-	}
-	if !strings.Contains(string(out), "prog/xdp") {
-		return false, nil
-	}
-	if _, err := ns.Exec("ip", "link", "set", "dev", ifname, "xdp", "off"); err != nil {
-		return true, fmt.Errorf("vstestpmd: removing the XDP program testpmd left on %s: %w", ifname, err)
-	}
-	return true, nil
 }
 
 // threads counts the process's threads (not allocation-free: call it

@@ -26,9 +26,7 @@ const (
 	MaxRounds       = 15
 	MinDuration     = 100 * time.Millisecond
 	MaxDuration     = time.Minute
-	// topologyMTU lets a 1518-byte frame (without FCS) through every path:
-	// AF_PACKET refuses to send frames longer than MTU + 14 bytes.
-	topologyMTU = 1518 - 14
+	topologyMTU     = netns.BenchMTU
 	// genCPU and dutCPU: the generator and the kernel work it causes on
 	// CPU 0 (with testpmd's main lcore), the device under test on CPU 1
 	// (testpmd's forwarding lcore).
@@ -164,7 +162,7 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 		return 0, 0, fmt.Errorf("vstestpmd: dpdk-testpmd not found (run hack/install-deps.sh as root): %w", anchor.ErrNotInstalled)
 	}
 
-	topo, err := netns.ThreeNS(opts.Prefix, opts.Prefix, netns.VethOptions{GRO: true, MTU: topologyMTU})
+	topo, err := netns.BenchThreeNS(opts.Prefix, opts.Prefix)
 	if err != nil {
 		return 0, 0, fmt.Errorf("vstestpmd: building the topology: %w", err)
 	}
@@ -173,9 +171,6 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 			err = errors.Join(err, fmt.Errorf("vstestpmd: deleting the topology: %w", derr))
 		}
 	}()
-	if err := rearmGRO(topo); err != nil {
-		return 0, 0, err
-	}
 	sink, err := kgen.AttachSink(topo.Sink, topo.SinkIf)
 	if err != nil {
 		return 0, 0, fmt.Errorf("vstestpmd: attaching the sink: %w", err)
@@ -266,26 +261,6 @@ func Run(ctx context.Context, opts Options) (pass, fail int, err error) {
 	rep.Note("measured in %.0fs", time.Since(began).Seconds())
 	pass, fail = rep.Summary()
 	return pass, fail, nil
-}
-
-// rearmGRO turns GRO off and on again on the fwd namespace's interfaces,
-// now that they are up. netns turns GRO on before it brings a link up, and
-// on this kernel (6.18) a veth whose GRO came on while it was down runs
-// its NAPI but does not mark its peer as a target of XDP redirects: the
-// generator's frames (redirected into gen's end) are then dropped silently
-// until an XDP program has once been attached to fwd's end. The AF_XDP
-// comparisons attach one, so a full run worked by its order alone; an
-// AF_PACKET comparison run on its own (--only afpacket_io) received
-// nothing.
-func rearmGRO(topo *netns.Topology3) error {
-	for _, ifname := range []string{topo.FwdGenIf, topo.FwdSinkIf} {
-		for _, state := range []string{"off", "on"} {
-			if _, err := topo.Fwd.Exec("ethtool", "-K", ifname, "gro", state); err != nil {
-				return fmt.Errorf("vstestpmd: turning GRO %s on %s: %w", state, ifname, err)
-			}
-		}
-	}
-	return nil
 }
 
 // dpdkVersion reads the installed DPDK version from pkg-config, or "?".

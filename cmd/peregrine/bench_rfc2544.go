@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/bench/rfc2544"
 	"github.com/peregrine-net/peregrine/internal/units"
@@ -30,16 +34,67 @@ type rfc2544Config struct {
 	burstDuration        time.Duration
 	reportPath, jsonPath string
 	prefix               string
+	file                 string
+	txPort, rxPort       string
+	dstMAC               string
+	latencyLoads         string
+	lossLoads            string
+	format               string
 
 	// Parsed by check.
 	sizeList    []rfc2544.FrameSize
 	dutList     []string
 	measureList []rfc2544.Measure
 	rate        units.Rate
+	latLoads    []float64
+	lossList    []float64
+	mac         net.HardwareAddr
+	// origin says which values came from -c FILE, for the errors.
+	origin flagOrigin
+}
+
+// rfc2544Fields are the fields of `bench rfc2544 -c FILE`, each a flag.
+var rfc2544Fields = []fileField{
+	{"duts", "duts"}, {"tx_port", "tx-port"}, {"rx_port", "rx-port"}, {"dst_mac", "dst-mac"},
+	{"netns_prefix", "netns-prefix"}, {"max_rate", "max-rate"}, {"sizes", "sizes"}, {"measures", "measures"},
+	{"search.trial_duration", "duration"}, {"search.initial_trial_duration", "initial-duration"},
+	{"search.resolution", "width"}, {"search.pdr_loss", "pdr-loss"}, {"search.exceed_ratio", "exceed-ratio"},
+	{"search.sum_factor", "sum-factor"}, {"search.max_trials", "max-trials"}, {"search.repeats", "repeats"},
+	{"latency.loads_of_ndr", "latency-loads"}, {"frame_loss.loads_of_max", "loss-loads"},
+	{"back_to_back.trials", "burst-trials"}, {"back_to_back.max_duration", "burst-duration"},
+	{"output.markdown", "markdown"}, {"output.json", "json"}, {"output.format", "format"},
+}
+
+// load merges -c FILE into the flags the command line left alone.
+func (c *rfc2544Config) load(fs *pflag.FlagSet) error {
+	c.origin = flagOrigin{}
+	if c.file == "" {
+		return nil
+	}
+	o, err := loadFlagFile(fs, c.file, rfc2544Fields)
+	if err != nil {
+		return usage(err)
+	}
+	c.origin = o
+	return nil
+}
+
+// parseLoads parses a list of load fractions in (0, 1].
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	for _, x := range strings.Split(s, ",") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return nil, fmt.Errorf("%q: give fractions in (0, 1], comma-separated, e.g. 0.1,0.5,0.9,1", x)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func (c *rfc2544Config) check() error {
 	var errs []error
+	add := func(flag string, err error) { errs = append(errs, c.origin.fix(flag, err)) }
 	c.sizeList = nil
 	for _, s := range strings.Split(c.sizes, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))
@@ -49,15 +104,15 @@ func (c *rfc2544Config) check() error {
 		}
 		n, err := strconv.Atoi(strings.TrimSuffix(s, "b"))
 		if err != nil || n < 64 || n > 1518 {
-			errs = append(errs, fmt.Errorf("--sizes: %q: give on-wire frame sizes 64..1518 (with FCS) or imix, e.g. 64,128,256,512,1024,1280,1518,imix", s))
+			add("sizes", fmt.Errorf("--sizes: %q: give on-wire frame sizes 64..1518 (with FCS) or imix, e.g. 64,128,256,512,1024,1280,1518,imix", s))
 			break
 		}
 		c.sizeList = append(c.sizeList, rfc2544.FrameSize(n))
 	}
 	c.dutList = nil
 	for _, d := range strings.Split(c.duts, ",") {
-		if d = strings.TrimSpace(d); !slices.Contains(rfc2544.DUTs, d) {
-			errs = append(errs, fmt.Errorf("--duts: %q: give some of %s", d, strings.Join(rfc2544.DUTs, ",")))
+		if d = strings.TrimSpace(d); !slices.Contains(rfc2544.DUTs, d) && d != rfc2544.DUTExternal {
+			add("duts", fmt.Errorf("--duts: %q: give some of %s, or %s alone with --tx-port and --rx-port", d, strings.Join(rfc2544.DUTs, ","), rfc2544.DUTExternal))
 			break
 		}
 		c.dutList = append(c.dutList, d)
@@ -65,33 +120,33 @@ func (c *rfc2544Config) check() error {
 	c.measureList = nil
 	for _, m := range strings.Split(c.measures, ",") {
 		if m = strings.TrimSpace(m); !slices.Contains(rfc2544.AllMeasures, rfc2544.Measure(m)) {
-			errs = append(errs, fmt.Errorf("--measures: %q: give some of throughput,latency,frame-loss,back-to-back", m))
+			add("measures", fmt.Errorf("--measures: %q: give some of throughput,latency,frame-loss,back-to-back", m))
 			break
 		}
 		c.measureList = append(c.measureList, rfc2544.Measure(m))
 	}
 	if slices.Contains(c.measureList, rfc2544.Latency) && !slices.Contains(c.measureList, rfc2544.Throughput) {
-		errs = append(errs, errors.New("--measures: latency is measured at fractions of NDR: add throughput"))
+		add("measures", errors.New("--measures: latency is measured at fractions of NDR: add throughput"))
 	}
 	r, err := units.ParseRate(c.maxRate)
 	if err == nil && r.IsZero() {
 		err = errors.New("a zero rate offers nothing")
 	}
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--max-rate %q: %w; give e.g. 1mpps, 500kpps or 10gbit", c.maxRate, err))
+		add("max-rate", fmt.Errorf("--max-rate %q: %w; give e.g. 1mpps, 500kpps or 10gbit", c.maxRate, err))
 	}
 	c.rate = r
 	if err == nil {
 		for _, size := range c.sizeList {
 			if fps := r.FramesPerSecond(size.MeanBytes() + 20); fps < 100 || fps > 100e6 {
-				errs = append(errs, fmt.Errorf("--max-rate %q: %.0f frames/s at %s; give 100 to 100,000,000 frames per second", c.maxRate, fps, size))
+				add("max-rate", fmt.Errorf("--max-rate %q: %.0f frames/s at %s; give 100 to 100,000,000 frames per second", c.maxRate, fps, size))
 				break
 			}
 		}
 	}
 	checkFloat := func(flag string, v, lo, hi float64, hint string) {
 		if !(v >= lo && v <= hi) {
-			errs = append(errs, fmt.Errorf("--%s %g: give %g..%g, %s", flag, v, lo, hi, hint))
+			add(flag, fmt.Errorf("--%s %g: give %g..%g, %s", flag, v, lo, hi, hint))
 		}
 	}
 	checkFloat("width", c.width, 1e-4, 0.25, "a relative resolution (0.005 is 0.5 %)")
@@ -99,29 +154,65 @@ func (c *rfc2544Config) check() error {
 	checkFloat("exceed-ratio", c.exceed, 0, 0.99, "the share of a load's trial time that may fail (0.5: the majority decides)")
 	checkFloat("sum-factor", c.sumFactor, 1, 100, "trial durations of evidence a load needs")
 	if c.initial > c.duration {
-		errs = append(errs, fmt.Errorf("--initial-duration %v: at most --duration %v", c.initial, c.duration))
+		add("initial-duration", fmt.Errorf("--initial-duration %v: at most %s %v", c.initial, c.origin.name("duration"), c.duration))
 	}
-	if c.reportPath == "" || c.jsonPath == "" {
-		errs = append(errs, errors.New("--markdown and --json: name the files to write (e.g. rfc2544.md, rfc2544.json)"))
+	if c.reportPath == "" {
+		add("markdown", errors.New("--markdown: name the report to write (e.g. rfc2544.md)"))
 	}
-	errs = append(errs,
-		checkPositiveDuration("duration", c.duration, time.Millisecond),
-		checkDuration("initial-duration", c.initial, "--duration / 8"),
-		checkDuration("burst-duration", c.burstDuration, ""),
-		checkInt("max-trials", c.maxTrials, 10, 100000),
-		checkInt("repeats", c.repeats, 1, 20),
-		checkInt("burst-trials", c.burstTrials, 1, 100),
-	)
+	if c.jsonPath == "" {
+		add("json", errors.New("--json: name the JSON result to write (e.g. rfc2544.json)"))
+	}
+	add("duration", checkPositiveDuration("duration", c.duration, time.Millisecond))
+	add("initial-duration", checkDuration("initial-duration", c.initial, "--duration / 8"))
+	add("burst-duration", checkDuration("burst-duration", c.burstDuration, ""))
+	add("max-trials", checkInt("max-trials", c.maxTrials, 10, 100000))
+	add("repeats", checkInt("repeats", c.repeats, 1, 20))
+	add("burst-trials", checkInt("burst-trials", c.burstTrials, 1, 100))
 	if len(c.prefix) > 12 {
-		errs = append(errs, fmt.Errorf("--netns-prefix %q: at most 12 characters", c.prefix))
+		add("netns-prefix", fmt.Errorf("--netns-prefix %q: at most 12 characters", c.prefix))
+	}
+	var err2 error
+	if c.latLoads, err2 = parseLoads(c.latencyLoads); err2 != nil {
+		add("latency-loads", fmt.Errorf("--latency-loads %w", err2))
+	}
+	if c.lossList, err2 = parseLoads(c.lossLoads); err2 != nil {
+		add("loss-loads", fmt.Errorf("--loss-loads %w", err2))
+	}
+	add("format", checkFormat(c.format))
+	external := slices.Contains(c.dutList, rfc2544.DUTExternal)
+	switch {
+	case external && len(c.dutList) > 1:
+		add("duts", fmt.Errorf("--duts %s: the external DUT runs alone (its ports are yours; the others' are the topology this command creates)", c.duts))
+	case external && (c.txPort == "" || c.rxPort == ""):
+		add("duts", fmt.Errorf("--duts %s needs --tx-port and --rx-port: the ports on either side of your device, e.g. --tx-port afxdp:eth1 --rx-port afxdp:eth2", rfc2544.DUTExternal))
+	case !external && (c.txPort != "" || c.rxPort != "" || c.dstMAC != ""):
+		for _, fl := range []string{"tx-port", "rx-port", "dst-mac"} {
+			if v := map[string]string{"tx-port": c.txPort, "rx-port": c.rxPort, "dst-mac": c.dstMAC}[fl]; v != "" {
+				add(fl, fmt.Errorf("--%s %s: name the ports around your own device with --duts %s; %s use the topology this command creates", fl, v, rfc2544.DUTExternal, c.duts))
+				break
+			}
+		}
+	case external:
+		add("tx-port", checkPorts("tx-port", c.txPort))
+		add("rx-port", checkPorts("rx-port", c.rxPort))
+		add("rx-port", samePorts("tx-port", c.txPort, "rx-port", c.rxPort))
+	}
+	c.mac = nil
+	if c.dstMAC != "" {
+		m, err := net.ParseMAC(c.dstMAC)
+		if err != nil || len(m) != 6 {
+			add("dst-mac", fmt.Errorf("--dst-mac %q: give an Ethernet address, e.g. 02:00:00:00:00:02 (your device's, when it routes)", c.dstMAC))
+		}
+		c.mac = m
 	}
 	return usage(errs...)
 }
 
-func (c *rfc2544Config) options(cmd *cobra.Command) rfc2544.VethOptions {
+func (c *rfc2544Config) options(out io.Writer) rfc2544.VethOptions {
 	rate := c.rate
 	return rfc2544.VethOptions{
-		Out: cmd.OutOrStdout(), Repeats: c.repeats, DUTs: c.dutList, Prefix: c.prefix,
+		Out: out, Repeats: c.repeats, DUTs: c.dutList, Prefix: c.prefix,
+		TxPort: c.txPort, RxPort: c.rxPort, DstMAC: c.mac,
 		MaxRate: rate.FramesPerSecond(84), // checked for range; each size's own is below
 		Method: rfc2544.Options{
 			Search: rfc2544.SearchOptions{Duration: c.duration, InitialDuration: c.initial, Width: c.width, PDRLoss: c.pdrLoss,
@@ -133,8 +224,76 @@ func (c *rfc2544Config) options(cmd *cobra.Command) rfc2544.VethOptions {
 			Measures:      c.measureList,
 			BurstTrials:   c.burstTrials,
 			BurstDuration: c.burstDuration,
+			LatencyLoads:  c.latLoads,
+			LossLoads:     c.lossList,
 		},
 	}
+}
+
+// rfc2544Columns are the CSV columns of --format csv: a trial's, then a
+// result's (one per DUT and size), then the summary's.
+var rfc2544Columns = []string{"dut", "size", "goal", "phase", "rate_fps", "offered_fps", "duration_s", "sent", "received", "loss_ratio",
+	"ndr_fps", "pdr_fps", "generator_limited", "pass", "fail"}
+
+// runRFC2544 runs the benchmark: the text goes to out, or with --format
+// jsonl|csv to errOut while out gets a record per trial, per DUT and size,
+// and the summary, each with every parameter.
+func (c *rfc2544Config) run(ctx context.Context, out, errOut io.Writer) error {
+	opts := c.options(out)
+	var stream *recordStream
+	if streamed(c.format) {
+		opts.Out = errOut
+		// The parameters the run will record, defaults filled in: every
+		// record carries them.
+		v, err := rfc2544.Validated(opts)
+		if err != nil {
+			return err
+		}
+		params := rfc2544.Parameters(v)
+		params["max_rate"] = c.maxRate
+		stream = newRecordStream(c.format, out, params, rfc2544Columns...)
+		var werr error
+		opts.OnTrial = func(dut string, size rfc2544.FrameSize, t rfc2544.TrialRecord) {
+			if werr == nil {
+				werr = stream.write("trial", map[string]any{"dut": dut, "size": size.String(), "goal": t.Goal, "phase": t.Phase,
+					"rate_fps": t.Rate, "offered_fps": t.Offered, "duration_s": t.Duration.Seconds(), "sent": t.Sent,
+					"received": t.Received, "loss_ratio": t.Loss})
+			}
+		}
+		defer func() {
+			if werr != nil {
+				fmt.Fprintf(errOut, "# --format %s: writing: %v\n", c.format, werr)
+			}
+		}()
+	}
+	rep, err := rfc2544.RunVeth(ctx, opts)
+	if err != nil {
+		return err
+	}
+	rep.Parameters["max_rate"] = c.maxRate
+	if err := writeRFC2544(rep, c.reportPath, c.jsonPath); err != nil {
+		return err
+	}
+	for _, res := range rep.Results {
+		for _, sz := range res.Sizes {
+			f := map[string]any{"dut": res.DUT, "size": sz.Size.String(), "ndr_fps": sz.NDR, "pdr_fps": sz.PDR}
+			if len(sz.Searches) > 0 {
+				f["generator_limited"] = sz.Searches[0].GeneratorLimited
+			}
+			if err := stream.write("result", f); err != nil {
+				return err
+			}
+		}
+	}
+	var pass, fail int
+	for _, r := range rep.Ratios {
+		if r.Pass {
+			pass++
+		} else {
+			fail++
+		}
+	}
+	return stream.write("summary", map[string]any{"pass": pass, "fail": fail, "ratios": rep.Ratios})
 }
 
 func newBenchRFC2544Command() *cobra.Command {
@@ -148,6 +307,14 @@ the kernel (a Linux bridge), peregrine fwd (AF_XDP io forwarding, one loop
 on CPU 1) and dpdk-testpmd (io over net_af_xdp, when installed), size by
 size, alternating. Traffic is peregrine's generator and receiver (AF_XDP,
 one loop on CPU 0), one flow per trial.
+
+--duts external measures your own device instead: nothing is created, the
+traffic leaves by --tx-port and comes back on --rx-port (any port spec),
+198.18.0.1 -> 198.19.0.1, to --rx-port's MAC or --dst-mac. --dut is --duts.
+-c FILE sets every flag from YAML (configs/bench/rfc2544.yaml lists them);
+a flag given on the command line wins. --format jsonl|csv streams every
+trial, each DUT and size's result and the summary on stdout, each with
+every parameter (the text then goes to stderr).
 
 For each frame size (on the wire, with FCS; imix is 7:4:1 of 64/594/1518):
   throughput    NDR and PDR by an MLRsearch-style search: trials lengthen
@@ -173,21 +340,37 @@ run takes tens of minutes (each DUT and size: a few dozen trials of up to
 namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rfc2544
   sudo peregrine bench rfc2544 --sizes 64,1518 --duration 2s --max-rate 2mpps
-  sudo peregrine bench rfc2544 --duts fwd --sizes 64 --measures throughput --duration 100ms   # a quick look`,
-		Args:    cobra.NoArgs,
-		PreRunE: func(*cobra.Command, []string) error { return c.check() },
+  sudo peregrine bench rfc2544 --duts fwd --sizes 64 --measures throughput --duration 100ms   # a quick look
+  sudo peregrine bench rfc2544 --dut external --tx-port afxdp:eth1 --rx-port afxdp:eth2 --format jsonl
+  sudo peregrine bench rfc2544 -c configs/bench/rfc2544.yaml`,
+		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := c.load(cmd.Flags()); err != nil {
+				return err
+			}
+			return c.check()
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := rfc2544.RunVeth(ctx, c.options(cmd))
-			if err != nil {
-				return err
-			}
-			rep.Parameters["max_rate"] = c.maxRate
-			return writeRFC2544(rep, c.reportPath, c.jsonPath)
+			return c.run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
+	f.StringVarP(&c.file, "config", "c", "", "YAML file of these settings (configs/rfc2544.yaml); a flag given on the command line wins over it")
+	f.StringVar(&c.txPort, "tx-port", "", "with --duts external: the port the traffic leaves by, any port spec (afxdp:eth1, afpacket:eth1, ...)")
+	f.StringVar(&c.rxPort, "rx-port", "", "with --duts external: the port it comes back on from your device")
+	f.StringVar(&c.dstMAC, "dst-mac", "", "with --duts external: destination MAC of the frames (default --rx-port's: right for a bridge or switch; give your router's)")
+	f.StringVar(&c.latencyLoads, "latency-loads", "0.1,0.5,0.9,1", "latency trials at these fractions of NDR")
+	f.StringVar(&c.lossLoads, "loss-loads", "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", "frame loss trials at these fractions of --max-rate")
+	f.StringVar(&c.format, "format", formatText, "text, or stream every trial, each DUT and size's result and the summary as jsonl or csv on stdout, each record with every parameter (the text goes to stderr)")
+	// --dut external reads as the brief way to name one device.
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "dut" {
+			name = "duts"
+		}
+		return pflag.NormalizedName(name)
+	})
 	f.DurationVar(&c.duration, "duration", rfc2544.DefaultDuration, "final trial duration (the confirmation trials)")
 	f.DurationVar(&c.initial, "initial-duration", 0, "first phase's trial duration (0: --duration / 8)")
 	f.Float64Var(&c.width, "width", rfc2544.DefaultWidth, "resolution: the search ends when the bounds are this close, relative")

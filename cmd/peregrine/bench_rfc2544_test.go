@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,10 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
 
 // TestBenchRFC2544WritesTheReportAndJSON runs the command as root with
@@ -79,4 +83,157 @@ func TestBenchRFC2544RefusesBadFlags(t *testing.T) {
 		var ue usageError
 		require.ErrorAs(t, err, &ue, "%v: a usage error (exit 2)", args)
 	}
+}
+
+// benchRFC2544Flags parses args as bench rfc2544 would and returns the
+// flags' values after PreRunE (the file merged, everything checked), or
+// the error.
+func benchRFC2544Flags(t *testing.T, args ...string) (map[string]string, error) {
+	t.Helper()
+	cmd := newBenchRFC2544Command()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	got := map[string]string{}
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		c.Flags().VisitAll(func(f *pflag.Flag) { got[f.Name] = f.Value.String() })
+		return nil
+	}
+	return got, cmd.Execute()
+}
+
+// TestBenchRFC2544ConfigFile: the example in configs/ sets every flag it
+// names; a flag on the command line wins over the file.
+func TestBenchRFC2544ConfigFile(t *testing.T) {
+	const example = "../../configs/bench/rfc2544.yaml"
+	got, err := benchRFC2544Flags(t, "-c", example)
+	require.NoError(t, err)
+	require.Equal(t, "kernel,fwd", got["duts"])
+	require.Equal(t, "64,128,256,512,1024,1280,1518,imix", got["sizes"])
+	require.Equal(t, "125ms", got["initial-duration"])
+	require.Equal(t, "0.005", got["width"])
+	require.Equal(t, "0.1,0.5,0.9,1", got["latency-loads"])
+	require.Equal(t, "2s", got["burst-duration"])
+	require.Equal(t, "text", got["format"])
+
+	got, err = benchRFC2544Flags(t, "-c", example, "--width", "0.02", "--dut", "fwd")
+	require.NoError(t, err)
+	require.Equal(t, "0.02", got["width"], "the command line wins")
+	require.Equal(t, "fwd", got["duts"], "--dut is --duts")
+	require.Equal(t, "125ms", got["initial-duration"], "the rest still comes from the file")
+}
+
+// TestBenchRFC2544ConfigFileErrors: a problem in the file is a usage
+// error naming the file, the line and the field, and the fix.
+func TestBenchRFC2544ConfigFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ file, want string }{
+		{"search:\n  resolution: 0.02\n  bogus: 1\n", "x.yaml:3: search.bogus: unknown field; search holds trial_duration, initial_trial_duration, resolution"},
+		{"serch: {resolution: 0.02}\n", "x.yaml:1: serch: unknown field; the top level holds duts, tx_port"},
+		{"search:\n  resolution: 0.9\n", "x.yaml:2: search.resolution 0.9: give 0.0001..0.25"},
+		{"search: {max_trials: many}\n", `x.yaml:1: search.max_trials: "many": invalid syntax`},
+		{"search: 5\n", "x.yaml:1: search: give a mapping of fields"},
+		{"sizes: [64, 32]\n", `x.yaml:1: sizes: "32": give on-wire frame sizes 64..1518`},
+		{"latency: {loads_of_ndr: [0.5, 2]}\n", `x.yaml:1: latency.loads_of_ndr "2": give fractions in (0, 1]`},
+		{"duts: external\n", "x.yaml:1: duts external needs --tx-port and --rx-port"},
+		{"tx_port: afxdp:eth1\n", "x.yaml:1: tx_port afxdp:eth1: name the ports around your own device with --duts external"},
+		{"max_rate: {a: 1}\n", "x.yaml:1: max_rate: give a value or a list of values, not a mapping"},
+		{"", "x.yaml: the file is empty"},
+	} {
+		path := filepath.Join(dir, "x.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(c.file), 0o644))
+		_, err := benchRFC2544Flags(t, "-c", path)
+		require.Error(t, err, c.file)
+		var ue usageError
+		require.ErrorAs(t, err, &ue, "%q: a usage error (exit 2)", c.file)
+		require.Contains(t, err.Error(), filepath.Join(dir, c.want), c.file)
+	}
+	_, err := benchRFC2544Flags(t, "-c", filepath.Join(dir, "none.yaml"))
+	require.ErrorContains(t, err, "--config "+filepath.Join(dir, "none.yaml")+": no such file or directory")
+}
+
+// TestRecordStreamFormats: both formats carry every parameter in every
+// record, and a reader gets the fields back.
+func TestRecordStreamFormats(t *testing.T) {
+	params := map[string]any{"trial_duration": "1s", "width": 0.005}
+	var js bytes.Buffer
+	s := newRecordStream(formatJSONL, &js, params, "dut", "rate_fps")
+	require.NoError(t, s.write("trial", map[string]any{"dut": "fwd", "rate_fps": 1e6}))
+	require.NoError(t, s.write("summary", map[string]any{"pass": 1}))
+	lines := strings.Split(strings.TrimSpace(js.String()), "\n")
+	require.Len(t, lines, 2)
+	for i, l := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec))
+		require.Equal(t, []string{"trial", "summary"}[i], rec["type"])
+		require.Equal(t, map[string]any{"trial_duration": "1s", "width": 0.005}, rec["params"])
+	}
+
+	var cs bytes.Buffer
+	s = newRecordStream(formatCSV, &cs, params, "dut", "rate_fps")
+	require.NoError(t, s.write("trial", map[string]any{"dut": "a,b", "rate_fps": 1e6}))
+	require.NoError(t, s.write("summary", map[string]any{"pass": 1}))
+	rows, err := csv.NewReader(&cs).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, [][]string{
+		{"type", "dut", "rate_fps", "param_trial_duration", "param_width"},
+		{"trial", "a,b", "1e+06", "1s", "0.005"},
+		{"summary", "", "", "1s", "0.005"},
+	}, rows)
+	require.Nil(t, newRecordStream(formatText, &cs, params))
+	require.NoError(t, (*recordStream)(nil).write("trial", nil))
+}
+
+// TestBenchRFC2544ExternalDUTStreams runs the command as a user with their
+// own device would: the test builds two veth pairs and a Linux bridge
+// between them (the device), names the outer ends as --tx-port and
+// --rx-port with --duts external, and reads --format jsonl from stdout:
+// a record per trial, one result and the summary, each with the run's
+// parameters; the text went to stderr.
+func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
+	topo, _ := netnstest.BenchBridge(t)
+
+	dir := t.TempDir()
+	cmd := newBenchRFC2544Command()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--dut", "external",
+		"--tx-port", fmt.Sprintf("afxdp:%s?netns=%s", topo.GenIf, topo.Gen.Name),
+		"--rx-port", fmt.Sprintf("afxdp:%s?netns=%s", topo.SinkIf, topo.Sink.Name),
+		"--sizes", "64", "--measures", "throughput", "--duration", "20ms", "--max-rate", "20kpps", "--width", "0.05",
+		"--markdown", filepath.Join(dir, "r.md"), "--json", filepath.Join(dir, "r.json"), "--format", "jsonl"})
+	require.NoError(t, cmd.Execute(), errOut.String())
+	require.Contains(t, errOut.String(), "BENCH-SUMMARY", "the text goes to stderr")
+
+	types := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct {
+			Type     string         `json:"type"`
+			Params   map[string]any `json:"params"`
+			DUT      string         `json:"dut"`
+			Size     string         `json:"size"`
+			Sent     uint64         `json:"sent"`
+			Received uint64         `json:"received"`
+			NDR      float64        `json:"ndr_fps"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		types[rec.Type]++
+		require.Equal(t, "20ms", rec.Params["trial_duration"], l)
+		require.Equal(t, "20kpps", rec.Params["max_rate"], l)
+		require.Contains(t, rec.Params["topology"], "external DUT between afxdp:"+topo.GenIf, l)
+		switch rec.Type {
+		case "trial":
+			require.Equal(t, "external", rec.DUT)
+			require.Equal(t, "64B", rec.Size)
+			require.Positive(t, rec.Sent)
+			require.Equal(t, rec.Sent, rec.Received, "a bridge at 20 kfps loses nothing: %s", l)
+		case "result":
+			require.Equal(t, 20000.0, rec.NDR, l)
+		}
+	}
+	require.Positive(t, types["trial"])
+	require.Equal(t, 1, types["result"])
+	require.Equal(t, 1, types["summary"])
 }

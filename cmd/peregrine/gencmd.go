@@ -241,7 +241,11 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 // when --expect was given and frames were lost, or when a capture check
 // failed.
 func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
+	stdout := out
 	out, js := jsonOutput(cfg.obs.json, out)
+	if streamed(cfg.rxf.format) {
+		out = io.Discard // stdout carries the records
+	}
 	cpus, idle, err := genLoopSetup(cfg)
 	if err != nil {
 		return false, err
@@ -267,11 +271,9 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, joinStop(err, p)
 	}
-	var flowRun *rxFlowRun
-	if cfg.rxf.perFlow {
-		if flowRun, err = cfg.rxf.start(sinks, cfg.flows, cfg.srcPort); err != nil {
-			return false, joinStop(err, p)
-		}
+	flowRun, err := cfg.rxf.start(sinks, stdout, cfg.rxParams(), cfg.flows, cfg.srcPort)
+	if err != nil {
+		return false, joinStop(err, p)
 	}
 	frames := sinks.Frames
 	var lastFrames uint64
@@ -319,10 +321,11 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		fmt.Fprintf(out, "  %s\n", l)
 	}
 	checks = append(rxChecks(total.Received, total.Foreign, cfg.expect), checks...)
-	js.summary(secs, map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
-		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)},
-		checks, interrupted)
-	stopErr = errors.Join(stopErr, flowRun.summary(out, elapsed))
+	totals := map[string]any{"received": total.Received, "bytes": total.Bytes, "foreign": total.Foreign, "lost": max(lost, 0), "late": total.Late,
+		"in_order": total.InOrder, "latency_p50_ns": lat.Quantile(0.5), "latency_p99_ns": lat.Quantile(0.99), "latency_p999_ns": lat.Quantile(0.999)}
+	ft, _ := flowRun.flowTotals()
+	js.summary(secs, merged(totals, ft), checks, interrupted)
+	stopErr = errors.Join(stopErr, flowRun.summary(out, elapsed, totals))
 	ok := report(out, checks, interrupted)
 	return ok, stopErr
 }

@@ -250,3 +250,40 @@ func TestReapStale(t *testing.T) {
 	require.NotContains(t, names, stale.Name)
 	require.Contains(t, names, live.Name, "this process's namespaces are kept")
 }
+
+// TestBenchThreeNSBridge builds the bench topology, joins fwd's ends with
+// a bridge and takes it down again: both ends are the bridge's ports while
+// it stands, neither after; GRO is on at fwd's ends, the MTU BenchMTU;
+// an interface without an XDP program has none to clear.
+func TestBenchThreeNSBridge(t *testing.T) {
+	netnstest.SkipUnlessRoot(t)
+	prefix := fmt.Sprintf("pgb%d", os.Getpid()%100000)
+	topo, err := netns.BenchThreeNS(prefix, "b"+prefix[3:])
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, topo.Delete()) })
+	for _, ifname := range []string{topo.FwdGenIf, topo.FwdSinkIf} {
+		out, err := topo.Fwd.Exec("ethtool", "-k", ifname)
+		require.NoError(t, err)
+		require.Contains(t, string(out), "generic-receive-offload: on", ifname)
+		out, err = topo.Fwd.Exec("ip", "link", "show", "dev", ifname)
+		require.NoError(t, err)
+		require.Contains(t, string(out), fmt.Sprintf("mtu %d ", netns.BenchMTU))
+		had, err := topo.Fwd.ClearXDP(ifname)
+		require.NoError(t, err)
+		require.False(t, had)
+	}
+	br := "brb" + prefix[3:]
+	del, err := topo.Bridge(br)
+	require.NoError(t, err)
+	for _, ifname := range []string{topo.FwdGenIf, topo.FwdSinkIf} {
+		out, err := topo.Fwd.Exec("ip", "link", "show", "dev", ifname)
+		require.NoError(t, err)
+		require.Contains(t, string(out), "master "+br, ifname)
+	}
+	_, err = topo.Bridge(br)
+	require.Error(t, err, "a second bridge of the same name")
+	require.NoError(t, del())
+	out, err := topo.Fwd.Exec("ip", "link", "show", "dev", topo.FwdGenIf)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "master ")
+}

@@ -97,6 +97,35 @@ func ThreeNS(t testing.TB, opts netns.VethOptions) *Topology3 {
 	return topo
 }
 
+// BenchBridge builds the bench topology (netns.BenchThreeNS) with a Linux
+// bridge joining fwd's ends — a device under test a harness did not set
+// up — and returns it with the bridge's name; t.Cleanup deletes both. It
+// skips t when not root.
+func BenchBridge(t testing.TB) (*Topology3, string) {
+	t.Helper()
+	SkipUnlessRoot(t)
+	topo, err := netns.BenchThreeNS(uniquePrefix(t), "pgt")
+	if err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Delete(); err != nil {
+			t.Errorf("netnstest: cleanup: %v", err)
+		}
+	})
+	const br = "pgt-br"
+	del, err := topo.Bridge(br)
+	if err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := del(); err != nil {
+			t.Errorf("netnstest: cleanup: %v", err)
+		}
+	})
+	return topo, br
+}
+
 // uniquePrefix returns "pgt-PID-XXXXXX", first deleting namespaces that
 // earlier test processes which no longer exist left behind (a test binary
 // killed by a timeout runs no cleanups).

@@ -1,0 +1,73 @@
+package traffic
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestFlowLatencyQuantiles: every quantile of a flow's latencies is
+// within 12.5 % of the exact one (sorted), for spreads from nanoseconds to
+// seconds, and never above the flow's maximum.
+func TestFlowLatencyQuantiles(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, spread := range []uint64{5, 1000, 1e6, 3e9, 1 << 40} {
+		var h FlowLatency
+		var vs []uint64
+		for range 5000 {
+			v := r.Uint64N(spread) + spread/3
+			h.record(v)
+			vs = append(vs, v)
+		}
+		slices.Sort(vs)
+		for _, q := range []float64{0.01, 0.5, 0.9, 0.99, 0.999, 1} {
+			exact := vs[max(int(q*float64(len(vs))+0.999999), 1)-1]
+			got := h.Quantile(q)
+			require.LessOrEqual(t, got, vs[len(vs)-1], "spread %d q %g", spread, q)
+			if exact < 1<<32 {
+				require.InDelta(t, float64(exact), float64(got), float64(exact)/8+1, "spread %d q %g", spread, q)
+			}
+		}
+	}
+	var empty FlowLatency
+	require.Zero(t, empty.Quantile(0.5))
+}
+
+// TestPerFlowLatencyPercentiles: each flow's percentiles come from its own
+// frames — flow 0 near 1 µs, flow 1 near 1 ms, flow 2 nothing — published
+// at Stop and merged across sinks (two halves of each flow).
+func TestPerFlowLatencyPercentiles(t *testing.T) {
+	halves := [2]*flowRx{newFlowRx(3), newFlowRx(3)}
+	var st SinkStats
+	for i := range uint64(2000) {
+		rx := halves[i%2]
+		rx.frame(&st, 0, i, true, int64(1000+i%100))
+		rx.frame(&st, 1, i, true, int64(1_000_000+i%1000))
+	}
+	var lats []FlowLatency
+	for _, rx := range halves {
+		rx.close(0, 0)
+		lats = MergeFlowLatencies(lats, rx.latSnap)
+	}
+	recs := FlowRecords(halves[0].snap, lats, BaseSrcPort)
+	require.Len(t, recs, 2, "flow 2 received nothing")
+	require.InDelta(t, 1050, float64(recs[0].LatencyP50), 1050/8)
+	require.InDelta(t, 1099, float64(recs[0].LatencyP99), 1099/8)
+	require.LessOrEqual(t, recs[0].LatencyP999, uint64(1099))
+	require.InDelta(t, 1_000_500, float64(recs[1].LatencyP50), 1_000_500/8)
+	require.Equal(t, uint64(2000), lats[0].Count())
+}
+
+// TestPerFlowLatencyAllocatesNothing: recording a latency per flow costs
+// no heap allocation.
+func TestPerFlowLatencyAllocatesNothing(t *testing.T) {
+	rx := newFlowRx(1024)
+	var st SinkStats
+	seq := uint64(0)
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		rx.frame(&st, uint16(seq%1024), seq/1024, true, int64(seq%5000))
+		seq++
+	}))
+}
