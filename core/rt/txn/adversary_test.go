@@ -65,6 +65,16 @@ func TestAdversarySweep(t *testing.T) { adversarySweep(t, false) }
 func TestAdversarySweepForged(t *testing.T) { adversarySweep(t, true) }
 
 func adversarySweep(t *testing.T, forged bool) {
+	advTally = map[Status]int{}
+	n := sweepSeeds(t, func(pool *mbuf.Pool, seed uint64) error { return runAdversarySeed(t, pool, seed, forged) })
+	t.Logf("%d seeds; operations by status: %v", n, advTally)
+}
+
+// sweepSeeds runs one seed after another on one pool and returns how many
+// ran: 1000, PEREGRINE_SEEDS, or 100 under -short or -race; -seed=N runs
+// that one. The first ten failures are reported in full, the rest by
+// number, so that one run tells how many seeds fail.
+func sweepSeeds(t *testing.T, run func(pool *mbuf.Pool, seed uint64) error) int {
 	n := testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t)
 	first := 0
 	if seed, ok := testenv.Replay(t); ok {
@@ -74,12 +84,8 @@ func adversarySweep(t *testing.T, forged bool) {
 	require.NoError(t, err)
 	defer pool.Close()
 	var failed []uint64
-	advTally = map[Status]int{}
-	defer func() { t.Logf("%d seeds; operations by status: %v", n, advTally) }()
 	for seed := first; seed < first+n; seed++ {
-		if err := runAdversarySeed(t, pool, uint64(seed), forged); err != nil {
-			// The first ten in full; the rest by number, so that one run
-			// tells how many seeds fail.
+		if err := run(pool, uint64(seed)); err != nil {
 			if failed = append(failed, uint64(seed)); len(failed) <= 10 {
 				t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -seed=%d", seed, err, t.Name(), seed)
 			}
@@ -88,6 +94,7 @@ func adversarySweep(t *testing.T, forged bool) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d seeds failed: %v", len(failed), n, failed)
 	}
+	return n
 }
 
 func runAdversarySeed(t *testing.T, pool *mbuf.Pool, seed uint64, forged bool) (err error) {
@@ -346,28 +353,12 @@ func advCheck(ops []advOp, sp *sendPair, src, local, dst, orig, wqeMem []byte, s
 //
 // Seeds as TestAdversarySweep.
 func TestAdversarySweepEarlyReplay(t *testing.T) {
-	n := testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t)
-	first := 0
-	if seed, ok := testenv.Replay(t); ok {
-		first, n = int(seed), 1
-	}
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 8192, CacheSize: 64})
-	require.NoError(t, err)
-	defer pool.Close()
-	var failed []uint64
 	replayed := 0
-	for seed := first; seed < first+n; seed++ {
-		k, err := runEarlyReplaySeed(t, pool, uint64(seed))
+	n := sweepSeeds(t, func(pool *mbuf.Pool, seed uint64) error {
+		k, err := runEarlyReplaySeed(t, pool, seed)
 		replayed += k
-		if err != nil {
-			if failed = append(failed, uint64(seed)); len(failed) <= 10 {
-				t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -seed=%d", seed, err, t.Name(), seed)
-			}
-		}
-	}
-	if len(failed) > 0 {
-		t.Errorf("%d of %d seeds failed: %v", len(failed), n, failed)
-	}
+		return err
+	})
 	t.Logf("%d seeds; %d early frames replayed", n, replayed)
 	require.Positive(t, replayed, "the adversary replayed nothing")
 }
