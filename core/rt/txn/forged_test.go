@@ -72,16 +72,8 @@ func TestForgedPacketsAreNotAcknowledged(t *testing.T) {
 				return false
 			}
 			c := sp.openWith(ConnOptions{Ordered: true})
-			src := pattern(9, 16384)
-			ra, err := sp.a.Register(src, 0)
-			require.NoError(t, err)
-			local := make([]byte, 16384)
-			rl, err := sp.a.Register(local, 0)
-			require.NoError(t, err)
-			dst := make([]byte, 16384)
-			copy(dst, pattern(10, 16384))
-			rb, err := sp.b.Register(dst, RemoteWrite|RemoteRead)
-			require.NoError(t, err)
+			src, local, dst, ra, rl, rb := forgeRegions(t, sp)
+			var err error
 			for tag := range uint64(2) {
 				op := Op{Local: ra, LocalAddr: 4096 * tag, Len: 3000, Remote: wire.RegionRef{Key: rb.Key, Addr: 4096 * tag}, Tag: tag}
 				if tc.pull {
@@ -164,15 +156,7 @@ func TestForgedFieldUnderAValidPSN(t *testing.T) {
 				return false
 			}
 			c := sp.openWith(ConnOptions{Index: dix.Config{Kind: dix.FreeRunning, Width: 16}})
-			src := pattern(9, 16384)
-			ra, err := sp.a.Register(src, 0)
-			require.NoError(t, err)
-			local := make([]byte, 16384)
-			rl, err := sp.a.Register(local, 0)
-			require.NoError(t, err)
-			dst := pattern(10, 16384)
-			rb, err := sp.b.Register(dst, RemoteWrite|RemoteRead)
-			require.NoError(t, err)
+			src, local, dst, ra, rl, rb := forgeRegions(t, sp)
 			wqes := make([]byte, 16384)
 			rw, err := sp.b.Register(wqes, 0)
 			require.NoError(t, err)
@@ -230,4 +214,18 @@ func TestForgedFieldUnderAValidPSN(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forgeRegions registers A's source and local memory and B's remote
+// memory (16 KiB each, the source and B's filled with patterns).
+func forgeRegions(t *testing.T, sp *sendPair) (src, local, dst []byte, ra, rl, rb Region) {
+	src, local, dst = pattern(9, 16384), make([]byte, 16384), pattern(10, 16384)
+	var err error
+	ra, err = sp.a.Register(src, 0)
+	require.NoError(t, err)
+	rl, err = sp.a.Register(local, 0)
+	require.NoError(t, err)
+	rb, err = sp.b.Register(dst, RemoteWrite|RemoteRead)
+	require.NoError(t, err)
+	return src, local, dst, ra, rl, rb
 }
