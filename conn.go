@@ -18,6 +18,7 @@ var sendIndex = dix.Config{Kind: dix.FreeRunning, Width: 16}
 // any goroutine; ended is the callers' quick check; the rest is the loop's.
 type conn struct {
 	e       *engine
+	sc      *sidecarConn // through the sidecar: the rest but pub, peer and ordered unused
 	pub     *Conn
 	peer    Addr
 	ordered bool
@@ -295,6 +296,9 @@ func (cn *conn) doClose(op *Op) {
 
 // close is Conn.Close.
 func (cn *conn) close() error {
+	if cn.sc != nil {
+		return cn.sc.close()
+	}
 	e := cn.e
 	op := e.takeOp()
 	op.o.kind, op.o.c = opClose, cn

@@ -122,11 +122,43 @@
 // Options.MCSQ (posting through the multi-channel send queue) is not wired
 // into this package yet and is refused with ErrNotSupported.
 //
-// # A second door
+// # Two doors
 //
-// Endpoint, Conn, Listener, Region, Op and CompletionQueue keep their state
-// behind unexported fields, and every call becomes an Op handed to an
-// engine: an engine that forwards the ops to a peregrine appliance over a
-// Unix socket and shared-memory rings can back the same types, so that
-// switching between the two doors is one line where the Endpoint is made.
+// An Endpoint runs its transport in this process (Host.Open: its own poll
+// loop on a port) or in a running appliance (Attach: peregrine serve's
+// endpoint, reached over a Unix socket and a shared-memory channel).
+// Both return the same *Endpoint, and Conn, Listener, Region, Op and
+// CompletionQueue behave the same behind either, so switching is the line
+// that makes the endpoint:
+//
+//	ep, err := h.Open("afxdp:eth1?queue=0", peregrine.Options{IP: ip})     // in-process
+//	ep, err := peregrine.Attach("/run/peregrine.sock", peregrine.AttachOptions{}) // sidecar
+//
+// Each type holds the state of the door it was made by (a nil pointer for
+// the other), and each call goes to its door.
+//
+// Through the sidecar, control calls (Dial, Listen, Accept, Close,
+// Register) are requests on the socket and data operations are descriptors
+// on the channel's rings (internal/sidecar, host/shm, host/ctl); every data
+// call is an Op there too, finished by a goroutine that reads the
+// completion ring. Where the sidecar copies:
+//
+//   - Send copies msg into a run of the channel's buffers as it starts
+//     (the caller's heap is not shared with the appliance); the appliance
+//     sends from the run without a copy. A message takes as many
+//     consecutive buffers as it needs (up to the pool, AttachOptions),
+//     which both sides map as one span, so 8 MiB is one descriptor.
+//   - Recv: the appliance's transport places the message in its receive
+//     slot and copies it into the run; the completion goroutine copies it
+//     out into buf.
+//   - Push and Pull copy nothing: a sidecar Region is a memfd both sides
+//     map, made with mem's bytes by Register; the region's memory is
+//     Region.Bytes from then on.
+//
+// The differences that remain: the sidecar's pool bounds a message and the
+// bytes in flight (ErrBusy for an *Async start that finds no room, a wait
+// for a blocking one); Options (the port, its CPU, the wire mechanisms)
+// are the appliance's; one application listens on an appliance's endpoint
+// at a time; and an appliance that goes away ends every call with
+// ErrClosed.
 package peregrine

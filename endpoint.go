@@ -22,6 +22,7 @@ import (
 // touched by the poll loop goroutine only (and by Close once it exited).
 type engine struct {
 	host *Host
+	pub  *Endpoint
 	name string
 	addr Addr
 	opts Options
@@ -33,7 +34,7 @@ type engine struct {
 	// the only hand-off on the way in. Callers take a ref in users before
 	// they enqueue, so Close can wait for the last one.
 	sub   *rings.MPSC[entry]
-	spare *rings.MPMC[*Op] // ops of the blocking calls
+	spare spareOps // ops of the blocking calls
 	users atomic.Int64
 	dead  atomic.Bool   // no more submissions
 	gone  chan struct{} // closed once the loop has ended everything
@@ -179,7 +180,7 @@ func (e *engine) run(op *Op) bool {
 			e.finish(op, 0, statusOf(err), err)
 			return true
 		}
-		o.region.r = region{key: r.Key, mem: o.buf, e: e}
+		o.region.r = region{key: r.Key, mem: o.buf, e: e, ep: e.pub}
 		e.finish(op, 0, StatusOK, nil)
 	case opDeregister:
 		err := e.tx.Deregister(txn.Region{Key: o.region.r.key})
@@ -298,24 +299,9 @@ func (e *engine) completed(c *txn.Completion) {
 	e.finish(op, 0, st, why)
 }
 
-// finish completes op: results first, then the state (a release store the
-// caller's acquire load pairs with), then the wake-ups.
+// finish completes op on the loop.
 func (e *engine) finish(op *Op, n int, st Status, why error) {
-	o := &op.o
-	o.n, o.status = n, st
-	o.err = nil
-	if st != StatusOK {
-		o.err = statusErr(o.kind.String(), st, why)
-	}
-	q := op.CQ
-	o.state.Store(stateDone)
-	if q != nil {
-		q.q.push(op)
-	}
-	select {
-	case o.done <- struct{}{}:
-	default:
-	}
+	op.complete(n, st, why)
 	e.woke = true
 }
 
@@ -587,27 +573,9 @@ func (e *engine) control(ctx context.Context, op *Op) (int, error) {
 	return op.wait(ctx)
 }
 
-// takeOp returns an op for a blocking call: one of the endpoint's
-// preallocated ones, or a new one when all are in use.
-func (e *engine) takeOp() *Op {
-	var one [1]*Op
-	if e.spare.DequeueBulk(one[:]) == 1 {
-		return one[0]
-	}
-	op := &Op{}
-	op.o.done = make(chan struct{}, 1)
-	return op
-}
-
-func (e *engine) putOp(op *Op) {
-	o := &op.o
-	o.buf, o.region, o.c, o.res, o.err, o.lst = nil, nil, nil, nil, nil, nil
-	o.borrow, o.lent = false, false
-	o.cause.Store(nil)
-	op.CQ, op.Tag = nil, 0
-	one := [1]*Op{op}
-	e.spare.EnqueueBulk(one[:])
-}
+// takeOp and putOp lend an op to a blocking call.
+func (e *engine) takeOp() *Op  { return e.spare.take() }
+func (e *engine) putOp(op *Op) { e.spare.put(op) }
 
 // listener is a Listener's state.
 // offer queues an accepted connection (on the loop).

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/peregrine-net/peregrine"
+	"github.com/peregrine-net/peregrine/host"
 )
 
 // openPair opens two endpoints joined by the in-memory pair name, on h.
@@ -456,4 +459,93 @@ func ExampleError() {
 		fmt.Println(pe.Op, pe.Status, errors.Is(err, peregrine.ErrInvalid))
 	}
 	// Output: open nosuchdriver:x invalid true
+}
+
+// The other door: an application attaches to a running appliance (here a
+// host.Server over an in-memory port, as `peregrine serve --port mem:…`
+// runs one) and uses the same Endpoint and Conn calls as in-process.
+func ExampleAttach() {
+	h, err := peregrine.NewHost(peregrine.HostOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { fmt.Println("host closed:", h.Close()) }()
+	appliance, peer, err := openPair(h, "attach")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer peer.Close()
+	defer appliance.Close()
+	dir, err := os.MkdirTemp("", "peregrine")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "p.sock")
+	srv, err := host.New(host.Options{Socket: sock, Endpoint: appliance, UID: -1, GID: -1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	serving, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); srv.Run(serving) }()
+	defer func() { stop(); <-ran }()
+	l, err := peer.Listen(peregrine.ConnOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() { // the peer echoes one message
+		c, err := l.Accept(ctx)
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 1024)
+		if n, err := c.Recv(ctx, buf); err == nil {
+			_ = c.Send(ctx, buf[:n])
+		}
+	}()
+
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{}) // the one line that differs
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ep.Close()
+	c, err := ep.Dial(ctx, peer.Addr(), peregrine.ConnOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := c.Send(ctx, []byte("hello through the appliance")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	buf := make([]byte, 1024)
+	n, err := c.Recv(ctx, buf)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("echo: %s\n", buf[:n])
+	// Output:
+	// echo: hello through the appliance
+	// host closed: <nil>
+}
+
+// The geometry of the channel an application asks for: the pool bounds the
+// longest message through the sidecar (a message takes consecutive
+// buffers), the ring the operations in flight.
+func ExampleAttachOptions() {
+	o := peregrine.AttachOptions{Buffers: 256, BufSize: 64 << 10, RingSize: 256}
+	fmt.Printf("longest message %d MiB, %d operations in flight\n", o.Buffers*o.BufSize>>20, o.RingSize)
+	// Output:
+	// longest message 16 MiB, 256 operations in flight
 }

@@ -124,15 +124,10 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	e.addr = Addr{IP: opts.IP, MAC: [6]byte(pt.Info().MAC)}
 	ring := ceilPow2(4 * opts.MaxOps)
 	if e.sub, err = rings.NewMPSC[entry](ring); err == nil {
-		e.spare, err = rings.NewMPMC[*Op](ceilPow2(opts.MaxOps))
+		e.spare, err = newSpareOps(opts.MaxOps)
 	}
 	if err != nil {
 		return nil, errors.Join(err, pt.Close())
-	}
-	for range opts.MaxOps {
-		op := &Op{}
-		op.o.done = make(chan struct{}, 1)
-		e.spare.EnqueueBulk([]*Op{op})
 	}
 	sp := swift.DefaultParams()
 	txOps := 2 * opts.MaxOps
@@ -180,7 +175,8 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, errors.Join(err, e.tx.Close(), pt.Close())
 	}
-	return &Endpoint{e: e}, nil
+	e.pub = &Endpoint{e: e}
+	return e.pub, nil
 }
 
 func ceilPow2(n int) int {

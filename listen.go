@@ -41,6 +41,7 @@ func (e *engine) doListen(op *Op) {
 }
 
 type listener struct {
+	sc        *sidecarListener // through the sidecar: the rest unused
 	e         *engine
 	opts      ConnOptions
 	ch        chan *Conn
@@ -58,6 +59,9 @@ func (l *listener) offer(cn *conn) bool {
 }
 
 func (l *listener) accept(ctx context.Context) (*Conn, error) {
+	if l.sc != nil {
+		return l.sc.accept(ctx)
+	}
 	select {
 	case c := <-l.ch:
 		return c, nil
@@ -76,6 +80,9 @@ func (l *listener) accept(ctx context.Context) (*Conn, error) {
 }
 
 func (l *listener) close() error {
+	if l.sc != nil {
+		return l.sc.close()
+	}
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.closed)
@@ -85,6 +92,18 @@ func (l *listener) close() error {
 		l.e.putOp(op)
 		if errors.Is(err, ErrClosed) {
 			err = nil // the endpoint closed: nothing listens anyway
+		}
+		// Nothing offers connections any more: those accepted by the
+		// transport that no Accept took are closed, not left holding the
+		// endpoint's connection slots.
+		for {
+			select {
+			case c := <-l.ch:
+				c.Close()
+				continue
+			default:
+			}
+			break
 		}
 	})
 	return err

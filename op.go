@@ -67,7 +67,8 @@ const (
 type opState struct {
 	state atomic.Uint32
 	gen   atomic.Uint32
-	e     *engine               // the endpoint of the latest start
+	e     *engine               // the endpoint of the latest start (in-process)
+	sc    *sidecarEP            // or (through the sidecar)
 	cause atomic.Pointer[error] // why it was cancelled (the context's cause)
 	done  chan struct{}         // one token per completion
 
@@ -95,6 +96,12 @@ type opState struct {
 	borrow bool
 	lent   bool
 	slot   int
+
+	// Through the sidecar: the descriptor's cookie, and a Send's or a
+	// Recv's run of channel buffers (nrun of them from run).
+	cookie uint64
+	run    uint32
+	nrun   int
 
 	// The results.
 	res    *Conn
@@ -142,6 +149,9 @@ func (cn *conn) fill(op *Op, kind opKind, buf []byte, r *Region, off int, remote
 
 // blocking runs a data op with one of the endpoint's spare ops and waits.
 func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) (int, error) {
+	if cn.sc != nil {
+		return cn.sc.blocking(ctx, kind, buf, r, off, remote)
+	}
 	if err := cn.check(kind, buf, r, off, remote); err != nil {
 		return 0, err
 	}
@@ -174,6 +184,9 @@ func (cn *conn) start(op *Op, kind opKind, buf []byte, r *Region, off int, remot
 	if op.o.state.Load() == statePosted {
 		return &Error{Op: kind.String(), Status: StatusBusy, Cause: errors.New("the op is in flight (start it again once it completed)")}
 	}
+	if cn.sc != nil {
+		return cn.sc.start(nil, op, kind, buf, r, off, remote)
+	}
 	if err := cn.check(kind, buf, r, off, remote); err != nil {
 		return err
 	}
@@ -184,7 +197,29 @@ func (cn *conn) start(op *Op, kind opKind, buf []byte, r *Region, off int, remot
 // launch publishes op to the loop.
 func (e *engine) launch(op *Op) error {
 	o := &op.o
-	o.e = e
+	o.e, o.sc = e, nil
+	if err := op.prepare(); err != nil {
+		return err
+	}
+	gen := o.gen.Load()
+	o.state.Store(statePosted)
+	if !e.submit(entry{op: op, gen: gen}) {
+		if q := op.CQ; q != nil {
+			q.q.unreserve()
+		}
+		o.status = StatusClosed
+		o.err = &Error{Op: o.kind.String(), Status: StatusClosed, Cause: errors.New("the endpoint is closed")}
+		o.state.Store(stateDone)
+		return o.err
+	}
+	return nil
+}
+
+// prepare readies op for a start (of either door): its wake-up channel
+// empty, its completion queue's slot reserved, its results cleared, a new
+// generation. The caller then publishes it posted.
+func (op *Op) prepare() error {
+	o := &op.o
 	if o.done == nil {
 		o.done = make(chan struct{}, 1) // once per Op: reused by every start
 	}
@@ -197,18 +232,72 @@ func (e *engine) launch(op *Op) error {
 	}
 	o.cause.Store(nil)
 	o.res, o.err, o.status = nil, nil, StatusOK
-	gen := o.gen.Add(1)
-	o.state.Store(statePosted)
-	if !e.submit(entry{op: op, gen: gen}) {
-		if q := op.CQ; q != nil {
-			q.q.unreserve()
-		}
-		o.status = StatusClosed
-		o.err = &Error{Op: o.kind.String(), Status: StatusClosed, Cause: errors.New("the endpoint is closed")}
-		o.state.Store(stateDone)
-		return o.err
-	}
+	o.gen.Add(1)
 	return nil
+}
+
+// complete publishes op's result: results first, then the state (a
+// release store the waiter's acquire load pairs with), then the wake-ups.
+func (op *Op) complete(n int, st Status, why error) {
+	o := &op.o
+	o.n, o.status = n, st
+	o.err = nil
+	if st != StatusOK {
+		o.err = statusErr(o.kind.String(), st, why)
+	}
+	q := op.CQ
+	o.state.Store(stateDone)
+	if q != nil {
+		q.q.push(op)
+	}
+	select {
+	case o.done <- struct{}{}:
+	default:
+	}
+}
+
+// spareOps are an endpoint's ops for its blocking calls, made once (each
+// with its wake-up channel) and reused, so that a blocking call allocates
+// nothing.
+type spareOps struct{ r *rings.MPMC[*Op] }
+
+func newSpareOps(n int) (spareOps, error) {
+	r, err := rings.NewMPMC[*Op](ceilPow2(n))
+	if err != nil {
+		return spareOps{}, err
+	}
+	for range n {
+		op := &Op{}
+		op.o.done = make(chan struct{}, 1)
+		r.EnqueueBulk([]*Op{op})
+	}
+	return spareOps{r}, nil
+}
+
+// take returns a spare op, or a new one when all are in use.
+func (s spareOps) take() *Op {
+	var one [1]*Op
+	if s.r.DequeueBulk(one[:]) == 1 {
+		return one[0]
+	}
+	op := &Op{}
+	op.o.done = make(chan struct{}, 1)
+	return op
+}
+
+func (s spareOps) put(op *Op) {
+	op.o.reset()
+	op.CQ, op.Tag = nil, 0
+	one := [1]*Op{op}
+	s.r.EnqueueBulk(one[:])
+}
+
+// reset clears a spare op of a blocking call for its next use.
+func (o *opState) reset() {
+	o.buf, o.region, o.c, o.res, o.err, o.lst = nil, nil, nil, nil, nil, nil
+	o.borrow, o.lent = false, false
+	o.nrun = 0
+	o.cause.Store(nil)
 }
 
 // spinChecks is how many times a waiter looks at the op's state (yielding
@@ -260,6 +349,10 @@ func (op *Op) cancelWith(ctx context.Context) {
 		cause = context.Cause(ctx)
 	}
 	o.cause.Store(&cause)
+	if o.sc != nil {
+		o.sc.cancel(op)
+		return
+	}
 	e := o.engine()
 	if e == nil || !e.submit(entry{op: op, gen: o.gen.Load(), cancel: true}) {
 		return // the endpoint is closing: the op completes with ErrClosed
@@ -269,9 +362,13 @@ func (op *Op) cancelWith(ctx context.Context) {
 // engine is the endpoint the op was started on.
 func (o *opState) engine() *engine { return o.e }
 
-// region is a Region's state, written once by the loop at registration.
+// region is a Region's state, written once at registration: by the loop
+// (in-process), or by Register (through the sidecar, where mem is the
+// shared mapping).
 type region struct {
 	e   *engine
+	ep  *Endpoint
+	sc  *sidecarRegion
 	key uint32
 	mem []byte
 }

@@ -2,7 +2,6 @@ package peregrine
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 )
@@ -144,45 +143,6 @@ func TestAsyncCompletionQueue(t *testing.T) {
 	// Remote access refused: an unknown key, a read-only region pushed.
 	if err := ca.Push(ctx, local, 0, 16, RemoteAddr{Key: 0xdead}); !errors.Is(err, ErrRemoteAccess) {
 		t.Fatalf("push to an unknown key: %v, want ErrRemoteAccess", err)
-	}
-}
-
-// The blocking calls with the caller's buffers allocate nothing per call
-// in steady state.
-func TestBlockingCallsDoNotAllocate(t *testing.T) {
-	h := testHost(t, HostOptions{})
-	a, b := pair(t, h, Options{}, Options{})
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	ca, cb, _ := connect(t, a, b, ConnOptions{})
-	ctx := context.Background()
-	msg := make([]byte, 1024)
-	buf := make([]byte, 1024)
-	remote, _ := b.Register(make([]byte, 1024), RemoteWrite|RemoteRead)
-	local, _ := a.Register(make([]byte, 1024), 0)
-	dst := remote.Remote(0)
-	var failed error
-	roundTrip := func() {
-		if err := ca.Send(ctx, msg); err != nil {
-			failed = err
-		}
-		if _, err := cb.Recv(ctx, buf); err != nil {
-			failed = err
-		}
-		if err := ca.Push(ctx, local, 0, len(msg), dst); err != nil {
-			failed = err
-		}
-		if err := ca.Pull(ctx, local, 0, len(msg), dst); err != nil {
-			failed = err
-		}
-	}
-	for range 50 { // warm up: the ops' channels, the rings' caches
-		roundTrip()
-	}
-	if allocs := testing.AllocsPerRun(200, roundTrip); allocs != 0 {
-		t.Fatalf("%.2f allocations per Send+Recv+Push+Pull, want 0", allocs)
-	}
-	if failed != nil {
-		t.Fatal(failed)
 	}
 }
 

@@ -110,21 +110,59 @@ type Addr struct {
 	MAC [6]byte
 }
 
-// Endpoint is one port under the reliable transport, driven by its own poll
-// loop goroutine. Its calls may be made from any goroutine.
-type Endpoint struct{ e *engine }
+// Endpoint is one port under the reliable transport: driven by its own poll
+// loop goroutine in this process (Host.Open), or by a running appliance's
+// (Attach). The two doors give the same type with the same calls. Its calls
+// may be made from any goroutine.
+type Endpoint struct {
+	e  *engine    // in-process
+	sc *sidecarEP // through the sidecar
+}
 
 // Open opens the port spec ("mem:PAIR/END", "afxdp:IFACE?…",
 // "afpacket:IFACE?…"; see pmd) and starts the endpoint's poll loop.
 func (h *Host) Open(spec string, opts Options) (*Endpoint, error) { return h.open(spec, opts) }
 
+// AttachOptions configure Attach: the geometry of the shared-memory
+// channel to ask the appliance for. Zero fields take the appliance's
+// defaults (peregrine serve's --buffers, --buffer-size, --ring).
+type AttachOptions struct {
+	// Buffers and BufSize size the channel's buffer pool. A message
+	// through the sidecar occupies a run of consecutive buffers while it
+	// is in flight, so the pool bounds the longest message (Buffers ×
+	// BufSize; 8 MiB takes 128 buffers of 64 KiB) and the bytes in
+	// flight.
+	Buffers int
+	BufSize int
+	// RingSize bounds the operations in flight at once (a power of two).
+	RingSize int
+}
+
+// Attach attaches to the appliance (peregrine serve) listening on the Unix
+// socket and returns an Endpoint that runs its connections through the
+// appliance's endpoint: the other door, with the same calls as Host.Open's.
+// Its address is the appliance's.
+func Attach(socket string, opts AttachOptions) (*Endpoint, error) { return attach(socket, opts) }
+
 // Addr returns the endpoint's address, for its peers' Dial.
-func (ep *Endpoint) Addr() Addr { return ep.e.addr }
+func (ep *Endpoint) Addr() Addr {
+	if ep.sc != nil {
+		return ep.sc.addr
+	}
+	return ep.e.addr
+}
 
 // Close stops the endpoint: every connection ends, every operation
 // completes (ErrClosed), the poll loop exits, the port closes and every
-// packet frame returns to the host's pool. Idempotent.
-func (ep *Endpoint) Close() error { return ep.e.close() }
+// packet frame returns to the host's pool. Idempotent. Through the
+// sidecar it detaches: the appliance closes the connections and ends the
+// operations; the channel and the regions' mappings are unmapped.
+func (ep *Endpoint) Close() error {
+	if ep.sc != nil {
+		return ep.sc.close()
+	}
+	return ep.e.close()
+}
 
 // ConnOptions configure a connection (Dial, Listen for the ones accepted).
 type ConnOptions struct {
@@ -142,14 +180,20 @@ type ConnOptions struct {
 	// 64 KiB, at most 1 GiB): each slot is this large. A peer's longer Send
 	// fails with ErrTooLarge there.
 	MaxMessage int
-	// Timeout ends every operation of the connection that has not
-	// completed this long after posting with ErrTimeout (0: none; a
-	// context's deadline also ends a call).
+	// Timeout ends every Send, Push and Pull of the connection that has
+	// not completed this long after posting with ErrTimeout (0: none; the
+	// transaction layer's per-operation timeout, on the endpoint's clock).
+	// A Recv waits for a message for as long as its context allows; a
+	// context's deadline also ends any call. Through the sidecar the
+	// appliance's endpoint applies it.
 	Timeout time.Duration
 }
 
 // Dial opens a connection to peer and waits until it is established.
 func (ep *Endpoint) Dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, error) {
+	if ep.sc != nil {
+		return ep.sc.dial(ctx, peer, opts)
+	}
 	return ep.e.dial(ctx, peer, opts)
 }
 
@@ -158,7 +202,12 @@ type Listener struct{ l listener }
 
 // Listen makes the endpoint accept connections; without a listener a peer's
 // Dial is refused (ErrRefused). An endpoint has at most one listener.
-func (ep *Endpoint) Listen(opts ConnOptions) (*Listener, error) { return ep.e.listen(opts) }
+func (ep *Endpoint) Listen(opts ConnOptions) (*Listener, error) {
+	if ep.sc != nil {
+		return ep.sc.listen(opts)
+	}
+	return ep.e.listen(opts)
+}
 
 // Accept waits for the next connection a peer dialled.
 func (l *Listener) Accept(ctx context.Context) (*Conn, error) { return l.l.accept(ctx) }
@@ -252,13 +301,28 @@ type Region struct{ r region }
 
 // Register registers mem. The endpoint keeps mem until Deregister; the
 // caller must not resize it.
+//
+// Through the sidecar the region is memory the appliance maps too (a memfd
+// of its own), made with mem's bytes: from then on the region's memory is
+// Bytes, not mem — write what to push and read what was pulled or pushed
+// there, and the same code runs through both doors.
 func (ep *Endpoint) Register(mem []byte, access Access) (*Region, error) {
+	if ep.sc != nil {
+		return ep.sc.register(mem, access)
+	}
 	return ep.e.register(mem, access)
 }
 
 // Deregister forgets the region; operations in flight on it keep their
-// slice of it until they complete.
-func (ep *Endpoint) Deregister(r *Region) error { return ep.e.deregister(r) }
+// slice of it until they complete. Through the sidecar, Bytes is unmapped
+// here when it returns (the appliance keeps its mapping until its
+// operations on the region have completed).
+func (ep *Endpoint) Deregister(r *Region) error {
+	if ep.sc != nil {
+		return ep.sc.deregister(r)
+	}
+	return ep.e.deregister(r)
+}
 
 // Remote returns the address of offset off of the region, for a peer's
 // Push and Pull (hand it to the peer in a message).

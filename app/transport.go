@@ -54,6 +54,14 @@ type TransportOptions struct {
 	MinRTO           time.Duration
 	Seed             uint64
 	RTWindow         int
+	// MinCwnd is Swift's least congestion window in packets (0: Swift's
+	// 0.01). A software transport's round trip holds both hosts'
+	// scheduling delays, which Swift cannot tell from fabric queueing: on
+	// a starved machine the delay cuts take every window to the floor,
+	// and below one packet the connection is paced at SRTT/cwnd — at 0.01
+	// a packet per hundred round trips. A floor of a few packets keeps a
+	// loaded host moving (the demo uses 8).
+	MinCwnd float64
 	// IOI configures IOI forwarding (zero: off).
 	IOI ioi.Config
 	// Sends (initiator) keeps that many two-sided Sends outstanding on one
@@ -159,6 +167,13 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	sp := swift.DefaultParams()
 	if o.CongestionTarget != 0 {
 		sp.BaseTarget = o.CongestionTarget
+	}
+	if o.MinCwnd != 0 {
+		sp.MinCwnd = o.MinCwnd
+		sp.InitialCwnd = max(sp.InitialCwnd, o.MinCwnd)
+	}
+	if err := sp.Validate(); err != nil {
+		return nil, err
 	}
 	t := &Transport{}
 	ep, err := txn.New(txn.Options{

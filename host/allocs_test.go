@@ -4,12 +4,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host/shm"
 )
 
 // The appliance allocates nothing per descriptor in steady state: taking a
-// Send and a Recv from the ring, starting them, reaping them and posting
-// their completions (an echo round trip, as an application's RPC).
+// Send and a Recv from the ring (an echo round trip, as an application's
+// RPC), a Push and a Pull of a region, starting them, reaping them and
+// posting their completions.
 func TestPollAllocsNothingPerDescriptor(t *testing.T) {
 	r := newConsumerRig(t, true)
 	a, err := newApp(r.s, nil, 1, 0, 0, r.s.opts.Default)
@@ -18,18 +20,38 @@ func TestPollAllocsNothingPerDescriptor(t *testing.T) {
 	}
 	defer a.ch.Close()
 	a.conns[0] = r.conn
+	sm, err := shm.CreateRegion("allocs", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	reg, err := r.s.ep.Register(sm.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.s.ep.Deregister(reg)
+	a.regions[0] = &appRegion{mem: sm, reg: reg}
+	remote, err := r.peer.Register(make([]byte, 4096), peregrine.RemoteWrite|peregrine.RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := remote.Remote(0).Key
 	prod := a.ch.SubmitProducer()
 	comps := a.ch.CompleteConsumer()
-	two := []shm.Desc{{Op: shm.OpSend, Conn: 1, Buf: 0, Len: 1000}, {Op: shm.OpRecv, Conn: 1, Buf: 1, Len: 4096}}
-	got := make([]shm.Comp, 2)
+	descs := []shm.Desc{{Op: shm.OpSend, Conn: 1, Buf: 0, Len: 1000}, {Op: shm.OpRecv, Conn: 1, Buf: 1, Len: 4096},
+		{Op: shm.OpPush, Conn: 1, Buf: 1, Len: 1024, Key: key}, {Op: shm.OpPull, Conn: 1, Buf: 1, Off: 1024, Len: 1024, Key: key}}
+	got := make([]shm.Comp, len(descs))
+	cookie := uint64(0)
 	cycle := func() {
-		two[0].Cookie += 2
-		two[1].Cookie = two[0].Cookie + 1
-		if n, _ := prod.Enqueue(two); n != 2 {
+		for i := range descs {
+			cookie++
+			descs[i].Cookie = cookie
+		}
+		if n, _ := prod.Enqueue(descs); n != len(descs) {
 			t.Fatal("submit ring full")
 		}
 		deadline := time.Now().Add(10 * time.Second)
-		for k := 0; k < 2; {
+		for k := 0; k < len(descs); {
 			a.poll()
 			n, _ := comps.Dequeue(got[k:])
 			k += n
@@ -41,8 +63,8 @@ func TestPollAllocsNothingPerDescriptor(t *testing.T) {
 			}
 		}
 		for _, c := range got {
-			if c.Status != 0 || (c.Cookie != two[0].Cookie && c.Cookie != two[1].Cookie) {
-				t.Fatalf("completion %+v for cookies %d, %d", c, two[0].Cookie, two[1].Cookie)
+			if c.Status != 0 || c.Cookie+uint64(len(descs)) <= cookie || c.Cookie > cookie {
+				t.Fatalf("completion %+v for cookies up to %d", c, cookie)
 			}
 		}
 	}

@@ -33,6 +33,8 @@ type app struct {
 	mu       sync.Mutex
 	dead     bool
 	conns    []*peregrine.Conn // index id-1
+	regions  []*appRegion      // index id-1
+	regBytes int               // bytes of the regions held
 	ops      []peregrine.Op
 	slots    []slot
 	free     []int32
@@ -54,6 +56,25 @@ type slot struct {
 	cookie uint64
 	busy   bool
 	recv   bool
+	region *appRegion // a push's or a pull's, held until it completes
+}
+
+// appRegion is a region the application registered: a memfd of its own
+// that both map, registered with the endpoint. The mapping stays until the
+// region is deregistered and no operation of the application names it
+// (the endpoint holds a slice of it while one is in flight).
+type appRegion struct {
+	mem  *shm.Region
+	reg  *peregrine.Region
+	refs int  // operations in flight on it
+	gone bool // deregistered: unmapped when refs reaches 0
+}
+
+func (r *appRegion) unref() {
+	r.refs--
+	if r.gone && r.refs == 0 {
+		r.mem.Close()
+	}
 }
 
 func newApp(s *Server, c *net.UnixConn, id uint64, uid uint32, pid int32, l shm.Layout) (*app, error) {
@@ -67,8 +88,8 @@ func newApp(s *Server, c *net.UnixConn, id uint64, uid uint32, pid int32, l shm.
 		return nil, err
 	}
 	a := &app{s: s, id: id, uid: uid, pid: pid, sock: c, ch: ch, maxConns: s.opts.Quota.Conns,
-		conns: make([]*peregrine.Conn, s.opts.Quota.Conns),
-		ops:   make([]peregrine.Op, l.RingSize), slots: make([]slot, l.RingSize), free: make([]int32, l.RingSize),
+		conns: make([]*peregrine.Conn, s.opts.Quota.Conns), regions: make([]*appRegion, s.opts.Quota.Regions),
+		ops: make([]peregrine.Op, l.RingSize), slots: make([]slot, l.RingSize), free: make([]int32, l.RingSize),
 		sub: ch.SubmitConsumer(), comp: ch.CompleteProducer(), cq: cq,
 		descs: make([]shm.Desc, s.opts.Batch), comps: make([]shm.Comp, max(s.opts.Batch, l.RingSize)),
 		reaped: make([]*peregrine.Op, l.RingSize)}
@@ -150,6 +171,9 @@ func (a *app) finish(op *peregrine.Op) shm.Comp {
 	} else {
 		a.stats.OpsFailed.Add(1)
 	}
+	if sl.region != nil {
+		sl.region.unref()
+	}
 	*sl = slot{}
 	a.free = append(a.free, int32(i))
 	a.inflight--
@@ -181,9 +205,19 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 	if cn == nil {
 		return refuse(&a.stats.BadConn)
 	}
-	mem := a.ch.Bytes(d.Buf, d.Off, d.Len)
-	if mem == nil {
-		return refuse(&a.stats.BadBuffer)
+	var mem []byte
+	var rg *appRegion
+	switch d.Op {
+	case shm.OpSend, shm.OpRecv:
+		// The span may run over several buffers of the pool (a long
+		// message): Bytes checks it lies within the pool.
+		if mem = a.ch.Bytes(d.Buf, d.Off, d.Len); mem == nil {
+			return refuse(&a.stats.BadBuffer)
+		}
+	default:
+		if rg = a.region(d.Buf); rg == nil || uint64(d.Off)+uint64(d.Len) > uint64(len(rg.mem.Bytes())) {
+			return refuse(&a.stats.BadRegion)
+		}
 	}
 	if len(a.free) == 0 {
 		// Cannot happen while room is reserved by ring size; kept so a
@@ -194,10 +228,15 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 	a.free = a.free[:len(a.free)-1]
 	op := &a.ops[i]
 	var err error
-	if d.Op == shm.OpSend {
+	switch d.Op {
+	case shm.OpSend:
 		err = cn.SendAsync(op, mem)
-	} else {
+	case shm.OpRecv:
 		err = cn.RecvAsync(op, mem)
+	case shm.OpPush:
+		err = cn.PushAsync(op, rg.reg, int(d.Off), int(d.Len), peregrine.RemoteAddr{Key: d.Key, Addr: d.Addr})
+	default:
+		err = cn.PullAsync(op, rg.reg, int(d.Off), int(d.Len), peregrine.RemoteAddr{Key: d.Key, Addr: d.Addr})
 	}
 	if err != nil {
 		a.free = append(a.free, i)
@@ -209,14 +248,27 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 		a.stats.OpsFailed.Add(1)
 		return shm.Comp{Cookie: d.Cookie, Status: uint32(st)}, true
 	}
-	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: d.Op == shm.OpRecv}
+	if rg != nil {
+		rg.refs++
+	}
+	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: d.Op == shm.OpRecv, region: rg}
 	a.inflight++
 	return shm.Comp{}, false
 }
 
 // handle runs one control request (on its own goroutine) and returns the
-// reply.
-func (a *app) handle(m *ctl.Msg) *ctl.Msg {
+// reply, and the fd to pass with it (-1: none).
+func (a *app) handle(m *ctl.Msg) (*ctl.Msg, int) {
+	switch m.Type {
+	case ctl.TRegister:
+		return a.register(m)
+	case ctl.TDeregister:
+		return a.deregister(m), -1
+	}
+	return a.control(m), -1
+}
+
+func (a *app) control(m *ctl.Msg) *ctl.Msg {
 	copts := peregrine.ConnOptions{Ordered: m.Flag&1 != 0, RecvSlots: int(m.A), MaxMessage: int(m.B),
 		Timeout: time.Duration(m.Timeout)}
 	switch m.Type {
@@ -342,4 +394,99 @@ func (a *app) bind(reqID, id uint32, c *peregrine.Conn, err error) *ctl.Msg {
 		r.Flag = 1
 	}
 	return r
+}
+
+// region returns region id, or nil when the application has none by that
+// id. a.mu is held.
+func (a *app) region(id uint32) *appRegion {
+	if id == 0 || uint64(id) > uint64(len(a.regions)) {
+		return nil
+	}
+	if r := a.regions[id-1]; r != reservedRegion {
+		return r
+	}
+	return nil
+}
+
+// reservedRegion marks a region id taken by a registration in progress.
+var reservedRegion = new(appRegion)
+
+// register makes a region memfd of the size asked, maps it, registers the
+// mapping with the endpoint and passes the memfd to the application.
+func (a *app) register(m *ctl.Msg) (*ctl.Msg, int) {
+	n := int(m.A)
+	access := peregrine.Access(m.Flag) & (peregrine.RemoteWrite | peregrine.RemoteRead)
+	if n < 1 || m.Flag&^3 != 0 {
+		a.stats.BadControl.Add(1)
+		return errMsg(m.ID, fmt.Errorf("%w: a region of %d bytes with access %#x", peregrine.ErrInvalid, n, m.Flag)), -1
+	}
+	q := a.s.opts.Quota
+	a.mu.Lock()
+	id := -1
+	for i, r := range a.regions {
+		if r == nil {
+			id = i
+			break
+		}
+	}
+	if id < 0 || a.regBytes+n > q.RegionBytes {
+		held, bytes := len(a.regions), a.regBytes
+		a.mu.Unlock()
+		a.stats.QuotaRefused.Add(1)
+		return errMsg(m.ID, quotaErr("a %d-byte region: %d bytes in regions held, at most %d, and at most %d regions (%d held)", n, bytes, q.RegionBytes, q.Regions, held)), -1
+	}
+	a.regions[id] = reservedRegion
+	a.regBytes += n
+	a.mu.Unlock()
+	undo := func(err error) (*ctl.Msg, int) {
+		a.mu.Lock()
+		a.regions[id] = nil
+		a.regBytes -= n
+		a.mu.Unlock()
+		return errMsg(m.ID, err), -1
+	}
+	sm, err := shm.CreateRegion(fmt.Sprintf("peregrine-app-%d-region-%d", a.id, id+1), n)
+	if err != nil {
+		return undo(err)
+	}
+	reg, err := a.s.ep.Register(sm.Bytes(), access)
+	if err != nil {
+		sm.Close()
+		return undo(err)
+	}
+	a.mu.Lock()
+	if a.dead {
+		a.mu.Unlock()
+		a.s.ep.Deregister(reg)
+		sm.Close()
+		return undo(fmt.Errorf("%w: the application detached", peregrine.ErrClosed))
+	}
+	a.regions[id] = &appRegion{mem: sm, reg: reg}
+	a.mu.Unlock()
+	return &ctl.Msg{Type: ctl.RRegion, ID: m.ID, Conn: uint32(id + 1), A: uint32(n), B: reg.Remote(0).Key}, sm.Fd()
+}
+
+// deregister forgets region m.Conn: the endpoint at once (no peer reaches
+// it from here on), the mapping once no operation names it.
+func (a *app) deregister(m *ctl.Msg) *ctl.Msg {
+	a.mu.Lock()
+	r := a.region(m.Conn)
+	if r == nil {
+		a.mu.Unlock()
+		return errMsg(m.ID, fmt.Errorf("%w: no region %d", peregrine.ErrInvalid, m.Conn))
+	}
+	a.regions[m.Conn-1] = nil
+	a.regBytes -= len(r.mem.Bytes())
+	a.mu.Unlock()
+	err := a.s.ep.Deregister(r.reg)
+	a.mu.Lock()
+	r.gone = true
+	if r.refs == 0 {
+		r.mem.Close()
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return errMsg(m.ID, err)
+	}
+	return &ctl.Msg{Type: ctl.ROK, ID: m.ID}
 }

@@ -1,32 +1,31 @@
 // Package host is the appliance's side of the sidecar: a Server listens on
 // a Unix socket, gives each application that attaches a shared-memory
-// channel of its own (host/shm) and carries the application's messages
+// channel of its own (host/shm) and carries the application's operations
 // between that channel and one peregrine Endpoint. The application's side
-// is host/client.
+// is peregrine.Attach (internal/sidecar underneath).
 //
 // # The two doors
 //
-// An application uses the transport in-process (import peregrine, open an
-// Endpoint on a port) or through a running appliance (import host/client,
-// attach to its socket). client.Attach returns a *client.Endpoint whose
-// Dial, Listen, Accept, Send, Recv and Close have the signatures of
-// peregrine's, take peregrine's ConnOptions and Addr, and return errors of
-// peregrine's vocabulary (errors.Is(err, peregrine.ErrClosed)…), so an
-// application written against a small interface of those calls switches
-// doors in the line that makes its endpoint:
+// An application uses the transport in-process (peregrine.NewHost, then
+// Host.Open on a port) or through a running appliance (peregrine.Attach
+// on its socket). Both return a *peregrine.Endpoint with the same calls, so
+// an application switches doors in the line that makes its endpoint:
 //
-//	ep, err := h.Open("afxdp:eth1", peregrine.Options{IP: ip}) // in-process
-//	ep, err := client.Attach("/run/peregrine.sock", client.Options{}) // sidecar
+//	ep, err := h.Open("afxdp:eth1", peregrine.Options{IP: ip})                    // in-process
+//	ep, err := peregrine.Attach("/run/peregrine.sock", peregrine.AttachOptions{}) // sidecar
 //
 // # Control and data
 //
-// Control (attach, listen, accept, dial, close) is a request and a reply on
-// the socket (host/ctl: SOCK_SEQPACKET, versioned, every message
-// length-checked). The attach reply carries the channel's memfd with
-// SCM_RIGHTS. Data never crosses the socket: the application writes a
-// message into a buffer of its channel's pool and a descriptor (op,
-// connection, buffer, offset, length, cookie) into the channel's submit
-// ring; the appliance's Poll takes it, checks it and starts the operation
+// Control (attach, listen, accept, dial, close, register, deregister) is a
+// request and a reply on the socket (host/ctl: SOCK_SEQPACKET, versioned,
+// every message length-checked). The attach reply carries the channel's
+// memfd with SCM_RIGHTS, a register reply the region's. Data never crosses
+// the socket: the application writes a message into a run of consecutive
+// buffers of its channel's pool (one span of the mapping, so a message of
+// several buffers is still one slice for the transport) and a descriptor
+// (op, connection, first buffer, offset, length, cookie) into the
+// channel's submit ring; a push or a pull names a region instead, with the
+// peer's key and offset; the appliance's Poll takes it, checks it and starts the operation
 // on the Endpoint; when it completes, Poll writes a completion (cookie,
 // status, length) into the completion ring.
 //
@@ -41,7 +40,10 @@
 // by delivery index into the application's buffer, as the in-process
 // asynchronous Recv copies it into the caller's. The client copies a
 // caller's []byte into a buffer on Send and out of one on Recv (the
-// blocking calls take caller buffers, as in-process).
+// blocking calls take caller buffers, as in-process). A region is a memfd
+// of its own that both sides map: the transport pushes from it, pulls into
+// it and takes the peers' pushes in place, no copy on either side; the
+// appliance unmaps it once it is deregistered and no operation names it.
 //
 // # Poll
 //
@@ -62,12 +64,15 @@
 //     that no other application is given; nothing of the protocol names a
 //     channel, so an application can reach only its own.
 //   - Every descriptor is copied out of the ring once and checked: a known
-//     op, a connection this application owns, a buffer of its pool and an
-//     offset and length within that buffer. A bad one is counted (by
+//     op, a connection this application owns, and a span within its pool
+//     (a send or a receive: a buffer of the pool, an offset within it, a
+//     length that ends by the pool's end) or within a region it holds (a
+//     push or a pull). A bad one is counted (by
 //     reason, AppStats) and completed with StatusInvalid; Poll never
 //     touches memory outside the application's channel.
 //   - Quotas per application (Quota): channels per user (peer credentials),
-//     buffers and buffer size per channel, connections per channel; a
+//     buffers and buffer size per channel, connections and regions (count
+//     and bytes) per channel; a
 //     request over quota is refused with peregrine.ErrBusy naming the quota.
 //   - An application that dies is an end of file on its socket: its
 //     operations are cancelled, its connections closed, its listener

@@ -14,7 +14,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 )
 
 var pairSeq atomic.Int64
@@ -81,9 +80,9 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func attach(t testing.TB, r *rig, o client.Options) *client.Endpoint {
+func attach(t testing.TB, r *rig, o peregrine.AttachOptions) *peregrine.Endpoint {
 	t.Helper()
-	ep, err := client.Attach(r.socket, o)
+	ep, err := peregrine.Attach(r.socket, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +97,10 @@ func echo(t testing.TB, r *rig) {
 }
 
 // dialEcho attaches an application and dials the echo peer.
-func dialEcho(t testing.TB, r *rig) (context.Context, *client.Conn) {
+func dialEcho(t testing.TB, r *rig) (context.Context, *peregrine.Conn) {
 	t.Helper()
 	echo(t, r)
-	ep := attach(t, r, client.Options{})
+	ep := attach(t, r, peregrine.AttachOptions{})
 	ctx := ctxT(t)
 	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
@@ -115,7 +114,7 @@ func dialEcho(t testing.TB, r *rig) (context.Context, *client.Conn) {
 func TestSendRecvThroughSidecar(t *testing.T) {
 	r := newRig(t, host.Quota{})
 	echo(t, r)
-	ep := attach(t, r, client.Options{})
+	ep := attach(t, r, peregrine.AttachOptions{})
 	ctx := ctxT(t)
 	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{MaxMessage: 1 << 20})
 	if err != nil {
@@ -149,7 +148,7 @@ func TestSendRecvThroughSidecar(t *testing.T) {
 // the application accepts.
 func TestAcceptThroughSidecar(t *testing.T) {
 	r := newRig(t, host.Quota{})
-	ep := attach(t, r, client.Options{})
+	ep := attach(t, r, peregrine.AttachOptions{})
 	ctx := ctxT(t)
 	l, err := ep.Listen(peregrine.ConnOptions{})
 	if err != nil {
@@ -181,7 +180,7 @@ func TestAcceptThroughSidecar(t *testing.T) {
 	}
 	// A second application cannot take the listener until the first
 	// closes it.
-	ep2 := attach(t, r, client.Options{})
+	ep2 := attach(t, r, peregrine.AttachOptions{})
 	if _, err := ep2.Listen(peregrine.ConnOptions{}); !errors.Is(err, peregrine.ErrBusy) {
 		t.Fatalf("second Listen = %v, want ErrBusy", err)
 	}

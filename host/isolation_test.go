@@ -11,7 +11,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
 )
@@ -29,21 +28,21 @@ func TestSocketMode(t *testing.T) {
 
 func TestQuotas(t *testing.T) {
 	r := newRig(t, host.Quota{Channels: 2, Buffers: 8, BufSize: 8192, Conns: 1, Ring: 16})
-	for name, o := range map[string]client.Options{
+	for name, o := range map[string]peregrine.AttachOptions{
 		"buffers":     {Buffers: 9},
 		"buffer size": {BufSize: 16384},
 		"ring":        {RingSize: 32},
 	} {
-		if _, err := client.Attach(r.socket, o); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "quota") {
+		if _, err := peregrine.Attach(r.socket, o); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "quota") {
 			t.Errorf("%s over quota: Attach = %v, want ErrBusy naming the quota", name, err)
 		}
 	}
-	if _, err := client.Attach(r.socket, client.Options{RingSize: 3}); !errors.Is(err, peregrine.ErrInvalid) {
+	if _, err := peregrine.Attach(r.socket, peregrine.AttachOptions{RingSize: 3}); !errors.Is(err, peregrine.ErrInvalid) {
 		t.Errorf("ring of 3: Attach = %v, want ErrInvalid", err)
 	}
-	a := attach(t, r, client.Options{})
-	attach(t, r, client.Options{})
-	if _, err := client.Attach(r.socket, client.Options{}); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "channels") {
+	a := attach(t, r, peregrine.AttachOptions{})
+	attach(t, r, peregrine.AttachOptions{})
+	if _, err := peregrine.Attach(r.socket, peregrine.AttachOptions{}); !errors.Is(err, peregrine.ErrBusy) || !strings.Contains(err.Error(), "channels") {
 		t.Fatalf("third channel of one user: Attach = %v, want ErrBusy naming channels", err)
 	}
 	echo(t, r)
@@ -69,9 +68,12 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	r := newRig(t, host.Quota{})
 	echo(t, r)
 	ctx := ctxT(t)
-	first := attach(t, r, client.Options{Buffers: 4, BufSize: 4096})
+	first := attach(t, r, peregrine.AttachOptions{Buffers: 4, BufSize: 4096})
 	c1, err := first.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Register(make([]byte, 4096), peregrine.RemoteRead); err != nil {
 		t.Fatal(err)
 	}
 	// The second application speaks the protocol by hand, as a hostile one
@@ -102,6 +104,7 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 		{Op: shm.OpRecv, Conn: 1, Buf: uint32(l.Buffers), Len: 16, Cookie: 2}, // the buffer after its pool
 		{Op: shm.OpRecv, Conn: 1, Buf: ^uint32(0), Len: 16, Cookie: 3},        // far past it
 		{Op: shm.OpSend, Conn: 1, Off: uint32(l.BufSize), Len: 1, Cookie: 4},  // past its buffer
+		{Op: shm.OpPush, Conn: 1, Buf: 1, Len: 16, Cookie: 5},                 // the first's region id
 		{Op: shm.OpCancel, Cookie: 1<<32 | 0, Conn: 1},                        // a cookie of the first: nothing
 	}
 	if n, _ := prod.Enqueue(bad); n != len(bad) {
@@ -109,7 +112,7 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	}
 	got := make([]shm.Comp, 8)
 	n := 0
-	waitFor(t, "the refusals", func() bool { k, _ := comps.Dequeue(got[n:]); n += k; return n >= 4 })
+	waitFor(t, "the refusals", func() bool { k, _ := comps.Dequeue(got[n:]); n += k; return n >= 5 })
 	for _, c := range got[:n] {
 		if peregrine.Status(c.Status) != peregrine.StatusInvalid {
 			t.Fatalf("completion %+v: want StatusInvalid", c)
@@ -117,9 +120,9 @@ func TestSecondApplicationCannotReachFirst(t *testing.T) {
 	}
 	var bc, bb uint64
 	r.srv.Stats(func(s host.AppStats) { bc += s.BadConn; bb += s.BadBuffer })
-	if bc != 4 || bb != 0 {
+	if bc != 5 || bb != 0 {
 		// Connection is checked first: the second app owns none.
-		t.Fatalf("BadConn %d BadBuffer %d, want 4 and 0", bc, bb)
+		t.Fatalf("BadConn %d BadBuffer %d, want 5 and 0", bc, bb)
 	}
 	// The first application is unaffected.
 	if err := c1.Send(ctx, []byte("still here")); err != nil {

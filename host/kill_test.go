@@ -18,14 +18,13 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 )
 
 // The test binary re-executes itself as an application (childApp) or as an
 // appliance (childAppliance) to be killed with SIGKILL.
 const (
 	envApp       = "PEREGRINE_HOST_TEST_APP"       // socket path
-	envPeer      = "PEREGRINE_HOST_TEST_PEER"      // IP/MAC hex of the peer to dial
+	envPeer      = "PEREGRINE_HOST_TEST_PEER"      // IP, MAC hex and region key of the peer to dial
 	envAppliance = "PEREGRINE_HOST_TEST_APPLIANCE" // socket path
 )
 
@@ -42,12 +41,14 @@ func TestMain(m *testing.M) {
 }
 
 // childApp attaches, dials the echo peer and does round trips for ever,
-// printing a line after each, with a Recv in flight most of the time.
+// printing a line after each, with a Recv in flight most of the time and a
+// Push from a region of its own into the peer's (key) most of the time too.
 func childApp(sock, peer string) {
 	var ip string
 	var mac [6]byte
-	fmt.Sscanf(peer, "%s %x", &ip, &mac)
-	ep, err := client.Attach(sock, client.Options{})
+	var key uint32
+	fmt.Sscanf(peer, "%s %x %d", &ip, &mac, &key)
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		fmt.Println("attach:", err)
 		os.Exit(1)
@@ -59,9 +60,23 @@ func childApp(sock, peer string) {
 		fmt.Println("dial:", err)
 		os.Exit(1)
 	}
+	region, err := ep.Register(make([]byte, 64<<10), 0)
+	if err != nil {
+		fmt.Println("register:", err)
+		os.Exit(1)
+	}
+	var push peregrine.Op
 	msg := make([]byte, 2000)
 	buf := make([]byte, 64<<10)
 	for i := 0; ; i++ {
+		if i > 0 {
+			if _, err := push.Wait(ctx); err != nil {
+				os.Exit(1)
+			}
+		}
+		if c.PushAsync(&push, region, 0, 64<<10, peregrine.RemoteAddr{Key: key}) != nil {
+			os.Exit(1)
+		}
 		if c.Send(ctx, msg) != nil {
 			os.Exit(1)
 		}
@@ -116,7 +131,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // An application SIGKILLed at a random point of its life (seeded) has its
-// connection closed, its operations ended and its channel released; an
+// connection closed, its operations ended (a push from its region among
+// them, most of the time) and its channel and region released; an
 // application beside it keeps working; the pool ends with nothing in use.
 func TestKilledApplication(t *testing.T) {
 	if testing.Short() {
@@ -126,13 +142,17 @@ func TestKilledApplication(t *testing.T) {
 	var accepted, ended atomic.Int64
 	echoAll(t, r.b, &accepted, &ended)
 	ctx := ctxT(t)
-	other := attach(t, r, client.Options{})
+	other := attach(t, r, peregrine.AttachOptions{})
 	oc, err := other.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pa := r.b.Addr()
-	peer := fmt.Sprintf("%s %x", pa.IP, pa.MAC[:])
+	target, err := r.b.Register(make([]byte, 64<<10), peregrine.RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := fmt.Sprintf("%s %x %d", pa.IP, pa.MAC[:], target.Remote(0).Key)
 	buf := make([]byte, 100)
 	for seed := uint64(1); seed <= 12; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 0))
@@ -237,7 +257,7 @@ func TestApplianceKilled(t *testing.T) {
 	var ip string
 	var mac [6]byte
 	fmt.Sscanf(sc.Text(), "%s %x", &ip, &mac)
-	ep, err := client.Attach(sock, client.Options{})
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +287,7 @@ func TestApplianceKilled(t *testing.T) {
 	if _, err := ep.Dial(ctx, peregrine.Addr{IP: netip.MustParseAddr(ip), MAC: mac}, peregrine.ConnOptions{}); !errors.Is(err, peregrine.ErrClosed) {
 		t.Fatalf("Dial after = %v, want ErrClosed", err)
 	}
-	if _, err := client.Attach(sock, client.Options{}); !errors.Is(err, peregrine.ErrClosed) {
+	if _, err := peregrine.Attach(sock, peregrine.AttachOptions{}); !errors.Is(err, peregrine.ErrClosed) {
 		t.Fatalf("Attach to a dead appliance = %v, want ErrClosed", err)
 	}
 }

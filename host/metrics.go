@@ -8,6 +8,7 @@ type AppCounters struct {
 	OpsOK, OpsFailed          atomic.Uint64 // operations completed, by outcome (refusals included in failed)
 	BytesSent, BytesReceived  atomic.Uint64 // message bytes of successful Sends and Recvs
 	BadOp, BadConn, BadBuffer atomic.Uint64 // descriptors refused: unknown op, connection not the application's, buffer span outside its pool
+	BadRegion                 atomic.Uint64 // descriptors refused: a push's or a pull's region not the application's, or its span outside it
 	BadRingIndex              atomic.Uint64 // a ring index the application published was impossible
 	LostCompletions           atomic.Uint64 // completions dropped because of BadRingIndex
 	BadControl                atomic.Uint64 // control messages refused as malformed or unknown
@@ -17,13 +18,13 @@ type AppCounters struct {
 
 // AppStats is a snapshot of one attached application.
 type AppStats struct {
-	ID                                                                                 uint64 // the attachment's number, unique for the server's life
-	UID                                                                                uint32 // the peer's credentials when it attached
-	PID                                                                                int32
-	InFlight                                                                           int // operations in flight now
-	OpsOK, OpsFailed, BytesSent, BytesReceived                                         uint64
-	BadOp, BadConn, BadBuffer, BadRingIndex, LostCompletions, BadControl, QuotaRefused uint64
-	Conns                                                                              int64
+	ID                                                                                            uint64 // the attachment's number, unique for the server's life
+	UID                                                                                           uint32 // the peer's credentials when it attached
+	PID                                                                                           int32
+	InFlight                                                                                      int // operations in flight now
+	OpsOK, OpsFailed, BytesSent, BytesReceived                                                    uint64
+	BadOp, BadConn, BadBuffer, BadRegion, BadRingIndex, LostCompletions, BadControl, QuotaRefused uint64
+	Conns                                                                                         int64
 }
 
 // ServerStats are the server's own counters.
@@ -56,7 +57,7 @@ func (s *Server) Stats(fn func(AppStats)) ServerStats {
 		c := &a.stats
 		fn(AppStats{ID: a.id, UID: a.uid, PID: a.pid, InFlight: inflight,
 			OpsOK: c.OpsOK.Load(), OpsFailed: c.OpsFailed.Load(), BytesSent: c.BytesSent.Load(), BytesReceived: c.BytesReceived.Load(),
-			BadOp: c.BadOp.Load(), BadConn: c.BadConn.Load(), BadBuffer: c.BadBuffer.Load(), BadRingIndex: c.BadRingIndex.Load(),
+			BadOp: c.BadOp.Load(), BadConn: c.BadConn.Load(), BadBuffer: c.BadBuffer.Load(), BadRegion: c.BadRegion.Load(), BadRingIndex: c.BadRingIndex.Load(),
 			LostCompletions: c.LostCompletions.Load(), BadControl: c.BadControl.Load(), QuotaRefused: c.QuotaRefused.Load(),
 			Conns: c.Conns.Load()})
 	}

@@ -32,6 +32,11 @@ type Quota struct {
 	// Ring is the largest ring, and so the most operations one channel
 	// has in flight (default 1024).
 	Ring int
+	// Regions is how many regions one channel may hold registered
+	// (default 16), RegionBytes how many bytes they may hold in all
+	// (default 1 GiB).
+	Regions     int
+	RegionBytes int
 }
 
 // Options configure New.
@@ -72,6 +77,8 @@ func (o *Options) defaults() error {
 	q.BufSize = cmp0(q.BufSize, 8<<20)
 	q.Conns = cmp0(q.Conns, 64)
 	q.Ring = cmp0(q.Ring, 1024)
+	q.Regions = cmp0(q.Regions, 16)
+	q.RegionBytes = cmp0(q.RegionBytes, 1<<30)
 	d := &o.Default
 	d.Buffers = cmp0(d.Buffers, min(256, q.Buffers))
 	d.BufSize = cmp0(d.BufSize, min(64<<10, q.BufSize))
@@ -274,7 +281,7 @@ func (s *Server) serveApp(c *net.UnixConn) {
 		a.reqs.Add(1)
 		go func() { // dial and accept wait on the network
 			defer a.reqs.Done()
-			a.reply(a.handle(&req), -1)
+			a.reply(a.handle(&req))
 		}()
 	}
 }
@@ -410,6 +417,15 @@ func (s *Server) detach(a *app) {
 		for _, op := range out[:n] {
 			a.finish(op)
 		}
+	}
+	// Every op completed: the regions go from the endpoint, then their
+	// mappings.
+	for i, r := range a.regions {
+		if r != nil && r != reservedRegion {
+			s.ep.Deregister(r.reg)
+			r.mem.Close()
+		}
+		a.regions[i] = nil
 	}
 	a.ch.Close()
 	s.mu.Lock()

@@ -36,12 +36,14 @@ func newRTCluster(t *testing.T, nodes int, faults []Fault, tweak func(*ClusterCo
 			}
 			i := n.Index
 			x.eps[i] = e
-			e.SetDeliver(func(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
-				x.got[i] = append(x.got[i], binary.BigEndian.Uint64(p))
-				x.from[i] = append(x.from[i], int(c.Peer().IP.As4()[3])-1)
-				return rt.Accept
+			e.SetULP(&testULP{
+				deliver: func(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
+					x.got[i] = append(x.got[i], binary.BigEndian.Uint64(p))
+					x.from[i] = append(x.from[i], int(c.Peer().IP.As4()[3])-1)
+					return rt.Accept
+				},
+				event: func(ev rt.Event) { x.ev[i] = append(x.ev[i], ev) },
 			})
-			e.SetEventHandler(func(ev rt.Event) { x.ev[i] = append(x.ev[i], ev) })
 			return e, nil
 		}})
 	}

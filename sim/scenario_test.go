@@ -49,9 +49,7 @@ func newScen(t *testing.T, tweak func(*Config)) *scen {
 	t.Cleanup(func() {
 		require.NoError(t, s.Close())
 	})
-	s.A.SetEventHandler(func(ev rt.Event) { x.evA = append(x.evA, ev) })
-	s.B.SetEventHandler(func(ev rt.Event) { x.evB = append(x.evB, ev) })
-	rec := func(got *[]del) rt.DeliverFunc {
+	rec := func(got *[]del) func(*rt.Conn, *wire.Header, []byte) rt.Verdict {
 		return func(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 			d := del{psn: h.PSN, win: h.Window(), at: s.Clock.Now()}
 			if len(p) >= 8 {
@@ -61,10 +59,20 @@ func newScen(t *testing.T, tweak func(*Config)) *scen {
 			return rt.Accept
 		}
 	}
-	s.A.SetDeliver(rec(&x.gotA))
-	s.B.SetDeliver(rec(&x.gotB))
+	s.A.SetULP(&testULP{deliver: rec(&x.gotA), event: func(ev rt.Event) { x.evA = append(x.evA, ev) }})
+	s.B.SetULP(&testULP{deliver: rec(&x.gotB), event: func(ev rt.Event) { x.evB = append(x.evB, ev) }})
 	return x
 }
+
+// testULP is a ULP of functions: packets to deliver, events to event.
+type testULP struct {
+	deliver func(*rt.Conn, *wire.Header, []byte) rt.Verdict
+	event   func(rt.Event)
+}
+
+func (u *testULP) Deliver(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict { return u.deliver(c, h, p) }
+func (u *testULP) Acked(*rt.Conn, wire.Window, uint32, uint64)             {}
+func (u *testULP) Event(ev rt.Event)                                       { u.event(ev) }
 
 func (x *scen) run(cond func() bool, limit time.Duration) {
 	x.t.Helper()

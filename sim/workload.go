@@ -81,8 +81,8 @@ func pickType(r *rand.Rand) wire.Type {
 	return t
 }
 
-// NewWorkload attaches a workload to sim (its deliver functions and event
-// handlers) and adds it as a stage. Call Open to start.
+// NewWorkload makes a workload the ULP of both of sim's endpoints and adds
+// it as a stage. Call Open to start.
 func NewWorkload(sim *Sim, cfg WorkloadConfig) *Workload {
 	if cfg.MaxPayload < payloadHeader+4 {
 		cfg.MaxPayload = 256
@@ -93,9 +93,7 @@ func NewWorkload(sim *Sim, cfg WorkloadConfig) *Workload {
 	w := &Workload{cfg: cfg, sim: sim, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), eps: [2]*rt.Endpoint{sim.A, sim.B}}
 	w.buf = make([]byte, cfg.MaxPayload)
 	for side := range 2 {
-		side := side
-		w.eps[side].SetDeliver(func(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict { return w.deliver(side, c, h, p) })
-		w.eps[side].SetEventHandler(func(ev rt.Event) { w.event(side, ev) })
+		w.eps[side].SetULP(workloadSide{w, side})
 	}
 	sim.AddStage(w)
 	return w
@@ -164,6 +162,18 @@ func (w *Workload) event(side int, ev rt.Event) {
 		w.violate("endpoint %s: unexpected NACK %v", w.eps[side].Name(), ev.Nack.Code)
 	}
 }
+
+// workloadSide is the ULP of one side's endpoint.
+type workloadSide struct {
+	w    *Workload
+	side int
+}
+
+func (s workloadSide) Deliver(c *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
+	return s.w.deliver(s.side, c, h, p)
+}
+func (s workloadSide) Acked(*rt.Conn, wire.Window, uint32, uint64) {}
+func (s workloadSide) Event(ev rt.Event)                           { s.w.event(s.side, ev) }
 
 func (w *Workload) deliver(side int, c *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
 	name := w.eps[side].Name()

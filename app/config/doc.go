@@ -16,10 +16,15 @@
 //	    stages:
 //	      - {kind: forwarder, ports: [p0, p1], mode: io}
 //	run:       {duration: 10s, drain: 5s, stats_period: 1s}
+//	host:      {socket: /run/peregrine.sock, port: "afxdp:eth1", ip: 198.18.0.1}  # the sidecar (optional)
 //
 // Stage kinds (Kinds): forwarder, generator, sink, fabric, transport, roce;
 // the fields of each are its type's yaml tags (Forwarder, Generator, Sink,
 // Fabric, Transport, RoCE). configs/ holds an example of every use.
+//
+// The host section (Host) runs the sidecar beside the pipelines, with
+// serve's options as fields; config only checks it (it sits below the
+// public package and host): the binary opens the endpoint and the server.
 //
 // The seed mechanisms: a transport stage's ioi (on|off|inorder|sprayed),
 // msg_size, sends (initiator) and post_recv (target) for the delivery

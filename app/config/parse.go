@@ -227,6 +227,7 @@ func applyDefaults(f *File) {
 	if f.Run.StatsPeriod == 0 {
 		f.Run.StatsPeriod = DefaultStatsPeriod
 	}
+	applyHostDefaults(f.Host)
 }
 
 // decodeStage reads one stage mapping: its kind, its name, and the rest

@@ -233,6 +233,18 @@ func CheckTransportMemory(window, sends, postRecv int, sizes []int) error {
 	return nil
 }
 
+// CheckMinCwnd refuses a congestion window floor Swift does not take (0:
+// Swift's default).
+func CheckMinCwnd(w float64) error {
+	if w == 0 {
+		return nil
+	}
+	if !(w >= 0.001 && w <= swift.DefaultParams().MaxCwnd) {
+		return fmt.Errorf("%v packets is out of range: use 0 (Swift's default, 0.01) or 0.001..%v", w, swift.DefaultParams().MaxCwnd)
+	}
+	return nil
+}
+
 // CheckTargetDelay refuses a congestion target delay Swift does not take.
 func CheckTargetDelay(d time.Duration) error {
 	if err := CheckAtLeast(d, time.Microsecond); err != nil {

@@ -25,6 +25,8 @@ type File struct {
 	Pipelines []Pipeline `yaml:"pipelines"`
 	// Run says how long the appliance runs and how it ends.
 	Run Run `yaml:"run"`
+	// Host, when present, runs the sidecar beside the pipelines.
+	Host *Host `yaml:"host"`
 }
 
 // Pool configures the packet pool.

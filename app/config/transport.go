@@ -52,10 +52,13 @@ type Transport struct {
 	PullEvery int    `yaml:"pull_every"`
 	Count     uint64 `yaml:"count"`
 	// Seed, MinRTO (default 1ms), TargetDelay (Swift's base target,
-	// default 200us) and PSNWindow (default 512) tune the transport.
+	// default 200us), MinCwnd (Swift's least window in packets, default
+	// Swift's 0.01: app.TransportOptions.MinCwnd says when to raise it)
+	// and PSNWindow (default 512) tune the transport.
 	Seed        uint64   `yaml:"seed"`
 	MinRTO      Duration `yaml:"min_rto" default:"1ms"`
 	TargetDelay Duration `yaml:"target_delay" default:"200us"`
+	MinCwnd     float64  `yaml:"min_cwnd"`
 	PSNWindow   int      `yaml:"psn_window" default:"512"`
 	// IOI is the forwarding of data packets (the transport subcommand's
 	// --ioi): on (in-order head and tail, sprayed middle), off (the
@@ -132,6 +135,7 @@ func (s *Transport) Check(c *Checker) {
 		s.TargetDelay = Duration(200 * time.Microsecond)
 	}
 	c.Err("target_delay", CheckTargetDelay(s.TargetDelay.D()))
+	c.Err("min_cwnd", CheckMinCwnd(s.MinCwnd))
 	if s.PSNWindow == 0 {
 		s.PSNWindow = 512
 	}
@@ -156,7 +160,7 @@ func (s *Transport) Check(c *Checker) {
 	s.opts = app.TransportOptions{
 		Role: s.Role, LocalIP: ip, Window: s.Window, Sizes: sizes, RegionLen: s.RegionSize,
 		Conns: s.Conns, PullEvery: s.PullEvery, Count: s.Count,
-		CongestionTarget: s.TargetDelay.D(), MinRTO: s.MinRTO.D(), Seed: s.Seed, RTWindow: s.PSNWindow,
+		CongestionTarget: s.TargetDelay.D(), MinCwnd: s.MinCwnd, MinRTO: s.MinRTO.D(), Seed: s.Seed, RTWindow: s.PSNWindow,
 		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv, GlobalQPNs: s.GlobalQPNs,
 	}
 	c.KeepFrames(TransportFrames)

@@ -77,6 +77,7 @@ func (c *Config) validate(errs Errors) error {
 	top("run.duration", CheckDuration(f.Run.Duration.D(), "run until every stage with an end has finished, or a signal"))
 	top("run.drain", CheckDuration(f.Run.Drain.D(), ""))
 	top("run.stats_period", CheckAtLeast(f.Run.StatsPeriod.D(), time.Millisecond))
+	c.checkHost(top)
 
 	if len(f.Pipelines) == 0 {
 		top("pipelines", fmt.Errorf("none given: give each lcore a pipeline of stages, e.g. pipelines: [{lcore: a, stages: [{kind: forwarder, ports: [p0, p1]}]}]"))
@@ -125,7 +126,7 @@ func (c *Config) validate(errs Errors) error {
 
 // order sorts errors roughly in file order: top-level sections first.
 func order(path string) int {
-	for i, p := range []string{"pool", "idle", "lcores", "ports", "pipelines", "run"} {
+	for i, p := range []string{"pool", "idle", "lcores", "ports", "pipelines", "run", "host"} {
 		if strings.HasPrefix(path, p) {
 			return i
 		}

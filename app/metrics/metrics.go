@@ -319,3 +319,63 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// App is one application attached to the sidecar, as the appliance counts
+// it (host.Server.Stats): the metrics of Apps are labelled by its
+// attachment's number (app), user (uid) and process (pid).
+type App struct {
+	ID       uint64
+	UID      uint32
+	PID      int32
+	Channels int   // channels the attachment holds (one)
+	Buffers  int   // channel buffers the appliance holds for operations in flight
+	Conns    int64 // connections open
+	InFlight int   // operations in flight
+	OpsOK, OpsFailed,
+	BytesSent, BytesReceived uint64
+	// Drops are the descriptors and control messages the appliance
+	// refused, by reason.
+	Drops map[string]uint64
+}
+
+// Sidecar is the appliance's own count of attachments.
+type Sidecar struct {
+	Attached                    int
+	Attaches, Detaches, Refused uint64
+}
+
+// Apps exports the sidecar's applications, read at each scrape: sample
+// calls app once per attached application and returns the server's
+// counts. Per application: peregrine_sidecar_app_channels,
+// peregrine_sidecar_app_buffers_in_use, peregrine_sidecar_app_connections,
+// peregrine_sidecar_app_ops_in_flight, peregrine_sidecar_app_ops_total by
+// outcome, peregrine_sidecar_app_bytes_total by direction and
+// peregrine_sidecar_app_drops_total by reason; and the server's
+// peregrine_sidecar_apps_attached and peregrine_sidecar_{attaches,
+// detaches,refused}_total.
+func (r *Registry) Apps(sample func(app func(App)) Sidecar) error {
+	return r.Register(newFuncCollector(func(ch chan<- prometheus.Metric) {
+		l := []string{"app", "uid", "pid"}
+		st := sample(func(a App) {
+			v := []string{strconv.FormatUint(a.ID, 10), strconv.FormatUint(uint64(a.UID), 10), strconv.FormatInt(int64(a.PID), 10)}
+			ch <- gauge("peregrine_sidecar_app_channels", "Shared-memory channels the application holds.", l, float64(a.Channels), v...)
+			ch <- gauge("peregrine_sidecar_app_buffers_in_use", "Channel buffers the appliance holds for the application's operations in flight.", l, float64(a.Buffers), v...)
+			ch <- gauge("peregrine_sidecar_app_connections", "Connections the application holds open.", l, float64(a.Conns), v...)
+			ch <- gauge("peregrine_sidecar_app_ops_in_flight", "The application's operations in flight.", l, float64(a.InFlight), v...)
+			lo := append(l[:len(l):len(l)], "outcome")
+			ch <- counter("peregrine_sidecar_app_ops_total", "The application's operations completed, by outcome.", lo, float64(a.OpsOK), append(v, "ok")...)
+			ch <- counter("peregrine_sidecar_app_ops_total", "The application's operations completed, by outcome.", lo, float64(a.OpsFailed), append(v, "failed")...)
+			ld := append(l[:len(l):len(l)], "direction")
+			ch <- counter("peregrine_sidecar_app_bytes_total", "Message bytes of the application's successful sends and receives.", ld, float64(a.BytesSent), append(v, "sent")...)
+			ch <- counter("peregrine_sidecar_app_bytes_total", "Message bytes of the application's successful sends and receives.", ld, float64(a.BytesReceived), append(v, "received")...)
+			lr := append(l[:len(l):len(l)], "reason")
+			for reason, n := range a.Drops {
+				ch <- counter("peregrine_sidecar_app_drops_total", "Descriptors and requests of the application the appliance refused, by reason.", lr, float64(n), append(v, reason)...)
+			}
+		})
+		ch <- gauge("peregrine_sidecar_apps_attached", "Applications attached now.", nil, float64(st.Attached))
+		ch <- counter("peregrine_sidecar_attaches_total", "Attachments accepted.", nil, float64(st.Attaches))
+		ch <- counter("peregrine_sidecar_detaches_total", "Attachments ended, closed or by the application's death.", nil, float64(st.Detaches))
+		ch <- counter("peregrine_sidecar_refused_total", "Attachments refused: malformed, or over a quota.", nil, float64(st.Refused))
+	}))
+}

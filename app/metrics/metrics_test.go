@@ -75,3 +75,46 @@ func TestServeRefuses(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "address already in use"), err.Error())
 }
+
+// TestAppsLabelsEachApplication: the sidecar's applications are exported
+// one series set each, labelled by attachment, user and process, with
+// their refusals by reason and the server's own counts.
+func TestAppsLabelsEachApplication(t *testing.T) {
+	reg := metrics.New()
+	require.NoError(t, reg.Apps(func(app func(metrics.App)) metrics.Sidecar {
+		app(metrics.App{ID: 1, UID: 1000, PID: 42, Channels: 1, Buffers: 3, Conns: 2, InFlight: 3, OpsOK: 10, OpsFailed: 1,
+			BytesSent: 4096, BytesReceived: 2048, Drops: map[string]uint64{"bad_buffer": 5, "quota": 0}})
+		app(metrics.App{ID: 7, UID: 0, PID: 43, Channels: 1})
+		return metrics.Sidecar{Attached: 2, Attaches: 3, Detaches: 1, Refused: 4}
+	}))
+	body := scrape(t, reg)
+	for _, want := range []string{
+		`peregrine_sidecar_app_channels{app="1",pid="42",uid="1000"} 1`,
+		`peregrine_sidecar_app_buffers_in_use{app="1",pid="42",uid="1000"} 3`,
+		`peregrine_sidecar_app_connections{app="1",pid="42",uid="1000"} 2`,
+		`peregrine_sidecar_app_ops_total{app="1",outcome="ok",pid="42",uid="1000"} 10`,
+		`peregrine_sidecar_app_ops_total{app="1",outcome="failed",pid="42",uid="1000"} 1`,
+		`peregrine_sidecar_app_bytes_total{app="1",direction="sent",pid="42",uid="1000"} 4096`,
+		`peregrine_sidecar_app_drops_total{app="1",pid="42",reason="bad_buffer",uid="1000"} 5`,
+		`peregrine_sidecar_app_drops_total{app="1",pid="42",reason="quota",uid="1000"} 0`,
+		`peregrine_sidecar_app_connections{app="7",pid="43",uid="0"} 0`,
+		"peregrine_sidecar_apps_attached 2",
+		"peregrine_sidecar_refused_total 4",
+	} {
+		require.Contains(t, body, want)
+	}
+}
+
+func scrape(t *testing.T, reg *metrics.Registry) string {
+	t.Helper()
+	srv, err := metrics.Serve("127.0.0.1:0", false, reg)
+	require.NoError(t, err)
+	defer srv.Close()
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, string(body))
+	return string(body)
+}

@@ -33,7 +33,7 @@ type RxCostOptions struct {
 // RxCost measures the receive path of one rt.Endpoint in nanoseconds per
 // packet: taking a burst from the port, decoding and checksumming each
 // frame, finding its connection by CID, applying the receiver rules to the
-// window, calling the deliver function, and building and transmitting the
+// window, calling the ULP's Deliver, and building and transmitting the
 // coalesced ACKs (one per rt.DefaultAckEvery packets, at most one per
 // connection and burst). The frames are in-order 64-byte-payload IPv4 data
 // packets of one established connection with UDP checksums, prepared
@@ -110,7 +110,7 @@ func newRxBench(burst, payload int, noUDPChecksum bool) (*rxBench, error) {
 	if err != nil {
 		return nil, errors.Join(err, pool.Close())
 	}
-	b.e.SetDeliver(func(*rt.Conn, *wire.Header, []byte) rt.Verdict { b.delivered++; return rt.Accept })
+	b.e.SetULP(b)
 	b.addrs = wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 2}, DstMAC: [6]byte(b.port.mac), SrcIP: peer, DstIP: local, NoUDPChecksum: noUDPChecksum}
 
 	// Open a connection the way a peer would: ConnOpen in, ConnAccept out.
@@ -132,6 +132,12 @@ func newRxBench(burst, payload int, noUDPChecksum bool) (*rxBench, error) {
 	b.psn = acc.ReqEBSN
 	return b, nil
 }
+
+// Deliver, Acked and Event make rxBench the endpoint's ULP: it takes and
+// counts every packet.
+func (b *rxBench) Deliver(*rt.Conn, *wire.Header, []byte) rt.Verdict { b.delivered++; return rt.Accept }
+func (b *rxBench) Acked(*rt.Conn, wire.Window, uint32, uint64)       {}
+func (b *rxBench) Event(rt.Event)                                    {}
 
 func (b *rxBench) inject(h *wire.Header, payload []byte) error {
 	if b.pool.AllocBulk(b.hs[:1]) != 1 {

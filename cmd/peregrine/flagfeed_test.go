@@ -123,6 +123,7 @@ func TestEveryFlagRefusesBadValues(t *testing.T) {
 			{"frame-size", []string{"0", "1000"}},
 			{"target-delay", []string{"0", "-1s"}},
 			{"min-rto", []string{"0", "-1s"}},
+			{"min-cwnd", []string{"-1", "0.0001", "1000", "NaN"}},
 			{"psn-window", []string{"0", "-1", "63", "100", "8192"}},
 			{"seed", []string{"-1"}},
 			{"op-timeout", []string{"-1s", "x"}},

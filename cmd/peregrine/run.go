@@ -106,6 +106,26 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 		return false, err
 	}
 	defer obs.close()
+	// The sidecar starts first: a socket it cannot take fails the run
+	// before any pipeline port opens.
+	var side *runSidecar
+	if c.File.Host != nil {
+		if side, err = startSidecar(c.File.Host, obs); err != nil {
+			return false, fmt.Errorf("%s: host: %w", cfg.file, err)
+		}
+	}
+	sideStopped := false
+	stopSide := func() error {
+		if side == nil || sideStopped {
+			return nil
+		}
+		sideStopped = true
+		if !cfg.obs.json {
+			printServeStats(out, side.srv)
+		}
+		return side.stop()
+	}
+	defer stopSide()
 	a, err := config.Build(c, clock.NewReal())
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", cfg.file, err)
@@ -157,8 +177,9 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			obs.textf("stopping (%s): draining in-flight work for up to %v (a second signal cuts it short)\n", why, c.File.Run.Drain.D())
 		},
 	})
+	sideErr := stopSide()
 	capLines, capChecks := captureChecks(a.Pipeline.Ports())
-	capOK := true
+	capOK := sideErr == nil
 	for _, c := range capChecks {
 		capOK = capOK && c.ok
 	}
@@ -166,6 +187,9 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 		rec := summaryRecord(res)
 		rec["ok"] = res.OK() && capOK
 		rec["captures"] = jsonChecks(capChecks)
+		if side != nil {
+			rec["sidecar_error"] = errText(sideErr)
+		}
 		obs.jsonLine(rec)
 	} else {
 		fmt.Fprintf(out, "\nsummary after %.2fs:\n", res.Elapsed.Seconds())
@@ -189,6 +213,9 @@ func runAppliance(ctx, hurry context.Context, cfg runConfig, c *config.Config, o
 			check{len(res.Lost) == 0, fmt.Sprintf("drained and stopped with nothing lost (%d lost)", len(res.Lost))},
 			check{res.Err == nil, "loops and ports stopped cleanly" + because(res.Err)})
 		checks = append(checks, capChecks...)
+		if side != nil {
+			checks = append(checks, check{sideErr == nil, "the sidecar's applications detached and its frames returned" + because(sideErr)})
+		}
 		report(out, checks, res.Interrupted)
 	}
 	obs.log.Info("stopped", "ok", res.OK() && capOK, "lost", res.Lost, "pool_in_use", res.PoolInUse)
@@ -224,12 +251,8 @@ func summaryRecord(res config.Result) map[string]any {
 	if lost == nil {
 		lost = []string{} // "lost": [] for scripts, not null
 	}
-	errText := ""
-	if res.Err != nil {
-		errText = res.Err.Error()
-	}
 	return map[string]any{"type": "summary", "elapsed_s": res.Elapsed.Seconds(), "interrupted": res.Interrupted, "ok": res.OK(),
-		"lost": lost, "pool_in_use": res.PoolInUse, "stages": reports, "error": errText}
+		"lost": lost, "pool_in_use": res.PoolInUse, "stages": reports, "error": errText(res.Err)}
 }
 
 // jsonEncode writes v as one JSON line.
@@ -244,4 +267,12 @@ func stageKinds() string {
 		names = append(names, k.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// errText is an error's text for a JSON record ("" for none).
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -48,11 +48,12 @@ func newServeCommand() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the sidecar: applications attach over a Unix socket and send through this endpoint",
 		Long: `serve opens one transport endpoint on --port and listens on the Unix socket
---socket for applications (the host/client package). Each application that
+--socket for applications (peregrine.Attach). Each application that
 attaches gets a shared-memory channel of its own (a sealed memfd passed over
 the socket): rings of descriptors each way and a pool of buffers it writes its
-messages into. Dial, listen, accept and close go over the socket; messages go
-on the rings, which serve polls. An application that exits or dies has its
+messages into. Dial, listen, accept, close and region registration go over
+the socket; sends, receives, pushes and pulls go on the rings, which serve
+polls. An application that exits or dies has its
 connections closed and its channel released; the others go on.
 
 The socket is created with --socket-mode (0660) and, when given, --owner and
@@ -84,6 +85,8 @@ SIGINT/SIGTERM).`,
 	sizeVar(f, &cfg.quota.BufSize, "max-buffer-size", 8<<20, "the largest buffer an application may ask for")
 	f.IntVar(&cfg.quota.Conns, "max-conns", 64, "connections one channel may hold open")
 	f.IntVar(&cfg.quota.Ring, "max-ring", 1024, "the largest ring an application may ask for")
+	f.IntVar(&cfg.quota.Regions, "max-regions", 16, "regions (Register) one channel may hold")
+	sizeVar(f, &cfg.quota.RegionBytes, "max-region-bytes", 1<<30, "bytes one channel may hold in regions")
 	f.BoolVar(&cfg.echo, "echo", false, "with a mem: port, run an echo peer (IP --ip + 1) on the pair's other end")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.DurationVar(&cfg.period, "stats-period", 10*time.Second, "how often to print per-application counters")
@@ -141,6 +144,8 @@ func (c *serveConfig) validate() error {
 		checkInt("max-buffer-size", q.BufSize, 64, shm.MaxBufSize),
 		checkInt("max-conns", q.Conns, 1, 1<<16),
 		checkInt("max-ring", q.Ring, 2, shm.MaxRing),
+		checkInt("max-regions", q.Regions, 1, 1<<16),
+		checkInt("max-region-bytes", q.RegionBytes, 1, 1<<40),
 		checkInt("buffers", c.buffers, 1, q.Buffers),
 		checkInt("buffer-size", c.bufSize, 64, q.BufSize),
 		checkInt("ring", c.ring, 2, q.Ring),

@@ -13,7 +13,6 @@ import (
 
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host"
-	"github.com/peregrine-net/peregrine/host/client"
 )
 
 type syncBuf struct {
@@ -30,7 +29,7 @@ func TestServeCarriesMessages(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	cfg := serveConfig{socket: sock, port: "mem:servetest/0", ip: "198.18.0.1", mode: "0660", echo: true,
 		buffers: 16, bufSize: 64 << 10, ring: 16, period: time.Hour,
-		quota: host.Quota{Channels: 4, Buffers: 64, BufSize: 1 << 20, Conns: 4, Ring: 64}}
+		quota: host.Quota{Channels: 4, Buffers: 64, BufSize: 1 << 20, Conns: 4, Ring: 64, Regions: 4, RegionBytes: 1 << 20}}
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +50,7 @@ func TestServeCarriesMessages(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("serve ended before it served: %v\n%s", err, out.String())
 	}
-	ep, err := client.Attach(sock, client.Options{})
+	ep, err := peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

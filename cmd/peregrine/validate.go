@@ -271,6 +271,7 @@ func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 		checkFrameSize(c.frameSize),
 		checkFrames(c.frames, 1, 0, c.frameSize),
 		flagged("target-delay", config.CheckTargetDelay(c.target)),
+		flagged("min-cwnd", config.CheckMinCwnd(c.minCwnd)),
 		checkPositiveDuration("min-rto", c.minRTO, time.Microsecond),
 		psn,
 	)

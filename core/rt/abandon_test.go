@@ -21,7 +21,7 @@ func TestAbandonByCookie(t *testing.T) {
 	ca, _ := h.connect()
 	h.idle(time.Millisecond)
 	acked := map[uint64]int{}
-	h.a.SetAckHandler(func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { acked[cookie]++ })
+	setAcked(h.a, func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { acked[cookie]++ })
 
 	// The peer hears nothing for now.
 	sends := map[uint32]int{}

@@ -29,11 +29,14 @@ func (e *Endpoint) validAck(c *conn, hd *wire.Header, ext bool) bool {
 }
 
 // piggyback applies the cumulative acknowledgement every packet carries
-// (validAck first: a forged one is ignored whole).
-func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
+// (validAck first: a forged one is ignored whole). It reports false if the
+// ULP, told of an acknowledged packet, ended the connection: the packet
+// that carried the acknowledgement must not touch the slot then.
+func (e *Endpoint) piggyback(c *conn, hd *wire.Header) bool {
 	if !e.validAck(c, hd, false) {
-		return 0
+		return true
 	}
+	h := c.handle
 	total := 0
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	for k := range 2 {
@@ -45,14 +48,17 @@ func (e *Endpoint) piggyback(c *conn, hd *wire.Header) int {
 			e.cnt.own[cAckStale]++
 		}
 		e.retire(c, k, newly)
+		if c.handle != h {
+			return false
+		}
 		total += len(newly)
 	}
-	if total > 0 && c.state != StateFree {
+	if total > 0 {
 		for k := range 2 {
 			e.detectLoss(c, k) // the ACK a data packet carries moves the RACK marks too
 		}
 	}
-	return total
+	return true
 }
 
 // onAck processes an ACK or extended ACK: both windows' BSNs and bitmaps,
@@ -75,6 +81,7 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 	}
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}
+	h := c.handle
 	total := 0
 	for k := range 2 {
 		var bm *wire.Bitmap128
@@ -86,9 +93,12 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 			e.cnt.own[cAckStale]++
 		}
 		e.retire(c, k, newly)
+		if c.handle != h {
+			return // the ULP ended the connection
+		}
 		total += len(newly)
 	}
-	if hd.Ack.Dup != wire.WindowNone && c.state != StateFree {
+	if hd.Ack.Dup != wire.WindowNone {
 		e.onDupReport(c, hd.Ack.Dup, hd.PSN)
 	}
 	var rtt time.Duration
@@ -111,10 +121,8 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		}
 	}
 	c.cc.OnAck(e.now, rtt, total)
-	if c.state != StateFree {
-		for k := range 2 {
-			e.detectLoss(c, k)
-		}
+	for k := range 2 {
+		e.detectLoss(c, k)
 	}
 }
 
@@ -140,9 +148,8 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 			return true
 		}
 	}
-	e.piggyback(c, hd)
-	if c.state == StateFree {
-		return false // an ACK handler dropped the connection
+	if !e.piggyback(c, hd) {
+		return false // the ULP ended the connection
 	}
 	if namesPSN {
 		own := hd.ReqEBSN
@@ -159,6 +166,7 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 			return true
 		}
 	}
+	h := c.handle
 	switch n.Code {
 	case wire.NackReceiverNotReady, wire.NackResourceExhausted:
 		// Capped at MaxRTO: a peer's announced delay (up to an hour in
@@ -185,7 +193,7 @@ func (e *Endpoint) onNack(c *conn, hd *wire.Header) bool {
 		// back once, when it resolves, so the event carries none.
 		e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n})
 	}
-	return c.state != StateFree
+	return c.handle == h // else the ULP ended the connection
 }
 
 // nackForged reports whether a NACK names a PSN of its window that was
@@ -247,19 +255,24 @@ func (e *Endpoint) onULPError(c *conn, n *wire.NackBody) {
 	}
 	x := &e.ctx[idx]
 	x.nacked = true
-	e.emit(Event{Kind: EventNack, Conn: c.handle, Window: n.Window, PSN: n.PSN, Nack: *n, Cookie: x.cookie, HasCookie: true})
-	if c.state == StateFree {
-		return // the handler dropped the connection
+	h := c.handle
+	e.emit(Event{Kind: EventNack, Conn: h, Window: n.Window, PSN: n.PSN, Nack: *n, Cookie: x.cookie, HasCookie: true})
+	if c.handle != h {
+		return // the ULP ended the connection
 	}
 	e.startResync(idx, x, c, wire.ResyncULPError)
 }
 
 // retire releases the contexts of PSNs of window k that an ACK just
-// acknowledged.
+// acknowledged and tells the ULP of each. If the ULP, told of one, ends
+// the connection (c.handle is no longer h), the rest are released
+// untold: the window had marked them acknowledged already, so freeing the
+// connection did not, and the connection's end covers their cookies.
 func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 	w := wire.Window(k + 1)
-	for _, psn := range newly {
-		idx, ok := e.retx.Delete(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: psn})
+	h, cid := c.handle, c.localCID
+	for i, psn := range newly {
+		idx, ok := e.retx.Delete(cam.TransportKey{CID: cid, Win: uint32(w), PSN: psn})
 		if !ok {
 			e.cnt.own[cInternal]++
 			continue
@@ -278,8 +291,19 @@ func (e *Endpoint) retire(c *conn, k int, newly []uint32) {
 			// The packet was reported in EventNack when the NACK came; its
 			// place in the window is free now.
 			e.emit(Event{Kind: EventResynced, Conn: c.handle, Window: w, PSN: psn})
-		case e.onAcked != nil:
-			e.onAcked(c.handle, w, psn, cookie)
+		case e.ulp != nil:
+			e.ulp.Acked(h, w, psn, cookie)
+		}
+		if c.handle != h {
+			for _, psn := range newly[i+1:] {
+				if idx, ok := e.retx.Delete(cam.TransportKey{CID: cid, Win: uint32(w), PSN: psn}); ok {
+					e.releaseCtx(idx)
+					e.cnt.own[cAckRetired]++
+				} else {
+					e.cnt.own[cInternal]++
+				}
+			}
+			return
 		}
 	}
 }

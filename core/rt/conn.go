@@ -67,9 +67,9 @@ const (
 	// an unexpected packet, or receiver-not-ready and resource exhaustion,
 	// which the transport also handles by holding off), which the ULP
 	// should handle. For a ULP
-	// error (the peer's deliver function answered ULPError) the packet is
+	// error (the peer's ULP.Deliver answered ULPError) the packet is
 	// resolved: the event carries its cookie, a resync takes its place so
-	// the windows move on, and no ACK handler call or EventAbandoned
+	// the windows move on, and no ULP.Acked call or EventAbandoned
 	// follows for it; EventResynced does, once that resync is
 	// acknowledged. Any other code is news only: the packet stays
 	// outstanding and the event carries no cookie (HasCookie false); it
@@ -79,7 +79,7 @@ const (
 	// acknowledged, so the PSN no longer holds a place in the window. It
 	// carries no news about the packet (EventNack did); a sender that
 	// waits for room in the window (Send returned ErrWindowFull) may try
-	// again, as after an ACK handler call.
+	// again, as after a ULP.Acked call.
 	EventResynced
 )
 
@@ -92,8 +92,8 @@ func (k EventKind) String() string {
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Event reports a change of a connection to the ULP. Events are delivered
-// on the polling goroutine through the handler given to SetEventHandler.
+// Event reports a change of a connection to the ULP (ULP.Event), on the
+// polling goroutine.
 type Event struct {
 	Kind   EventKind
 	Conn   *Conn
@@ -278,11 +278,13 @@ func (c *conn) txIdle() bool { return c.tx[0].inFlight() == 0 && c.tx[1].inFligh
 // connection is gone: its methods then report the final state (StateClosed
 // or StateFailed) and Send returns ErrClosed, even once the table slot
 // serves another connection. All methods must be called on the endpoint's
-// polling goroutine (typically from the deliver function, an event handler
-// or between Polls of a loop the caller runs).
+// polling goroutine (typically from a ULP method, see ULP for what those may
+// call, or between Polls of a loop the caller runs).
 type Conn struct {
-	e          *Endpoint
-	c          *conn
+	e      *Endpoint
+	c      *conn
+	ulpCtx any // SetULPContext
+
 	cid        uint32
 	final      State
 	err        error
@@ -300,6 +302,18 @@ func (h *Conn) live() *conn {
 	}
 	return nil
 }
+
+// SetULPContext attaches the ULP's own state for this connection (its
+// connection record, say), which ULPContext hands back: the ULP finds its
+// state from the Conn every ULP method receives without a lookup of its
+// own. The transport never reads it. It stays with the handle after the
+// connection ends, so a ULP that reuses its records must check that the
+// one it gets back still serves this Conn. Store a pointer: any other
+// value may allocate.
+func (h *Conn) SetULPContext(v any) { h.ulpCtx = v }
+
+// ULPContext returns what SetULPContext attached (nil: nothing).
+func (h *Conn) ULPContext() any { return h.ulpCtx }
 
 // State returns the connection's state.
 func (h *Conn) State() State {

@@ -13,7 +13,7 @@ func TestAckHandlerReportsEveryCookieOnce(t *testing.T) {
 	h := newHarness(t, nil)
 	ca, _ := h.connect()
 	acked := map[uint64]int{}
-	h.a.SetAckHandler(func(c *Conn, w wire.Window, psn uint32, cookie uint64) {
+	setAcked(h.a, func(c *Conn, w wire.Window, psn uint32, cookie uint64) {
 		require.Same(t, ca, c)
 		acked[cookie]++
 	})
@@ -42,8 +42,8 @@ func TestULPErrorNacksOnceAndResyncs(t *testing.T) {
 	h := newHarness(t, nil)
 	ca, _ := h.connect()
 	acked := map[uint64]bool{}
-	h.a.SetAckHandler(func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { acked[cookie] = true })
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setAcked(h.a, func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { acked[cookie] = true })
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		if hd.RSN%3 == 1 {
 			if hd.RSN == 1 {
 				return ULPError // code 0

@@ -269,8 +269,9 @@ func (e *Endpoint) acceptEarly(c *conn, hd *wire.Header) bool {
 		return false
 	}
 	c.rx[0].bsn, c.rx[1].bsn = hd.PSN, hd.Offset
-	e.establish(c)
-	e.wantCtrl(c, ctrlAccept) // establish dropped it from the control queue
+	if e.establish(c) {
+		e.wantCtrl(c, ctrlAccept) // establish dropped it from the control queue
+	}
 	return true
 }
 
@@ -302,7 +303,8 @@ func isEarlyData(hd *wire.Header) bool {
 
 // earlyAccepted is the initiator's ConnAccept for an early connection:
 // its windows stand (the target adopted them); the BSNs the ConnAccept
-// carries acknowledge what arrived before it was sent.
-func (e *Endpoint) earlyAccepted(c *conn, hd *wire.Header) {
-	e.piggyback(c, hd)
+// carries acknowledge what arrived before it was sent. It reports false if
+// the ULP, told of an acknowledged packet, ended the connection.
+func (e *Endpoint) earlyAccepted(c *conn, hd *wire.Header) bool {
+	return e.piggyback(c, hd)
 }

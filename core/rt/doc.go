@@ -11,8 +11,8 @@
 // allocates nothing. It is an lcore.Stage: each Poll receives one burst,
 // fires due timers, and transmits one burst (control packets, ACKs,
 // retransmissions, new packets, in that order). The ULP calls Open, Send and
-// Close on the same goroutine (from the deliver function, an event handler,
-// or between Polls); only Stats may be read from elsewhere.
+// Close on the same goroutine (from its ULP methods, or between Polls);
+// only Stats may be read from elsewhere.
 //
 // # Connections
 //
@@ -94,7 +94,7 @@
 // the latest packet that was not a retransmission (Karn's rule, applied by
 // the receiver) and when it got it (RxTime), so the sender samples the
 // fabric RTT without the receiver's turnaround; TxEcho 0 means no sample.
-// A packet the deliver function refuses (NotReady, NoResources) is not
+// A packet ULP.Deliver refuses (NotReady, NoResources) is not
 // marked received; the peer gets a NACK and holds off that packet and the
 // ones after it for the NACK's RNR time. A packet refused for good
 // (ULPError: it names memory that is not registered, say) is not marked
@@ -107,8 +107,8 @@
 //
 // The ULP tags each packet it sends with a Cookie (SendHeader.Cookie, never
 // sent) and hears it back exactly once when the packet resolves — only
-// then, when the transport no longer references it: through the ACK
-// handler (SetAckHandler) when acknowledged, in EventNack for a ULP error,
+// then, when the transport no longer references it: through ULP.Acked
+// when acknowledged, in EventNack for a ULP error,
 // in EventAbandoned when its retries ran out or the ULP gave it up
 // (Conn.Abandon: the transport stops referencing its payload at once, and
 // hands the cookie back when the resync standing in for it is
@@ -219,7 +219,7 @@
 //   - Receive: RxBurst hands the endpoint each frame; the endpoint owns it
 //     while it decodes and processes it (it first reads the headers of the
 //     whole burst, so their cache misses overlap). The header and payload
-//     given to the deliver function alias it (the header is the endpoint's
+//     given to ULP.Deliver alias it (the header is the endpoint's
 //     own decoded copy) and are valid during the call only. The endpoint
 //     frees the burst to its cache when the burst is done.
 //   - Send: the payload is copied into a fresh mbuf (the retained frame),
@@ -245,12 +245,23 @@
 //   - Stop frees every retained and pending frame and flushes the cache;
 //     Close also releases the cache. The port stays the caller's.
 //
-// # Layering
+// # The ULP boundary
 //
 // The ULP (core/rt/txn: transactions, the reorder engine, solicitation)
-// sits on Send, the deliver function and the events: RSN, SSN, ReqLen,
-// Offset and the extensions travel untouched in SendHeader and the
-// delivered header; PSNs stay the transport's.
+// sits on Open, Conn.Send and Close going down, and on one interface, ULP,
+// coming up (Endpoint.SetULP): Deliver for each reliable packet, Acked for
+// each of its packets the peer acknowledged, Event for everything else
+// that happens to a connection. One rule, in ULP's doc, says what any of
+// the three may call back into (everything but running the endpoint:
+// Poll, Tick, Stop, Close), and the endpoint re-checks that the slot
+// still holds the same connection after each call. Each method's doc says
+// who owns what it is given: Deliver's header and payload are borrowed
+// for the call; Acked's packet is released before the call; an Event is a
+// value. The ULP hangs its per-connection state on the Conn
+// (SetULPContext) and gets it back from the Conn each method receives,
+// so it never looks a connection up itself. RSN, SSN, ReqLen, Offset and
+// the extensions travel untouched in SendHeader and the delivered header;
+// PSNs stay the transport's.
 //
 // # Reading order
 //
@@ -259,8 +270,8 @@
 //
 //   - endpoint.go: the Endpoint, NewEndpoint, Poll (receive a burst, fire
 //     timers, transmit), NextDeadline, Stop, Close, the endpoint's mbufs.
-//   - ulp.go: what the ULP sees: Verdict, the deliver, event and ACK
-//     handlers, SendHeader, Conn.Send and CanSend.
+//   - ulp.go: what the ULP sees: Verdict, the ULP interface and its
+//     re-entrancy rule, SendHeader, Conn.Send and CanSend.
 //   - lifecycle.go: the connection table and a connection's life: Open,
 //     ConnOpen and ConnAccept handling, establish, Conn.Close and Abort,
 //     the close handshake, failure and freeing.
@@ -283,7 +294,7 @@
 //     the setup, carried in every reliable packet and checked on receive.
 //
 // A data packet: Poll (endpoint.go) → receiveBurst → onEstablishedData →
-// onData (rx.go) → piggyback → retire (ack.go) → onReliable → deliver
+// onData (rx.go) → piggyback → retire (ack.go) → onReliable → ULP.Deliver
 // (rx.go) → afterPacket; the ACK it earns leaves in transmit (tx.go) →
 // sendAck (ack.go).
 //
@@ -291,9 +302,9 @@
 //
 // What ends a packet (an outstanding reliable packet, at its sender):
 //
-//   - Acknowledgement: the ACK handler gets its cookie; the context and the
-//     retained frame are freed first (the handler may send again).
-//   - ULP error (the peer's deliver function answered ULPError): EventNack
+//   - Acknowledgement: ULP.Acked gets its cookie; the context and the
+//     retained frame are freed first (the ULP may send again).
+//   - ULP error (the peer's ULP.Deliver answered ULPError): EventNack
 //     with the cookie and the peer's code; a resync takes the packet's
 //     place (the retained frame is freed then), and EventResynced tells
 //     when that resync is acknowledged and its window place is free.
@@ -402,9 +413,9 @@
 // its queued ACKs, NACKs and control packets dropped, its slot is freed
 // (its CID goes stale: later frames to it earn bad-CID NACKs) and its
 // handle reads StateFailed and Conn.Err; then, if the ULP knew of the
-// connection, the event handler gets EventFailed with that error, exactly
+// connection, ULP.Event gets EventFailed with that error, exactly
 // once, on the polling goroutine (for Abort, before Abort returns). The
-// handler may Open again at once. ConnFailed counts every failure.
+// ULP may Open again at once. ConnFailed counts every failure.
 //
 // The counters that tell these apart: ResyncSent and Abandoned (packets
 // given up on after their retries; Abandoned also counts the resyncs of

@@ -15,7 +15,7 @@ import (
 // aside), at either end.
 func TestDupReportsAllocateNothing(t *testing.T) {
 	n := newRackNet(t, sprayed+",path-loss=1%,reorder=2%/200us", 5, nil)
-	n.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { return Accept })
+	setDeliver(n.b, func(*Conn, *wire.Header, []byte) Verdict { return Accept })
 	n.cookie = make([]uint64, 0, 1024)
 	c := n.connect()
 	n.push(c, 512, 1024)

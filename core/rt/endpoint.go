@@ -95,9 +95,7 @@ type Endpoint struct {
 	now32 uint32
 	rng   *rand.Rand
 
-	deliver DeliverFunc
-	onEvent func(Event)
-	onAcked AckHandler
+	ulp ULP // SetULP; nil: packets accepted and dropped, nothing told
 
 	cnt     counters
 	sink    byte // keeps touch's loads
@@ -242,7 +240,7 @@ func (e *Endpoint) Conns() int { return len(e.conns) - len(e.freeConns) }
 func (e *Endpoint) Outstanding() int { return e.retx.Len() }
 
 // Poll implements lcore.Stage: it receives one burst and processes it
-// (ACKs retire packets, reliable packets go to the deliver function),
+// (ACKs retire packets, reliable packets go to ULP.Deliver),
 // fires due timers (retransmissions, delayed ACKs, setup retries), then
 // builds and transmits up to one burst: control packets, ACKs,
 // retransmissions, then new packets. Frames the port refuses are offered

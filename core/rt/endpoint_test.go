@@ -311,7 +311,7 @@ func TestDeliverRefusalNacksAndResends(t *testing.T) {
 	h := newHarness(t, nil)
 	ca, _ := h.connect()
 	refused := map[uint32]int{}
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		if refused[hd.PSN] < 2 {
 			refused[hd.PSN]++
 			if hd.PSN%2 == 0 {
@@ -394,9 +394,9 @@ func TestSendDeliverAckRoundTripAllocs(t *testing.T) {
 	ca, _ := h.connect()
 	h.check = false
 	delivered := 0
-	h.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { delivered++; return Accept })
-	h.a.SetEventHandler(nil)
-	h.b.SetEventHandler(nil)
+	setDeliver(h.b, func(*Conn, *wire.Header, []byte) Verdict { delivered++; return Accept })
+	setEvents(h.a, nil)
+	setEvents(h.b, nil)
 	p := payload(7, 100)
 	round := func() {
 		if _, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData}, p); err != nil {
@@ -607,7 +607,7 @@ func TestStablePayloadResentByReference(t *testing.T) {
 	h := newHarness(t, nil)
 	ca, _ := h.connect()
 	var got [][]byte
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		got = append(got, append([]byte(nil), p...))
 		return Accept
 	})

@@ -59,8 +59,8 @@ func (h *harness) restartB(tweak func(o *Options)) {
 	var err error
 	h.b, err = NewEndpoint(o)
 	require.NoError(h.t, err)
-	h.b.SetEventHandler(func(ev Event) { h.evB = append(h.evB, ev) })
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setEvents(h.b, func(ev Event) { h.evB = append(h.evB, ev) })
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		h.gotB = append(h.gotB, record(c, hd, p))
 		return Accept
 	})
@@ -79,7 +79,7 @@ func (h *harness) restartA(tweak func(o *Options)) {
 	var err error
 	h.a, err = NewEndpoint(o)
 	require.NoError(h.t, err)
-	h.a.SetEventHandler(func(ev Event) { h.evA = append(h.evA, ev) })
+	setEvents(h.a, func(ev Event) { h.evA = append(h.evA, ev) })
 }
 
 // Class 5: a receiver that refuses a packet (RNR) with a 1 ms back-off
@@ -90,7 +90,7 @@ func TestEarlyRetransmitRespectsRNRBackOff(t *testing.T) {
 	ca, _ := h.connect()
 	var first uint32
 	refusing := true
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		if refusing && hd.PSN == first {
 			return NotReady
 		}
@@ -124,7 +124,7 @@ func TestEarlyRetransmitsCountTowardRetryLimit(t *testing.T) {
 	h := newHarness(t, func(a, b *Options) { a.RetryLimit = limit })
 	ca, _ := h.connect()
 	var first uint32
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		if hd.PSN == first {
 			return NotReady
 		}
@@ -328,7 +328,7 @@ func TestUnexpectedNackKeepsCookieUntilResolved(t *testing.T) {
 	h := newHarness(t, nil)
 	ca, _ := h.connect()
 	acked := map[uint64]int{}
-	h.a.SetAckHandler(func(c *Conn, w wire.Window, psn uint32, cookie uint64) { acked[cookie]++ })
+	setAcked(h.a, func(c *Conn, w wire.Window, psn uint32, cookie uint64) { acked[cookie]++ })
 	h.pa.tap = func(*wire.Frame) int { return 0 }
 	psn, err := ca.Send(SendHeader{Type: wire.TypePushRequest, Cookie: 42}, payload(1, 16))
 	require.NoError(t, err)

@@ -116,13 +116,13 @@ func newHarness(t testing.TB, tweak func(a, b *Options)) *harness {
 	require.NoError(t, err)
 	h.b, err = NewEndpoint(ob)
 	require.NoError(t, err)
-	h.a.SetEventHandler(func(ev Event) { h.evA = append(h.evA, ev) })
-	h.b.SetEventHandler(func(ev Event) { h.evB = append(h.evB, ev) })
-	h.a.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setEvents(h.a, func(ev Event) { h.evA = append(h.evA, ev) })
+	setEvents(h.b, func(ev Event) { h.evB = append(h.evB, ev) })
+	setDeliver(h.a, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		h.gotA = append(h.gotA, record(c, hd, p))
 		return Accept
 	})
-	h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+	setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 		h.gotB = append(h.gotB, record(c, hd, p))
 		return Accept
 	})
@@ -292,3 +292,48 @@ func (h *harness) sealForA(hd *wire.Header, n int) {
 		}
 	}
 }
+
+// funcULP is a ULP made of functions a test sets and swaps one at a time
+// (setDeliver, setAcked, setEvents); a nil one accepts, or ignores.
+type funcULP struct {
+	deliver func(*Conn, *wire.Header, []byte) Verdict
+	acked   func(*Conn, wire.Window, uint32, uint64)
+	event   func(Event)
+}
+
+func (u *funcULP) Deliver(c *Conn, h *wire.Header, p []byte) Verdict {
+	if u.deliver == nil {
+		return Accept
+	}
+	return u.deliver(c, h, p)
+}
+
+func (u *funcULP) Acked(c *Conn, w wire.Window, psn uint32, cookie uint64) {
+	if u.acked != nil {
+		u.acked(c, w, psn, cookie)
+	}
+}
+
+func (u *funcULP) Event(ev Event) {
+	if u.event != nil {
+		u.event(ev)
+	}
+}
+
+// ulpOf returns e's funcULP, giving it one first.
+func ulpOf(e *Endpoint) *funcULP {
+	if u, ok := e.ulp.(*funcULP); ok {
+		return u
+	}
+	u := &funcULP{}
+	e.SetULP(u)
+	return u
+}
+
+func setDeliver(e *Endpoint, fn func(*Conn, *wire.Header, []byte) Verdict) {
+	ulpOf(e).deliver = fn
+}
+
+func setAcked(e *Endpoint, fn func(*Conn, wire.Window, uint32, uint64)) { ulpOf(e).acked = fn }
+
+func setEvents(e *Endpoint, fn func(Event)) { ulpOf(e).event = fn }

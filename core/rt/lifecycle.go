@@ -295,9 +295,11 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		e.cnt.own[cRTTSamples]++
 	}
 	c.peerTx = hd.TxTime
-	e.establish(c)
-	if c.early.on {
-		e.earlyAccepted(c, hd)
+	if !e.establish(c) {
+		return
+	}
+	if c.early.on && !e.earlyAccepted(c, hd) {
+		return
 	}
 	e.ackNow(c) // the third leg: tells the target we have its CID
 }
@@ -308,8 +310,10 @@ func (e *Endpoint) wantCtrl(c *conn, k ctrlKind) {
 	e.ctrlQ.push(c.idx)
 }
 
-// establish moves a connection to StateEstablished and tells the ULP.
-func (e *Endpoint) establish(c *conn) {
+// establish moves a connection to StateEstablished and tells the ULP. It
+// reports false if the ULP ended the connection when told: the caller
+// must not touch the slot then.
+func (e *Endpoint) establish(c *conn) bool {
 	c.state = StateEstablished
 	e.stopCtrl(c)
 	if next, ok := e.nextIdleCheck(c); ok {
@@ -317,7 +321,9 @@ func (e *Endpoint) establish(c *conn) {
 	}
 	c.announce = true
 	e.cnt.own[cConnEstablished]++
-	e.emit(Event{Kind: EventEstablished, Conn: c.handle})
+	h := c.handle
+	e.emit(Event{Kind: EventEstablished, Conn: h})
+	return c.handle == h
 }
 
 func (e *Endpoint) stopCtrl(c *conn) {
@@ -356,7 +362,7 @@ func (h *Conn) Close() error {
 // Abort drops the connection at once without telling the peer: every
 // unacknowledged packet is discarded (its cookie is not handed back: the
 // connection's end covers it) and the slot is freed; the handle reads
-// StateFailed, ErrAborted. The event handler then gets EventFailed with
+// StateFailed, ErrAborted. The ULP then gets EventFailed (ULP.Event) with
 // Err ErrAborted, before Abort returns and on the calling (polling)
 // goroutine, exactly once, so the layer above fails the connection's
 // operations as for any other failure. (A target's connection the ULP

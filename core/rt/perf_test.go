@@ -17,7 +17,7 @@ func BenchmarkSendDeliverAck(b *testing.B) {
 			ca, _ := h.connect()
 			h.check = false
 			delivered := 0
-			h.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { delivered++; return Accept })
+			setDeliver(h.b, func(*Conn, *wire.Header, []byte) Verdict { delivered++; return Accept })
 			p := payload(1, 64)
 			b.ReportAllocs()
 			b.ResetTimer()

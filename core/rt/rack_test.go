@@ -48,11 +48,11 @@ func newRackNet(t *testing.T, profile string, seed uint64, tweak func(o *Options
 	require.NoError(t, err)
 	n.b, err = NewEndpoint(ob)
 	require.NoError(t, err)
-	n.b.SetDeliver(func(_ *Conn, _ *wire.Header, p []byte) Verdict {
+	setDeliver(n.b, func(_ *Conn, _ *wire.Header, p []byte) Verdict {
 		n.got[binary.BigEndian.Uint64(p)]++
 		return Accept
 	})
-	n.a.SetAckHandler(func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { n.cookie = append(n.cookie, cookie) })
+	setAcked(n.a, func(_ *Conn, _ wire.Window, _ uint32, cookie uint64) { n.cookie = append(n.cookie, cookie) })
 	t.Cleanup(func() {
 		now := n.clk.Now()
 		n.a.Stop(now)
@@ -248,7 +248,7 @@ func TestEarlyResendsNeverAbandonSooner(t *testing.T) {
 // allocation per push of 512 packets).
 func TestLossDetectionAllocatesNothing(t *testing.T) {
 	n := newRackNet(t, sprayed+",path-loss=2%", 5, nil)
-	n.b.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { return Accept })
+	setDeliver(n.b, func(*Conn, *wire.Header, []byte) Verdict { return Accept })
 	n.cookie = make([]uint64, 0, 1024)
 	c := n.connect()
 	n.push(c, 512, 1024) // warm up: the caches, the timer wheel's slots

@@ -35,7 +35,7 @@ func TestOutOfWindowRefusalKeepsRetries(t *testing.T) {
 				a.RNRTimeout, b.RNRTimeout = time.Millisecond, time.Millisecond
 			})
 			refused := 0
-			h.b.SetDeliver(func(c *Conn, hd *wire.Header, p []byte) Verdict {
+			setDeliver(h.b, func(c *Conn, hd *wire.Header, p []byte) Verdict {
 				if refused < tc.refusals {
 					refused++
 					return tc.verdict

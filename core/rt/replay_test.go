@@ -93,7 +93,7 @@ func FuzzEarlyAccept(f *testing.F) {
 		h := newHarness(t, func(a, b *Options) { b.ReplayCache = 2 })
 		h.check = false // injectB checks b after every frame
 		var live []*Conn
-		h.b.SetEventHandler(func(ev Event) {
+		setEvents(h.b, func(ev Event) {
 			if ev.Kind == EventEstablished {
 				live = append(live, ev.Conn)
 			}

@@ -263,7 +263,9 @@ func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
 			return
 		}
 		// Any packet to our CID proves the initiator got ConnAccept.
-		e.establish(c)
+		if !e.establish(c) {
+			return
+		}
 	}
 	c.peerTx = hd.TxTime
 	switch hd.Type {
@@ -305,8 +307,10 @@ func (e *Endpoint) onEstablishedData(c *conn, hd *wire.Header, payload []byte) {
 // onData takes a packet with a PSN: what it acknowledges of ours, then the
 // receiver rules.
 func (e *Endpoint) onData(c *conn, hd *wire.Header, payload []byte) {
-	if hd.ReqEBSN != c.tx[0].bsn || hd.DataEBSN != c.tx[1].bsn {
-		e.piggyback(c, hd) // else it acknowledges nothing new
+	if hd.ReqEBSN != c.tx[0].bsn || hd.DataEBSN != c.tx[1].bsn { // else it acknowledges nothing new
+		if !e.piggyback(c, hd) {
+			return // the ULP, told of an ACK, ended the connection
+		}
 	}
 	e.onReliable(c, hd, payload)
 }
@@ -331,17 +335,19 @@ func (e *Endpoint) onReliable(c *conn, hd *wire.Header, payload []byte) {
 		c.peerClose = hd.PSN
 		c.peerDataEnd = hd.Offset
 	default:
-		if e.deliver != nil {
-			if v := e.deliver(c.handle, hd, payload); v != Accept {
-				if v == Drop {
-					e.cnt.own[cRxDropped]++
-					return
-				}
-				e.onRefused(c, w, hd.PSN, hd.TxTime, v)
+		if e.ulp != nil {
+			h := c.handle
+			v := e.ulp.Deliver(h, hd, payload)
+			if v == Drop {
+				e.cnt.own[cRxDropped]++
 				return
 			}
-			if c.state == StateFree {
-				return // the ULP's callback dropped the connection
+			if c.handle != h {
+				return // the ULP ended the connection (ULP: re-entrancy)
+			}
+			if v != Accept {
+				e.onRefused(c, w, hd.PSN, hd.TxTime, v)
+				return
 			}
 		}
 		e.cnt.own[cRxDelivered]++
@@ -388,7 +394,7 @@ func (e *Endpoint) onNotNew(c *conn, w wire.Window, psn uint32, class rxClass) {
 	e.ackNow(c)
 }
 
-// onRefused records the NACK owed for a packet the deliver function did
+// onRefused records the NACK owed for a packet ULP.Deliver did
 // not accept; echo is the packet's TxTime, which the NACK echoes.
 func (e *Endpoint) onRefused(c *conn, w wire.Window, psn, echo uint32, v Verdict) {
 	e.cnt.own[cRxRefused]++

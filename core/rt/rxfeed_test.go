@@ -48,7 +48,7 @@ func newRxFeed(burst, payload int, noUDPChecksum bool) (*rxFeed, error) {
 	if err != nil {
 		return nil, errors.Join(err, pool.Close())
 	}
-	b.e.SetDeliver(func(*Conn, *wire.Header, []byte) Verdict { b.delivered++; return Accept })
+	setDeliver(b.e, func(*Conn, *wire.Header, []byte) Verdict { b.delivered++; return Accept })
 	b.addrs = wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 2}, DstMAC: [6]byte(b.port.mac), SrcIP: peer, DstIP: local, NoUDPChecksum: noUDPChecksum}
 
 	// Open a connection the way a peer would: ConnOpen in, ConnAccept out.

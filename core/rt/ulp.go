@@ -4,7 +4,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// Verdict is the deliver function's answer for one packet: one of the
+// Verdict is ULP.Deliver's answer for one packet: one of the
 // constants below, or ULPErrorCode(code).
 type Verdict uint16
 
@@ -49,35 +49,46 @@ func (v Verdict) kind() Verdict { return v & 0xff }
 // ulpCode is the code of ULPErrorCode.
 func (v Verdict) ulpCode() uint8 { return uint8(v >> 8) }
 
-// DeliverFunc receives every reliable packet exactly once (unless it
-// refuses it, and then again when it is resent), in the polling goroutine.
-// h and payload alias the receive buffer and are valid during the call
-// only: copy what must outlive it. It may call Send, Close and Open.
-type DeliverFunc func(c *Conn, h *wire.Header, payload []byte) Verdict
-
-// SetDeliver sets the function that receives reliable packets. Without one
-// every packet is accepted and dropped.
-func (e *Endpoint) SetDeliver(fn DeliverFunc) { e.deliver = fn }
-
-// SetEventHandler sets the function that receives connection events, on
-// the polling goroutine. It may call Open, Send and Close, but not Poll.
-func (e *Endpoint) SetEventHandler(fn func(Event)) { e.onEvent = fn }
-
-func (e *Endpoint) emit(ev Event) {
-	if e.onEvent != nil {
-		e.onEvent(ev)
-	}
+// ULP is the layer above the transport, as the endpoint sees it: the one
+// interface it calls (SetULP). Every call runs on the polling goroutine,
+// inside Poll, or inside the ULP's own call that caused it (Conn.Abort
+// reports EventFailed, and Conn.Close of a connection still being set up
+// EventClosed, before they return).
+//
+// Re-entrancy, the same for every method: a call may use the endpoint
+// as the ULP does between Polls — Open, OpenEarly and every method of
+// every Conn, the one it names included (Send, Close, Abort, Abandon,
+// SetAwaiting, SetULPContext) — but not Poll, Tick, Stop or Close, which
+// would run the endpoint inside itself. The endpoint finishes what it was
+// doing on a connection that a call ended without touching it again, even
+// when an Open in the same call gave its slot to another connection.
+type ULP interface {
+	// Deliver takes a reliable packet of c exactly once (unless it is
+	// refused, and then again when it is resent); the verdict says
+	// whether it was taken. h and payload alias the receive buffer,
+	// which the endpoint owns: they are valid during the call only, so
+	// copy what must outlive it.
+	Deliver(c *Conn, h *wire.Header, payload []byte) Verdict
+	// Acked says that the peer acknowledged the packet Window w / PSN psn
+	// sent with SendHeader.Cookie cookie. The endpoint released the
+	// packet's frame and its reference to a stable payload before the
+	// call: nothing is borrowed, and the payload is the ULP's again.
+	Acked(c *Conn, w wire.Window, psn uint32, cookie uint64)
+	// Event reports a change of a connection (see EventKind). ev is the
+	// ULP's copy; ev.Conn stays valid after the call (see Conn).
+	Event(ev Event)
 }
 
-// AckHandler is told of every reliable packet the peer acknowledged, with
-// the Cookie it was sent with, in the polling goroutine while the ACK is
-// processed. It must not call Send, Open or Close (record what to do and
-// do it after Poll).
-type AckHandler func(c *Conn, w wire.Window, psn uint32, cookie uint64)
+// SetULP sets the layer that receives reliable packets, ACKs of its
+// packets and connection events. Without one every packet is accepted
+// and dropped, and ACKs and events go unheard.
+func (e *Endpoint) SetULP(u ULP) { e.ulp = u }
 
-// SetAckHandler sets the function told of each acknowledged packet (nil:
-// none).
-func (e *Endpoint) SetAckHandler(fn AckHandler) { e.onAcked = fn }
+func (e *Endpoint) emit(ev Event) {
+	if e.ulp != nil {
+		e.ulp.Event(ev)
+	}
+}
 
 // SendHeader is what the ULP chooses of a reliable packet's header. The
 // transport fills in the rest: destination CID, PSN, eBSNs, timestamps,
@@ -116,8 +127,8 @@ type SendHeader struct {
 	// the peer may get either version).
 	PayloadStable bool
 	// Cookie is the ULP's own word for this packet. It is not sent; the
-	// transport hands it back when the packet resolves: to the ACK handler
-	// (SetAckHandler) when the peer acknowledges it, in EventNack when the
+	// transport hands it back when the packet resolves: to ULP.Acked when
+	// the peer acknowledges it, in EventNack when the
 	// peer's ULP refuses it, in EventAbandoned when it runs out of retries
 	// or was given up (Conn.Abandon) and its resync is acknowledged;
 	// exactly once, and only when the transport no longer references the

@@ -53,6 +53,15 @@ const (
 	RError
 	// TUnlisten: stop listening (answered by ROK).
 	TUnlisten
+	// TRegister: register a region of A bytes (Flag: the access, bit 0
+	// remote write, bit 1 remote read). Answered by RRegion with the
+	// region's memfd attached.
+	TRegister
+	// RRegion: region Conn (its id in descriptors) of A bytes, key B for
+	// the peers.
+	RRegion
+	// TDeregister: forget region Conn (answered by ROK).
+	TDeregister
 	typeEnd
 )
 

@@ -5,13 +5,17 @@
 //
 //	offset 0            header (magic, version, geometry), one page
 //	SubmitOff           submit ring: producer index, consumer index (each on
-//	                    its own cache line), RingSize 32-byte Descs
+//	                    its own cache line), RingSize 48-byte Descs
 //	CompleteOff         completion ring: the same, RingSize 16-byte Comps
 //	BufOff              Buffers buffers of BufSize bytes, page aligned
 //
-// The application produces Descs (op, connection, buffer index, offset,
-// length, cookie) and consumes Comps (cookie, status, length); the appliance
-// does the reverse.
+// The application produces Descs (op, connection, first buffer or region,
+// offset, length, the peer's key and offset for a push or a pull, cookie)
+// and consumes Comps (cookie, status, length); the appliance does the
+// reverse. A span of the pool may run over consecutive buffers: the pool is
+// one piece of the mapping, so a message longer than a buffer is still one
+// slice, with no chain to walk and no copy to gather it. A registered
+// region is a memfd of its own (Region), mapped the same way by both.
 //
 // # Who owns a buffer
 //

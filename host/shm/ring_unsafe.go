@@ -6,17 +6,24 @@ import (
 )
 
 // Desc is one submission: what the application asks of the appliance. Its
-// layout is the wire format of the submit ring (32 bytes, little-endian on
+// layout is the wire format of the submit ring (48 bytes, little-endian on
 // the machine both sides run on).
 type Desc struct {
-	Op     uint8
-	_      [3]uint8
-	Conn   uint32 // the connection's id, as the control socket gave it
-	Buf    uint32 // buffer index in the pool
-	Off    uint32 // offset in the buffer
-	Len    uint32 // bytes from Off
-	_      uint32
+	Op   uint8
+	_    [3]uint8
+	Conn uint32 // the connection's id, as the control socket gave it
+	// Buf is the first buffer of the span (OpSend, OpRecv: the span may run
+	// on over the following buffers of the pool) or the region's id
+	// (OpPush, OpPull: as the control socket gave it).
+	Buf uint32
+	Off uint32 // offset in the buffer, or in the region
+	Len uint32 // bytes from Off
+	// Key and Addr name the peer's memory of a push or a pull: its
+	// region's key and an offset in it.
+	Key    uint32
+	Addr   uint64
 	Cookie uint64 // the application's, returned in the Comp
+	_      uint64
 }
 
 // Comp is one completion (16 bytes).

@@ -13,13 +13,13 @@ import (
 // whose magic and version it knows.
 const (
 	Magic   = 0x70726768 // "prgh"
-	Version = 1
+	Version = 2
 )
 
 const (
 	pageSize = 4096
 	line     = 64 // a ring's producer and consumer index each own a cache line
-	descSize = 32
+	descSize = 48
 	compSize = 16
 	// MaxRing, MaxBuffers and MaxBufSize bound a layout so that every
 	// offset fits 32 bits of a Desc and the whole channel stays below
@@ -65,14 +65,22 @@ func (l Layout) bufOff() int      { return l.completeOff() + roundPage(2*line+l.
 // Size is the channel's size in bytes.
 func (l Layout) Size() int { return l.bufOff() + l.Buffers*l.BufSize }
 
-// Span returns where buffer buf's bytes [off, off+n) are in the channel, or
-// ok false when buf is not a buffer of the pool or the span leaves it. It
-// is the one check between a Desc and memory.
+// Span returns where the bytes [off, off+n) counted from the start of
+// buffer buf are in the channel, or ok false when buf is not a buffer of
+// the pool, off is not within it, or the span runs past the pool's last
+// buffer. A span may run on over the buffers after buf: the pool is one
+// contiguous piece of the mapping, so a message of several buffers is one
+// span and the appliance hands the transport one slice of it. It is the one
+// check between a Desc and memory.
 func (l Layout) Span(buf, off, n uint32) (start int, ok bool) {
-	if uint64(buf) >= uint64(l.Buffers) || uint64(off)+uint64(n) > uint64(l.BufSize) {
+	if uint64(buf) >= uint64(l.Buffers) || uint64(off) >= uint64(l.BufSize) {
 		return 0, false
 	}
-	return l.bufOff() + int(buf)*l.BufSize + int(off), true
+	first := uint64(buf)*uint64(l.BufSize) + uint64(off)
+	if first+uint64(n) > uint64(l.Buffers)*uint64(l.BufSize) {
+		return 0, false
+	}
+	return l.bufOff() + int(first), true
 }
 
 // Channel is one mapping of a channel's memfd.
@@ -162,8 +170,8 @@ func mapFd(fd int, l Layout) (*Channel, error) {
 // Fd is the channel's memfd, to pass to the application.
 func (c *Channel) Fd() int { return c.fd }
 
-// Bytes returns buffer buf's bytes [off, off+n), or nil when the span is
-// not within one buffer of the pool (Layout.Span).
+// Bytes returns the bytes [off, off+n) from the start of buffer buf, or nil
+// when the span is not within the pool (Layout.Span).
 func (c *Channel) Bytes(buf, off, n uint32) []byte {
 	start, ok := c.Layout.Span(buf, off, n)
 	if !ok {
@@ -178,12 +186,18 @@ func (c *Channel) Buffer(buf uint32) []byte { return c.Bytes(buf, 0, uint32(c.La
 // Close unmaps the channel and closes its memfd. Nothing may use its
 // rings or buffers afterwards.
 func (c *Channel) Close() error {
-	if c.mem == nil {
+	err := unmap(c.mem, c.fd)
+	c.mem = nil
+	return err
+}
+
+// unmap unmaps mem and closes fd (nothing when mem is nil: closed already).
+func unmap(mem []byte, fd int) error {
+	if mem == nil {
 		return nil
 	}
-	err := unix.Munmap(c.mem)
-	c.mem = nil
-	if cerr := unix.Close(c.fd); err == nil {
+	err := unix.Munmap(mem)
+	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	return err
@@ -191,16 +205,22 @@ func (c *Channel) Close() error {
 
 // The operations a Desc names.
 const (
-	// OpSend sends buffer Buf's bytes [Off, Off+Len) as one message on
-	// connection Conn; the Comp's Len is the bytes sent.
+	// OpSend sends the span Buf, Off, Len as one message on connection
+	// Conn; the Comp's Len is the bytes sent.
 	OpSend uint8 = 1 + iota
-	// OpRecv receives the next message of Conn into buffer Buf's bytes
-	// [Off, Off+Len); the Comp's Len is the message's length.
+	// OpRecv receives the next message of Conn into the span Buf, Off,
+	// Len; the Comp's Len is the message's length.
 	OpRecv
 	// OpCancel asks the appliance to stop the in-flight op whose cookie is
 	// Cookie (Buf, Off and Len unused). It has no completion of its own:
 	// the op it names completes, cancelled or not.
 	OpCancel
+	// OpPush writes Len bytes of region Buf from Off into the peer's
+	// region Key at Addr.
+	OpPush
+	// OpPull reads Len bytes of the peer's region Key at Addr into region
+	// Buf at Off.
+	OpPull
 	opEnd
 )
 

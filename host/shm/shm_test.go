@@ -26,7 +26,10 @@ func TestLayoutChecks(t *testing.T) {
 		ok          bool
 	}{
 		{0, 0, 128, true}, {2, 127, 1, true}, {2, 0, 0, true},
-		{3, 0, 1, false}, {0, 128, 1, false}, {0, 1, 128, false}, {0, ^uint32(0), 2, false}, {^uint32(0), 0, 1, false},
+		{3, 0, 1, false}, {0, 128, 1, false}, {0, ^uint32(0), 2, false}, {^uint32(0), 0, 1, false},
+		// A span runs on over the following buffers, to the pool's end.
+		{0, 1, 128, true}, {0, 0, 384, true}, {1, 10, 246, true},
+		{0, 0, 385, false}, {2, 1, 128, false}, {1, 0, 257, false}, {0, 0, ^uint32(0), false},
 	} {
 		if _, ok := l.Span(c.buf, c.off, c.n); ok != c.ok {
 			t.Errorf("Span(%d, %d, %d) ok = %v, want %v", c.buf, c.off, c.n, ok, c.ok)
@@ -83,8 +86,11 @@ func TestRingsAcrossMappings(t *testing.T) {
 	if string(other.Bytes(1, 0, 5)) != "hello" {
 		t.Fatal("the second mapping does not see the first's buffer")
 	}
-	if other.Bytes(2, 0, 1) != nil || other.Bytes(1, 60, 5) != nil {
+	if other.Bytes(2, 0, 1) != nil || other.Bytes(1, 60, 5) != nil || other.Bytes(0, 64, 1) != nil {
 		t.Fatal("Bytes gave a span outside the pool")
+	}
+	if b := other.Bytes(0, 60, 8); len(b) != 8 {
+		t.Fatal("Bytes refused a span running from one buffer into the next")
 	}
 }
 

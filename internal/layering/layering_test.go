@@ -56,13 +56,25 @@ var layers = []layer{
 	{"fabric", prefix("fabric"), append(below[:len(below):len(below)], "pmd")},
 	{"sim", prefix("sim"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric"}},
 	{"app", prefix("app"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim"}},
+	// The sidecar's wire (the channel's layout and rings, the control
+	// protocol) is leaves: both doors' sides speak it.
+	{"host/shm", prefix("host/shm"), nil},
+	{"host/ctl", prefix("host/ctl"), nil},
 	// The public API at the module root: above the pipeline library,
-	// below the harnesses and the binary.
-	{"peregrine (module root)", exactly(root), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app"}},
+	// below the harnesses and the binary. Its sidecar door is the client
+	// in internal/sidecar, over the wire's leaves.
+	{"peregrine (module root)", exactly(root), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "host/shm", "host/ctl"}},
 	// The sidecar (appliance side, channel, client) over the public API.
 	{"host", prefix("host"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root}},
+	// The example applications (their mains import the public API only;
+	// their test helper starts an in-process sidecar and makes veth
+	// pairs): what the root and host stand on, never bench or cmd.
+	{"examples", prefix("examples"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root, "host"}},
 	{"bench", prefix("bench"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "=" + root, "host"}},
 	{"cmd", prefix("cmd"), []string{"internal", "rings", "cam", "sched", "core", "pmd", "fabric", "sim", "app", "bench", "=" + root, "host"}},
+	// The sidecar's client speaks the wire and nothing above it: the
+	// public package sits on it, not the reverse.
+	{"internal/sidecar", prefix("internal/sidecar"), []string{"host/shm", "host/ctl"}},
 	// internal/ holds leaves (release ordering, unit parsing) that import
 	// nothing of ours, so every layer above the rings may use them.
 	{"internal", prefix("internal"), nil},
@@ -294,6 +306,12 @@ func TestLayerTableCatchesAViolation(t *testing.T) {
 		{"app", root, false},
 		{root, "app", true},
 		{root, "bench/report", false},
+		{root, "internal/sidecar", true},
+		{root, "host", false},
+		{"internal/sidecar", root, false},
+		{"internal/sidecar", "host/shm", true},
+		{"host/shm", root, false},
+		{"host", root, true},
 		{"cmd/peregrine", root, true},
 		{"cmd/peregrine", "bench/foundation", true},
 	} {

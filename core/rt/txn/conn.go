@@ -93,7 +93,6 @@ type conn struct {
 	gen       uint32
 	rc        *rt.Conn
 	cid       uint32
-	cidEntry  uint32
 	handle    *Conn
 	swift     *swift.Controller
 	ordered   bool // this side asked for order

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/peregrine-net/peregrine/cam"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/reorder"
@@ -46,8 +45,6 @@ type Endpoint struct {
 	ro      *reorder.Engine
 	byEntry []int32 // reorder entry index -> xact index
 	sch     *sched.Scheduler
-	cids    *cam.Table[uint32] // local CID -> cidConn entry
-	cidConn []int32            // CID entry -> conn index
 	conns   []conn
 	freeCon []int32
 	xacts   []xact
@@ -107,11 +104,6 @@ func New(opts Options) (*Endpoint, error) {
 	if err != nil {
 		return fail(invalid("scheduler: %v", err))
 	}
-	e.cids, err = cam.New[uint32](cam.Options{Capacity: ro.MaxConns, Seed: ro.Seed ^ 0xc1d, Name: "txn CID table"})
-	if err != nil {
-		return fail(invalid("Transport.MaxConns: %v", err))
-	}
-	e.cidConn = make([]int32, e.cids.Cap())
 	e.conns = make([]conn, ro.MaxConns)
 	e.freeCon = make([]int32, 0, ro.MaxConns)
 	for i := ro.MaxConns - 1; i >= 0; i-- {
@@ -135,9 +127,7 @@ func New(opts Options) (*Endpoint, error) {
 	if err := e.dx.init(e, ro.MaxConns); err != nil {
 		return fail(err)
 	}
-	r.SetDeliver(e.deliver)
-	r.SetAckHandler(e.onAcked)
-	r.SetEventHandler(e.onEvent)
+	r.SetULP((*transportULP)(e))
 	return e, nil
 }
 
@@ -305,18 +295,14 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 		return nil
 	}
 	i := e.freeCon[len(e.freeCon)-1]
-	k, err := e.cids.Insert(rc.LocalCID())
-	if err != nil {
-		return nil
-	}
 	e.freeCon = e.freeCon[:len(e.freeCon)-1]
-	e.cidConn[k] = i
 	c := &e.conns[i]
 	gen := c.gen + 1
 	s := e.opts.InitialSeq
-	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, cidEntry: k, grantHead: -1, grantTail: -1,
+	*c = conn{live: true, rc: rc, cid: rc.LocalCID(), gen: gen, head: -1, tail: -1, grantHead: -1, grantTail: -1,
 		nextRSN: s, nextSSN: s, doneBase: s, grantBase: s, reqBase: s, ssnBase: s}
 	c.handle = &Conn{e: e, idx: i, gen: gen}
+	rc.SetULPContext(c) // connOf's answer, without a lookup
 	if sw, ok := rc.Congestion().(*swift.Controller); ok {
 		c.swift = sw
 	}
@@ -324,17 +310,31 @@ func (e *Endpoint) attach(rc *rt.Conn) *conn {
 	return c
 }
 
+// transportULP is the Endpoint as its transport's ULP (rt.ULP), which
+// keeps Deliver, Acked and Event out of the Endpoint's own API. What they
+// may call back into is rt.ULP's rule (an operation completed by Acked
+// closes its idle connection, Event aborts one it has no room for).
+type transportULP Endpoint
+
+func (u *transportULP) Deliver(rc *rt.Conn, h *wire.Header, p []byte) rt.Verdict {
+	return (*Endpoint)(u).deliver(rc, h, p)
+}
+
+func (u *transportULP) Acked(rc *rt.Conn, w wire.Window, psn uint32, cookie uint64) {
+	(*Endpoint)(u).onAcked(rc, w, psn, cookie)
+}
+
+func (u *transportULP) Event(ev rt.Event) { (*Endpoint)(u).onEvent(ev) }
+
+// connOf returns the transaction state of a transport connection: the
+// record attach hung on it (rt.Conn.SetULPContext), or nil once that
+// record was torn down (it is then free, or serves another connection).
 func (e *Endpoint) connOf(rc *rt.Conn) (int32, *conn) {
-	k, ok := e.cids.Lookup(rc.LocalCID())
-	if !ok {
+	c, _ := rc.ULPContext().(*conn)
+	if c == nil || !c.live || c.rc != rc {
 		return -1, nil
 	}
-	i := e.cidConn[k]
-	c := &e.conns[i]
-	if !c.live || c.rc != rc {
-		return -1, nil
-	}
-	return i, c
+	return c.handle.idx, c
 }
 
 // onEvent follows the transport's connection events.

@@ -270,7 +270,6 @@ func (e *Endpoint) teardown(ci int32, err error) {
 	if c.inGrantRound {
 		e.grants.remove(uint64(c.gen)<<32 | uint64(uint32(ci)))
 	}
-	e.cids.DeleteIndex(c.cidEntry)
 	e.sch.Unpace(int(ci))
 	e.sch.SetBlocked(int(ci), sched.ClassData, false)
 	e.sch.SetBlocked(int(ci), sched.ClassRequest, false)
