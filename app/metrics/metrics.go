@@ -133,7 +133,7 @@ func (r *Registry) Transport(name string, stats func() rt.Stats, ops func() (com
 			"not_transport": s.RxNotTransport, "bad_version": s.RxBadVersion, "malformed": s.RxMalformed, "bad_checksum": s.RxBadChecksum,
 			"not_for_us": s.RxNotForUs, "unknown_cid": s.RxUnknownCID, "stale_cid": s.RxStaleCID, "bad_state": s.RxBadState,
 			"duplicate": s.RxDuplicate, "stale_psn": s.RxStalePSN, "out_of_window": s.RxOutOfWindow, "refused": s.RxRefused,
-			"bad_source": s.RxBadSource, "no_buffer": s.NoBuffer, "cam_full": s.CAMFull,
+			"bad_source": s.RxBadSource, "bad_seal": s.RxBadSeal, "no_buffer": s.NoBuffer, "cam_full": s.CAMFull,
 		} {
 			ch <- counter("peregrine_transport_drops_total", "Packets the transport dropped (or sends it refused), by reason.", []string{"endpoint", "reason"}, float64(n), name, reason)
 		}

@@ -409,6 +409,7 @@ func (e *Endpoint) sendAck(c *conn) bool {
 			hd.Ack.DataBitmap = c.rx[1].got.wireBits()
 		}
 	}
+	c.seal(hd, 0)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

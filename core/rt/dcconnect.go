@@ -290,6 +290,9 @@ func (e *Endpoint) onEarlyData(f *wire.Frame) {
 		e.cnt.own[cRxBadSource]++
 		return
 	}
+	if !e.unsealed(c, &f.Header) {
+		return
+	}
 	e.onPacket(c, &f.Header, f.Payload)
 }
 

@@ -56,6 +56,10 @@ type Endpoint struct {
 	openKeys  *cam.Table[openKey]
 	openConn  []int32 // openKeys entry → connection index
 	hashSeed  uint64
+	// sealSecret derives each connection's sealing key (seal.go); sealN
+	// counts the keys derived.
+	sealSecret wire.SealKey
+	sealN      uint64
 
 	retx  *cam.Table[cam.TransportKey]
 	ctx   []retxCtx
@@ -160,6 +164,7 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 	// restarted endpoint (a later time) differs even under the same seed;
 	// drawing it from rng would move every later draw.
 	e.incarnation = uint32(cam.HashWords(uint64(o.Clock.Now()), 0x1c4a, e.hashSeed)) | 1
+	e.initSeal()
 	if e.replay, err = newReplayCache(o.ReplayCache, e.hashSeed^0x7e91a7, o.Name); err != nil {
 		return nil, invalid("Options.ReplayCache: %v", err)
 	}

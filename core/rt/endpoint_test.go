@@ -433,6 +433,7 @@ func TestForgedAndMalformedFramesChangeNothing(t *testing.T) {
 		addrs := wire.Addrs{SrcMAC: macOf(h.pb), DstMAC: macOf(h.pa), SrcIP: ipB, DstIP: ipA}
 		frame := build(&hd, &addrs)
 		if frame == nil {
+			h.sealForA(&hd, 0)
 			buf := make([]byte, 256)
 			n, err := wire.EncodeFrame(buf, &addrs, &hd, nil)
 			require.NoError(t, err)

@@ -38,6 +38,7 @@ func (h *harness) frameFromB(hd *wire.Header, edit func(a *wire.Addrs)) []byte {
 	if edit != nil {
 		edit(&addrs)
 	}
+	h.sealForA(hd, 0)
 	buf := make([]byte, 256)
 	n, err := wire.EncodeFrame(buf, &addrs, hd, nil)
 	require.NoError(h.t, err)

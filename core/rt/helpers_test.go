@@ -279,6 +279,20 @@ var (
 
 type mbufHandle = mbuf.Handle
 
+// sealForA seals hd (of a payload of n bytes) with the key a checks its
+// peer's packets with, as a forger who holds that key would: the frame
+// then reaches the checks behind the seal. A header for no live
+// connection of a's, or of an unsealed one, is left as it is.
+func (h *harness) sealForA(hd *wire.Header, n int) {
+	for i := range h.a.conns {
+		c := &h.a.conns[i]
+		if c.state != StateFree && c.localCID == hd.DestCID && c.sealRx.On() && hd.Type.Sealed() {
+			hd.Seal(c.sealRx, n)
+			return
+		}
+	}
+}
+
 // funcULP is a ULP made of functions a test sets and swaps one at a time
 // (setDeliver, setAcked, setEvents); a nil one accepts, or ignores.
 type funcULP struct {

@@ -82,6 +82,7 @@ func (e *Endpoint) initConn(c *conn, peer PeerAddr) {
 		l3 = wire.IPv6HeaderLen
 	}
 	c.hdrOff = wire.EthHeaderLen + l3 + wire.UDPHeaderLen
+	e.sealInit(c)
 	if peer.IP.Is4() {
 		b := peer.IP.As4()
 		c.peerIP4 = binary.BigEndian.Uint32(b[:])
@@ -237,6 +238,7 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 	c.handle = &Conn{e: e, c: c, cid: c.localCID, peer: peer}
 	e.wantCtrl(c, ctrlAccept)
 	e.cnt.own[cConnAccepted]++
+	e.sealPeer(c, hd)
 	e.acceptEarly(c, hd)
 }
 
@@ -275,6 +277,7 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 		return // counted; the setup timer resends ConnOpen
 	}
 	c.peerCID = hd.Ext.SourceCID
+	e.sealPeer(c, hd)
 	// Registered by the peer's CID and address, as a target's connections
 	// are: a bad-CID NACK from the peer names only those.
 	key := openKey{PeerCID: c.peerCID, AddrHash: e.addrHash(c.addrs.DstIP, c.addrs.DstPort)}

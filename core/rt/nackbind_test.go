@@ -19,6 +19,7 @@ func (h *harness) nackFrame(ca *Conn, code wire.NackCode, w wire.Window, psn, ec
 	dt := ca.Window(wire.WindowData)
 	hd := wire.Header{Version: wire.Version, DestCID: ca.LocalCID(), Type: wire.TypeNack, ReqEBSN: st.TxBSN, DataEBSN: dt.TxBSN,
 		TxTime: 99, TxEcho: echo, Nack: wire.NackBody{Code: code, Window: w, PSN: psn, ULPCode: ulp, RNRTimeoutMicros: 1000}}
+	h.sealForA(&hd, 0)
 	b := make([]byte, 256)
 	n, err := wire.EncodeFrame(b, &wire.Addrs{SrcMAC: macOf(h.pb), DstMAC: macOf(h.pa), SrcIP: ipB, DstIP: ipA}, &hd, nil)
 	require.NoError(h.t, err)

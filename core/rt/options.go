@@ -98,6 +98,10 @@ type Options struct {
 	// is what catches corrupted frames: leave it on unless the link
 	// guarantees integrity.
 	NoUDPChecksum bool
+	// NoSeal turns the per-connection integrity tag off (seal.go): the
+	// endpoint offers no sealing key at setup, so neither direction of its
+	// connections is sealed, and it ignores the tags of peers that seal.
+	NoSeal bool
 
 	// MaxConns is the size of the connection table, 1..MaxMaxConns
 	// (default 64). A CID is a slot index plus a generation in 24 bits.

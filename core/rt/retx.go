@@ -184,6 +184,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 		Resync:  wire.ResyncBody{Code: code, OrigType: orig},
 	}
 	e.stampQPN(c, &hd.Ext)
+	c.seal(hd, 0)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++
@@ -273,6 +274,7 @@ func (e *Endpoint) giveUp(idx uint32, x *retxCtx, c *conn, why wire.ResyncCode) 
 		PSN:     x.psn,
 		Resync:  wire.ResyncBody{Code: why, OrigType: orig},
 	}
+	c.seal(hd, 0)
 	n, err := c.tmpl.Encode(e.room(x.frame), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

@@ -76,6 +76,9 @@ func (e *Endpoint) receiveBurst(data [][]byte) {
 			// and the UDP source port at fixed offsets.
 			if c := e.liveConn(hd.DestCID); c != nil &&
 				binary.BigEndian.Uint32(b[fastSrcIP:]) == c.peerIP4 && binary.BigEndian.Uint16(b[fastSrcPort:]) == c.addrs.DstPort {
+				if !e.unsealed(c, hd) {
+					continue
+				}
 				if c.state == StateEstablished && hd.Type != wire.TypeConnClose {
 					e.onEstablishedData(c, hd, payload)
 				} else {
@@ -153,6 +156,9 @@ func (e *Endpoint) receive(b []byte) {
 		default:
 			e.cnt.own[cRxBadState]++
 		}
+		return
+	}
+	if !e.unsealed(c, &f.Header) {
 		return
 	}
 	e.onPacket(c, &f.Header, f.Payload)

@@ -67,6 +67,7 @@ const (
 	cGiveUpNotices
 	cReclaimProbes
 	cSpuriousTimeout
+	cRxBadSeal
 	cInternal
 	numCounters
 )
@@ -125,6 +126,10 @@ type Stats struct {
 	// RxBadSource counts packets for a live connection that came from
 	// another IP address or UDP port than the connection's peer (dropped).
 	RxBadSource uint64
+	// RxBadSeal counts packets of a sealed connection whose integrity tag
+	// is missing or wrong (seal.go): dropped unacknowledged, so the real
+	// packet with that PSN still wins.
+	RxBadSeal uint64
 	// TxBadCIDNack counts bad-CID NACKs sent for frames to a CID that
 	// names no connection here; BadCIDNackSuppressed the ones the rate
 	// limit (Options.BadCIDNackRate) held back.
@@ -218,7 +223,7 @@ func (c *counters) snapshot() Stats {
 		ConnDupOpen: v[cConnDupOpen], ConnEstablished: v[cConnEstablished], ConnClosed: v[cConnClosed],
 		ConnFailed: v[cConnFailed], ResyncSent: v[cResyncSent], Abandoned: v[cAbandoned],
 		RTTSamples:  v[cRTTSamples],
-		RxBadSource: v[cRxBadSource], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
+		RxBadSource: v[cRxBadSource], RxBadSeal: v[cRxBadSeal], TxBadCIDNack: v[cTxBadCIDNack], BadCIDNackSuppressed: v[cBadCIDNackSuppressed],
 		KeepAliveSent: v[cKeepAliveSent], IdleTimeouts: v[cIdleTimeouts],
 		AwaitProbes: v[cAwaitProbes], GivenUp: v[cGivenUp], SpuriousEarlyRetransmit: v[cSpuriousEarly],
 		Refunds: v[cRefunds], NackForged: v[cNackForged],

@@ -33,6 +33,7 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	hd.Ext.Present &^= wire.ExtSourceCID
 	e.stampQPN(c, &hd.Ext)
+	c.seal(hd, len(payload))
 	if !c.earlyExt(hd, c.hdrOff+len(payload), e.maxFrame) {
 		return 0, ErrNotEstablished // too big for an early packet: it waits for ConnAccept
 	}
@@ -257,6 +258,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 	}
 	e.stampQPN(c, &hd.Ext)
 	c.earlyOpen(hd)
+	c.sealHello(hd)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

@@ -19,8 +19,8 @@
 // assert it) and decoders never panic on any input (fuzz targets check it).
 //
 // Two shortcuts serve the per-packet paths. DecodeFastIPv4 decodes the frame
-// most packets are (IPv4 without options, a reliable type with neither body
-// nor extensions, to a given address) at fixed offsets, and otherwise
+// most packets are (IPv4 without options, a reliable type with no body and
+// no extension but the seal, to a given address) at fixed offsets, and otherwise
 // declines and leaves the frame to DecodeFrame; whenever it accepts, the
 // result is DecodeFrame's (a fuzz target checks it). A FrameTemplate holds a
 // peer's Ethernet, IP and UDP headers prebuilt, so that building a frame to
@@ -49,7 +49,8 @@
 //	Ethernet (14, untagged) | IPv4 (20, DF, no options) or IPv6 (40) |
 //	UDP (8, destination port DefaultPort = 5140 unless configured) |
 //	transport base header (48) | type body (0, 4, 8, 12 or 40) |
-//	extension chain (4×ExtWords) | payload (PayloadLen)
+//	extension chain (4×ExtWords; the seal's 8 on a sealed connection) |
+//	payload (PayloadLen)
 //
 // The UDP checksum covers everything after the IP header; IPv6 always
 // carries one, IPv4 may send 0 (Addrs.NoUDPChecksum). The receiver
@@ -271,6 +272,37 @@
 //	+---------------------------------------------------------------+
 //	A packet's payload belongs at Address + Offset of that region.
 //
+//	Seal (the integrity tag, seal.go), type 5, 2 words:
+//	+---------------+---------------+-------------------------------+
+//	|    Type=5     |     Len=2     |         Tag (bits 47..32)     |
+//	+---------------+---------------+-------------------------------+
+//	|                        Tag (bits 31..0)                       |
+//	+---------------------------------------------------------------+
+//	On every packet of a sealed connection but ConnOpen and ConnAccept:
+//	SipHash-1-3 under the sender's key, truncated to 48 bits
+//	(Header.SealTag says which fields it covers: those that name the
+//	packet and that its receiver acts on, not the payload, and not what
+//	a resend rewrites in place). The receiver drops a packet of a sealed
+//	connection whose tag is missing or wrong, unacknowledged (core/rt
+//	seal.go). DecodeFastIPv4 takes a frame whose only extension is this.
+//
+//	Seal key, type 6, 5 words (ConnOpen and ConnAccept of a sealing end):
+//	+---------------+---------------+-------------------------------+
+//	|    Type=6     |     Len=5     |           Reserved            |
+//	+---------------+---------------+-------------------------------+
+//	|                                                               |
+//	+                     Key, first word (64)                      +
+//	|                                                               |
+//	+---------------------------------------------------------------+
+//	|                                                               |
+//	+                     Key, second word (64)                     +
+//	|                                                               |
+//	+---------------------------------------------------------------+
+//	The key its sender seals that direction's packets with. It travels
+//	in clear: the seal stops anyone who did not see the handshake, not
+//	an on-path attacker (docs/integrity.md, "The seal"). Ext.String
+//	never prints it.
+//
 // # Connection management
 //
 // ConnOpen (destination CID 0) carries the initiator's CID in the source-CID
@@ -289,6 +321,8 @@
 // number (SSN, never 0, one counter per incarnation), which the target's
 // replay cache checks so that a copy of an old early ConnOpen is refused
 // (core/rt dcconnect.go, "Replay"). A plain ConnOpen sends those fields as 0.
+// ConnOpen and ConnAccept of an end that seals carry its seal key; a
+// connection is sealed when both did (core/rt seal.go).
 //
 // # RoCEv2
 //

@@ -21,8 +21,14 @@ const (
 	// (Ext.Region): the target's region key and the byte address inside
 	// that region of the message's first byte.
 	ExtRegion ExtMask = 1 << 3
+	// ExtSeal: the packet's integrity tag (Ext.Seal, seal.go), on every
+	// packet of a sealed connection but ConnOpen and ConnAccept.
+	ExtSeal ExtMask = 1 << 4
+	// ExtSealKey: the key the sender seals its packets with (Ext.SealKey);
+	// ConnOpen and ConnAccept of an endpoint that seals carry it.
+	ExtSealKey ExtMask = 1 << 5
 
-	extKnown = ExtPlacement | ExtQPN | ExtSourceCID | ExtRegion
+	extKnown = ExtPlacement | ExtQPN | ExtSourceCID | ExtRegion | ExtSeal | ExtSealKey
 )
 
 // TLV type codes of the extensions. Other codes are skipped by length, so
@@ -32,6 +38,8 @@ const (
 	ExtTypeQPN       uint8 = 2
 	ExtTypeSourceCID uint8 = 3
 	ExtTypeRegion    uint8 = 4
+	ExtTypeSeal      uint8 = 5
+	ExtTypeSealKey   uint8 = 6
 )
 
 // Encoded length of each known extension, TLV header included.
@@ -40,6 +48,8 @@ const (
 	extQPNLen       = 8
 	extSourceCIDLen = 8
 	extRegionLen    = 16
+	extSealLen      = 8
+	extSealKeyLen   = 20
 )
 
 // Ext is the set of extensions of one header: fixed fields, no slices.
@@ -52,6 +62,8 @@ type Ext struct {
 	SrcQPN    uint32 // global QPN of the sending queue pair (24 bits)
 	SourceCID uint32 // the sender's CID (24 bits)
 	Region    RegionRef
+	Seal      uint64  // the integrity tag (SealTagBits bits)
+	SealKey   SealKey // the sender's sealing key
 }
 
 // RegionRef names remote memory: a region the target registered (Key) and a
@@ -87,6 +99,12 @@ func (e *Ext) Len() int {
 	if e.Present&ExtRegion != 0 {
 		n += extRegionLen
 	}
+	if e.Present&ExtSeal != 0 {
+		n += extSealLen
+	}
+	if e.Present&ExtSealKey != 0 {
+		n += extSealKeyLen
+	}
 	return n
 }
 
@@ -103,6 +121,9 @@ func (e *Ext) Validate() error {
 	}
 	if e.Present&ExtSourceCID != 0 && e.SourceCID > MaxCID {
 		return fmt.Errorf("%w: source CID %#x exceeds 24 bits", ErrField, e.SourceCID)
+	}
+	if e.Present&ExtSeal != 0 && e.Seal > sealMask {
+		return fmt.Errorf("%w: seal %#x exceeds %d bits", ErrField, e.Seal, SealTagBits)
 	}
 	return nil
 }
@@ -144,6 +165,19 @@ func (e *Ext) put(b []byte) {
 		be.PutUint16(b[2:], 0)
 		be.PutUint32(b[4:], e.Region.Key)
 		be.PutUint64(b[8:], e.Region.Addr)
+		b = b[extRegionLen:]
+	}
+	if e.Present&ExtSeal != 0 {
+		b[0], b[1] = ExtTypeSeal, extSealLen/4
+		be.PutUint16(b[2:], uint16(e.Seal>>32))
+		be.PutUint32(b[4:], uint32(e.Seal))
+		b = b[extSealLen:]
+	}
+	if e.Present&ExtSealKey != 0 {
+		b[0], b[1] = ExtTypeSealKey, extSealKeyLen/4
+		be.PutUint16(b[2:], 0)
+		be.PutUint64(b[4:], e.SealKey[0])
+		be.PutUint64(b[12:], e.SealKey[1])
 	}
 }
 
@@ -200,6 +234,18 @@ func (e *Ext) Decode(b []byte) error {
 			}
 			bit = ExtRegion
 			e.Region = RegionRef{Key: be.Uint32(tlv[4:]), Addr: be.Uint64(tlv[8:])}
+		case ExtTypeSeal:
+			if n < extSealLen {
+				return ErrExtension
+			}
+			bit = ExtSeal
+			e.Seal = uint64(be.Uint16(tlv[2:]))<<32 | uint64(be.Uint32(tlv[4:]))
+		case ExtTypeSealKey:
+			if n < extSealKeyLen {
+				return ErrExtension
+			}
+			bit = ExtSealKey
+			e.SealKey = SealKey{be.Uint64(tlv[4:]), be.Uint64(tlv[12:])}
 		default:
 			continue
 		}
@@ -229,6 +275,14 @@ func (e *Ext) String() string {
 	}
 	if e.Present&ExtRegion != 0 {
 		fmt.Fprintf(&b, "%sregion=%#x+%#x", sep, e.Region.Key, e.Region.Addr)
+		sep = " "
+	}
+	if e.Present&ExtSeal != 0 {
+		fmt.Fprintf(&b, "%sseal=%012x", sep, e.Seal)
+		sep = " "
+	}
+	if e.Present&ExtSealKey != 0 {
+		b.WriteString(sep + "sealkey") // the key itself stays out of logs
 	}
 	b.WriteByte('}')
 	return b.String()

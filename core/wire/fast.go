@@ -3,8 +3,8 @@ package wire
 import "math/bits"
 
 // Fixed offsets of the common frame DecodeFastIPv4 takes: Ethernet, IPv4
-// without options, UDP, a transport base header with neither body nor
-// extensions.
+// without options, UDP, a transport base header with no body and no
+// extension but the seal.
 const (
 	fastIP    = EthHeaderLen
 	fastUDP   = fastIP + IPv4HeaderLen
@@ -25,7 +25,7 @@ func FastIPv4TTL(b []byte) uint8 { return b[fastIP+8] }
 // DecodeFastIPv4 decodes the frame that carries most packets — untagged
 // Ethernet, IPv4 with no options and no fragmentation, UDP to dstIP:dstPort,
 // a transport header of a type without a body (every reliable type but
-// Resync, and no ACK or NACK) and without extensions, the payload filling
+// Resync, and no ACK or NACK) and without extensions but the seal, the payload filling
 // the rest — reading fixed offsets instead of walking the layers. It checks
 // everything Frame.Decode checks (lengths, the IPv4 header checksum, the UDP
 // checksum unless it is 0, version, type) and on success fills h exactly as
@@ -71,12 +71,25 @@ func DecodeFastIPv4(b []byte, dstIP [4]byte, dstPort uint16, h *Header) (payload
 	w0 := be.Uint32(th[offVerCID:])
 	t := Type(th[offType])
 	flags := Flags(th[offFlags]) &^ flagsReserved
-	if w0>>28 != Version || t >= 32 || fastTypes>>t&1 == 0 ||
-		flags&FlagHasExtension != 0 || th[offExtWords] != 0 ||
-		int(be.Uint16(th[offPayloadLen:])) != len(udp)-UDPHeaderLen-BaseHeaderLen {
+	// No extension, or the seal alone (every packet of a sealed
+	// connection carries it).
+	ext := 0
+	if flags&FlagHasExtension != 0 {
+		ext = extSealLen
+	}
+	if w0>>28 != Version || t >= 32 || fastTypes>>t&1 == 0 || int(th[offExtWords])*4 != ext ||
+		int(be.Uint16(th[offPayloadLen:])) != len(udp)-UDPHeaderLen-BaseHeaderLen-ext {
 		return nil, false
 	}
-	payload = udp[UDPHeaderLen+BaseHeaderLen:]
+	rest := udp[UDPHeaderLen+BaseHeaderLen:] // the extension and the payload
+	var seal uint64
+	if ext != 0 {
+		if len(rest) < extSealLen || rest[0] != ExtTypeSeal || rest[1] != extSealLen/4 {
+			return nil, false
+		}
+		seal = uint64(be.Uint16(rest[2:]))<<32 | uint64(be.Uint32(rest[4:]))
+	}
+	payload = rest[ext:]
 	if be.Uint16(fixed[6:]) != 0 {
 		// The pseudo-header (the addresses, protocol 17, the UDP length,
 		// which the datagram's own length field repeats), the UDP and base
@@ -89,11 +102,14 @@ func DecodeFastIPv4(b []byte, dstIP [4]byte, dstPort uint16, h *Header) (payload
 		s, c = bits.Add64(s, le.Uint64(fixed[32:]), c)
 		s, c = bits.Add64(s, le.Uint64(fixed[40:]), c)
 		s, c = bits.Add64(s, le.Uint64(fixed[48:]), c)
-		if !csumOK(csumAdd(s+c, payload)) {
+		if !csumOK(csumAdd(s+c, rest)) {
 			return nil, false
 		}
 	}
 	h.setBase(th, w0, t, flags, uint16(len(payload)))
 	h.clearBodies()
+	if ext != 0 {
+		h.Ext.Present, h.Ext.Seal = ExtSeal, seal
+	}
 	return payload, true
 }

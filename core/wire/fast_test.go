@@ -45,6 +45,9 @@ func TestDecodeFastIPv4TakesCommonFrames(t *testing.T) {
 			payload := randBytes(r, r.IntN(200))
 			h := randHeader(r, typ, len(payload))
 			h.Ext = wire.Ext{}
+			if r.IntN(2) == 0 {
+				h.Ext = wire.Ext{Present: wire.ExtSeal, Seal: r.Uint64() >> (64 - wire.SealTagBits)}
+			}
 			b := make([]byte, 512)
 			n, err := wire.EncodeFrame(b, &a, &h, payload)
 			require.NoError(t, err)
@@ -126,6 +129,9 @@ func FuzzDecodeFastIPv4(f *testing.F) {
 		h := randHeader(r, typ, len(payload))
 		if i%2 == 0 && typ != wire.TypeConnOpen && typ != wire.TypeConnAccept {
 			h.Ext = wire.Ext{}
+			if i%4 == 0 {
+				h.Ext = wire.Ext{Present: wire.ExtSeal, Seal: r.Uint64() >> (64 - wire.SealTagBits)}
+			}
 		}
 		b := make([]byte, 512)
 		n, err := wire.EncodeFrame(b, &a, &h, payload)

@@ -429,7 +429,8 @@ func TestEncodeErrors(t *testing.T) {
 			h.Resync = wire.ResyncBody{Code: wire.ResyncTimeout, OrigType: wire.TypeAck}
 		}, wire.ErrBody},
 		{"conn open without source cid", func(h *wire.Header) { h.Type = wire.TypeConnOpen }, wire.ErrExtension},
-		{"undefined ext bit", func(h *wire.Header) { h.Ext.Present = 0x10 }, wire.ErrField},
+		{"undefined ext bit", func(h *wire.Header) { h.Ext.Present = 0x40 }, wire.ErrField},
+		{"seal 49 bits", func(h *wire.Header) { h.Ext.Present = wire.ExtSeal; h.Ext.Seal = 1 << 48 }, wire.ErrField},
 		{"placement mode 0", func(h *wire.Header) { h.Ext.Present = wire.ExtPlacement }, wire.ErrExtension},
 		{"qpn 25 bits", func(h *wire.Header) { h.Ext.Present = wire.ExtQPN; h.Ext.SrcQPN = 1 << 24 }, wire.ErrField},
 		{"source cid 25 bits", func(h *wire.Header) { h.Ext.Present = wire.ExtSourceCID; h.Ext.SourceCID = 1 << 24 }, wire.ErrField},

@@ -2,7 +2,8 @@
 -- (port 5140 by default; change it in Preferences > Protocols > PEREGRINE).
 -- The layout is core/wire/doc.go's: a 48-byte base header, a type body
 -- (Ack 8, ExtendedAck 40, Nack 12, Resync 4 bytes), an extension chain
--- (placement / delivery index, global QPNs, source CID, region) and the
+-- (placement / delivery index, global QPNs, source CID, region, seal,
+-- seal key) and the
 -- payload. A Send (type 14) carries its delivery-index descriptor in byte
 -- 47 (core/dix.Desc) and, unless the descriptor puts it in the Placement
 -- extension or omits it, the index in the SSN field under the tag byte.
@@ -26,7 +27,7 @@ local nack_codes = {
   [5] = "ULPError", [6] = "ULPFatal", [7] = "Unexpected",
 }
 local placement_modes = { [1] = "absolute", [2] = "relative", [3] = "free-running" }
-local ext_types = { [1] = "Placement", [2] = "Global QPNs", [3] = "Source CID", [4] = "Region" }
+local ext_types = { [1] = "Placement", [2] = "Global QPNs", [3] = "Source CID", [4] = "Region", [5] = "Seal", [6] = "Seal key" }
 local dix_kinds = { [0] = "none", [1] = "absolute", [2] = "relative", [3] = "free-running" }
 local dix_widths = { [0] = "8 bits", [1] = "16 bits", [2] = "24 bits", [3] = "32 bits" }
 
@@ -94,6 +95,7 @@ f.srcqpn   = ProtoField.uint24("peregrine.ext.qpn.src", "Source global QPN", bas
 f.srccid   = ProtoField.uint24("peregrine.ext.source_cid", "Source CID", base.HEX)
 f.rkey     = ProtoField.uint32("peregrine.ext.region.key", "Region key", base.HEX)
 f.raddr    = ProtoField.uint64("peregrine.ext.region.addr", "Region address", base.HEX)
+f.seal     = ProtoField.bytes("peregrine.ext.seal", "Integrity tag (48 bits)")
 f.payload  = ProtoField.bytes("peregrine.payload", "Payload")
 
 local body_len = { [10] = 4, [11] = 8, [12] = 40, [13] = 12 }
@@ -121,6 +123,8 @@ local function dissect_ext(buf, tree, off, stop)
     elseif t == 4 and words >= 4 then
       sub:add(f.rkey, buf(off + 4, 4))
       sub:add(f.raddr, buf(off + 8, 8))
+    elseif t == 5 and words >= 2 then
+      sub:add(f.seal, buf(off + 2, 6))
     end
     off = off + words * 4
   end

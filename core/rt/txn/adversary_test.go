@@ -2,6 +2,7 @@ package txn
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -51,22 +52,29 @@ type advStash struct {
 // read B's bytes; no WQE completes twice or for two Sends.
 //
 // Seeds: 1000, PEREGRINE_SEEDS, or 100 under -short or -race; -seed=N
-// replays one. Forged fields are TestAdversarySweepForged.
+// replays one. Forged fields are TestAdversarySweepForged; replayed
+// 0-RTT connects TestAdversarySweepEarlyReplay.
 func TestAdversarySweep(t *testing.T) { adversarySweep(t, false) }
 
 // TestAdversarySweepForged is the sweep with the forger on: real frames
-// with a field rewritten (request number, Send index, request length,
-// offset) keeping their PSN and connection. It runs only with
-// PEREGRINE_ADVERSARY_FORGE=1: the receivers do not yet bind every field
-// of a packet to what its PSN carried (see the failing seeds it reports).
-func TestAdversarySweepForged(t *testing.T) {
-	if os.Getenv("PEREGRINE_ADVERSARY_FORGE") != "1" {
-		t.Skip("PEREGRINE_ADVERSARY_FORGE=1 runs the sweep with forged fields")
-	}
-	adversarySweep(t, true)
-}
+// (data, requests, ACKs and NACKs) with a field rewritten (request
+// number, Send index, request length, offset) keeping their PSN and
+// connection. Every packet of a connection is sealed (core/rt seal.go):
+// the rewritten one fails its tag, is dropped unacknowledged, and the
+// real one's resend wins.
+func TestAdversarySweepForged(t *testing.T) { adversarySweep(t, true) }
 
 func adversarySweep(t *testing.T, forged bool) {
+	advTally = map[Status]int{}
+	n := sweepSeeds(t, func(pool *mbuf.Pool, seed uint64) error { return runAdversarySeed(t, pool, seed, forged) })
+	t.Logf("%d seeds; operations by status: %v", n, advTally)
+}
+
+// sweepSeeds runs one seed after another on one pool and returns how many
+// ran: 1000, PEREGRINE_SEEDS, or 100 under -short or -race; -seed=N runs
+// that one. The first ten failures are reported in full, the rest by
+// number, so that one run tells how many seeds fail.
+func sweepSeeds(t *testing.T, run func(pool *mbuf.Pool, seed uint64) error) int {
 	n := testenv.Seeds{Full: 1000, Short: 100, Race: 100}.N(t)
 	first := 0
 	if seed, ok := testenv.Replay(t); ok {
@@ -76,12 +84,8 @@ func adversarySweep(t *testing.T, forged bool) {
 	require.NoError(t, err)
 	defer pool.Close()
 	var failed []uint64
-	advTally = map[Status]int{}
-	defer func() { t.Logf("%d seeds; operations by status: %v", n, advTally) }()
 	for seed := first; seed < first+n; seed++ {
-		if err := runAdversarySeed(t, pool, uint64(seed), forged); err != nil {
-			// The first ten in full; the rest by number, so that one run
-			// tells how many seeds fail.
+		if err := run(pool, uint64(seed)); err != nil {
 			if failed = append(failed, uint64(seed)); len(failed) <= 10 {
 				t.Errorf("seed %d: %v\nreplay: go test ./core/rt/txn -run '%s$' -count=1 -seed=%d", seed, err, t.Name(), seed)
 			}
@@ -90,6 +94,7 @@ func adversarySweep(t *testing.T, forged bool) {
 	if len(failed) > 0 {
 		t.Errorf("%d of %d seeds failed: %v", len(failed), n, failed)
 	}
+	return n
 }
 
 func runAdversarySeed(t *testing.T, pool *mbuf.Pool, seed uint64, forged bool) (err error) {
@@ -334,4 +339,128 @@ func advCheck(ops []advOp, sp *sendPair, src, local, dst, orig, wqeMem []byte, s
 		}
 	}
 	return nil
+}
+
+// TestAdversarySweepEarlyReplay: per seed, A opens an early (0-RTT)
+// connection and pushes at once, before ConnAccept, through an adversary
+// that loses and reorders frames and keeps a copy of every early frame A
+// sends (the early ConnOpens, resends included, and the pushes riding
+// them). Once every push completed, the connection closed and its
+// linger passed, B's memory is overwritten with newer data; the copies
+// then come back, in a random order, some twice. No old push may run
+// again: B's memory keeps the newer bytes, B's ULP is handed nothing
+// more, and B accepts no connection.
+//
+// Seeds as TestAdversarySweep.
+func TestAdversarySweepEarlyReplay(t *testing.T) {
+	replayed := 0
+	n := sweepSeeds(t, func(pool *mbuf.Pool, seed uint64) error {
+		k, err := runEarlyReplaySeed(t, pool, seed)
+		replayed += k
+		return err
+	})
+	t.Logf("%d seeds; %d early frames replayed", n, replayed)
+	require.Positive(t, replayed, "the adversary replayed nothing")
+}
+
+func runEarlyReplaySeed(t *testing.T, pool *mbuf.Pool, seed uint64) (replayed int, err error) {
+	r := rand.New(rand.NewPCG(seed, 0xea71))
+	loss := r.Float64() * 0.05
+	reorder := r.Float64() * 0.1
+	sp, m := newTamperPair(t, pool, seed, nil)
+	var stash []mbuf.Handle
+	defer func() {
+		pool.Free(stash)
+		sp.close()
+		if n := pool.InUse(); err == nil && n != 0 {
+			err = fmt.Errorf("%d frames in use after close", n)
+		}
+	}()
+	m.late = func() bool { return r.Float64() < reorder }
+	m.tamper = func(fromA bool, h wire.HeaderView, frame []byte) bool {
+		// Every early frame of A's: destination CID 0 (ConnOpen, and the
+		// data sent before ConnAccept).
+		if fromA && binary.BigEndian.Uint32(frame[hdrOff:])&wire.MaxCID == 0 && len(stash) < 64 {
+			cp := make([]mbuf.Handle, 1)
+			if pool.AllocBulk(cp) == 1 && pool.SetLen(cp[0], len(frame)) {
+				copy(pool.Data(cp[0]), frame)
+				stash = append(stash, cp[0])
+			} else if cp[0] != 0 {
+				pool.Free(cp)
+			}
+		}
+		return r.Float64() < loss
+	}
+
+	const slot = 4096
+	nOps := 1 + r.IntN(6)
+	src := pattern(seed, nOps*slot)
+	dst := pattern(^seed, nOps*slot)
+	ra, err := sp.a.Register(src, 0)
+	if err != nil {
+		return 0, err
+	}
+	rb, err := sp.b.Register(dst, RemoteWrite)
+	if err != nil {
+		return 0, err
+	}
+	c, err := sp.a.OpenEarly(sp.peerB(), ConnOptions{Ordered: r.IntN(2) == 0})
+	if err != nil {
+		return 0, err
+	}
+	for i := range nOps {
+		o := Op{Local: ra, LocalAddr: uint64(i * slot), Len: 1 + r.IntN(900), Remote: wire.RegionRef{Key: rb.Key, Addr: uint64(i * slot)}, Tag: uint64(i)}
+		if _, err := c.Push(o); err != nil {
+			return 0, fmt.Errorf("push %d: %w", i, err)
+		}
+	}
+	if !sp.runFor(func() bool { return len(sp.cqA) == nOps }, 10*time.Second) {
+		return 0, fmt.Errorf("only %d of %d pushes ended (loss %.3f reorder %.2f): %s", len(sp.cqA), nOps, loss, reorder, statuses(sp.cqA))
+	}
+	if err := c.Close(); err != nil {
+		return 0, fmt.Errorf("close: %w", err)
+	}
+	if !sp.runFor(func() bool { return sp.a.Transport().Conns() == 0 && sp.b.Transport().Conns() == 0 }, 10*time.Second) {
+		return 0, fmt.Errorf("the connection never closed (A %d, B %d slots)", sp.a.Transport().Conns(), sp.b.Transport().Conns())
+	}
+	m.tamper, m.late = nil, nil
+	sp.runFor(func() bool { return false }, time.Second) // long past B's linger
+	newer := pattern(seed+7, len(dst))
+	copy(dst, newer)
+	reqs, accepted := len(sp.reqB), sp.b.Transport().Stats().ConnAccepted
+	if len(stash) == 0 {
+		return 0, nil
+	}
+	// Some twice: a network may duplicate as well as delay.
+	for range r.IntN(len(stash) + 1) {
+		cp := make([]mbuf.Handle, 1)
+		k := stash[r.IntN(len(stash))]
+		if pool.AllocBulk(cp) == 1 && pool.SetLen(cp[0], len(pool.Data(k))) {
+			copy(pool.Data(cp[0]), pool.Data(k))
+			stash = append(stash, cp[0])
+		} else if cp[0] != 0 {
+			pool.Free(cp)
+		}
+	}
+	r.Shuffle(len(stash), func(i, j int) { stash[i], stash[j] = stash[j], stash[i] })
+	for len(stash) > 0 {
+		h := stash[0]
+		stash = stash[1:]
+		m.send(m.b, h)
+		replayed++
+		for range r.IntN(3) {
+			sp.poll()
+			sp.clk.Advance(time.Duration(r.IntN(50)) * time.Microsecond)
+		}
+	}
+	sp.runFor(func() bool { return false }, 50*time.Millisecond)
+	switch {
+	case !bytes.Equal(dst, newer):
+		return replayed, fmt.Errorf("a replayed 0-RTT push overwrote newer data (%d early frames replayed)", replayed)
+	case len(sp.reqB) != reqs:
+		return replayed, fmt.Errorf("B's ULP was handed %d more requests after the replay", len(sp.reqB)-reqs)
+	case sp.b.Transport().Stats().ConnAccepted != accepted:
+		return replayed, fmt.Errorf("B accepted a replayed connect")
+	}
+	return replayed, nil
 }

@@ -288,6 +288,9 @@
 //	rt (rx.go)       PSN before the window, or received already    ACK (it was delivered)     RxStalePSN, RxDuplicate
 //	rt (rx.go)       PSN beyond the window                         ACK not covering it        RxOutOfWindow
 //	rt (rx.go)       bad checksum, malformed, unknown CID          nothing / bad-CID NACK     RxBadChecksum, RxMalformed, RxUnknownCID
+//	rt (seal.go)     sealed connection, tag missing or wrong (any
+//	                 covered field rewritten: RSN, index, length,
+//	                 offset, type, CID, extensions, an ACK's BSNs)  dropped, unacknowledged    RxBadSeal
 //	deliver          connection with no slot here                  ULP-error NACK             ConnRefused
 //	deliver          type this layer does not know                 dropped, unacknowledged    Malformed
 //	push data        outside its message; contradicts its request  ULP-error NACK             Malformed
@@ -331,25 +334,34 @@
 // unacknowledged, so the sender abandons it, still never OK. A WQE bound
 // to one Send is never bound to another; the sender's abort notice,
 // whose index is its own count of its Sends, ends WQE k even when a
-// misdirected packet took it. Two things the receiver cannot tell: a
-// forged packet with a valid PSN whose index names a WQE no Send has
-// bound yet is taken as that Send's (the transport has no
-// authentication). The IOI rows need no acknowledgement for liveness: no
+// misdirected packet took it. The IOI rows need no acknowledgement for liveness: no
 // sender builds those packets (a middle goes only after its head's first
 // acknowledgement, so its message is known here; an in-order number is
 // taken once, and a copy under the same PSN never reaches this layer), so
 // the only packet with such a PSN that matters is the real one a forgery
-// displaced, which its resend delivers. On an unordered
-// connection a forged segment of a push released already starts a new
-// request that never completes (its context stays until the connection
-// ends). Nor do the receivers yet bind a packet's PSN to the request it
-// belongs to: a push segment, pull request or Send whose request number,
-// request length or offset was rewritten consistently with a request
+// displaced, which its resend delivers.
+//
+// A packet whose fields were rewritten under its valid PSN and CID never
+// reaches these rows on a sealed connection (the default, core/rt
+// seal.go, docs/integrity.md): its tag fails, rt drops it unacknowledged,
+// and the real packet's resend takes the PSN. So a push segment, pull
+// request, pull data or Send whose request number, index, request length
+// or offset was rewritten — consistently with a request that could exist
+// or not — is not taken, with messages still interleaved on the wire.
+// What the seal does not stop, and these rows then meet: a forger that
+// holds the connection's key (an on-path attacker who saw the
+// handshake), or any forger on a connection with sealing off
+// (rt.Options.NoSeal at either end). For them the rows above still hold,
+// and these gaps remain: a forged packet whose index names a WQE no Send
+// has bound yet is taken as that Send's; on an unordered connection a
+// forged segment of a push released already starts a new request that
+// never completes (its context stays until the connection ends); a push
+// segment, pull request or Send rewritten consistently with a request
 // that could exist is taken (and acknowledged), and so is pull data
 // naming another outstanding pull of the same length, or an offset
-// rewritten within the span. And no receiver can protect the payload
-// bytes themselves: that takes a per-packet integrity check, which the
-// wire format does not carry.
+// rewritten within the span. No receiver protects the payload bytes
+// themselves: the seal does not cover them, and the UDP checksum guards
+// against corruption only.
 //
 // Every request the initiator completes OK is handed to the target ULP
 // exactly once (OnRequest; a Send: its WQE's receive completion), or the

@@ -196,6 +196,9 @@ func segmentFor(o *Options) (int, error) {
 	if o.Transport.QPN.Enabled {
 		h.Ext.Present |= wire.ExtQPN // global QP numbers ride in every packet
 	}
+	if !o.Transport.NoSeal {
+		h.Ext.Present |= wire.ExtSeal // so does the integrity tag
+	}
 	over, err := wire.FrameOverhead(&a, &h)
 	if err != nil {
 		return 0, invalid("Options.Transport.LocalIP: %v", err)

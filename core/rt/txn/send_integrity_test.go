@@ -190,7 +190,8 @@ func TestMisdirectedIndexCannotTakeABoundWQE(t *testing.T) {
 		{"absolute", dix.Config{Kind: dix.Absolute, Width: 16, Depth: DefaultRecvDepth}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sp, m := newTamperPair(t, nil, 3, nil)
+			// Unsealed: the checks a forger that holds the key meets.
+			sp, m := newTamperPair(t, nil, 3, func(a, b *Options) { a.Transport.NoSeal = true })
 			// Send 0 is three packets and Send 1 one; Send 1's first
 			// transmission is rewritten to name WQE 0, which Send 0's
 			// first packet bound (the box keeps order).
