@@ -165,11 +165,11 @@ func (e *Endpoint) firstCost(x *xact) int {
 // pending, in posting order on an ordered connection.
 func (e *Endpoint) checkDone(i int32) {
 	x := &e.xacts[i]
-	if !x.live || x.role != roleInitiator || x.done {
+	if !x.live || x.role != roleInitiator || x.state == initDone || x.state == initCompleted {
 		return // completed already (an earlier call in this chain freed it)
 	}
 	switch {
-	case x.stop:
+	case x.stopped():
 		// Packets given up (stopOp) reference nothing of the operation.
 		if x.unresolved > 0 && !x.givenUp || x.inSched { // a queued item is dropped when picked
 			return
@@ -183,8 +183,8 @@ func (e *Endpoint) checkDone(i int32) {
 			return
 		}
 	}
-	x.done = true
-	if x.stop && e.needsNotice(x) {
+	e.setState(x, initDone)
+	if x.stopped() && e.needsNotice(x) {
 		if x.unresolved > 0 {
 			x.notice = noticeHeld // queued when its given-up packets resolve
 		} else {
@@ -252,7 +252,7 @@ func (e *Endpoint) complete(i int32, st Status) {
 	}
 	ci := x.conn
 	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {
-		x.completed = true // the context stays until its notice (and given-up packets) resolve
+		e.setState(x, initCompleted) // the context stays until its notice (and given-up packets) resolve
 		if c.ordered && x.noticePending() {
 			x.owesTurn = true
 			c.noticesOwed++
@@ -302,7 +302,7 @@ func (e *Endpoint) releaseGrants(ci int32, c *conn) {
 		}
 		x := &e.xacts[j]
 		x.ssnHeld = false
-		if x.stop {
+		if x.stopped() {
 			e.checkDone(j)
 			continue
 		}
@@ -322,7 +322,7 @@ func (e *Endpoint) fail(i int32, st Status) {
 	if x.status == StatusOK {
 		x.status = st
 	}
-	x.stop = true
+	e.stop(x)
 	e.checkDone(i)
 }
 
@@ -345,7 +345,7 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cMalformed]++
 		return rt.Drop
 	}
-	if x.done || x.stop {
+	if x.state != initActive {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}

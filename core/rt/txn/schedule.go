@@ -47,11 +47,11 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			sent++
 			continue
 		}
-		if x.role == roleInitiator && x.stop {
+		if x.role == roleInitiator && x.stopped() {
 			e.checkDone(i)
 			continue
 		}
-		if x.role == roleTarget && x.failed {
+		if x.role == roleTarget && x.state == targetFailed {
 			e.maybeFreeTarget(i)
 			continue
 		}
@@ -75,7 +75,7 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			if x.role == roleInitiator {
 				e.fail(i, StatusConnFailed)
 			} else {
-				x.failed = true
+				e.setState(x, targetFailed)
 				e.maybeFreeTarget(i)
 			}
 			continue
@@ -127,7 +127,7 @@ func (e *Endpoint) sendNotice(flow int, cl sched.Class, item uint32, c *conn, x 
 	x.notice = noticeNone
 	if x.role == roleTarget {
 		e.maybeFreeTarget(i)
-	} else if x.completed {
+	} else if x.state == initCompleted {
 		e.freeXact(i)
 		e.maybeClose(x.conn)
 	}
@@ -206,7 +206,7 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 		if x.role == roleInitiator {
 			e.fail(i, StatusConnFailed)
 		} else {
-			x.failed = true
+			e.setState(x, targetFailed)
 		}
 	}
 }

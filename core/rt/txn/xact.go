@@ -22,12 +22,114 @@ const (
 	roleTarget
 )
 
+// xstate is where a transaction stands in its life. Each role has its
+// own states; every move between them goes through setState, and the
+// moves allowed are those of legalMoves, here and nowhere else. What a
+// context still holds — reorder entries, a queued item, packets in
+// flight, a notice owed — are counts and flags beside the state, and
+// freeable is the one rule that decides when a target context goes.
+type xstate uint8
+
+const (
+	stateFree xstate = iota // in the free list
+
+	// Initiator.
+	//
+	//	initActive ──► initStopped ──► initDone ──► initCompleted
+	//	     └─────────────────────────────┘ (and any of them ──► initCompleted at teardown)
+	initActive  // posted: its packets go out, its answers come in
+	initStopped // ended early (refused, abandoned, timed out, cancelled, its connection failing): sends nothing more, waits for what it sent
+	initDone    // its completion is decided (status final); on an ordered connection it waits for its turn
+	// initCompleted: the completion is posted; the context stays only for
+	// its abort notice or for given-up packets still resolving.
+	initCompleted
+
+	// Target.
+	//
+	//	targetAdmitted ──► targetReleased ──► targetFailed
+	//	     └────────────────────────────────────┘
+	targetAdmitted // a peer's request: waits for its data, its grant or its turn
+	targetReleased // handed to the ULP: a push is over, a pull serves its data
+	// targetFailed: refused, given up by its initiator, or unable to go on
+	// (its connection failing); it still takes its turn in the peer's
+	// orders, then ends without reaching the ULP (OnAborted excepted).
+	targetFailed
+
+	numStates
+)
+
+var stateNames = [numStates]string{"free", "initActive", "initStopped", "initDone", "initCompleted",
+	"targetAdmitted", "targetReleased", "targetFailed"}
+
+func (s xstate) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return "xstate(?)"
+}
+
+// legalMoves[from] has bit to set when from → to is a legal move. Taking
+// (allocX) and freeing (freeXact) a context are not moves: they enter
+// and leave the free list.
+var legalMoves = [numStates]uint16{
+	initActive:     1<<initStopped | 1<<initDone | 1<<initCompleted,
+	initStopped:    1<<initDone | 1<<initCompleted,
+	initDone:       1 << initCompleted,
+	targetAdmitted: 1<<targetReleased | 1<<targetFailed,
+	targetReleased: 1 << targetFailed,
+}
+
+// panicOnIllegalMove turns an illegal move into a panic (the tests set
+// it); in production the move is counted (Stats.IllegalMoves) and made.
+var panicOnIllegalMove = false
+
+// setState moves context x to state to; staying put is always allowed.
+func (e *Endpoint) setState(x *xact, to xstate) {
+	from := x.state
+	if from == to {
+		return
+	}
+	if legalMoves[from]&(1<<to) == 0 {
+		e.cnt.own[cIllegalMoves]++
+		if panicOnIllegalMove {
+			panic("txn: illegal transaction move " + from.String() + " → " + to.String())
+		}
+	}
+	x.state = to
+}
+
+// stop records that initiator transaction x ended early; its status, set
+// by the caller, says why. A transaction whose completion is decided
+// already keeps its state (an expired held completion, a pull's request
+// refused after its data came): only its status changes.
+func (e *Endpoint) stop(x *xact) {
+	if x.state == initActive {
+		e.setState(x, initStopped)
+	}
+}
+
+// stopped reports whether initiator transaction x ended early: only an
+// early end sets a status other than StatusOK before the completion.
+func (x *xact) stopped() bool { return x.status != StatusOK }
+
+// freeable is the rule that frees a target context: it holds no entry in
+// the peer's orders and no place in the grant queue, nothing of it is
+// queued, in flight or owed to the peer, and a pull it serves (not
+// failed) sent all its data.
+func (x *xact) freeable() bool {
+	if x.rsnHeld || x.ssnHeld || x.grantQ || x.inSched || x.unresolved > 0 || x.noticePending() {
+		return false
+	}
+	return x.state == targetFailed || x.kind != OpPull || x.sentPkts == x.pkts
+}
+
 // xact is the context of one transaction on either side: fixed size, in a
 // preallocated array; indexes travel as scheduler items and in cookies.
 type xact struct {
 	live      bool
 	gen       uint32
 	role      role
+	state     xstate
 	kind      OpKind
 	solicited bool
 	conn      int32
@@ -50,10 +152,7 @@ type xact struct {
 	granted    bool // initiator: may send solicited data; target: grant issued
 	grantLeft  uint32
 	inSched    bool    // an item of it is queued in the scheduler
-	stop       bool    // initiator: failed, send nothing more
-	done       bool    // initiator: completion decided, waiting for its turn
-	failed     bool    // target: the request was refused
-	why        Refusal // target: why
+	why        Refusal // target, failed: why
 	grantNext  int32   // target: next in the connection's grant queue
 	ssnHeld    bool    // an entry in an SSN space is still registered
 	rsnHeld    bool    // an entry in an RSN space is still registered
@@ -68,7 +167,6 @@ type xact struct {
 	noticeSince   clock.Time  // when the notice was first abandoned
 	noticePSN     uint32      // the notice's PSN while it is out
 	noticeWin     wire.Window // and its window
-	completed     bool        // initiator: completion posted, the context stays for its notice
 	aborted       bool        // target: the initiator gave up on it (abort notice), tell OnAborted
 	placeheld     bool        // target: a placeholder that only takes the request's turn
 	grantQ        bool        // target: linked in its connection's grant queue
@@ -105,7 +203,10 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	if gen == 0 {
 		gen = 1
 	}
-	*x = xact{live: true, gen: gen, role: r, conn: ci, prev: -1, next: -1}
+	*x = xact{live: true, gen: gen, role: r, state: initActive, conn: ci, prev: -1, next: -1}
+	if r == roleTarget {
+		x.state = targetAdmitted
+	}
 	c := &e.conns[ci]
 	if c.tail >= 0 {
 		e.xacts[c.tail].next = i
@@ -187,9 +288,9 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	}
 	if x.role == roleTarget {
 		// Pull data.
-		if st != StatusOK && !x.failed {
+		if st != StatusOK && x.state != targetFailed {
 			// The initiator waits for this data: tell it.
-			x.failed = true
+			e.setState(x, targetFailed)
 			e.queueNotice(i, sched.ClassData)
 		}
 		e.maybeFreeTarget(i)
@@ -197,7 +298,7 @@ func (e *Endpoint) resolve(cookie uint64, st Status) {
 	}
 	if st != StatusOK && x.status == StatusOK {
 		x.status = st
-		x.stop = true
+		e.stop(x)
 		if x.solicited && !x.granted && x.ssnHeld {
 			// No grant will come for a refused request: let the grant order
 			// pass over this SSN.
@@ -227,11 +328,11 @@ func (e *Endpoint) teardown(ci int32, err error) {
 		next := x.next
 		x.inSched = false
 		switch {
-		case x.role == roleInitiator && x.completed:
+		case x.role == roleInitiator && x.state == initCompleted:
 			e.freeXact(i) // its completion is out; only its notice was left
 		case x.role == roleInitiator:
 			st := x.status
-			if st == StatusOK && (!x.done || x.kind != OpPull) {
+			if st == StatusOK && (x.state != initDone || x.kind != OpPull) {
 				// Not done; or a push or Send done here but still waiting
 				// for its turn (an earlier operation unfinished, or its
 				// notice unacknowledged): the target holds it behind that
