@@ -26,6 +26,13 @@ type ConnOptions struct {
 	// they belong in (core/dix; send.go). The zero value is dix.None: no
 	// index, the peer places in order (the baseline).
 	Index dix.Config
+	// Early opens the connection for 0-RTT (rt.Endpoint.OpenEarly):
+	// operations posted at once are sent at once, right behind the
+	// ConnOpen, without waiting a round trip for the target's
+	// ConnAccept. sched/mcsq's DC SQs connect this way. See "Early data"
+	// in core/rt/dcconnect.go for how a lost or refused connect is
+	// recovered. Every other option means the same either way.
+	Early bool
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
