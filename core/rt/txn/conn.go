@@ -3,12 +3,10 @@ package txn
 import (
 	"time"
 
-	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
-	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // ConnOptions configure Open.
@@ -28,6 +26,13 @@ type ConnOptions struct {
 	// they belong in (core/dix; send.go). The zero value is dix.None: no
 	// index, the peer places in order (the baseline).
 	Index dix.Config
+	// Early opens the connection for 0-RTT (rt.Endpoint.OpenEarly):
+	// operations posted at once are sent at once, right behind the
+	// ConnOpen, without waiting a round trip for the target's
+	// ConnAccept. sched/mcsq's DC SQs connect this way. See "Early data"
+	// in core/rt/dcconnect.go for how a lost or refused connect is
+	// recovered. Every other option means the same either way.
+	Early bool
 }
 
 // Conn is a connection as the ULP sees it. It belongs to the endpoint's
@@ -135,79 +140,6 @@ type conn struct {
 
 	ioi ioiConn // IOI threshold and configuration (ioi.go)
 }
-
-// role says which side of a transaction an xact holds.
-type role uint8
-
-const (
-	roleInitiator role = iota + 1
-	roleTarget
-)
-
-// xact is the context of one transaction on either side: fixed size, in a
-// preallocated array; indexes travel as scheduler items and in cookies.
-type xact struct {
-	live      bool
-	gen       uint32
-	role      role
-	kind      OpKind
-	solicited bool
-	conn      int32
-	prev      int32
-	next      int32
-
-	rsn, ssn uint32
-	length   uint32
-	mem      []byte         // initiator: the local span; target: the region span
-	remote   wire.RegionRef // the remote (initiator) or named (target) region
-	tag      uint64
-	posted   clock.Time
-
-	pkts       uint32 // data packets the message needs (at least 1)
-	sentPkts   uint32 // data packets handed to the transport
-	reqSent    bool   // the request packet (pull or push request) went out
-	unresolved int32  // packets sent and not yet acknowledged or refused
-	received   uint32 // bytes placed (target push, initiator pull)
-	gotData    bool
-	granted    bool // initiator: may send solicited data; target: grant issued
-	grantLeft  uint32
-	inSched    bool    // an item of it is queued in the scheduler
-	stop       bool    // initiator: failed, send nothing more
-	done       bool    // initiator: completion decided, waiting for its turn
-	failed     bool    // target: the request was refused
-	why        Refusal // target: why
-	grantNext  int32   // target: next in the connection's grant queue
-	ssnHeld    bool    // an entry in an SSN space is still registered
-	rsnHeld    bool    // an entry in an RSN space is still registered
-	status     Status
-	refusal    Refusal // StatusRemoteAccess: what the target said
-
-	timer  clock.TimerID // initiator: the operation's timeout
-	notice noticeState   // the abort notice owed to the peer
-	// noticeResends: times the notice was abandoned and sent again; past
-	// RetryLimit the connection gives up (giveUpConn).
-	noticeResends uint8
-	noticeSince   clock.Time  // when the notice was first abandoned
-	noticePSN     uint32      // the notice's PSN while it is out
-	noticeWin     wire.Window // and its window
-	completed     bool        // initiator: completion posted, the context stays for its notice
-	aborted       bool        // target: the initiator gave up on it (abort notice), tell OnAborted
-	placeheld     bool        // target: a placeholder that only takes the request's turn
-	grantQ        bool        // target: linked in its connection's grant queue
-	ioi           ioiXact     // IOI sender or receiver state (ioi.go)
-	snd           sendX       // a Send's state (send.go)
-	owesTurn      bool        // initiator, ordered: completed, counted in its connection's noticesOwed
-	deferred      bool        // initiator, ordered: completion waits in its connection's deferred list
-	deferNext     int32       // the next in that list (context index + 1, 0: none)
-	expired       bool        // initiator, deferred: its deadline passed; it ends once those before it do
-	// givenUp: initiator: stopped (timeout, cancel) with packets still
-	// unresolved, which the transport turned into resyncs (rt.Conn.Abandon):
-	// it no longer references the buffer, so the operation completes; the
-	// context stays until those resyncs resolve (and then its notice).
-	givenUp bool
-}
-
-func (x *xact) cookie(idx int32) uint64 { return uint64(x.gen)<<32 | uint64(uint32(idx)) }
 
 // ring is a fixed FIFO of cookies.
 type ring struct {

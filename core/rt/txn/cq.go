@@ -251,7 +251,7 @@ func (e *Endpoint) expireHeld(ci int32, j int32) {
 	x := &e.xacts[j]
 	x.expired = true
 	if x.kind != OpPull && x.status == StatusOK {
-		x.status, x.stop = StatusTimeout, true
+		x.status = StatusTimeout // done: it keeps its state (stop)
 		if e.needsNotice(x) {
 			e.queueNotice(j, sched.ClassRequest)
 		}

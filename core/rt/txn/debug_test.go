@@ -17,10 +17,14 @@ func (e *Endpoint) dump() string {
 			ci, c.cid, c.ordered, c.peerOrdered, c.nextRSN, c.nextSSN, c.doneBase, c.grantBase, c.reqBase, c.ssnBase, c.blocked)
 		for i := c.head; i >= 0; i = e.xacts[i].next {
 			x := &e.xacts[i]
-			fmt.Fprintf(&b, "  x%d role %d %v sol=%v rsn %d ssn %d len %d pkts %d/%d req=%v unres %d recv %d granted %v stop %v done %v failed %v inSched %v rsnHeld %v ssnHeld %v status %v\n",
-				i, x.role, x.kind, x.solicited, x.rsn, x.ssn, x.length, x.sentPkts, x.pkts, x.reqSent, x.unresolved, x.received, x.granted, x.stop, x.done, x.failed, x.inSched, x.rsnHeld, x.ssnHeld, x.status)
+			fmt.Fprintf(&b, "  x%d role %d %v sol=%v rsn %d ssn %d len %d pkts %d/%d req=%v unres %d recv %d granted %v %v inSched %v rsnHeld %v ssnHeld %v status %v\n",
+				i, x.role, x.kind, x.solicited, x.rsn, x.ssn, x.length, x.sentPkts, x.pkts, x.reqSent, x.unresolved, x.received, x.granted, x.state, x.inSched, x.rsnHeld, x.ssnHeld, x.status)
 		}
 	}
 	fmt.Fprintf(&b, "grants queued %d, granted %d\n", e.grants.size, e.granted)
 	return b.String()
 }
+
+// Every test runs with illegal state moves turned into panics: a move
+// outside legalMoves fails the test that made it.
+func init() { panicOnIllegalMove = true }

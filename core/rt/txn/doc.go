@@ -120,6 +120,74 @@
 // initiators therefore arrives at the rate the target chose, and each
 // initiator progresses as grants come round.
 //
+// # Reading order
+//
+// The files are cut by concern; each path below reads top to bottom,
+// function by function, without jumping back:
+//
+//   - endpoint.go: the Endpoint, New, Open (ConnOptions.Early is its 0-RTT
+//     mode; OpenEarly only sets it), Poll (timers, grants, the scheduler,
+//     then the transport's receive), and the transport's callbacks onEvent
+//     and onAcked.
+//   - conn.go: ConnOptions, the Conn handle and the per-connection state.
+//   - xact.go: the transaction context both roles share: its states
+//     (initActive → initStopped → initDone → initCompleted on the initiator,
+//     targetAdmitted → targetReleased → targetFailed on the target), the
+//     one table of legal moves (setState), the target's free rule
+//     (freeable), and the pool and lifecycle: allocX, register, resolve
+//     (the transport's verdict on one packet), freeXact, teardown and
+//     maybeClose.
+//   - initiator.go: posting (post) and completing (checkDone, complete) a
+//     push or pull, grants received, pull data placed.
+//   - target.go: the receive dispatch (deliver) and the target's side of
+//     pushes and pulls: admit, grants (queueGrants, issueGrants), release
+//     in request order (requestComplete, release), maybeFreeTarget.
+//   - schedule.go: the transmit side of both roles: enqueue, schedule,
+//     nextPacket, advance.
+//   - send.go and recvq.go: Sends and receive WQEs (core/dix); cq.go:
+//     completions and their order; faults.go: timeouts, Cancel, Abort and
+//     abort notices; ioi.go: IOI forwarding; await.go: whose move a
+//     connection waits for; region.go, options.go, stats.go, qpn.go.
+//
+// A push, initiator: Conn.Push → post (initiator.go: allocX, register its
+// RSN, and its SSN if solicited) → enqueue → Poll → schedule → nextPacket
+// (the request, or the data straight from the registered span) → rt.Conn.Send
+// → advance (one packet per turn until all are out; a solicited push waits
+// for its grant: onGrant → releaseGrants → enqueue) → the ACK: onAcked →
+// resolve (xact.go) → checkDone → complete (its Completion, then freeXact).
+//
+// A push, target: rt delivers the packet → deliver (target.go) →
+// onPushData (the first segment admits a context, targetAdmitted; each
+// segment is copied into the region at its offset) — or for a solicited
+// push onPushRequest → queueGrants → issueGrants → schedule sends the
+// grant, then onPushData — → requestComplete (in RSN order when ordered)
+// → release (targetReleased: OnRequest) → maybeFreeTarget → freeable →
+// freeXact.
+//
+// A pull, initiator: Conn.Pull → post → enqueue → schedule → nextPacket
+// (the pull request) → advance → the data arrives: deliver → onPullData
+// (copied into the local span) → checkDone → complete.
+//
+// A pull, target: deliver → onPullRequest → admit (targetAdmitted) →
+// requestComplete → release (targetReleased: OnRequest, then enqueue) →
+// schedule → nextPacket (pull data from the region) → advance, until all
+// is out → each packet's ACK: onAcked → resolve → maybeFreeTarget.
+//
+// A Send, initiator: Conn.Send (send.go: allocX, register, enqueue,
+// armTimeout) → schedule → nextPacket → sendPacket (the index, core/dix)
+// → advance → onAcked → resolve → sendResolved → checkDone → complete.
+//
+// A Send, target: deliver → onSend (recvq.go) → decodeIndex → bindSend
+// (its receive WQE) → placeSend → sendWhole → requestComplete (target.go)
+// → release → sendReleased → finishSend (recvDone posts the OpRecv
+// completion, freeXact).
+//
+// A failure: resolve with a status other than StatusOK moves an initiator
+// transaction to initStopped (it sends nothing more) and a target one to
+// targetFailed (it still takes its turn, then goes without the ULP);
+// timeouts and Cancel go through stopOp (faults.go); a connection's end
+// through teardown (xact.go).
+//
 // # Who owns what
 //
 //   - Registered memory is the caller's; the endpoint reads it (push

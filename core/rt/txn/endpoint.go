@@ -219,20 +219,48 @@ func (e *Endpoint) Stop(now clock.Time) {
 func (e *Endpoint) Close() error { return e.rt.Close() }
 
 // Open starts a connection to peer. Operations may be posted at once; they
-// wait in the scheduler until the connection is established. Every option
-// is checked before anything opens: a bad one changes nothing.
+// wait in the scheduler until the connection is established, or, with
+// opts.Early, go out at once behind the ConnOpen. Every option is checked
+// before anything is taken (a slot here, a transport connection, a packet
+// on the wire): a bad one is an error that changes nothing. Then the
+// transport connection opens and the options are applied, none of which
+// can fail any more.
 func (e *Endpoint) Open(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
-	return e.open(peer, opts, false)
+	e.unpublished = true
+	if err := checkConnOptions(&opts); err != nil {
+		return nil, err
+	}
+	if len(e.freeCon) == 0 {
+		return nil, rt.ErrTableFull
+	}
+	open := e.rt.Open
+	if opts.Early {
+		open = e.rt.OpenEarly
+	}
+	rc, err := open(peer)
+	if err != nil {
+		return nil, err
+	}
+	c := e.attach(rc)
+	if c == nil {
+		rc.Abort()
+		return nil, rt.ErrTableFull
+	}
+	c.ordered = opts.Ordered
+	c.opTimeout = opts.OpTimeout
+	if opts.Weight > 0 {
+		_ = e.sch.SetWeight(int(c.handle.idx), opts.Weight) // validated above
+	}
+	c.ioiOpen(opts.IOI)
+	_ = e.dx.configure(e, int(c.handle.idx), opts.Index) // validated above
+	return c.handle, nil
 }
 
-// OpenEarly is Open over rt.Endpoint.OpenEarly: operations posted at once
-// are sent at once, right behind the ConnOpen, without waiting for the
-// target's ConnAccept (a round trip). sched/mcsq's DC SQs connect this
-// way. See "Early data" in core/rt/dcconnect.go for how a lost or refused
-// connect is recovered. It takes the same options as Open, checked the
-// same way.
+// OpenEarly is Open with opts.Early set: kept for the callers that open
+// every connection for 0-RTT, it is no second way to open.
 func (e *Endpoint) OpenEarly(peer rt.PeerAddr, opts ConnOptions) (*Conn, error) {
-	return e.open(peer, opts, true)
+	opts.Early = true
+	return e.Open(peer, opts)
 }
 
 // checkConnOptions reports the first option Open would refuse.
@@ -252,41 +280,6 @@ func checkConnOptions(opts *ConnOptions) error {
 		}
 	}
 	return nil
-}
-
-// open is Open and OpenEarly: validate, open the transport connection,
-// then apply the options, none of which can fail any more.
-func (e *Endpoint) open(peer rt.PeerAddr, opts ConnOptions, early bool) (*Conn, error) {
-	e.unpublished = true
-	if err := checkConnOptions(&opts); err != nil {
-		return nil, err
-	}
-	if len(e.freeCon) == 0 {
-		return nil, rt.ErrTableFull
-	}
-	var rc *rt.Conn
-	var err error
-	if early {
-		rc, err = e.rt.OpenEarly(peer)
-	} else {
-		rc, err = e.rt.Open(peer)
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := e.attach(rc)
-	if c == nil {
-		rc.Abort()
-		return nil, rt.ErrTableFull
-	}
-	c.ordered = opts.Ordered
-	c.opTimeout = opts.OpTimeout
-	if opts.Weight > 0 {
-		_ = e.sch.SetWeight(int(c.handle.idx), opts.Weight) // validated above
-	}
-	c.ioiOpen(opts.IOI)
-	_ = e.dx.configure(e, int(c.handle.idx), opts.Index) // validated above
-	return c.handle, nil
 }
 
 // attach gives a transport connection its transaction state.

@@ -40,7 +40,7 @@ const (
 // nothing there and dropped).
 func (e *Endpoint) grantResolved(i int32, x *xact, st Status) {
 	x.unresolved--
-	if st == StatusAbandoned && !x.failed && x.received < x.length && !x.inSched {
+	if st == StatusAbandoned && x.state != targetFailed && x.received < x.length && !x.inSched {
 		if e.enqueue(x.conn, sched.ClassData, i) {
 			e.cnt.own[cGrantsResent]++
 		}
@@ -131,7 +131,7 @@ func (h *Conn) Cancel(rsn uint32) error {
 	}
 	i := e.byEntry[k]
 	x := &e.xacts[i]
-	if !x.live || x.role != roleInitiator || x.done || x.stop {
+	if !x.live || x.role != roleInitiator || x.state != initActive {
 		return ErrNoOp
 	}
 	e.cnt.own[cCancelled]++
@@ -172,7 +172,7 @@ func (h *Conn) Abort() error {
 func (e *Endpoint) stopOp(i int32, st Status) {
 	x := &e.xacts[i]
 	x.status = st
-	x.stop = true
+	e.stop(x)
 	if x.inSched {
 		e.unqueue(x.conn, i)
 	}
@@ -223,7 +223,7 @@ func (e *Endpoint) givenUpResolved(i int32, x *xact) {
 		e.queueNotice(i, sched.ClassRequest)
 		return
 	}
-	if x.completed && !x.noticePending() {
+	if x.state == initCompleted && !x.noticePending() {
 		ci := x.conn
 		e.freeXact(i)
 		e.maybeClose(ci)
@@ -267,10 +267,10 @@ func (e *Endpoint) fireTimeout(_ clock.TimerID, cookie uint64) {
 		e.expireHeld(x.conn, i) // cq.go
 		return
 	}
-	if x.done || x.completed {
+	if x.state == initDone || x.state == initCompleted {
 		return // its completion is decided already
 	}
-	if x.stop {
+	if x.stopped() {
 		// Its status is decided (a packet refused or abandoned) but other
 		// packets of it are still in flight: they end now, so that the
 		// operation ends by its deadline with the status it has.
@@ -385,7 +385,7 @@ func (e *Endpoint) noticeResolved(i int32, x *xact, st Status) {
 		x.owesTurn = false
 		e.noticeReached(x.conn) // cq.go
 	}
-	if x.completed && x.live {
+	if x.state == initCompleted && x.live {
 		ci := x.conn
 		e.freeXact(i)
 		e.maybeClose(ci)
@@ -410,7 +410,7 @@ func (e *Endpoint) onAbortNotice(ci int32, c *conn, h *wire.Header) rt.Verdict {
 		}
 		i := e.byEntry[k]
 		x := &e.xacts[i]
-		if x.kind != OpPull || x.done || x.stop {
+		if x.kind != OpPull || x.state != initActive {
 			e.cnt.own[cUnmatched]++
 			return rt.Accept
 		}
@@ -423,10 +423,11 @@ func (e *Endpoint) onAbortNotice(ci int32, c *conn, h *wire.Header) rt.Verdict {
 		if x.role != roleTarget || x.rsn != h.RSN {
 			continue
 		}
-		if x.failed {
+		if x.state == targetFailed {
 			return rt.Accept // refused already, or an earlier copy of the notice
 		}
-		x.failed, x.aborted = true, true
+		e.setState(x, targetFailed)
+		x.aborted = true
 		if x.granted && x.grantLeft > 0 {
 			e.granted -= int(x.grantLeft)
 			x.grantLeft = 0

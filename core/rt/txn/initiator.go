@@ -6,7 +6,6 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/rt/reorder"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/sched"
 )
@@ -162,135 +161,15 @@ func (e *Endpoint) firstCost(x *xact) int {
 	return requestCost + int(min(x.length-x.sentPkts*uint32(e.seg), uint32(e.seg)))
 }
 
-func (e *Endpoint) register(i int32, cid uint32, sp reorder.Space, seq uint32) error {
-	k, err := e.ro.Register(cid, sp, seq)
-	if err != nil {
-		return err
-	}
-	e.byEntry[k] = i
-	return nil
-}
-
-// allocX takes a free context and links it to connection ci.
-func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
-	i := e.freeX[len(e.freeX)-1]
-	e.freeX = e.freeX[:len(e.freeX)-1]
-	x := &e.xacts[i]
-	gen := x.gen + 1
-	if gen == 0 {
-		gen = 1
-	}
-	*x = xact{live: true, gen: gen, role: r, conn: ci, prev: -1, next: -1}
-	c := &e.conns[ci]
-	if c.tail >= 0 {
-		e.xacts[c.tail].next = i
-		x.prev = c.tail
-	} else {
-		c.head = i
-	}
-	c.tail = i
-	c.count++
-	e.awaitMark(ci) // work in progress (await.go decides whether the peer has the move)
-	return i, x
-}
-
-// freeXact unlinks and frees a context; its reorder entries must be gone.
-func (e *Endpoint) freeXact(i int32) {
-	x := &e.xacts[i]
-	if x.kind == OpSend {
-		e.sendFreed(x)
-	}
-	c := &e.conns[x.conn]
-	if x.prev >= 0 {
-		e.xacts[x.prev].next = x.next
-	} else {
-		c.head = x.next
-	}
-	if x.next >= 0 {
-		e.xacts[x.next].prev = x.prev
-	} else {
-		c.tail = x.prev
-	}
-	c.count--
-	e.awaitMark(x.conn)
-	gen := x.gen
-	*x = xact{gen: gen}
-	e.freeX = append(e.freeX, i)
-}
-
-// byCookie returns the live context a cookie names.
-func (e *Endpoint) byCookie(cookie uint64) (int32, *xact) {
-	i := int32(uint32(cookie) &^ (noticeBit | grantBit | ioiCookieBits))
-	if cookie>>32 == 0 || int(i) >= len(e.xacts) || i < 0 {
-		return -1, nil
-	}
-	x := &e.xacts[i]
-	if !x.live || uint64(x.gen) != cookie>>32 {
-		return -1, nil
-	}
-	return i, x
-}
-
-// resolve is the transport's verdict on one packet of a transaction:
-// acknowledged (StatusOK), refused by the peer's ULP, or abandoned.
-func (e *Endpoint) resolve(cookie uint64, st Status) {
-	if cookie == 0 {
-		return
-	}
-	i, x := e.byCookie(cookie)
-	if x == nil {
-		e.cnt.own[cStaleCookie]++
-		return
-	}
-	e.awaitMark(x.conn) // one packet fewer outstanding
-	if cookie&noticeBit != 0 {
-		e.noticeResolved(i, x, st)
-		return
-	}
-	if cookie&grantBit != 0 {
-		e.grantResolved(i, x, st)
-		return
-	}
-	x.unresolved--
-	e.ioiResolved(i, x, cookie, st)
-	if x.givenUp {
-		e.givenUpResolved(i, x)
-		return
-	}
-	if x.kind == OpSend {
-		st = e.sendResolved(x, st)
-	}
-	if x.role == roleTarget {
-		// Pull data.
-		if st != StatusOK && !x.failed {
-			// The initiator waits for this data: tell it.
-			x.failed = true
-			e.queueNotice(i, sched.ClassData)
-		}
-		e.maybeFreeTarget(i)
-		return
-	}
-	if st != StatusOK && x.status == StatusOK {
-		x.status = st
-		x.stop = true
-		if x.solicited && !x.granted && x.ssnHeld {
-			// No grant will come for a refused request: let the grant order
-			// pass over this SSN.
-			e.skipGrant(i, x)
-		}
-	}
-	e.checkDone(i)
-}
-
 // checkDone completes an initiator's transaction once nothing of it is
 // pending, in posting order on an ordered connection.
 func (e *Endpoint) checkDone(i int32) {
 	x := &e.xacts[i]
-	if !x.live || x.role != roleInitiator || x.done {
+	if !x.live || x.role != roleInitiator || x.state == initDone || x.state == initCompleted {
 		return // completed already (an earlier call in this chain freed it)
 	}
 	switch {
-	case x.stop:
+	case x.stopped():
 		// Packets given up (stopOp) reference nothing of the operation.
 		if x.unresolved > 0 && !x.givenUp || x.inSched { // a queued item is dropped when picked
 			return
@@ -304,8 +183,8 @@ func (e *Endpoint) checkDone(i int32) {
 			return
 		}
 	}
-	x.done = true
-	if x.stop && e.needsNotice(x) {
+	e.setState(x, initDone)
+	if x.stopped() && e.needsNotice(x) {
 		if x.unresolved > 0 {
 			x.notice = noticeHeld // queued when its given-up packets resolve
 		} else {
@@ -373,7 +252,7 @@ func (e *Endpoint) complete(i int32, st Status) {
 	}
 	ci := x.conn
 	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {
-		x.completed = true // the context stays until its notice (and given-up packets) resolve
+		e.setState(x, initCompleted) // the context stays until its notice (and given-up packets) resolve
 		if c.ordered && x.noticePending() {
 			x.owesTurn = true
 			c.noticesOwed++
@@ -423,7 +302,7 @@ func (e *Endpoint) releaseGrants(ci int32, c *conn) {
 		}
 		x := &e.xacts[j]
 		x.ssnHeld = false
-		if x.stop {
+		if x.stopped() {
 			e.checkDone(j)
 			continue
 		}
@@ -443,7 +322,7 @@ func (e *Endpoint) fail(i int32, st Status) {
 	if x.status == StatusOK {
 		x.status = st
 	}
-	x.stop = true
+	e.stop(x)
 	e.checkDone(i)
 }
 
@@ -466,7 +345,7 @@ func (e *Endpoint) onPullData(c *conn, h *wire.Header, p []byte) rt.Verdict {
 		e.cnt.own[cMalformed]++
 		return rt.Drop
 	}
-	if x.done || x.stop {
+	if x.state != initActive {
 		e.cnt.own[cUnmatched]++
 		return rt.Accept
 	}

@@ -293,9 +293,10 @@ func (e *Endpoint) ioiResolved(i int32, x *xact, cookie uint64, st Status) {
 	case ioi.ResolvedRelease:
 		if !x.inSched && !e.enqueue(x.conn, x.ioi.cl, i) {
 			if x.role == roleInitiator {
-				x.status, x.stop = StatusConnFailed, true
+				x.status = StatusConnFailed
+				e.stop(x)
 			} else {
-				x.failed = true
+				e.setState(x, targetFailed)
 			}
 		}
 	}

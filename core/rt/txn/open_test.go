@@ -9,12 +9,13 @@ import (
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/sched"
 )
 
-// Open and OpenEarly check every option before anything opens: a bad one
-// is an error that leaves no transport connection, no taken slot and
-// nothing on the wire.
+// Open checks every option before anything opens, in either mode (Early
+// or not): a bad one is an error that leaves no transport connection, no
+// taken slot and nothing on the wire.
 func TestOpenChecksEveryOptionFirst(t *testing.T) {
 	bad := map[string]ConnOptions{
 		"OpTimeout": {OpTimeout: -time.Second},
@@ -26,11 +27,8 @@ func TestOpenChecksEveryOptionFirst(t *testing.T) {
 	for name, opts := range bad {
 		for _, early := range []bool{false, true} {
 			p := newPair(t, 3, "", nil)
-			open := p.a.Open
-			if early {
-				open = p.a.OpenEarly
-			}
-			c, err := open(p.peerB(), opts)
+			opts.Early = early
+			c, err := p.a.Open(p.peerB(), opts)
 			require.Error(t, err, "%s early=%v", name, early)
 			require.Nil(t, c)
 			p.runFor(func() bool { return false }, 10*time.Millisecond)
@@ -42,13 +40,13 @@ func TestOpenChecksEveryOptionFirst(t *testing.T) {
 	}
 }
 
-// OpenEarly honours the Index option as Open does: Sends announce an
+// Open in its Early mode honours the Index option as without it: Sends announce an
 // absolute index the target's receive queue cannot decode, and are
 // refused for it (an index ignored would have them land as baseline
 // Sends).
-func TestOpenEarlyTakesIndex(t *testing.T) {
+func TestOpenEarlyModeTakesIndex(t *testing.T) {
 	sp := newSendPair(t, 4, "", func(a, b *Options) { b.RecvDepth = 128 })
-	c, err := sp.a.OpenEarly(sp.peerB(), ConnOptions{Index: dix.Config{Kind: dix.Absolute, Width: 16, Depth: 64, Where: dix.InExtension}})
+	c, err := sp.a.Open(sp.peerB(), ConnOptions{Early: true, Index: dix.Config{Kind: dix.Absolute, Width: 16, Depth: 64, Where: dix.InExtension}})
 	require.NoError(t, err)
 	src := pattern(1, 512)
 	ra, err := sp.a.Register(src, 0)
@@ -130,4 +128,33 @@ func TestAcceptedSideSends(t *testing.T) {
 	sp.run(func() bool { return len(sp.cqB) == 1 }, time.Second)
 	require.Equal(t, StatusOK, sp.cqB[0].Status)
 	require.Equal(t, src, dst)
+}
+
+// Early is 0-RTT: a push posted right after Open goes out in the endpoint's
+// first Poll, before the ConnAccept could have come back; without it the
+// push waits for the connection to be established.
+func TestOpenEarlySendsBeforeAccept(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		p := newPair(t, 7, "", nil)
+		src := pattern(4, 512)
+		ra, err := p.a.Register(src, 0)
+		require.NoError(t, err)
+		dst := make([]byte, 512)
+		rb, err := p.b.Register(dst, RemoteWrite)
+		require.NoError(t, err)
+		c, err := p.a.Open(p.peerB(), ConnOptions{Early: early})
+		require.NoError(t, err)
+		_, err = c.Push(Op{Local: ra, Len: 512, Remote: wire.RegionRef{Key: rb.Key}})
+		require.NoError(t, err)
+		p.a.Poll(p.clk.Now()) // the peer has seen nothing yet
+		require.Equal(t, rt.StateOpening, c.Transport().State(), "early=%v", early)
+		if early {
+			require.Positive(t, p.a.Transport().Stats().TxData, "the push waited for the accept")
+		} else {
+			require.Zero(t, p.a.Transport().Stats().TxData, "the push went before the accept")
+		}
+		p.run(func() bool { return len(p.cqA) == 1 }, time.Second)
+		require.Equal(t, StatusOK, p.cqA[0].Status, "early=%v", early)
+		require.Equal(t, src, dst, "early=%v", early)
+	}
 }

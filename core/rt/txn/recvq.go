@@ -625,7 +625,7 @@ func (e *Endpoint) sendWhole(ci int32, rq *recvQueue, i int32) {
 // (a placeholder) only frees its context.
 func (e *Endpoint) sendReleased(ci int32, i int32) {
 	x := &e.xacts[i]
-	if x.failed || !x.snd.whole {
+	if x.state == targetFailed || !x.snd.whole {
 		e.maybeFreeTarget(i)
 		return
 	}
@@ -644,7 +644,7 @@ func (e *Endpoint) sendFailOrdered(ci int32, rq *recvQueue, i int32, st Status) 
 		x.snd.bound = false
 		e.dx.unbind(x)
 	}
-	x.failed = true
+	e.setState(x, targetFailed)
 	e.recvDone(ci, rq, k, rsn, n, st)
 	e.requestComplete(ci, &e.conns[ci], i)
 }

@@ -47,11 +47,11 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			sent++
 			continue
 		}
-		if x.role == roleInitiator && x.stop {
+		if x.role == roleInitiator && x.stopped() {
 			e.checkDone(i)
 			continue
 		}
-		if x.role == roleTarget && x.failed {
+		if x.role == roleTarget && x.state == targetFailed {
 			e.maybeFreeTarget(i)
 			continue
 		}
@@ -75,7 +75,7 @@ func (e *Endpoint) schedule(now clock.Time) int {
 			if x.role == roleInitiator {
 				e.fail(i, StatusConnFailed)
 			} else {
-				x.failed = true
+				e.setState(x, targetFailed)
 				e.maybeFreeTarget(i)
 			}
 			continue
@@ -127,7 +127,7 @@ func (e *Endpoint) sendNotice(flow int, cl sched.Class, item uint32, c *conn, x 
 	x.notice = noticeNone
 	if x.role == roleTarget {
 		e.maybeFreeTarget(i)
-	} else if x.completed {
+	} else if x.state == initCompleted {
 		e.freeXact(i)
 		e.maybeClose(x.conn)
 	}
@@ -206,91 +206,7 @@ func (e *Endpoint) advance(ci int32, c *conn, x *xact, i int32, cl sched.Class) 
 		if x.role == roleInitiator {
 			e.fail(i, StatusConnFailed)
 		} else {
-			x.failed = true
+			e.setState(x, targetFailed)
 		}
-	}
-}
-
-// teardown fails everything of a connection that failed, closed or was
-// aborted: initiator operations complete in posting order with the status
-// they already had, else StatusFlushed (Abort) or StatusConnFailed;
-// peers' requests are dropped (their incast credit returned); contexts
-// kept only for an abort notice are freed. Then OnConnEvent hears of it:
-// ConnClosed when err is nil, else ConnFailed with err.
-func (e *Endpoint) teardown(ci int32, err error) {
-	c := &e.conns[ci]
-	h, quiet := c.handle, c.quiet
-	flush := StatusConnFailed
-	if c.aborting {
-		flush = StatusFlushed
-	}
-	e.tearing = true
-	e.sch.Drop(int(ci), nil)
-	for i := c.head; i >= 0; {
-		x := &e.xacts[i]
-		next := x.next
-		x.inSched = false
-		switch {
-		case x.role == roleInitiator && x.completed:
-			e.freeXact(i) // its completion is out; only its notice was left
-		case x.role == roleInitiator:
-			st := x.status
-			if st == StatusOK && (!x.done || x.kind != OpPull) {
-				// Not done; or a push or Send done here but still waiting
-				// for its turn (an earlier operation unfinished, or its
-				// notice unacknowledged): the target holds it behind that
-				// one and drops it now, never handing it to its ULP. A
-				// pull done here was served, so handed to the target ULP.
-				st = flush
-			}
-			x.deferred = false
-			e.complete(i, st)
-		default:
-			e.heldAtEnd(c, i) // target.go: OnAborted for a request held
-			if x.granted && x.grantLeft > 0 {
-				e.granted -= int(x.grantLeft)
-			}
-			if x.rsnHeld {
-				e.ro.Take(c.cid, spacePeerRSN, x.rsn)
-			}
-			if x.ssnHeld {
-				e.ro.Take(c.cid, spacePeerSSN, x.ssn)
-			}
-			e.freeXact(i)
-		}
-		i = next
-	}
-	// A solicited push that completed before its grant turn left a ready
-	// SSN entry for the grant order to pass over (complete): take those.
-	for ssn := c.grantBase; seqLT(ssn, c.nextSSN); ssn++ {
-		e.ro.Take(c.cid, spaceSSN, ssn)
-	}
-	e.tearing = false
-	e.recvTeardown(ci, flush)
-	if c.inGrantRound {
-		e.grants.remove(uint64(c.gen)<<32 | uint64(uint32(ci)))
-	}
-	e.sch.Unpace(int(ci))
-	e.sch.SetBlocked(int(ci), sched.ClassData, false)
-	e.sch.SetBlocked(int(ci), sched.ClassRequest, false)
-	gen := c.gen
-	*c = conn{gen: gen, head: -1, tail: -1}
-	e.freeCon = append(e.freeCon, ci)
-	switch {
-	case quiet:
-	case err == nil:
-		e.emitConn(ConnClosed, h, nil)
-	default:
-		e.emitConn(ConnFailed, h, err)
-	}
-}
-
-// maybeClose closes a connection the ULP is closing once it is idle.
-func (e *Endpoint) maybeClose(ci int32) {
-	c := &e.conns[ci]
-	if c.live && c.closing && c.count == 0 && !c.closeSent {
-		c.closeSent = true
-		_ = c.rc.Close()
-		e.awaitMark(ci) // now the peer's ConnClose is awaited
 	}
 }

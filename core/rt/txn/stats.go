@@ -35,6 +35,7 @@ const (
 	cHeldAtEnd
 	cCompletionsHeld
 	cNoticeGiveUps
+	cIllegalMoves
 	numCounters
 )
 
@@ -93,6 +94,9 @@ type Stats struct {
 	// abort notice to be acknowledged.
 	HeldAtEnd       uint64
 	CompletionsHeld uint64
+	// IllegalMoves: transaction state moves outside the legal ones (a bug
+	// of this package, never the peer's doing; zero in a sound run).
+	IllegalMoves uint64
 
 	// From the reorder engine: arrivals that waited for an earlier
 	// sequence number, and the entries released in order.
@@ -128,7 +132,7 @@ func (e *Endpoint) Stats() Stats {
 		Unmatched: v(cUnmatched), StaleCookie: v(cStaleCookie), BytesCompleted: v(cBytesCompleted),
 		BytesPlaced: v(cBytesPlaced), BytesServed: v(cBytesServed), Paced: v(cPaced), ConnRefused: v(cConnRefused),
 		TimedOut: v(cTimedOut), GrantsResent: v(cGrantsResent), Cancelled: v(cCancelled), NoticesSent: v(cNoticesSent), NoticesAcked: v(cNoticesAcked),
-		NoticeGiveUps:   v(cNoticeGiveUps),
+		NoticeGiveUps: v(cNoticeGiveUps), IllegalMoves: v(cIllegalMoves),
 		NoticesReceived: v(cNoticesReceived), HeldAtEnd: v(cHeldAtEnd), CompletionsHeld: v(cCompletionsHeld),
 		ReorderWaits: e.cnt.ro[0].Load(), ReorderReleased: e.cnt.ro[1].Load(),
 	}

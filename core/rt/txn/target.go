@@ -114,7 +114,8 @@ func (e *Endpoint) placeholder(ci int32, c *conn, h *wire.Header, kind OpKind, s
 		return rt.NoResources
 	}
 	i, x := e.allocX(ci, roleTarget)
-	x.failed, x.why, x.placeheld = true, why, true
+	e.setState(x, targetFailed)
+	x.why, x.placeheld = why, true
 	x.kind, x.solicited, x.length = kind, solicited, h.ReqLen
 	x.rsn, x.ssn = h.RSN, h.SSN
 	if needRSN {
@@ -169,7 +170,7 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	if k, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
 		i = e.byEntry[k]
 		x = &e.xacts[i]
-		if x.failed {
+		if x.state == targetFailed {
 			// The request was refused already (an earlier segment); refuse
 			// every segment of it the same way.
 			return e.refuse(ci, c, h, x.why)
@@ -194,7 +195,8 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	span, why := e.span(h, RemoteWrite)
 	if why != refuseNone {
 		if x != nil {
-			x.failed, x.why = true, why
+			e.setState(x, targetFailed)
+			x.why = why
 			e.requestComplete(ci, c, i)
 		}
 		return e.refuse(ci, c, h, why)
@@ -287,7 +289,7 @@ func (e *Endpoint) queueGrants(c *conn) {
 		i := e.byEntry[k]
 		x := &e.xacts[i]
 		x.ssnHeld = false
-		if x.failed {
+		if x.state == targetFailed {
 			e.maybeFreeTarget(i)
 			continue
 		}
@@ -327,7 +329,7 @@ func (e *Endpoint) issueGrants() int {
 		}
 		i := c.grantHead
 		x := &e.xacts[i]
-		if !x.failed {
+		if x.state != targetFailed {
 			if e.granted > 0 && e.granted+int(x.length) > e.opts.IncastCap {
 				return n
 			}
@@ -353,7 +355,7 @@ func (e *Endpoint) issueGrants() int {
 		} else {
 			c.inGrantRound = false
 		}
-		if x.failed {
+		if x.state == targetFailed {
 			e.maybeFreeTarget(i)
 		}
 	}
@@ -404,7 +406,7 @@ func (e *Endpoint) release(ci int32, c *conn, i int32) {
 		e.sendReleased(ci, i) // recvq.go
 		return
 	}
-	if x.failed {
+	if x.state == targetFailed {
 		if x.aborted && e.opts.OnAborted != nil {
 			e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
 			e.opts.OnAborted(&e.req)
@@ -413,6 +415,7 @@ func (e *Endpoint) release(ci int32, c *conn, i int32) {
 		e.maybeFreeTarget(i)
 		return
 	}
+	e.setState(x, targetReleased)
 	e.cnt.own[cRequestsDelivered]++
 	if e.opts.OnRequest != nil {
 		e.req = Request{Conn: c.handle, Kind: x.kind, RSN: x.rsn, Region: x.remote, Data: x.mem}
@@ -426,19 +429,16 @@ func (e *Endpoint) release(ci int32, c *conn, i int32) {
 	if !e.enqueue(ci, sched.ClassData, i) {
 		// The store holds 2×MaxOps items and each transaction queues at
 		// most one at a time.
-		x.failed = true
+		e.setState(x, targetFailed)
 		e.maybeFreeTarget(i)
 	}
 }
 
-// maybeFreeTarget frees a target context that holds no reorder entry and
-// has nothing in flight.
+// maybeFreeTarget frees target context i if the free rule (freeable)
+// says it may go.
 func (e *Endpoint) maybeFreeTarget(i int32) {
 	x := &e.xacts[i]
-	if x.rsnHeld || x.ssnHeld || x.inSched || x.unresolved > 0 || x.noticePending() || x.grantQ {
-		return
-	}
-	if x.kind == OpPull && !x.failed && x.sentPkts != x.pkts {
+	if !x.freeable() {
 		return
 	}
 	ci := x.conn
@@ -456,7 +456,7 @@ func seqLT(a, b uint32) bool { return int32(a-b) < 0 }
 // untold, as they always are; a Send's WQE is flushed instead.
 func (e *Endpoint) heldAtEnd(c *conn, i int32) {
 	x := &e.xacts[i]
-	if !x.rsnHeld || x.placeheld || x.kind == OpSend || x.failed && !x.aborted {
+	if !x.rsnHeld || x.placeheld || x.kind == OpSend || x.state == targetFailed && !x.aborted {
 		return
 	}
 	e.cnt.own[cHeldAtEnd]++
