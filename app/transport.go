@@ -9,6 +9,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/ioi"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -76,6 +77,15 @@ type TransportOptions struct {
 	// is checked through the endpoint's core/qpx CAM. It changes the wire:
 	// both ends must set it.
 	GlobalQPNs bool
+
+	// Set by AddShardedTransport for each shard: the port view, queue and
+	// CID shard bits the endpoint drives, and its name.
+	dev       port.Port
+	queue     int
+	shardBits uint
+	shard     int
+	parts     int // the initiator shards that share a target region
+	name      string
 }
 
 // InitiatorMinOps is the fewest transactions an initiator's endpoint is
@@ -175,6 +185,13 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
+	if o.dev != nil {
+		pt = o.dev
+	}
+	name := o.Role
+	if o.name != "" {
+		name = o.name
+	}
 	t := &Transport{}
 	ep, err := txn.New(txn.Options{
 		OnConnEvent: t.onConnEvent,
@@ -186,7 +203,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 				}
 			}
 		},
-		Transport: rt.Options{Name: o.Role, Port: pt, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
+		Transport: rt.Options{Name: name, Port: pt, Queue: o.queue, ShardBits: o.shardBits, Shard: o.shard, Pool: p.pool, Clock: p.opts.Clock, LocalIP: o.LocalIP,
 			LocalMAC: [6]byte(pt.Info().MAC), MaxConns: maxConns, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed, WindowSize: o.RTWindow,
 			QPN: rt.QPNOptions{Enabled: o.GlobalQPNs}},
 		Congestion: &sp,
@@ -200,14 +217,14 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 	t.Endpoint = ep
 	regionLen := o.RegionLen
 	if regionLen == 0 {
-		regionLen = txnload.TargetMemoryLen(o.Window, o.Sizes)
+		regionLen = txnload.TargetMemoryLenFor(o.Window, o.Sizes, o.parts)
 	}
 	pullEvery := -1 // txnload: negative means no pulls
 	if o.PullEvery > 0 {
 		pullEvery = o.PullEvery
 	}
 	if o.Role == "target" {
-		mem := txnload.TargetMemory(o.Window, o.Sizes)
+		mem := txnload.TargetMemoryFor(o.Window, o.Sizes, max(o.parts, 1))
 		if regionLen > len(mem) {
 			mem = append(mem, make([]byte, regionLen-len(mem))...)
 		}
@@ -218,7 +235,7 @@ func (p *Pipeline) AddTransport(o TransportOptions) (*Transport, error) {
 		t.Load, err = txnload.New(txnload.Options{
 			Initiator: ep, TargetRegion: txn.Region{Key: o.RegionKey, Len: regionLen}, Peer: o.Peer,
 			Conns: o.Conns, Window: o.Window, Sizes: o.Sizes, PullEvery: pullEvery, Count: o.Count,
-			OpTimeout: o.OpTimeout,
+			OpTimeout: o.OpTimeout, Parts: o.parts, Part: o.shard,
 		}, nil)
 		if err != nil {
 			return nil, err

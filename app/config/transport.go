@@ -87,6 +87,11 @@ type Transport struct {
 	DCSQs   int `yaml:"dc_sqs" default:"16"`
 	Posters int `yaml:"posters" default:"4"`
 	Burst   int `yaml:"burst" default:"8"`
+	// Lcores, when it names more than one lcore, shards the endpoint: one
+	// endpoint per named lcore, shard i on lcores[i] driving queue i of
+	// port (open it with queues=N), the first the lcore of the pipeline
+	// holding the stage (transport --shards, transport_shard.go).
+	Lcores []string `yaml:"lcores"`
 
 	opts app.TransportOptions
 }
@@ -163,7 +168,8 @@ func (s *Transport) Check(c *Checker) {
 		CongestionTarget: s.TargetDelay.D(), MinCwnd: s.MinCwnd, MinRTO: s.MinRTO.D(), Seed: s.Seed, RTWindow: s.PSNWindow,
 		IOI: ioi.Config{Mode: mode}, OpTimeout: s.OpTimeout.D(), Sends: s.Sends, PostRecv: s.PostRecv, GlobalQPNs: s.GlobalQPNs,
 	}
-	c.KeepFrames(TransportFrames)
+	c.KeepFrames(TransportFrames * max(len(s.Lcores), 1))
+	s.checkShards(c)
 	mcsqInit := s.checkMCSQ(c, sizes, sizesField)
 	if s.Role != "initiator" {
 		for _, f := range []struct{ field, v string }{{"peer", s.Peer}, {"peer_mac", s.PeerMAC}, {"peer_ip", s.PeerIP}, {"region_key", s.RegionKey}} {
@@ -195,14 +201,14 @@ func (s *Transport) Check(c *Checker) {
 		// The target sizes its region for its own window and sizes; this
 		// initiator's must fit in it.
 		if sizes != nil && !mcsqInit {
-			need := txnload.TargetMemoryLen(s.Window, sizes)
+			need := txnload.TargetMemoryLenFor(s.Window, sizes, len(s.Lcores))
 			tsizes, terr := ParseByteSizes(t.sizeList(), 16, txn.MaxMessage)
 			tw := t.Window
 			if tw == 0 {
 				tw = 32 // its default: it may be checked after this stage
 			}
 			if terr == nil && tw <= 4096 {
-				have := max(txnload.TargetMemoryLen(tw, tsizes), t.RegionSize)
+				have := max(txnload.TargetMemoryLenFor(tw, tsizes, len(t.Lcores)), t.RegionSize)
 				if need > have {
 					c.Errorf("window", "%d with sizes %v needs a %d B region at the target, and target %q registers %d B: give the target the same window and sizes, or a region_size of %d", s.Window, list, need, s.Peer, have, need)
 				}
@@ -262,13 +268,16 @@ func (s *Transport) Build(b *Builder) (Running, error) {
 	o := s.opts
 	o.Port, o.Loop = b.Port(s.Port), b.Loop
 	if s.Peer != "" {
-		peer, ok := b.Built(s.Peer).(*transportRun)
+		peer, ok := b.Built(s.Peer).(transportPeer)
 		if !ok {
 			return nil, fmt.Errorf("peer %q was not built before this initiator", s.Peer)
 		}
-		o.Peer = rt.PeerAddr{MAC: [6]byte(peer.mac), IP: peer.ip}
-		o.RegionKey = peer.t.Region.Key
-		o.RegionLen = peer.t.Region.Len
+		mac, ip, region := peer.peer()
+		o.Peer = rt.PeerAddr{MAC: [6]byte(mac), IP: ip}
+		o.RegionKey, o.RegionLen = region.Key, region.Len
+	}
+	if len(s.Lcores) > 1 {
+		return s.buildSharded(b, o)
 	}
 	if s.Targets > 0 {
 		return s.buildMCSQ(b, o)
@@ -278,6 +287,11 @@ func (s *Transport) Build(b *Builder) (Running, error) {
 		return nil, err
 	}
 	return &transportRun{t: t, o: o, mac: b.Pipeline.Port(o.Port).Info().MAC, ip: o.LocalIP}, nil
+}
+
+// peer implements transportPeer.
+func (r *transportRun) peer() (net.HardwareAddr, netip.Addr, txn.Region) {
+	return r.mac, r.ip, r.t.Region
 }
 
 type transportRun struct {

@@ -58,20 +58,34 @@ type Options struct {
 	// an operation not completed this long after posting ends with
 	// StatusTimeout (Stats.TimedOut).
 	OpTimeout time.Duration
+	// Parts and Part: the load is part Part of Parts loads (the shards of
+	// a sharded initiator) that share one target region: each pushes into
+	// its own push area, so concurrent pushes never overlap, and all pull
+	// from one pull area after the Parts push areas (TargetMemoryFor).
+	// Default 1 and 0.
+	Parts, Part int
 }
 
 // TargetMemory returns the memory a target should register for a load of
 // the given options (RemoteWrite|RemoteRead), with its pull half filled.
-func TargetMemory(window int, sizes []int) []byte {
-	slot := slotSize(sizes)
-	mem := make([]byte, TargetMemoryLen(window, sizes))
-	fillPattern(mem[window*slot:])
-	return mem
-}
+func TargetMemory(window int, sizes []int) []byte { return TargetMemoryFor(window, sizes, 1) }
 
 // TargetMemoryLen is len(TargetMemory(window, sizes)): the least target
 // region a load of that window and those sizes needs.
-func TargetMemoryLen(window int, sizes []int) int { return 2 * window * slotSize(sizes) }
+func TargetMemoryLen(window int, sizes []int) int { return TargetMemoryLenFor(window, sizes, 1) }
+
+// TargetMemoryFor is TargetMemory for parts loads sharing the region
+// (Options.Parts): parts push areas, then the pull area, filled.
+func TargetMemoryFor(window int, sizes []int, parts int) []byte {
+	mem := make([]byte, TargetMemoryLenFor(window, sizes, parts))
+	fillPattern(mem[parts*window*slotSize(sizes):])
+	return mem
+}
+
+// TargetMemoryLenFor is len(TargetMemoryFor(window, sizes, parts)).
+func TargetMemoryLenFor(window int, sizes []int, parts int) int {
+	return (max(parts, 1) + 1) * window * slotSize(sizes)
+}
 
 func slotSize(sizes []int) int {
 	m := 0
@@ -107,6 +121,28 @@ type Stats struct {
 	// to its completion: with OpTimeout set, within it (plus a poll's
 	// lateness) whatever the peer does.
 	SlowestFailed time.Duration
+}
+
+// Add returns the sum of two loads' counters (the shards of a sharded
+// initiator); SlowestFailed is the larger.
+func (s Stats) Add(o Stats) Stats {
+	s.Posted += o.Posted
+	s.Completed += o.Completed
+	s.Failed += o.Failed
+	s.Busy += o.Busy
+	s.Bytes += o.Bytes
+	s.BadData += o.BadData
+	s.Checked += o.Checked
+	s.OutOfOrder += o.OutOfOrder
+	s.RefusedUnregistered += o.RefusedUnregistered
+	s.RefusedAccess += o.RefusedAccess
+	s.RefusedTooSmall += o.RefusedTooSmall
+	s.RefusedOther += o.RefusedOther
+	s.Abandoned += o.Abandoned
+	s.ConnFailed += o.ConnFailed
+	s.TimedOut += o.TimedOut
+	s.SlowestFailed = max(s.SlowestFailed, o.SlowestFailed)
+	return s
 }
 
 type slotState struct {
@@ -205,8 +241,14 @@ func New(opts Options, targetMem []byte) (*Load, error) {
 			return nil, err
 		}
 	}
-	if opts.TargetRegion.Len < 2*opts.Window*l.slot {
-		return nil, fmt.Errorf("txnload: target region of %d bytes is smaller than 2 × window %d × slot %d", opts.TargetRegion.Len, opts.Window, l.slot)
+	if opts.Parts == 0 {
+		opts.Parts = 1
+	}
+	if opts.Part < 0 || opts.Part >= opts.Parts {
+		return nil, fmt.Errorf("txnload: Options.Part %d is out of range for Parts %d (use 0..%d)", opts.Part, opts.Parts, opts.Parts-1)
+	}
+	if opts.TargetRegion.Len < (opts.Parts+1)*opts.Window*l.slot {
+		return nil, fmt.Errorf("txnload: target region of %d bytes is smaller than (parts %d + 1) × window %d × slot %d", opts.TargetRegion.Len, opts.Parts, opts.Window, l.slot)
 	}
 	l.opts = opts
 	l.slots = make([]slotState, opts.Window)
@@ -311,12 +353,12 @@ func (l *Load) post() bool {
 	if kind == txn.OpPush {
 		stamp(l.src[off:off+uint64(size)], id)
 		op.Local, op.LocalAddr = l.rSrc, off
-		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: off}
+		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: uint64(l.opts.Part*l.opts.Window*l.slot) + off}
 		_, err = l.conns[ci].Push(op)
 	} else {
 		clear(l.dst[off : off+uint64(size)])
 		op.Local, op.LocalAddr = l.rDst, off
-		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: uint64(l.opts.Window*l.slot) + off}
+		op.Remote = wire.RegionRef{Key: l.opts.TargetRegion.Key, Addr: uint64(l.opts.Parts*l.opts.Window*l.slot) + off}
 		_, err = l.conns[ci].Pull(op)
 	}
 	if err != nil {

@@ -40,6 +40,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchCaptureCommand())
 	cmd.AddCommand(newBenchLatencyCommand())
 	cmd.AddCommand(newBenchSmallOpsCommand())
+	cmd.AddCommand(newBenchScaleCommand())
 	cmd.AddCommand(newBenchIntegrityCommand())
 	cmd.AddCommand(newBenchRFC2544Command())
 	cmd.AddCommand(newBenchRPCCommand())

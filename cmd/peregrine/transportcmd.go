@@ -54,6 +54,7 @@ type transportConfig struct {
 	postRecv  int                          // target: receive WQEs kept posted per connection (0: none)
 	ready     func(key uint32, length int) // tests: the target is up
 	targets   int                          // initiator through an MCSQ (transport_mcsq.go)
+	shards    int                          // endpoints, one per loop and queue (transport_shard.go)
 	dcSQs     int
 }
 
@@ -139,6 +140,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (docs/qp-translation.md): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
+	f.IntVar(&cfg.shards, "shards", 1, "endpoints, each on its own poll loop (shard i on CPU --lcores + i, or unpinned with --lcores -1) driving queue i of --port (open it with queues=N); the initiator deals its --conns round robin, each shard keeps --window in flight; give the target the same --shards")
 	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }
@@ -193,6 +195,9 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	clk := clock.NewReal()
 	if cfg.role == "initiator" && cfg.targets > 0 {
 		return runTransportMCSQ(ctx, cfg, ip, peer, idle, sizes, out, js)
+	}
+	if cfg.shards > 1 {
+		return runTransportSharded(ctx, cfg, ip, peer, idle, sizes, ioiMode, out)
 	}
 	obs, err := cfg.obs.start(out)
 	if err != nil {

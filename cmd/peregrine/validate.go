@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/app/config"
+	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
@@ -246,8 +247,22 @@ func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 	if err := usage(checkInt("region-size", c.regionLen, 0, maxRegion)); err != nil {
 		return err
 	}
-	if need := txnload.TargetMemoryLen(c.window, sizes); c.role == "target" && c.regionLen != 0 && c.regionLen < need {
-		return usage(fmt.Errorf("--region-size %d is smaller than the %d B this --window %d and --%s %s need (2 × window × largest size): leave it out, or give at least %d", c.regionLen, need, c.window, sizesFlag, spec, need))
+	if err := usage(checkInt("shards", c.shards, 1, shard.MaxShards)); err != nil {
+		return err
+	}
+	if c.shards > 1 {
+		if err := inert(fs, "with --shards: it runs on one endpoint (drop it, or --shards 1)", "json", "metrics", "metrics-public", "targets", "dc-sqs", "global-qpns"); err != nil {
+			return usage(err)
+		}
+		if c.role == "initiator" && c.conns < c.shards {
+			return usage(fmt.Errorf("--conns %d for --shards %d: give each shard a connection (use --conns %d or more)", c.conns, c.shards, c.shards))
+		}
+		if c.count > 0 && c.count < uint64(c.shards) {
+			return usage(fmt.Errorf("--count %d for --shards %d: give each shard an operation (use --count %d or more, or 0)", c.count, c.shards, c.shards))
+		}
+	}
+	if need := txnload.TargetMemoryLenFor(c.window, sizes, c.shards); c.role == "target" && c.regionLen != 0 && c.regionLen < need {
+		return usage(fmt.Errorf("--region-size %d is smaller than the %d B this --window %d, --shards %d and --%s %s need ((shards + 1) × window × largest size): leave it out, or give at least %d", c.regionLen, need, c.window, c.shards, sizesFlag, spec, need))
 	}
 	if c.targets > 0 {
 		if c.regionLen == 0 {

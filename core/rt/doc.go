@@ -20,6 +20,7 @@
 // is 24 bits: the table slot in the low bits and a generation in the high
 // bits that changes each time the slot is reused, so a packet for a closed
 // connection finds the slot but not the generation and is dropped as stale.
+// A sharded endpoint (Options.ShardBits) gives the top bits to its shard.
 // Every received frame is steered by its first word (wire.PeekCID) to a
 // slot index, then checked, before anything else is decoded; a frame for a
 // CID that names no connection is answered by a bad-CID NACK (see Failure

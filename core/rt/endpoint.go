@@ -132,7 +132,7 @@ func NewEndpoint(opts Options) (*Endpoint, error) {
 		headroom:  o.Pool.Headroom(),
 		localIP:   o.LocalIP,
 		localPort: o.LocalPort,
-		layout:    newCIDLayout(o.MaxConns),
+		layout:    newCIDLayout(o.MaxConns, o.ShardBits, o.Shard),
 		rng:       rng,
 		hashSeed:  rng.Uint64(),
 	}

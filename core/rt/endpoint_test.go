@@ -50,7 +50,7 @@ func TestOptionsValidation(t *testing.T) {
 
 func TestCIDLayout(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 64, 1000, MaxMaxConns} {
-		l := newCIDLayout(n)
+		l := newCIDLayout(n, 0, 0)
 		require.GreaterOrEqual(t, l.genMax, uint32(15), "n=%d", n)
 		for _, idx := range []int32{0, int32(n - 1)} {
 			cid := l.make(l.genMax, idx)

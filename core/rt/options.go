@@ -49,6 +49,14 @@ const (
 	defaultCAMCapLimit  = 1 << 20
 )
 
+// MaxShardBits bounds Options.ShardBits (256 shards); MinGenerationBits is
+// what the slot and shard bits must leave of a 24-bit CID, so that a reused
+// slot's stale CIDs still miss.
+const (
+	MaxShardBits      = 8
+	MinGenerationBits = 4
+)
+
 // ErrInvalidOptions is wrapped by every error NewEndpoint returns for bad
 // Options.
 var ErrInvalidOptions = errors.New("rt: invalid options")
@@ -106,6 +114,15 @@ type Options struct {
 	// MaxConns is the size of the connection table, 1..MaxMaxConns
 	// (default 64). A CID is a slot index plus a generation in 24 bits.
 	MaxConns int
+	// ShardBits and Shard make the endpoint shard Shard of 1<<ShardBits:
+	// every CID it allocates carries Shard in its top ShardBits bits,
+	// taken from the generation (CIDShard reads them back), so whoever
+	// receives a frame finds the owning shard from wire.PeekCID alone.
+	// ShardBits 0..MaxShardBits, leaving at least MinGenerationBits
+	// generation bits above the slot; Shard 0..1<<ShardBits-1. A peer only
+	// echoes the CIDs it was given: the bits are this side's business.
+	ShardBits uint
+	Shard     int
 	// QPN turns on global QP numbers (docs/qp-translation.md, qpn.go): off by default,
 	// since it changes the wire.
 	QPN QPNOptions
@@ -298,6 +315,16 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxConns < 1 || o.MaxConns > MaxMaxConns {
 		return o, invalid("Options.MaxConns %d is out of range (use 1..%d)", o.MaxConns, MaxMaxConns)
 	}
+	if o.ShardBits > MaxShardBits {
+		return o, invalid("Options.ShardBits %d is out of range (use 0..%d: up to %d shards)", o.ShardBits, MaxShardBits, 1<<MaxShardBits)
+	}
+	if o.Shard < 0 || o.Shard >= 1<<o.ShardBits {
+		return o, invalid("Options.Shard %d is out of range for ShardBits %d (use 0..%d)", o.Shard, o.ShardBits, 1<<o.ShardBits-1)
+	}
+	if g := 24 - int(o.ShardBits) - bits.Len32(uint32(o.MaxConns-1)); g < MinGenerationBits {
+		return o, invalid("Options.ShardBits %d with MaxConns %d leaves %d generation bits in a 24-bit CID (need %d: lower MaxConns to %d or ShardBits)",
+			o.ShardBits, o.MaxConns, g, MinGenerationBits, 1<<(24-MinGenerationBits-int(o.ShardBits)))
+	}
 	if o.WindowSize == 0 {
 		o.WindowSize = DefaultWindowSize
 	}
@@ -423,19 +450,29 @@ func (o Options) withDefaults() (Options, error) {
 // IPv6 headers, an extended ACK.
 const minFrameRoom = wire.EthHeaderLen + wire.IPv6HeaderLen + wire.UDPHeaderLen + wire.BaseHeaderLen + wire.ExtendedAckBodyLen + 16
 
-// cidLayout splits a 24-bit CID into a slot index (low bits) and a
-// generation (high bits), so that a CID of a closed connection misses once
-// its slot is reused.
+// cidLayout splits a 24-bit CID into a slot index (low bits), a
+// generation (above it), so that a CID of a closed connection misses once
+// its slot is reused, and the shard (the top shardBits bits).
 type cidLayout struct {
 	idxBits uint
 	idxMask uint32
 	genMax  uint32 // generations run 1..genMax
+	shard   uint32 // the shard, in place
 }
 
-func newCIDLayout(maxConns int) cidLayout {
+func newCIDLayout(maxConns int, shardBits uint, shard int) cidLayout {
 	b := uint(bits.Len32(uint32(maxConns - 1)))
-	return cidLayout{idxBits: b, idxMask: 1<<b - 1, genMax: wire.MaxCID >> b}
+	return cidLayout{idxBits: b, idxMask: 1<<b - 1, genMax: wire.MaxCID >> (b + shardBits), shard: uint32(shard) << (24 - shardBits) & wire.MaxCID}
 }
 
-func (l cidLayout) make(gen uint32, idx int32) uint32 { return gen<<l.idxBits | uint32(idx) }
+// CIDShard returns the shard a local CID names under shardBits bits (0
+// when shardBits is 0): the top bits, where Options.Shard put them.
+func CIDShard(cid uint32, shardBits uint) int {
+	if shardBits == 0 {
+		return 0
+	}
+	return int(cid&wire.MaxCID) >> (24 - shardBits)
+}
+
+func (l cidLayout) make(gen uint32, idx int32) uint32 { return l.shard | gen<<l.idxBits | uint32(idx) }
 func (l cidLayout) index(cid uint32) uint32           { return cid & l.idxMask }
