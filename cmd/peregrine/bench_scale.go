@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -240,6 +241,14 @@ func runScaleRow(ctx context.Context, o scaleOptions, r scaleRow, cpus [2]int) (
 	s0, b0, t0 := perShard(), ini.LoadStats().Bytes, time.Now()
 	if err := wait(o.duration); err != nil {
 		return res, err
+	}
+	// --count small checks that the rows run, not how fast: a window too
+	// short for one 64 KiB push on a slow (-race, loaded) machine is
+	// stretched until one completes, up to half a minute.
+	for o.small && slices.Equal(perShard(), s0) && time.Since(t0) < 30*time.Second {
+		if err := wait(10 * time.Millisecond); err != nil {
+			return res, err
+		}
 	}
 	s1, b1 := perShard(), ini.LoadStats().Bytes
 	res.wall = time.Since(t0)
