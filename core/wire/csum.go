@@ -18,8 +18,22 @@ var le = binary.LittleEndian
 
 // csumAdd adds b to the running sum. Every chunk but the last must have an
 // even length, so that bytes keep their place in the 16-bit words across
-// chunks.
+// chunks. A payload-sized b takes the vector sum where there is one: the
+// receiver verifies every frame's checksum over its whole payload.
 func csumAdd(sum uint64, b []byte) uint64 {
+	if csumVec && len(b) >= csumVecMinLen {
+		return csumAddVec(sum, b)
+	}
+	return csumAddGo(sum, b)
+}
+
+// csumVecMinLen is the length below which the vector sum's setup and final
+// reduction cost more than they save (the fused copy's threshold).
+const csumVecMinLen = 256
+
+// csumAddGo is the portable sum, eight adds with carry per 64 bytes, and
+// the vector sum's tail.
+func csumAddGo(sum uint64, b []byte) uint64 {
 	var c uint64
 	for len(b) >= 64 {
 		w := b[:64]

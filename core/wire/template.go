@@ -145,7 +145,7 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, payloadLen i
 		return 0, 0, fmt.Errorf("%w: frame needs %d bytes, buffer has %d", ErrShort, need, len(b))
 	}
 	copy(b[:off], t.hdr[:off])
-	if copyPayload {
+	if copyPayload && !t.csum {
 		copy(b[hdrEnd:end], payload)
 	}
 	h.put(b[off:hdrEnd], uint16(payloadLen))
@@ -161,11 +161,14 @@ func (t *FrameTemplate) encode(b []byte, h *Header, payload []byte, payloadLen i
 	be.PutUint16(b[l4+4:], uint16(udpLen))
 	if t.csum {
 		s, c := bits.Add64(t.pseudo, uint64(bits.ReverseBytes16(uint16(udpLen))), 0)
-		covered := hdrEnd // EncodeHeaders: AddPayloadSum adds the rest
+		sum := csumAdd(s+c, b[l4:hdrEnd]) // EncodeHeaders: AddPayloadSum adds the rest
 		if copyPayload {
-			covered = end
+			// One pass over the payload instead of a copy and then a sum
+			// of the copy. The headers' length is even, so the payload's
+			// words keep their places in the sum.
+			sum = CopyChecksum(b[hdrEnd:end], payload, sum)
 		}
-		ck := ^csumFold(csumAdd(s+c, b[l4:covered]))
+		ck := ^csumFold(sum)
 		if ck == 0 {
 			ck = 0xffff
 		}

@@ -10,7 +10,8 @@ import (
 
 // TestFrameTemplateMatchesEncodeFrame: every frame a template builds is
 // byte for byte EncodeFrame's, over both IP versions, with and without the
-// IPv4 UDP checksum, every type, and payloads around the padding limit.
+// IPv4 UDP checksum, every type, and payloads around the padding limit and
+// up to a full frame (long enough for the vector checksum's loop).
 func TestFrameTemplateMatchesEncodeFrame(t *testing.T) {
 	const seed = 41
 	r := newRand(seed)
@@ -28,11 +29,14 @@ func TestFrameTemplateMatchesEncodeFrame(t *testing.T) {
 		require.NoError(t, err)
 		typ := allTypes[r.IntN(len(allTypes))]
 		payload := randBytes(r, r.IntN(100))
+		if i%4 == 3 {
+			payload = randBytes(r, r.IntN(1500))
+		}
 		h := randHeader(r, typ, len(payload))
-		want := make([]byte, 400)
+		want := make([]byte, 1700)
 		n, err := wire.EncodeFrame(want, &a, &h, payload)
 		require.NoError(t, err)
-		got := make([]byte, 400)
+		got := make([]byte, 1700)
 		for j := range got {
 			got[j] = 0xee // the template must write every byte of the frame
 		}
@@ -44,7 +48,7 @@ func TestFrameTemplateMatchesEncodeFrame(t *testing.T) {
 
 		// Headers alone, then the payload and the padding appended by the
 		// sender: the same frame.
-		split := make([]byte, 400)
+		split := make([]byte, 1700)
 		hl, fl, err := tmpl.EncodeHeaders(split, &h, len(payload))
 		require.NoError(t, err)
 		require.Zero(t, hl%2, "case %d (seed %d): odd header length %d", i, seed, hl)
