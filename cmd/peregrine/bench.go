@@ -44,6 +44,7 @@ non-zero when it could not run.`,
 	cmd.AddCommand(newBenchIntegrityCommand())
 	cmd.AddCommand(newBenchRFC2544Command())
 	cmd.AddCommand(newBenchRPCCommand())
+	cmd.AddCommand(newBenchRxFlowsCommand())
 	addReportFlag(cmd)
 	// Without this a missing or misspelt scenario printed the help and
 	// exited 0, as if a benchmark had run.
