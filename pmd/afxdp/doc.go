@@ -51,6 +51,26 @@
 // Attachments (the pmd registry uses one per Env) share one program per
 // interface, each adding its queues' sockets to the map.
 //
+// # Steering by CID cannot happen in the XDP program
+//
+// A program may name any socket of the XSKMAP, but the kernel delivers a
+// redirected frame only to a socket bound to the device and the queue the
+// frame arrived on: net/xdp/xsk.c's receive check (xsk_rcv_check, formerly
+// inline in xsk_rcv and xsk_generic_rcv) compares xs->dev with
+// xdp->rxq->dev and xs->queue_id with xdp->rxq->queue_index and returns
+// -EINVAL on a mismatch, before the frame is copied or queued. The redirect
+// then fails and the frame is dropped by the kernel; the socket's
+// XDP_STATISTICS do not count it (rx_dropped is raised only on a full ring
+// or an oversized frame, after that check), only the xdp:xdp_redirect_err
+// tracepoint sees it. So redirecting a frame to the socket of the queue
+// whose shard owns its destination CID would lose the frame, not move it.
+// The program therefore redirects every frame to its own queue's socket;
+// a frame whose CID names another shard reaches the wrong shard and is
+// handed over in software (app/shard, counted as steered_in_software).
+// Keeping frames on the right queue is the sender's job (the UDP source
+// port chosen so that RSS picks the owner's queue) or the NIC's (a flow
+// rule per destination port).
+//
 // # Buffer ownership
 //
 //   - Fill ring: at open and after every RxBurst the port takes free frames
