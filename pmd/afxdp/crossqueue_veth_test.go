@@ -1,0 +1,82 @@
+package afxdp
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/mbuf"
+)
+
+// TestRedirectToOtherQueueDrops shows why the XDP program cannot steer a
+// frame to the queue of the shard its CID names: the kernel's AF_XDP
+// receive check (xsk_rcv_check in net/xdp/xsk.c) refuses a frame whose
+// device or rx queue differs from the socket's binding. With slot 0 of the
+// XSKMAP pointing at queue 1's socket, frames arriving on queue 0 reach no
+// socket, and the target socket's XDP_STATISTICS do not count them. Put
+// back, the same path delivers a second batch on queue 0, behind the first
+// in veth's FIFO, so the first batch was dropped, not late.
+func TestRedirectToOtherQueueDrops(t *testing.T) {
+	const queues, perBatch, size = 2, 100, 96
+	tp := topo(t, queues)
+	pool := newPool(t, 8192, 2048)
+	tx := openPort(t, pool, Options{Interface: tp.IfA, Namespace: tp.A, Queues: queues, RingSize: 512})
+	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, Queues: queues, RingSize: 512})
+	xsks := rx.att.prog.xsks
+
+	send := func(batch byte) {
+		hs := make([]mbuf.Handle, perBatch)
+		require.Equal(t, perBatch, pool.AllocBulk(hs))
+		for i, h := range hs {
+			require.True(t, pool.SetLen(h, size))
+			b := pool.Data(h)
+			copy(b[0:6], tp.MACB)
+			copy(b[6:12], tp.MACA)
+			b[12], b[13] = 0x88, 0xb5
+			b[14], b[15] = batch, byte(i)
+		}
+		sent := 0
+		for tries := 0; sent < perBatch; tries++ {
+			require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
+			sent += tx.TxBurst(0, hs[sent:]) // transmit queue 0: veth receives on queue 0
+		}
+		tx.TxFlush(0)
+	}
+	// got[q][batch] counts the test's frames received on queue q.
+	var got [queues][2]int
+	drain := func(want int) {
+		bufs := make([]mbuf.Handle, 64)
+		for empty := 0; got[0][1] < want && empty < 1<<18; {
+			n := 0
+			for q := range queues {
+				k := rx.RxBurst(q, bufs)
+				n += k
+				for _, h := range bufs[:k] {
+					if b := pool.Data(h); len(b) == size && b[12] == 0x88 && b[13] == 0xb5 && b[14] < 2 {
+						got[q][b[14]]++
+					}
+				}
+				pool.Free(bufs[:k])
+			}
+			if n == 0 {
+				empty++
+			} else {
+				empty = 0
+			}
+		}
+	}
+
+	require.NoError(t, xsks.Put(uint32(0), uint32(rx.queues[1].sock.FD())), "point queue 0's slot at queue 1's socket")
+	before := rx.KernelStats()[1]
+	send(0)
+	require.NoError(t, xsks.Put(uint32(0), uint32(rx.queues[0].sock.FD())), "put queue 0's socket back")
+	send(1)
+	drain(perBatch)
+
+	require.Equal(t, perBatch, got[0][1], "the control batch arrives on queue 0: %v", got)
+	require.Zero(t, got[1][0], "queue 1's socket received frames that arrived on queue 0: %v", got)
+	require.Zero(t, got[0][0], "frames redirected to queue 1's socket were delivered on queue 0: %v", got)
+	after := rx.KernelStats()[1]
+	require.Equal(t, before.RxDropped, after.RxDropped, "the refused frames are not in the target socket's rx_dropped")
+	t.Logf("%d frames redirected from queue 0 into queue 1's socket: delivered to none; queue 1 XDP_STATISTICS rx_dropped %d -> %d", perBatch, before.RxDropped, after.RxDropped)
+}
