@@ -59,10 +59,12 @@
 // inline in xsk_rcv and xsk_generic_rcv) compares xs->dev with
 // xdp->rxq->dev and xs->queue_id with xdp->rxq->queue_index and returns
 // -EINVAL on a mismatch, before the frame is copied or queued. The redirect
-// then fails and the frame is dropped by the kernel; the socket's
-// XDP_STATISTICS do not count it (rx_dropped is raised only on a full ring
-// or an oversized frame, after that check), only the xdp:xdp_redirect_err
-// tracepoint sees it. So redirecting a frame to the socket of the queue
+// then fails and the kernel drops the frame: veth's native XDP counts it
+// in the receive queue's drops (ethtool -S: rx_queue_N_drops, not
+// rx_queue_N_xdp_redirect), the xdp:xdp_redirect_err tracepoint sees it,
+// and the socket's XDP_STATISTICS do not (rx_dropped is raised only on a
+// full ring or an oversized frame, after that check).
+// TestRedirectToOtherQueueDrops shows it on a two-queue veth. So redirecting a frame to the socket of the queue
 // whose shard owns its destination CID would lose the frame, not move it.
 // The program therefore redirects every frame to its own queue's socket;
 // a frame whose CID names another shard reaches the wrong shard and is
