@@ -27,23 +27,8 @@ func TestRedirectToOtherQueueDrops(t *testing.T) {
 	rx := openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, Queues: queues, RingSize: 512})
 	xsks := rx.att.prog.xsks
 
-	send := func(batch byte) {
-		hs := make([]mbuf.Handle, perBatch)
-		require.Equal(t, perBatch, pool.AllocBulk(hs))
-		for i, h := range hs {
-			require.True(t, pool.SetLen(h, size))
-			b := pool.Data(h)
-			copy(b[0:6], tp.MACB)
-			copy(b[6:12], tp.MACA)
-			b[12], b[13] = 0x88, 0xb5
-			b[14], b[15] = batch, byte(i)
-		}
-		sent := 0
-		for tries := 0; sent < perBatch; tries++ {
-			require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
-			sent += tx.TxBurst(0, hs[sent:]) // transmit queue 0: veth receives on queue 0
-		}
-		tx.TxFlush(0)
+	send := func(batch byte) { // on transmit queue 0: veth receives on queue 0
+		sendTagged(t, tx, pool, tp.MACB, tp.MACA, 0, batch, perBatch, size)
 	}
 	// got[q][batch] counts the test's frames received on queue q.
 	var got [queues][2]int

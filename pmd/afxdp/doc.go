@@ -1,7 +1,7 @@
 // Package afxdp is the AF_XDP port driver: kernel bypass over any Linux
 // interface, one AF_XDP socket per queue, registered with pmd as
 //
-//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1
+//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&shard_bits=B&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1
 //
 // # Waking the kernel, busy polling
 //
@@ -71,7 +71,12 @@
 // handed over in software (app/shard, counted as steered_in_software).
 // Keeping frames on the right queue is the sender's job (the UDP source
 // port chosen so that RSS picks the owner's queue) or the NIC's (a flow
-// rule per destination port).
+// rule per destination port). With shard_bits=B (and udp_port) the
+// program reads each datagram's destination CID and counts, per queue, the
+// ones whose shard (the CID's top B bits) is not the queue they arrived on;
+// Port.Missteered reads the counts, and a sharded transport reports them
+// beside steered_in_software. A datagram too short for the CID, or of
+// another version, is delivered uncounted.
 //
 // # Buffer ownership
 //

@@ -75,12 +75,7 @@ func TestMissteeredOnVeth(t *testing.T) {
 		require.True(t, pool.SetLen(h, len(f)))
 		copy(pool.Data(h), f)
 	}
-	sent := 0
-	for tries := 0; sent < len(hs); tries++ {
-		require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
-		sent += tx.TxBurst(0, hs[sent:])
-	}
-	tx.TxFlush(0)
+	txAll(t, tx, 0, hs)
 
 	got := [queues]int{}
 	bufs := make([]mbuf.Handle, 64)
