@@ -159,6 +159,9 @@ func (r *shardedRun) Report() ([]string, []Check) {
 	ts, steer := r.st.TransportStats(), r.st.Steer.Total()
 	sum := fmt.Sprintf("sum of %d shards: transport sent %d data + %d retransmitted, received %d frames; steered in software %d of %d (%.4f)",
 		len(r.shards), ts.TxData, ts.TxRetransmit, ts.RxFrames, steer.SteeredOut, steer.Received, steer.SteeredFraction())
+	if m := r.st.Steer.Missteered(); m != nil {
+		sum += fmt.Sprintf("; mis-steered on arrival (XDP, per queue) %v", m)
+	}
 	if r.o.Role == "initiator" {
 		ls := r.st.LoadStats()
 		sum += fmt.Sprintf("; operations %d completed ok, %d failed, %d B", ls.Completed, ls.Failed, ls.Bytes)
@@ -184,5 +187,8 @@ func (r *shardedRun) Counters() map[string]float64 {
 		}
 	}
 	out["steered_in_software"] = float64(r.st.Steer.Total().SteeredOut)
+	for q, v := range r.st.Steer.Missteered() {
+		out[fmt.Sprintf("xdp_missteered_queue_%d", q)] = float64(v)
+	}
 	return out
 }

@@ -125,6 +125,17 @@ func (s *Set) Port(i int) port.Port {
 // Stats returns shard i's counters (safe while the loops run).
 func (s *Set) Stats(i int) Stats { return s.ports[i].Counters() }
 
+// Missteered returns, per device queue, the frames the device saw arrive
+// there with another shard's CID, before any hand-off (an afxdp port with
+// shard_bits counts them in its XDP program); nil when the device does not
+// count them.
+func (s *Set) Missteered() []uint64 {
+	if m, ok := s.dev.(interface{ Missteered() []uint64 }); ok {
+		return m.Missteered()
+	}
+	return nil
+}
+
 // Total sums every shard's counters.
 func (s *Set) Total() Stats {
 	var t Stats

@@ -348,6 +348,18 @@ func (p *Port) Stats() port.Stats {
 	return s
 }
 
+// Missteered returns, per port queue, how many datagrams the XDP program
+// saw arrive there whose CID names another queue's shard (all zero unless
+// Options.ShardBits is set). The frames were delivered on the queue they
+// arrived on; a sharded transport hands them over in software.
+func (p *Port) Missteered() []uint64 {
+	out := make([]uint64, len(p.queues))
+	for i := range out {
+		out[i] = p.att.prog.missteered(p.opts.Queue + i)
+	}
+	return out
+}
+
 // KernelStats returns each queue's socket counters (a syscall per queue;
 // control path only). After Close it returns the values read at Close.
 func (p *Port) KernelStats() []KernelStats {

@@ -38,16 +38,17 @@ type attachKey struct {
 // attachment is one program attached to one interface through a BPF link;
 // closing the link (or the process dying) detaches it.
 type attachment struct {
-	key     attachKey
-	ifname  string
-	table   *Attachments // nil when private to one port
-	refs    int
-	udpPort int
-	frags   bool         // the program takes multi-buffer frames (BPF_F_XDP_HAS_FRAGS)
-	mode    Mode         // ModeNative or ModeGeneric: what the kernel accepted
-	queues  map[int]bool // interface queues whose sockets are in the map
-	prog    *program
-	link    link.Link
+	key       attachKey
+	ifname    string
+	table     *Attachments // nil when private to one port
+	refs      int
+	udpPort   int
+	shardBits int
+	frags     bool         // the program takes multi-buffer frames (BPF_F_XDP_HAS_FRAGS)
+	mode      Mode         // ModeNative or ModeGeneric: what the kernel accepted
+	queues    map[int]bool // interface queues whose sockets are in the map
+	prog      *program
+	link      link.Link
 }
 
 // acquire returns the attachment of li, attaching the program first if no
@@ -71,7 +72,7 @@ func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, frags
 	if li.XDPProg != 0 {
 		return nil, foreignProgramError(li.Name, li.XDPMode, li.XDPProg)
 	}
-	prog, err := loadProgram(li.Queues, uint16(opts.UDPPort), frags)
+	prog, err := loadProgram(li.Queues, uint16(opts.UDPPort), opts.ShardBits, frags)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func acquire(table *Attachments, key attachKey, li linkInfo, opts Options, frags
 	}
 	a := &attachment{
 		key: key, ifname: li.Name, table: table, refs: 1,
-		udpPort: opts.UDPPort, mode: mode, frags: frags,
+		udpPort: opts.UDPPort, shardBits: opts.ShardBits, mode: mode, frags: frags,
 		queues: make(map[int]bool), prog: prog, link: l,
 	}
 	if err := a.claim(opts.Queue, opts.Queues); err != nil {
@@ -103,6 +104,10 @@ func (a *attachment) compatible(opts Options, frags bool) error {
 	if a.udpPort != opts.UDPPort {
 		return fmt.Errorf("%w: %s already carries peregrine's XDP program with udp_port=%d; this port asks for udp_port=%d (ports of one interface share one program: use the same udp_port)",
 			ErrInvalidOptions, a.ifname, a.udpPort, opts.UDPPort)
+	}
+	if a.shardBits != opts.ShardBits {
+		return fmt.Errorf("%w: %s already carries peregrine's XDP program with shard_bits=%d; this port asks for shard_bits=%d (ports of one interface share one program: use the same shard_bits)",
+			ErrInvalidOptions, a.ifname, a.shardBits, opts.ShardBits)
 	}
 	if opts.Mode != ModeAuto && opts.Mode != a.mode {
 		return fmt.Errorf("%w: %s already carries peregrine's XDP program in %s mode; this port asks for mode=%s (use mode=%s or auto)",

@@ -1,7 +1,7 @@
 // Package afxdp is the AF_XDP port driver: kernel bypass over any Linux
 // interface, one AF_XDP socket per queue, registered with pmd as
 //
-//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1
+//	afxdp:IFACE?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&shard_bits=B&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1
 //
 // # Waking the kernel, busy polling
 //
@@ -50,6 +50,33 @@
 // is there, Open fails with ErrForeignProgram. Ports opened with the same
 // Attachments (the pmd registry uses one per Env) share one program per
 // interface, each adding its queues' sockets to the map.
+//
+// # Steering by CID cannot happen in the XDP program
+//
+// A program may name any socket of the XSKMAP, but the kernel delivers a
+// redirected frame only to a socket bound to the device and the queue the
+// frame arrived on: net/xdp/xsk.c's receive check (xsk_rcv_check, formerly
+// inline in xsk_rcv and xsk_generic_rcv) compares xs->dev with
+// xdp->rxq->dev and xs->queue_id with xdp->rxq->queue_index and returns
+// -EINVAL on a mismatch, before the frame is copied or queued. The redirect
+// then fails and the kernel drops the frame: veth's native XDP counts it
+// in the receive queue's drops (ethtool -S: rx_queue_N_drops, not
+// rx_queue_N_xdp_redirect), the xdp:xdp_redirect_err tracepoint sees it,
+// and the socket's XDP_STATISTICS do not (rx_dropped is raised only on a
+// full ring or an oversized frame, after that check).
+// TestRedirectToOtherQueueDrops shows it on a two-queue veth. So redirecting a frame to the socket of the queue
+// whose shard owns its destination CID would lose the frame, not move it.
+// The program therefore redirects every frame to its own queue's socket;
+// a frame whose CID names another shard reaches the wrong shard and is
+// handed over in software (app/shard, counted as steered_in_software).
+// Keeping frames on the right queue is the sender's job (the UDP source
+// port chosen so that RSS picks the owner's queue) or the NIC's (a flow
+// rule per destination port). With shard_bits=B (and udp_port) the
+// program reads each datagram's destination CID and counts, per queue, the
+// ones whose shard (the CID's top B bits) is not the queue they arrived on;
+// Port.Missteered reads the counts, and a sharded transport reports them
+// beside steered_in_software. A datagram too short for the CID, or of
+// another version, is delivered uncounted.
 //
 // # Buffer ownership
 //

@@ -1,6 +1,7 @@
 package afxdp
 
 import (
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,10 +51,8 @@ func openPort(t testing.TB, pool *mbuf.Pool, opts Options) *Port {
 // retrying refusals.
 func sendFrames(t testing.TB, p *Port, pool *mbuf.Pool, queue, n, size int) {
 	t.Helper()
-	hs := make([]mbuf.Handle, n)
-	require.Equal(t, n, pool.AllocBulk(hs))
+	hs := allocFrames(t, pool, n, size)
 	for i, h := range hs {
-		require.True(t, pool.SetLen(h, size))
 		b := pool.Data(h)
 		for j := range b {
 			b[j] = byte(i + j)
@@ -61,8 +60,14 @@ func sendFrames(t testing.TB, p *Port, pool *mbuf.Pool, queue, n, size int) {
 		copy(b[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 		b[12], b[13] = 0x88, 0xb5
 	}
+	txAll(t, p, queue, hs)
+}
+
+// txAll sends every frame of hs on queue, retrying refusals, and flushes.
+func txAll(t testing.TB, p *Port, queue int, hs []mbuf.Handle) {
+	t.Helper()
 	sent := 0
-	for tries := 0; sent < n; tries++ {
+	for tries := 0; sent < len(hs); tries++ {
 		require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
 		sent += p.TxBurst(queue, hs[sent:])
 	}
@@ -90,4 +95,30 @@ func receiveFrames(t testing.TB, p *Port, pool *mbuf.Pool, queue, n, size int) i
 		got += k
 	}
 	return got
+}
+
+// sendTagged sends n frames of size bytes from src to dst on transmit
+// queue txq, EtherType 0x88b5, tag and the frame's index in bytes 14 and 15.
+func sendTagged(t testing.TB, tx *Port, pool *mbuf.Pool, dst, src net.HardwareAddr, txq int, tag byte, n, size int) {
+	t.Helper()
+	hs := allocFrames(t, pool, n, size)
+	for i, h := range hs {
+		b := pool.Data(h)
+		copy(b[0:6], dst)
+		copy(b[6:12], src)
+		b[12], b[13] = 0x88, 0xb5
+		b[14], b[15] = tag, byte(i)
+	}
+	txAll(t, tx, txq, hs)
+}
+
+// allocFrames allocates n frames of size bytes from pool.
+func allocFrames(t testing.TB, pool *mbuf.Pool, n, size int) []mbuf.Handle {
+	t.Helper()
+	hs := make([]mbuf.Handle, n)
+	require.Equal(t, n, pool.AllocBulk(hs))
+	for _, h := range hs {
+		require.True(t, pool.SetLen(h, size))
+	}
+	return hs
 }

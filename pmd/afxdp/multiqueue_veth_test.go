@@ -50,22 +50,7 @@ func TestMultiQueueVeth(t *testing.T) {
 	require.Equal(t, queues, rx.Info().Queues)
 
 	for q := range queues {
-		hs := make([]mbuf.Handle, perQueue)
-		require.Equal(t, perQueue, pool.AllocBulk(hs))
-		for i, h := range hs {
-			require.True(t, pool.SetLen(h, size))
-			b := pool.Data(h)
-			copy(b[0:6], tp.MACB)
-			copy(b[6:12], tp.MACA)
-			b[12], b[13] = 0x88, 0xb5
-			b[14], b[15] = byte(q), byte(i)
-		}
-		sent := 0
-		for tries := 0; sent < perQueue; tries++ {
-			require.Less(t, tries, 1<<16, "TxBurst kept refusing frames")
-			sent += tx.TxBurst(q, hs[sent:])
-		}
-		tx.TxFlush(q)
+		sendTagged(t, tx, pool, tp.MACB, tp.MACA, q, byte(q), perQueue, size)
 	}
 
 	// Each receive queue is drained by its own goroutine, as a shard

@@ -22,6 +22,7 @@ const (
 	MinRingSize    = 64
 	MaxRingSize    = 32768
 	MaxQueues      = 256
+	MaxShardBits   = 8 // as the transport's rt.MaxShardBits
 	MinFillLevel   = 32
 	// DefaultBusyPoll and DefaultBusyBudget are what busy polling uses
 	// when only the other is given: DPDK's net_af_xdp's values.
@@ -104,6 +105,12 @@ type Options struct {
 	// datagrams (IPv4 or IPv6) to this destination port; every other frame
 	// goes to the kernel stack.
 	UDPPort int
+	// ShardBits, when not 0, makes the program read each redirected
+	// datagram's destination CID and count, per queue, those whose shard
+	// (the CID's top ShardBits bits, as the transport's Options.ShardBits)
+	// is not the queue they arrived on (Port.Missteered). The frame still
+	// goes to its own queue's socket. Needs UDPPort; 0..MaxShardBits.
+	ShardBits int
 	// RingSize is the number of entries of each of the four rings of every
 	// socket, a power of two. Default 2048.
 	RingSize int
@@ -208,6 +215,10 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Options.FillLevel %d is out of range (use %d..RingSize %d, or 0 for half the ring)", o.FillLevel, MinFillLevel, o.RingSize)
 	case o.UDPPort < 0 || o.UDPPort > 65535:
 		return bad("Options.UDPPort %d is out of range (use 1..65535, or 0 to redirect every frame)", o.UDPPort)
+	case o.ShardBits < 0 || o.ShardBits > MaxShardBits:
+		return bad("Options.ShardBits %d is out of range (use 0..%d, the transport's shard_bits)", o.ShardBits, MaxShardBits)
+	case o.ShardBits != 0 && o.UDPPort == 0:
+		return bad("Options.ShardBits %d needs Options.UDPPort (set udp_port to the transport's port: only its datagrams carry a CID)", o.ShardBits)
 	case o.TxBatch < 1 || o.TxBatch > o.RingSize:
 		return bad("Options.TxBatch %d is out of range (use 1..RingSize %d, or 0 for %d)", o.TxBatch, o.RingSize, DefaultTxBatch)
 	case o.BusyPoll < 0 || o.BusyPoll > MaxBusyPoll || o.BusyPoll%time.Microsecond != 0:

@@ -49,7 +49,16 @@ func be16(v uint16) int32 {
 // no socket in the map, goes to the kernel stack (XDP_PASS), so ARP and
 // neighbour discovery keep working. IPv6 extension headers, VLAN tags and
 // non-first IPv4 fragments are not parsed: such frames pass.
-func programInstructions(xsksFD int, udpPort uint16) asm.Instructions {
+//
+// With shardBits != 0 (which needs udpPort) the program also reads the
+// transport header's destination CID (its first word: version in the top
+// 4 bits, CID in the low 24, the shard in the CID's top shardBits) and,
+// when that shard is not the receiving queue, adds one to missFD[queue]:
+// the kernel would drop a frame redirected to another queue's socket, so
+// the frame still goes to its own queue's socket and the counter tells how
+// many the sender's steering missed. A frame too short for the word, or of
+// another version, is redirected uncounted.
+func programInstructions(xsksFD int, udpPort uint16, shardBits, missFD int) asm.Instructions {
 	const (
 		ctx     = asm.R6
 		data    = asm.R2
@@ -87,7 +96,8 @@ func programInstructions(xsksFD int, udpPort uint16) asm.Instructions {
 			asm.JNE.Imm(tmp, ipProtoUDP, "pass"),
 			asm.LoadMem(tmp, data, ethHeaderLen+ipv6HeaderLen+udpDstPortOff, asm.Half),
 			asm.JNE.Imm(tmp, be16(udpPort), "pass"),
-			asm.Ja.Label("redirect"),
+			asm.Add.Imm(data, ipv6HeaderLen), // the UDP header at data+ethHeaderLen, as for IPv4
+			asm.Ja.Label("steer"),
 		)
 		// IPv4: protocol UDP, first fragment, header length from IHL.
 		ipv4 := need(ethHeaderLen + ipv4MinLen)
@@ -110,6 +120,7 @@ func programInstructions(xsksFD int, udpPort uint16) asm.Instructions {
 			asm.LoadMem(tmp, data, ethHeaderLen+udpDstPortOff, asm.Half),
 			asm.JNE.Imm(tmp, be16(udpPort), "pass"),
 		)
+		insns = append(insns, steerCheck(shardBits, missFD)...)
 	}
 	insns = append(insns,
 		// bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS): the low
@@ -129,15 +140,51 @@ func programInstructions(xsksFD int, udpPort uint16) asm.Instructions {
 	return insns
 }
 
+// steerCheck counts a frame whose CID names another queue's shard; data
+// points IP-header-length bytes past the frame start, so the UDP header is
+// at data+ethHeaderLen, and R6 holds the context.
+func steerCheck(shardBits, missFD int) asm.Instructions {
+	const (
+		data, dataEnd, end, w, rxq = asm.R2, asm.R3, asm.R4, asm.R5, asm.R7
+		cidOff                     = ethHeaderLen + udpHeaderLen
+	)
+	if shardBits == 0 {
+		return asm.Instructions{asm.Ja.Label("redirect").WithSymbol("steer")}
+	}
+	return asm.Instructions{
+		asm.Mov.Reg(end, data).WithSymbol("steer"),
+		asm.Add.Imm(end, cidOff+4),
+		asm.JGT.Reg(end, dataEnd, "redirect"),
+		asm.LoadMem(w, data, cidOff, asm.Word),
+		asm.HostTo(asm.BE, w, asm.Word),
+		asm.Mov.Reg(end, w),
+		asm.RSh.Imm(end, 28),
+		asm.JNE.Imm(end, 1, "redirect"), // wire.Version
+		asm.And.Imm(w, 1<<24-1),
+		asm.RSh.Imm(w, int32(24-shardBits)),
+		asm.LoadMem(rxq, asm.R6, xdpMdRxQueueIndex, asm.Word),
+		asm.JEq.Reg(w, rxq, "redirect"),
+		asm.StoreMem(asm.RFP, -4, rxq, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, missFD),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "redirect"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+	}
+}
+
 // program is a loaded XDP program with its XSKMAP.
 type program struct {
 	prog *ebpf.Program
 	xsks *ebpf.Map
+	miss *ebpf.Map // per-queue count of frames whose CID names another shard; nil without shard bits
 }
 
 // loadProgram creates an XSKMAP with one slot per interface queue and loads
 // the program that redirects into it.
-func loadProgram(queues int, udpPort uint16, frags bool) (*program, error) {
+func loadProgram(queues int, udpPort uint16, shardBits int, frags bool) (*program, error) {
 	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "peregrine_xsks",
 		Type:       ebpf.XSKMap,
@@ -148,6 +195,18 @@ func loadProgram(queues int, udpPort uint16, frags bool) (*program, error) {
 	if err != nil {
 		return nil, privilegeError("create XSKMAP", err)
 	}
+	var miss *ebpf.Map
+	missFD := -1
+	if shardBits != 0 {
+		miss, err = ebpf.NewMap(&ebpf.MapSpec{
+			Name: "peregrine_miss", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: uint32(queues),
+		})
+		if err != nil {
+			xsks.Close()
+			return nil, privilegeError("create the missteered map", err)
+		}
+		missFD = miss.FD()
+	}
 	var flags uint32
 	if frags {
 		// Multi-buffer frames reach the program and the sockets whole.
@@ -157,22 +216,38 @@ func loadProgram(queues int, udpPort uint16, frags bool) (*program, error) {
 		Name:         ProgramName,
 		Type:         ebpf.XDP,
 		Flags:        flags,
-		Instructions: programInstructions(xsks.FD(), udpPort),
+		Instructions: programInstructions(xsks.FD(), udpPort, shardBits, missFD),
 		License:      "Dual MIT/GPL",
 	})
 	if err != nil {
 		xsks.Close()
+		if miss != nil {
+			miss.Close()
+		}
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("afxdp: the verifier rejected the XDP program (a bug in peregrine): %+v", ve)
 		}
 		return nil, privilegeError("load XDP program", err)
 	}
-	return &program{prog: prog, xsks: xsks}, nil
+	return &program{prog: prog, xsks: xsks, miss: miss}, nil
 }
 
 func (p *program) Close() error {
-	return errors.Join(p.prog.Close(), p.xsks.Close())
+	err := errors.Join(p.prog.Close(), p.xsks.Close())
+	if p.miss != nil {
+		err = errors.Join(err, p.miss.Close())
+	}
+	return err
+}
+
+// missteered reads interface queue q's count (0 without shard bits).
+func (p *program) missteered(q int) uint64 {
+	var v uint64
+	if p.miss == nil || p.miss.Lookup(uint32(q), &v) != nil {
+		return 0
+	}
+	return v
 }
 
 // attachFlags maps a Mode to the link flags.

@@ -110,7 +110,7 @@ func TestProgramVerdicts(t *testing.T) {
 	load := func(udpPort uint16) *ebpf.Program {
 		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 			Name: ProgramName, Type: ebpf.XDP, License: "Dual MIT/GPL",
-			Instructions: programInstructions(cpus.FD(), udpPort),
+			Instructions: programInstructions(cpus.FD(), udpPort, 0, -1),
 		})
 		require.NoError(t, err, "the verifier must accept the program (udp_port=%d)", udpPort)
 		t.Cleanup(func() { prog.Close() })
@@ -134,11 +134,17 @@ func TestProgramVerdicts(t *testing.T) {
 func TestProgramLoadsWithXSKMap(t *testing.T) {
 	skipUnlessRoot(t)
 	for _, udpPort := range []uint16{0, 4789} {
-		p, err := loadProgram(4, udpPort, false)
+		p, err := loadProgram(4, udpPort, 0, false)
 		require.NoError(t, err, "udp_port=%d", udpPort)
 		info, err := p.prog.Info()
 		require.NoError(t, err)
 		require.Equal(t, ProgramName, info.Name)
+		require.NoError(t, p.Close())
+	}
+	for bits := 0; bits <= 4; bits++ {
+		p, err := loadProgram(4, 4791, bits, false)
+		require.NoError(t, err, "udp_port=4791 shard_bits=%d: the verifier accepts the CID check", bits)
+		require.Equal(t, bits != 0, p.miss != nil, "shard_bits=%d: the missteered map exists only with shard bits", bits)
 		require.NoError(t, p.Close())
 	}
 }

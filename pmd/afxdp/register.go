@@ -13,7 +13,7 @@ import (
 func init() {
 	pmd.Register(pmd.Driver{
 		Name:   DriverName,
-		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1&tx_batch=128]",
+		Syntax: "afxdp:IFACE[?queue=N&queues=M&netns=NAME&mode=auto|native|generic&zerocopy=auto|on|off&udp_port=P&shard_bits=B&ring=2048&fill=RING/2&busy_poll=US&busy_budget=64&prefer_busy=1&tx_batch=128]",
 		Help:   "AF_XDP sockets on queues of a kernel interface; the pool's arena is the UMEM, so frames pass with no copy in peregrine",
 		Open:   open,
 	})
@@ -24,7 +24,7 @@ func init() {
 const attachmentsKey = "afxdp/attachments"
 
 func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
-	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "ring", "fill", "busy_poll", "busy_budget", "prefer_busy", "tx_batch"); err != nil {
+	if err := spec.CheckParams("queue", "queues", "netns", "mode", "zerocopy", "udp_port", "shard_bits", "ring", "fill", "busy_poll", "busy_budget", "prefer_busy", "tx_batch"); err != nil {
 		return nil, err
 	}
 	pool, err := env.RequirePool(DriverName)
@@ -51,6 +51,9 @@ func open(env *pmd.Env, spec pmd.Spec) (port.Port, error) {
 		return nil, err
 	}
 	if opts.UDPPort, err = spec.Int("udp_port", 0, 0, 65535); err != nil {
+		return nil, err
+	}
+	if opts.ShardBits, err = spec.Int("shard_bits", 0, 0, MaxShardBits); err != nil {
 		return nil, err
 	}
 	if opts.TxBatch, err = spec.Int("tx_batch", 0, 1, MaxRingSize); err != nil {

@@ -29,6 +29,8 @@ func TestSpecErrors(t *testing.T) {
 		{"afxdp:eth0?zerocopy=maybe", pmd.ErrBadParam, "auto, on, off"},
 		{"afxdp:eth0?udp_port=70000", pmd.ErrBadParam, "0..65535"},
 		{"afxdp:eth0?queues=0", pmd.ErrBadParam, "1..256"},
+		{"afxdp:eth0?udp_port=4791&shard_bits=9", pmd.ErrBadParam, "0..8"},
+		{"afxdp:eth0?udp_port=4791&shard_bits=-1", pmd.ErrBadParam, "shard_bits"},
 		{"afxdp:eth0?colour=red", pmd.ErrBadParam, "valid parameters"},
 		{"afxdp:eth0?netns=pgt-surely-absent", netns.ErrNotExist, "ip netns add"},
 	} {
@@ -41,6 +43,7 @@ func TestSpecErrors(t *testing.T) {
 	d, ok := pmd.Lookup(DriverName)
 	require.True(t, ok, "the driver registers itself")
 	require.Contains(t, d.Syntax, "udp_port")
+	require.Contains(t, d.Syntax, "shard_bits")
 }
 
 func TestOptionsValidation(t *testing.T) {
@@ -57,6 +60,9 @@ func TestOptionsValidation(t *testing.T) {
 		{Options{Interface: "x", RingSize: 100}, "use 128"},
 		{Options{Interface: "x", RingSize: 1 << 20}, "Options.RingSize 1048576"},
 		{Options{Interface: "x", UDPPort: -5}, "Options.UDPPort -5"},
+		{Options{Interface: "x", UDPPort: 4791, ShardBits: 9}, "Options.ShardBits 9 is out of range (use 0..8"},
+		{Options{Interface: "x", UDPPort: 4791, ShardBits: -1}, "Options.ShardBits -1"},
+		{Options{Interface: "x", ShardBits: 2}, "needs Options.UDPPort"},
 		{Options{Interface: "x", FillLevel: 16}, "Options.FillLevel 16"},
 		{Options{Interface: "x", RingSize: 256, FillLevel: 512}, "RingSize 256"},
 		{Options{Interface: "x", BusyPoll: -1}, "Options.BusyPoll -1ns"},
