@@ -51,7 +51,7 @@ func (e *Endpoint) initSeal() {
 // sealInit gives a new connection its sending key (none under NoSeal) and
 // forgets the peer's.
 func (e *Endpoint) sealInit(c *conn) {
-	c.sealTx, c.sealRx = wire.SealKey{}, wire.SealKey{}
+	c.sealTx, c.sealRx, c.openTag = wire.SealKey{}, wire.SealKey{}, 0
 	if e.opts.NoSeal {
 		return
 	}
@@ -61,13 +61,65 @@ func (e *Endpoint) sealInit(c *conn) {
 
 // sealPeer learns the peer's key from its ConnOpen or ConnAccept. A peer
 // that offers none does not seal: then neither do we (the initiator's
-// packets sent before ConnAccept keep their tags, which it ignores).
+// packets sent before ConnAccept keep their tags, which it ignores). The
+// target keeps the ConnOpen's HelloTag for its ConnAccept.
 func (e *Endpoint) sealPeer(c *conn, hd *wire.Header) {
 	if hd.Ext.Present&wire.ExtSealKey == 0 || e.opts.NoSeal {
 		c.sealTx, c.sealRx = wire.SealKey{}, wire.SealKey{}
 		return
 	}
 	c.sealRx = hd.Ext.SealKey
+	if hd.Type == wire.TypeConnOpen {
+		c.openTag = hd.HelloTag(c.sealRx, 0)
+	}
+}
+
+// sameOpen reports whether a ConnOpen for c's slot is the one c was
+// opened with, field for field (its HelloTag), or c cannot tell (either
+// side does not seal).
+func (e *Endpoint) sameOpen(c *conn, hd *wire.Header) bool {
+	if !c.sealRx.On() || hd.Ext.Present&wire.ExtSealKey == 0 {
+		return true
+	}
+	return hd.HelloTag(hd.Ext.SealKey, 0) == c.openTag
+}
+
+// sealHelloTag ends a ConnOpen or ConnAccept once every field is final:
+// the initiator keeps its ConnOpen's HelloTag; the target tags its
+// ConnAccept under the key the ConnOpen announced, bound to that
+// ConnOpen as it arrived (wire.Header.HelloTag), so the initiator can
+// tell a rewritten ConnOpen or ConnAccept from the real ones.
+func (c *conn) sealHelloTag(hd *wire.Header) {
+	switch {
+	case hd.Type == wire.TypeConnOpen && c.sealTx.On():
+		c.openTag = hd.HelloTag(c.sealTx, 0)
+	case hd.Type == wire.TypeConnAccept && c.sealRx.On():
+		hd.Ext.Present |= wire.ExtSeal
+		hd.Ext.Seal = hd.HelloTag(c.sealRx, c.openTag)
+	}
+}
+
+// acceptSealed reports whether a ConnAccept may complete c's setup: we
+// offered no key (nothing to check it with), or it carries the tag our
+// key gives it bound to the ConnOpen we sent. An accept that announces a
+// key but carries no tag answers a ConnOpen whose key was rewritten or
+// stripped. One with neither comes from a peer that does not seal (or
+// one that never saw our key: the setup travels in clear, docs/integrity.md).
+// A ConnAccept that fails is counted (RxBadSeal) and dropped: the setup
+// timer resends ConnOpen, whose real copy earns a real ConnAccept.
+func (e *Endpoint) acceptSealed(c *conn, hd *wire.Header) bool {
+	if !c.sealTx.On() {
+		return true
+	}
+	if hd.Ext.Present&wire.ExtSeal == 0 {
+		if hd.Ext.Present&wire.ExtSealKey == 0 {
+			return true
+		}
+	} else if hd.Ext.Seal == hd.HelloTag(c.sealTx, c.openTag) {
+		return true
+	}
+	e.cnt.own[cRxBadSeal]++
+	return false
 }
 
 // sealHello announces our key in a ConnOpen or ConnAccept.
