@@ -8,12 +8,15 @@ import (
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
-// Sealing: every packet of a sealed connection but ConnOpen and
-// ConnAccept carries an integrity tag (the seal extension, wire.SealTag:
-// SipHash-1-3 under a 128-bit key, 48 bits) over the fields that name it
-// and that its receiver acts on: CID, type, PSN, RSN, SSN, request length,
-// offset, descriptor, the placement, QPN and region extensions, and for
-// ACKs and NACKs their acknowledgement. Each direction has its own key,
+// Sealing: every packet of a sealed connection but ConnOpen carries an
+// integrity tag (the seal extension, wire.SealTag: SipHash-1-3 under a
+// 128-bit key, 48 bits) over the fields that name it and that its
+// receiver acts on: CID, type, PSN, RSN, SSN, request length, offset,
+// descriptor, the placement, QPN and region extensions, and for ACKs and
+// NACKs every field (bitmaps, duplicate report, hop count included). The
+// ConnAccept's tag (wire.HelloTag) is under the key the ConnOpen
+// announced and binds that ConnOpen as the target saw it: the initiator
+// refuses a setup rewritten in either direction (acceptSealed). Each direction has its own key,
 // drawn by its sender and announced in its ConnOpen or ConnAccept; a
 // connection is sealed in both directions when both ends seal (neither
 // has Options.NoSeal). The receiver checks the tag before the packet
@@ -29,8 +32,9 @@ import (
 // travel in clear, as nothing else here is encrypted), the payload bytes
 // (not covered: the UDP checksum guards them against corruption only),
 // confidentiality of anything, a replay of a real sealed packet (the
-// receive window's PSN check does that), nor ConnOpen and ConnAccept
-// themselves. Falcon's PSP and UET's TSS do this with real cryptography
+// receive window's PSN check does that), nor a ConnOpen whose key was
+// stripped in flight (the target then sees a peer that does not seal,
+// and the connection is set up unsealed). Falcon's PSP and UET's TSS do this with real cryptography
 // and keys from a key exchange; this is the integrity half, keyed at
 // setup.
 

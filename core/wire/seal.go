@@ -31,7 +31,7 @@ func (t Type) Sealed() bool { return t != TypeConnOpen && t != TypeConnAccept }
 // anew for each transmission and their receiver acts on AckRequested.
 const ackFlags = ^FlagHasExtension
 
-// sealWordsMax is the longest message a tag hashes (a ConnAccept's).
+// sealWordsMax bounds the words a tag hashes (an extended ACK: 14).
 const sealWordsMax = 16
 
 // SealTag computes h's integrity tag under k for a payload of payloadLen
