@@ -47,6 +47,25 @@ func (h *harness) checkFlows(ca, cb *Conn) {
 	h.run(func() bool { return len(h.gotB) == nb+4 && len(h.gotA) == na+4 && h.quiet() }, time.Second)
 }
 
+// openRefused opens from a to b (early if asked) and runs until a
+// counts a bad seal or establishes: it must not have established.
+func (h *harness) openRefused(early bool, what string) *Conn {
+	h.t.Helper()
+	open := h.a.Open
+	if early {
+		open = h.a.OpenEarly
+	}
+	ca, err := open(PeerAddr{MAC: macOf(h.pb), IP: ipB})
+	require.NoError(h.t, err)
+	if early {
+		h.sendAll(ca, wire.TypePushUnsolicitedData, 0, 2, 64)
+	}
+	h.runFor(func() bool { return h.a.Stats().RxBadSeal > 0 || ca.State() == StateEstablished }, 10*time.Millisecond)
+	require.NotEqual(h.t, StateEstablished, ca.State(), "the initiator established on %s", what)
+	require.Positive(h.t, h.a.Stats().RxBadSeal)
+	return ca
+}
+
 // A ConnOpen with one field rewritten in flight sets up the target's
 // half with that field; its ConnAccept, tagged under the key the
 // ConnOpen announced and bound to the ConnOpen as the target saw it,
@@ -67,11 +86,7 @@ func TestSealBindsConnOpen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			h.pa.tap = h.forgeFirst(h.pa, wire.TypeConnOpen, tc.edit)
-			ca, err := h.a.Open(PeerAddr{MAC: macOf(h.pb), IP: ipB})
-			require.NoError(t, err)
-			h.runFor(func() bool { return h.a.Stats().RxBadSeal > 0 || ca.State() == StateEstablished }, 10*time.Millisecond)
-			require.NotEqual(t, StateEstablished, ca.State(), "the initiator established on a forged ConnOpen's accept")
-			require.Positive(t, h.a.Stats().RxBadSeal)
+			ca := h.openRefused(false, "a forged ConnOpen's accept")
 			h.run(func() bool { return ca.State() == StateEstablished && h.establishedB() != nil }, time.Second)
 			h.checkFlows(ca, h.establishedB())
 			require.Zero(t, h.b.Stats().RxBadSeal, "b checks a's packets with a's real key")
@@ -98,10 +113,7 @@ func TestSealTagsConnAccept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil)
 			h.pb.tap = h.forgeFirst(h.pb, wire.TypeConnAccept, tc.edit)
-			ca, err := h.a.Open(PeerAddr{MAC: macOf(h.pb), IP: ipB})
-			require.NoError(t, err)
-			h.runFor(func() bool { return h.a.Stats().RxBadSeal > 0 || ca.State() == StateEstablished }, 10*time.Millisecond)
-			require.NotEqual(t, StateEstablished, ca.State(), "the initiator established on a forged ConnAccept")
+			ca := h.openRefused(false, "a forged ConnAccept")
 			require.Equal(t, uint64(1), h.a.Stats().RxBadSeal)
 			h.run(func() bool { return ca.State() == StateEstablished && h.establishedB() != nil }, time.Second)
 			h.checkFlows(ca, h.establishedB())
@@ -126,12 +138,7 @@ func TestSealBindsEarlyConnOpen(t *testing.T) {
 			h.pa.tap = h.forgeFirst(h.pa, wire.TypeConnOpen, tc.edit)
 			acked := 0
 			setAcked(h.a, func(*Conn, wire.Window, uint32, uint64) { acked++ })
-			ca, err := h.a.OpenEarly(PeerAddr{MAC: macOf(h.pb), IP: ipB})
-			require.NoError(t, err)
-			h.sendAll(ca, wire.TypePushUnsolicitedData, 0, 2, 64)
-			h.runFor(func() bool { return h.a.Stats().RxBadSeal > 0 || ca.State() == StateEstablished }, 10*time.Millisecond)
-			require.NotEqual(t, StateEstablished, ca.State(), "the initiator established on a forged early ConnOpen's accept")
-			require.Positive(t, h.a.Stats().RxBadSeal)
+			h.openRefused(true, "a forged early ConnOpen's accept")
 			require.Zero(t, acked, "no early push completes on the forged setup")
 		})
 	}
