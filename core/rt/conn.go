@@ -147,6 +147,7 @@ type conn struct {
 	hdrOff   int                // offset of the transport header in frames to the peer
 	sealTx   wire.SealKey       // key our packets are sealed with (zero: not sealed; seal.go)
 	sealRx   wire.SealKey       // key the peer's packets must be sealed with (zero: not checked)
+	openTag  uint64             // the ConnOpen's HelloTag: ours sent, or the peer's received (seal.go)
 	// peerIP4 is the peer's IPv4 address as the fast path reads it (a
 	// big-endian word; 0 for IPv6): with addrs.DstIP and addrs.DstPort it
 	// is what every received packet's source is checked against.

@@ -165,7 +165,10 @@ func (e *Endpoint) onConnOpen(f *wire.Frame) {
 			e.reject(f, wire.NackResourceExhausted)
 			return
 		}
-		if c.accepted && c.openEBSN == [2]uint32{hd.ReqEBSN, hd.DataEBSN} {
+		// A ConnOpen rewritten in flight (other fields, same BSNs) that
+		// set up a slot not yet established is replaced by the real one:
+		// the initiator refuses the ConnAccept bound to the forgery.
+		if c.accepted && c.openEBSN == [2]uint32{hd.ReqEBSN, hd.DataEBSN} && (c.state != StateAccepting || e.sameOpen(c, hd)) {
 			e.cnt.own[cConnDupOpen]++
 			c.peerTx = hd.TxTime
 			// Accepting, or established while the initiator still missed
@@ -272,6 +275,9 @@ func (e *Endpoint) onConnAccept(c *conn, hd *wire.Header) {
 	if hd.Ext.SourceCID == 0 {
 		e.cnt.own[cRxMalformed]++
 		return
+	}
+	if !e.acceptSealed(c, hd) {
+		return // counted; the setup timer resends ConnOpen
 	}
 	if !e.learnQPN(c, hd) {
 		return // counted; the setup timer resends ConnOpen

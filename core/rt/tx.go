@@ -259,6 +259,7 @@ func (e *Endpoint) sendCtrl(c *conn) bool {
 	e.stampQPN(c, &hd.Ext)
 	c.earlyOpen(hd)
 	c.sealHello(hd)
+	c.sealHelloTag(hd)
 	n, err := c.tmpl.Encode(e.room(f), hd, nil)
 	if err != nil {
 		e.cnt.own[cInternal]++

@@ -278,13 +278,16 @@
 //	+---------------+---------------+-------------------------------+
 //	|                        Tag (bits 31..0)                       |
 //	+---------------------------------------------------------------+
-//	On every packet of a sealed connection but ConnOpen and ConnAccept:
+//	On every packet of a sealed connection but ConnOpen:
 //	SipHash-1-3 under the sender's key, truncated to 48 bits
 //	(Header.SealTag says which fields it covers: those that name the
 //	packet and that its receiver acts on, not the payload, and not what
 //	a resend rewrites in place). The receiver drops a packet of a sealed
 //	connection whose tag is missing or wrong, unacknowledged (core/rt
 //	seal.go). DecodeFastIPv4 takes a frame whose only extension is this.
+//	A ConnAccept's tag is Header.HelloTag under the key its ConnOpen
+//	announced, bound to that ConnOpen's fields as the target received
+//	them; the initiator checks it. A ConnOpen carries none.
 //
 //	Seal key, type 6, 5 words (ConnOpen and ConnAccept of a sealing end):
 //	+---------------+---------------+-------------------------------+
@@ -322,7 +325,8 @@
 // replay cache checks so that a copy of an old early ConnOpen is refused
 // (core/rt dcconnect.go, "Replay"). A plain ConnOpen sends those fields as 0.
 // ConnOpen and ConnAccept of an end that seals carry its seal key; a
-// connection is sealed when both did (core/rt seal.go).
+// connection is sealed when both did (core/rt seal.go), and then its
+// ConnAccept carries the seal too (see Seal above).
 //
 // # RoCEv2
 //

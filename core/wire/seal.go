@@ -26,24 +26,44 @@ const sealFlags = FlagOrdered | FlagIOIInOrder | FlagLastOfMessage
 // connection: every type but ConnOpen and ConnAccept, which carry the key.
 func (t Type) Sealed() bool { return t != TypeConnOpen && t != TypeConnAccept }
 
+// ackFlags are the flags an ACK or NACK tag covers: all but
+// HasExtension (it follows from the extensions), since these are built
+// anew for each transmission and their receiver acts on AckRequested.
+const ackFlags = ^FlagHasExtension
+
+// sealWordsMax bounds the words a tag hashes (an extended ACK: 14).
+const sealWordsMax = 16
+
 // SealTag computes h's integrity tag under k for a payload of payloadLen
 // bytes. It covers what names the packet and what a receiver acts on: the
 // destination CID, type, phase, the flags a packet keeps, PSN, RSN, SSN,
 // ReqLen, Offset, the payload length, Desc, and the placement, QPN and
 // region extensions; for the types built anew for each transmission
-// (ACK, extended ACK, NACK) also the BSNs, both timestamps, the ACK body
-// but its bitmaps, and the NACK body; for a resync, its body. It does not
-// cover the payload bytes (the UDP checksum does, against corruption
-// only), nor the fields a resend rewrites in place (retry, the
-// Retransmission and AckRequested flags, the piggybacked BSNs and
-// timestamps of a reliable packet), nor the source-CID extension.
+// (ACK, extended ACK, NACK) every field their receiver acts on: all their
+// flags, the BSNs, both timestamps, the hop count, the whole ACK body
+// (with the bitmaps of an extended ACK) and the NACK body; for a resync,
+// its body. It does not cover the payload bytes (the UDP checksum does,
+// against corruption only), nor the fields a resend rewrites in place of
+// a reliable packet (retry, the Retransmission and AckRequested flags,
+// the piggybacked BSNs and timestamps), nor the source-CID extension.
+// ConnOpen and ConnAccept have their own tag (HelloTag).
 //
 // The function is SipHash-1-3 (Aumasson and Bernstein) over seven 64-bit
-// words (ten for ACKs and NACKs), truncated to SealTagBits; it does not
-// allocate (BenchmarkSealTag gives its cost).
+// words (ten for ACKs and NACKs, fourteen for extended ACKs), truncated to
+// SealTagBits; it does not allocate (BenchmarkSealTag gives its cost).
 func (h *Header) SealTag(k SealKey, payloadLen int) uint64 {
-	var m [10]uint64
-	m[0] = uint64(h.DestCID)<<40 | uint64(h.Type)<<32 | uint64(h.Flags&sealFlags)<<24 |
+	var m [sealWordsMax]uint64
+	return sip13(k, m[:h.sealWords(&m, payloadLen)]) & sealMask
+}
+
+// sealWords fills m with what SealTag hashes and returns how many words.
+func (h *Header) sealWords(m *[sealWordsMax]uint64, payloadLen int) int {
+	flags := h.Flags & sealFlags
+	switch h.Type {
+	case TypeAck, TypeExtendedAck, TypeNack:
+		flags = h.Flags & ackFlags
+	}
+	m[0] = uint64(h.DestCID)<<40 | uint64(h.Type)<<32 | uint64(flags)<<24 |
 		uint64(h.Phase)<<16 | uint64(uint16(payloadLen))
 	if h.Type == TypeSend {
 		m[0] |= uint64(h.Desc) << 56 // other types send Desc as 0
@@ -59,11 +79,17 @@ func (h *Header) SealTag(k SealKey, payloadLen int) uint64 {
 	n := 7
 	switch h.Type {
 	case TypeAck, TypeExtendedAck:
-		m[5] |= uint64(h.Ack.OOW)<<24 | uint64(h.Ack.Dup)<<16 | uint64(h.Ack.OOWCount)
+		a := &h.Ack
+		m[5] |= uint64(a.OOW)<<24 | uint64(a.Dup)<<16 | uint64(a.OOWCount)
 		m[7] = uint64(h.ReqEBSN)<<32 | uint64(h.DataEBSN)
 		m[8] = uint64(h.TxTime)<<32 | uint64(h.TxEcho)
-		m[9] = uint64(h.Ack.RxTime)
+		m[9] = uint64(h.HopEcho)<<40 | uint64(a.RxBufLevel)<<32 | uint64(a.RxTime)
 		n = 10
+		if h.Type == TypeExtendedAck {
+			m[10], m[11] = a.ReqBitmap[0], a.ReqBitmap[1]
+			m[12], m[13] = a.DataBitmap[0], a.DataBitmap[1]
+			n = 14
+		}
 	case TypeNack:
 		m[5] |= uint64(h.Nack.Code)<<24 | uint64(h.Nack.Window)<<16 | uint64(h.Nack.ULPCode)<<8
 		m[7] = uint64(h.ReqEBSN)<<32 | uint64(h.DataEBSN)
@@ -72,6 +98,31 @@ func (h *Header) SealTag(k SealKey, payloadLen int) uint64 {
 		n = 10
 	case TypeResync:
 		m[5] |= uint64(h.Resync.Code)<<8 | uint64(h.Resync.OrigType)
+	}
+	return n
+}
+
+// HelloTag is the tag of a ConnOpen or ConnAccept under k: SealTag's
+// fields, and the initial BSNs, the source CID and the sealing key it
+// announces; for a ConnAccept also both timestamps (a ConnOpen's TxTime
+// changes with each resend: its accept's TxEcho, covered, says which) and
+// open, the HelloTag of the ConnOpen it answers as its sender received
+// it. Keys travel in clear at setup, so only a ConnAccept carries one:
+// under the key its ConnOpen announced, which the opener holds, binding
+// what the opener sent (its BSNs, QPN, key, early-connect fields) to what
+// the acceptor saw. A ConnOpen's own HelloTag (open 0) is not sent.
+func (h *Header) HelloTag(k SealKey, open uint64) uint64 {
+	var m [sealWordsMax]uint64
+	n := h.sealWords(&m, 0) // neither carries a payload
+	m[n] = uint64(h.ReqEBSN)<<32 | uint64(h.DataEBSN)
+	e := &h.Ext
+	m[n+1] = uint64(e.Present&(ExtSourceCID|ExtSealKey))<<32 | uint64(e.SourceCID)
+	m[n+2], m[n+3] = e.SealKey[0], e.SealKey[1]
+	n += 4
+	if h.Type == TypeConnAccept {
+		m[n] = uint64(h.TxTime)<<32 | uint64(h.TxEcho)
+		m[n+1] = open
+		n += 2
 	}
 	return sip13(k, m[:n]) & sealMask
 }

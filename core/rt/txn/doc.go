@@ -358,7 +358,7 @@
 //	rt (rx.go)       bad checksum, malformed, unknown CID          nothing / bad-CID NACK     RxBadChecksum, RxMalformed, RxUnknownCID
 //	rt (seal.go)     sealed connection, tag missing or wrong (any
 //	                 covered field rewritten: RSN, index, length,
-//	                 offset, type, CID, extensions, an ACK's BSNs)  dropped, unacknowledged    RxBadSeal
+//	                 offset, type, CID, extensions, any ACK field)  dropped, unacknowledged    RxBadSeal
 //	deliver          connection with no slot here                  ULP-error NACK             ConnRefused
 //	deliver          type this layer does not know                 dropped, unacknowledged    Malformed
 //	push data        outside its message; contradicts its request  ULP-error NACK             Malformed
