@@ -129,7 +129,12 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, errors.Join(err, pt.Close())
 	}
+	// Swift's own floor, 0.01 packets, paces a connection to a packet per
+	// hundred round trips once the loops' scheduling delays read as
+	// congestion: an 8 MiB message took over a minute on a loaded machine.
+	// The appliance's floor (docs/transport.md) serves here too.
 	sp := swift.DefaultParams()
+	sp.MinCwnd = endpointMinCwnd
 	txOps := 2 * opts.MaxOps
 	to := txn.Options{
 		Transport: rt.Options{Name: spec, Port: pt, Pool: h.h.pool, Clock: h.h.clock, LocalIP: opts.IP,
@@ -186,3 +191,7 @@ func ceilPow2(n int) int {
 	}
 	return p
 }
+
+// endpointMinCwnd is an endpoint's least congestion window in packets: the
+// appliance's transport stages' default (app.DefaultMinCwnd).
+const endpointMinCwnd = 8.0

@@ -53,7 +53,7 @@ type Transport struct {
 	Count     uint64 `yaml:"count"`
 	// Seed, MinRTO (default 1ms), TargetDelay (Swift's base target,
 	// default 200us), MinCwnd (Swift's least window in packets, default
-	// Swift's 0.01: app.TransportOptions.MinCwnd says when to raise it)
+	// app.DefaultMinCwnd: app.TransportOptions.MinCwnd says why not Swift's 0.01)
 	// and PSNWindow (default 512) tune the transport.
 	Seed        uint64   `yaml:"seed"`
 	MinRTO      Duration `yaml:"min_rto" default:"1ms"`

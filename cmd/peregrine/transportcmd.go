@@ -129,7 +129,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
-	f.Float64Var(&cfg.minCwnd, "min-cwnd", 0, "Swift's least congestion window in packets (0: Swift's 0.01; raise it on a loaded host, whose scheduling delays read as congestion)")
+	f.Float64Var(&cfg.minCwnd, "min-cwnd", 0, "Swift's least congestion window in packets (0: 8; 0.01 is Swift's own floor, which paces a connection to a packet per hundred round trips once the loops' scheduling delays read as congestion)")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
 	f.DurationVar(&cfg.opTimeout, "op-timeout", 0, "initiator: end an operation not completed this long after posting with a timeout error (0: no timeout; a dead target is then found by the transport's retries only)")
