@@ -37,7 +37,7 @@ var DemoSizes = []int{512, 4 << 10, 64 << 10, 256 << 10, 1 << 20}
 // half the time); 8 took it to 23 s. With the demo's five connections
 // over four 1 Gbit/s paths, 40 packets in flight are a queue of about
 // 10 packets per path: no loss, and Swift still steers above it.
-const demoMinCwnd = 8.0
+const demoMinCwnd = DefaultMinCwnd
 
 // demoIOI is the IOI configuration of the demo's endpoints.
 func demoIOI(o *TransportDemoOptions) ioi.Config {
