@@ -45,9 +45,34 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	}
 	require.Contains(t, text, "FIGURE smallops_push64_vs_mem_forwarding ")
 	require.Contains(t, text, "FIGURE smallops_mem_forwarding_mpps ")
+	require.Contains(t, text, "FIGURE smallops_crosscore_pingpong_ns ")
 	require.Equal(t, 2, pass+fail)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
+}
+
+// TestMemPushOneLoopResendsNothing runs the in-memory push row with both
+// endpoints on one loop for a moment: the ring loses nothing, so no
+// packet may be resent, however often the loop (and with it both ends)
+// is descheduled on a busy machine.
+func TestMemPushOneLoopResendsNothing(t *testing.T) {
+	cpuA, cpuB, err := twoCPUs()
+	require.NoError(t, err)
+	o := Options{Duration: 300 * time.Millisecond, Window: DefaultWindow, Seed: 1, oneLoop: true}
+	res, err := runRow(context.Background(), o, rows[0], cpuA, cpuB)
+	require.NoError(t, err)
+	require.NotZero(t, res.ops)
+	require.Zero(t, res.retx+res.earlyR, "retransmissions on a lossless ring: %d timeout + %d early", res.retx, res.earlyR)
+}
+
+// TestPingPong checks that the cross-core ping-pong completes its rounds
+// between the two CPUs the rows use.
+func TestPingPong(t *testing.T) {
+	cpuA, cpuB, err := twoCPUs()
+	require.NoError(t, err)
+	rtt, err := pingPong(cpuA, cpuB, 1000)
+	require.NoError(t, err)
+	require.Positive(t, rtt)
 }
 
 // BenchmarkRow runs one row for its measured window (SMALLOPS_ROW, default

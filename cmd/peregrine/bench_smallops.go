@@ -40,7 +40,9 @@ io forwarding. Ratios:
   smallops_retransmits_without_loss  (goal = 0)
 
 and FIGURE smallops_push64_vs_mem_forwarding (the push rate over the
-forwarding rate of two packets: a push and its ACK). The namespaces are
+forwarding rate of two packets: a push and its ACK) and FIGURE
+smallops_crosscore_pingpong_ns (one cache line's round trip between the
+two CPUs, the floor under the two-core rows). The namespaces are
 deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench smallops
   peregrine bench smallops --duration 500ms --window 64   # a quick look`,
