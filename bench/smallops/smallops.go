@@ -41,6 +41,12 @@ type Options struct {
 	Prefix string
 	// Seed seeds the fabric and the endpoints (0: 1).
 	Seed uint64
+	// MinCwnd is the initiator's least congestion window per connection
+	// (0: the transport stage's default). Swift reads the poll loops'
+	// turnaround as queueing and holds each connection near its floor,
+	// so the rows keep far fewer operations in flight than Window unless
+	// the floor is raised to Window's share of a connection.
+	MinCwnd float64
 	// oneLoop runs both endpoints of an in-memory row on one unpinned
 	// loop: one goroutine does all the work, so a CPU profile's shares
 	// are the cost of an operation at both ends (BenchmarkRow).
@@ -143,8 +149,8 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	// Two pinned loops hold a P each; the measuring goroutine needs one.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 4)))
 	rep := report.New(o.Out)
-	rep.Note("bench smallops: %d B operations, %d in flight, initiator on CPU %d, target on CPU %d, busy loops; %v measured a row after %v of warm-up; %s, GOMAXPROCS %d",
-		Size, o.Window, cpuA, cpuB, o.Duration, o.Duration/5, runtime.Version(), runtime.GOMAXPROCS(0))
+	rep.Note("bench smallops: %d B operations, %d in flight, initiator on CPU %d, target on CPU %d, busy loops; %v measured a row after %v of warm-up; %s, GOMAXPROCS %d; least congestion window %v (0: the stage's default)",
+		Size, o.Window, cpuA, cpuB, o.Duration, o.Duration/5, runtime.Version(), runtime.GOMAXPROCS(0), o.MinCwnd)
 	got := map[string]result{}
 	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
@@ -343,7 +349,7 @@ func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi
 		size = o.size
 	}
 	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{size}, Seed: o.Seed + 1}
-	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed,
+	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed, MinCwnd: o.MinCwnd,
 		Peer: rt.PeerAddr{MAC: [6]byte(pt.Port(tp).Info().MAC), IP: ipB}}
 	if r.send {
 		// One push, then Sends alone.
