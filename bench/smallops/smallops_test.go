@@ -82,7 +82,8 @@ func TestPingPong(t *testing.T) {
 // costs, whatever the machine's load. SMALLOPS_SIZE=N moves N-byte pushes
 // instead (8 in flight), for a profile of the bulk path; the endpoints'
 // loops carry the pprof label side=initiator or side=target on the rows
-// with two pipelines (afxdp).
+// with two pipelines (afxdp). SMALLOPS_MINCWND=N raises the initiator's
+// congestion floor (Options.MinCwnd).
 func BenchmarkRow(b *testing.B) {
 	name := os.Getenv("SMALLOPS_ROW")
 	if name == "" {
@@ -102,6 +103,10 @@ func BenchmarkRow(b *testing.B) {
 		}
 		if v := os.Getenv("SMALLOPS_IDLE"); v != "" {
 			o.idle, err = lcore.ParseIdleMode(v)
+			require.NoError(b, err)
+		}
+		if v := os.Getenv("SMALLOPS_MINCWND"); v != "" {
+			o.MinCwnd, err = strconv.ParseFloat(v, 64)
 			require.NoError(b, err)
 		}
 		if v := os.Getenv("SMALLOPS_WINDOW"); v != "" {
