@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,11 +16,14 @@ import (
 // pingPong measures what one cache line costs to cross between CPUs a and
 // b: two goroutines, each locked to a thread pinned to its CPU, take turns
 // incrementing one atomic counter, each spinning until the other's turn
-// is over. It returns the mean round trip (two line transfers) over
-// rounds round trips, the floor under any exchange between the two
-// endpoints' loops: a packet and its ACK each cross the mem port's rings
-// at least once.
+// is over. It returns the round trip (two line transfers) of the median
+// batch of pingPongBatch round trips, so that a batch in which either
+// thread was descheduled does not count: the floor under any exchange
+// between the two endpoints' loops, whose packets and ACKs each cross the
+// mem port's rings.
 func pingPong(a, b, rounds int) (time.Duration, error) {
+	batches := max(rounds/pingPongBatch, 1)
+	stamps := make([]time.Time, batches+1)
 	// One line for the counter alone, so that nothing else shares it.
 	var line struct {
 		_ [64]byte
@@ -28,7 +32,6 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	var start time.Time
 	var ready atomic.Int32
 	player := func(i, cpu int, parity uint64) {
 		defer wg.Done()
@@ -45,12 +48,12 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 		ready.Add(1)
 		for ready.Load() < 2 {
 		}
-		if i == 0 {
-			start = time.Now()
-		}
-		end := uint64(2 * rounds)
+		end := uint64(2 * batches * pingPongBatch)
 		for {
 			v := line.n.Load()
+			if i == 0 && v%(2*pingPongBatch) == 0 && stamps[v/(2*pingPongBatch)].IsZero() {
+				stamps[v/(2*pingPongBatch)] = time.Now()
+			}
 			if v >= end {
 				return
 			}
@@ -63,12 +66,19 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 	go player(0, a, 0)
 	go player(1, b, 1)
 	wg.Wait()
-	took := time.Since(start)
 	if errs[0] != nil || errs[1] != nil {
 		return 0, fmt.Errorf("ping-pong: %v %v", errs[0], errs[1])
 	}
-	return took / time.Duration(rounds), nil
+	took := make([]time.Duration, batches)
+	for k := range took {
+		took[k] = stamps[k+1].Sub(stamps[k])
+	}
+	slices.Sort(took)
+	return took[len(took)/2] / pingPongBatch, nil
 }
+
+// pingPongBatch is the round trips timed together.
+const pingPongBatch = 1000
 
 // coreSiblings returns the CPUs sharing CPU c's core ("" if unknown).
 func coreSiblings(c int) string {

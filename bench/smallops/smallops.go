@@ -173,7 +173,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		return 0, 0, fmt.Errorf("bench smallops: %w", err)
 	}
 	fmt.Fprintf(o.Out, "FIGURE smallops_crosscore_pingpong_ns %.1f\n", float64(rtt.Nanoseconds()))
-	rep.Note("smallops_crosscore_pingpong_ns: one cache line's round trip between the pinned CPUs %d and %d (an atomic counter handed back and forth %d times; CPU %d's core holds CPUs %q, CPU %d's %q)): the floor under every exchange of the two-core rows, whose packets, ACKs and ring indexes cross between the loops' CPUs",
+	rep.Note("smallops_crosscore_pingpong_ns: one cache line's round trip between the pinned CPUs %d and %d (an atomic counter handed back and forth %d times, the median batch of a thousand; CPU %d's core holds CPUs %q, CPU %d's %q): the floor under every exchange of the two-core rows, whose packets, ACKs and ring indexes cross between the loops' CPUs",
 		cpuA, cpuB, pingPongRounds, cpuA, coreSiblings(cpuA), cpuB, coreSiblings(cpuB))
 	fwdOps := mpps * 1e6 / 2
 

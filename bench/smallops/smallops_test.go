@@ -70,9 +70,10 @@ func TestMemPushOneLoopResendsNothing(t *testing.T) {
 func TestPingPong(t *testing.T) {
 	cpuA, cpuB, err := twoCPUs()
 	require.NoError(t, err)
-	rtt, err := pingPong(cpuA, cpuB, 1000)
+	rtt, err := pingPong(cpuA, cpuB, 5*pingPongBatch)
 	require.NoError(t, err)
 	require.Positive(t, rtt)
+	t.Logf("round trip of a cache line between CPUs %d and %d: %v", cpuA, cpuB, rtt)
 }
 
 // BenchmarkRow runs one row for its measured window (SMALLOPS_ROW, default
