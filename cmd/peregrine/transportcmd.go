@@ -140,7 +140,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (docs/qp-translation.md): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
-	f.IntVar(&cfg.shards, "shards", 1, "endpoints, each on its own poll loop (shard i on CPU --lcores + i, or unpinned with --lcores -1) driving queue i of --port (open it with queues=N); the initiator deals its --conns round robin, each shard keeps --window in flight; give the target the same --shards")
+	f.IntVar(&cfg.shards, "shards", 1, "endpoints, each on its own poll loop (shard i on CPU --lcores + i, or unpinned with --lcores -1) driving queue i of --port (open it with queues=N: an afxdp: port that names no queue count gets queues=N, and one with udp_port gets the matching shard_bits, so its XDP program counts frames arriving on another shard's queue); the initiator deals its --conns round robin, each shard keeps --window in flight; give the target the same --shards")
 	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }
