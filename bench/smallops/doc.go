@@ -21,7 +21,11 @@
 // The same run measures the mem-port io forwarding rate (two pinned
 // forwarders moving handles, no copy): a push is a data packet and its
 // acknowledgement, so smallops_push64_vs_mem_forwarding divides the push
-// rate by the forwarding rate of two packets.
+// rate by the forwarding rate of two packets. It also measures the round
+// trip of one cache line between the two loops' CPUs
+// (smallops_crosscore_pingpong_ns: two pinned threads handing an atomic
+// counter back and forth), the machine's floor under every exchange of
+// the two-core rows.
 //
 // Buffers: each row's pipelines own their pool, ports and endpoints; the
 // initiator's frames go to the port (mem: the ring then the peer's

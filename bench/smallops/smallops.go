@@ -41,6 +41,12 @@ type Options struct {
 	Prefix string
 	// Seed seeds the fabric and the endpoints (0: 1).
 	Seed uint64
+	// MinCwnd is the initiator's least congestion window per connection
+	// (0: the transport stage's default). Swift reads the poll loops'
+	// turnaround as queueing and holds each connection near its floor,
+	// so the rows keep far fewer operations in flight than Window unless
+	// the floor is raised to Window's share of a connection.
+	MinCwnd float64
 	// oneLoop runs both endpoints of an in-memory row on one unpinned
 	// loop: one goroutine does all the work, so a CPU profile's shares
 	// are the cost of an operation at both ends (BenchmarkRow).
@@ -56,6 +62,9 @@ type Options struct {
 // DefaultWindow is Options.Window's default: the transport's default PSN
 // window on each of two connections.
 const DefaultWindow = 2 * rt.DefaultWindowSize
+
+// pingPongRounds is the cross-core ping-pong's round trips.
+const pingPongRounds = 100_000
 
 // Size is the operations' size.
 const Size = 64
@@ -140,8 +149,8 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	// Two pinned loops hold a P each; the measuring goroutine needs one.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 4)))
 	rep := report.New(o.Out)
-	rep.Note("bench smallops: %d B operations, %d in flight, initiator on CPU %d, target on CPU %d, busy loops; %v measured a row after %v of warm-up; %s, GOMAXPROCS %d",
-		Size, o.Window, cpuA, cpuB, o.Duration, o.Duration/5, runtime.Version(), runtime.GOMAXPROCS(0))
+	rep.Note("bench smallops: %d B operations, %d in flight, initiator on CPU %d, target on CPU %d, busy loops; %v measured a row after %v of warm-up; %s, GOMAXPROCS %d; least congestion window %v (0: the stage's default)",
+		Size, o.Window, cpuA, cpuB, o.Duration, o.Duration/5, runtime.Version(), runtime.GOMAXPROCS(0), o.MinCwnd)
 	got := map[string]result{}
 	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
@@ -159,6 +168,13 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		return 0, 0, fmt.Errorf("bench smallops: forwarding baseline: %w", err)
 	}
 	fmt.Fprintf(o.Out, "FIGURE smallops_mem_forwarding_mpps %.3f\n", mpps)
+	rtt, err := pingPong(cpuA, cpuB, pingPongRounds)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench smallops: %w", err)
+	}
+	fmt.Fprintf(o.Out, "FIGURE smallops_crosscore_pingpong_ns %.1f\n", float64(rtt.Nanoseconds()))
+	rep.Note("smallops_crosscore_pingpong_ns: one cache line's round trip between the pinned CPUs %d and %d (an atomic counter handed back and forth %d times, the median batch of a thousand; CPU %d's core holds CPUs %q, CPU %d's %q): the floor under every exchange of the two-core rows, whose packets, ACKs and ring indexes cross between the loops' CPUs",
+		cpuA, cpuB, pingPongRounds, cpuA, coreSiblings(cpuA), cpuB, coreSiblings(cpuB))
 	fwdOps := mpps * 1e6 / 2
 
 	push := got["mem_push64"]
@@ -333,7 +349,7 @@ func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi
 		size = o.size
 	}
 	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{size}, Seed: o.Seed + 1}
-	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed,
+	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed, MinCwnd: o.MinCwnd,
 		Peer: rt.PeerAddr{MAC: [6]byte(pt.Port(tp).Info().MAC), IP: ipB}}
 	if r.send {
 		// One push, then Sends alone.

@@ -45,9 +45,35 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	}
 	require.Contains(t, text, "FIGURE smallops_push64_vs_mem_forwarding ")
 	require.Contains(t, text, "FIGURE smallops_mem_forwarding_mpps ")
+	require.Contains(t, text, "FIGURE smallops_crosscore_pingpong_ns ")
 	require.Equal(t, 2, pass+fail)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
+}
+
+// TestMemPushOneLoopResendsNothing runs the in-memory push row with both
+// endpoints on one loop for a moment: the ring loses nothing, so no
+// packet may be resent, however often the loop (and with it both ends)
+// is descheduled on a busy machine.
+func TestMemPushOneLoopResendsNothing(t *testing.T) {
+	cpuA, cpuB, err := twoCPUs()
+	require.NoError(t, err)
+	o := Options{Duration: 300 * time.Millisecond, Window: DefaultWindow, Seed: 1, oneLoop: true}
+	res, err := runRow(context.Background(), o, rows[0], cpuA, cpuB)
+	require.NoError(t, err)
+	require.NotZero(t, res.ops)
+	require.Zero(t, res.retx+res.earlyR, "retransmissions on a lossless ring: %d timeout + %d early", res.retx, res.earlyR)
+}
+
+// TestPingPong checks that the cross-core ping-pong completes its rounds
+// between the two CPUs the rows use.
+func TestPingPong(t *testing.T) {
+	cpuA, cpuB, err := twoCPUs()
+	require.NoError(t, err)
+	rtt, err := pingPong(cpuA, cpuB, 5*pingPongBatch)
+	require.NoError(t, err)
+	require.Positive(t, rtt)
+	t.Logf("round trip of a cache line between CPUs %d and %d: %v", cpuA, cpuB, rtt)
 }
 
 // BenchmarkRow runs one row for its measured window (SMALLOPS_ROW, default
@@ -57,7 +83,8 @@ func TestRunPrintsEveryRow(t *testing.T) {
 // costs, whatever the machine's load. SMALLOPS_SIZE=N moves N-byte pushes
 // instead (8 in flight), for a profile of the bulk path; the endpoints'
 // loops carry the pprof label side=initiator or side=target on the rows
-// with two pipelines (afxdp).
+// with two pipelines (afxdp). SMALLOPS_MINCWND=N raises the initiator's
+// congestion floor (Options.MinCwnd).
 func BenchmarkRow(b *testing.B) {
 	name := os.Getenv("SMALLOPS_ROW")
 	if name == "" {
@@ -77,6 +104,10 @@ func BenchmarkRow(b *testing.B) {
 		}
 		if v := os.Getenv("SMALLOPS_IDLE"); v != "" {
 			o.idle, err = lcore.ParseIdleMode(v)
+			require.NoError(b, err)
+		}
+		if v := os.Getenv("SMALLOPS_MINCWND"); v != "" {
+			o.MinCwnd, err = strconv.ParseFloat(v, 64)
 			require.NoError(b, err)
 		}
 		if v := os.Getenv("SMALLOPS_WINDOW"); v != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/bench/smallops"
 	"github.com/peregrine-net/peregrine/core/rt"
 )
@@ -19,6 +20,7 @@ func newBenchSmallOpsCommand() *cobra.Command {
 		window   int
 		seed     uint64
 		prefix   string
+		minCwnd  float64
 	)
 	cmd := &cobra.Command{
 		Use:   "smallops",
@@ -40,22 +42,26 @@ io forwarding. Ratios:
   smallops_retransmits_without_loss  (goal = 0)
 
 and FIGURE smallops_push64_vs_mem_forwarding (the push rate over the
-forwarding rate of two packets: a push and its ACK). The namespaces are
+forwarding rate of two packets: a push and its ACK) and FIGURE
+smallops_crosscore_pingpong_ns (one cache line's round trip between the
+two CPUs, the floor under the two-core rows). The namespaces are
 deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench smallops
-  peregrine bench smallops --duration 500ms --window 64   # a quick look`,
+  peregrine bench smallops --duration 500ms --window 64   # a quick look
+  peregrine bench smallops --min-cwnd 128                 # the whole window in flight, past Swift's delay target`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return usage(
 				checkPositiveDuration("duration", duration, 10*time.Millisecond),
 				checkInt("window", window, 1, 2*rt.MaxWindowSize),
+				flagged("min-cwnd", config.CheckMinCwnd(minCwnd)),
 			)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := smallops.Run(ctx, smallops.Options{
-				Out: cmd.OutOrStdout(), Duration: duration, Window: window, Seed: seed, Prefix: prefix,
+				Out: cmd.OutOrStdout(), Duration: duration, Window: window, Seed: seed, Prefix: prefix, MinCwnd: minCwnd,
 			})
 			return err
 		},
@@ -64,6 +70,7 @@ deleted at the end, also on error or SIGINT/SIGTERM.`,
 	f.DurationVar(&duration, "duration", 2*time.Second, "each row's measured window (after a fifth of it of warm-up)")
 	f.IntVar(&window, "window", smallops.DefaultWindow, "operations kept in flight (on two connections; Sends on one)")
 	f.Uint64Var(&seed, "seed", 1, "seeds the fabric's losses and the endpoints")
+	f.Float64Var(&minCwnd, "min-cwnd", 0, "the initiator's least congestion window per connection in packets (0: the transport stage's default, 8); 128 keeps the whole window in flight")
 	f.StringVar(&prefix, "netns-prefix", "", "name the namespaces PREFIX-a and PREFIX-b (default pgso<pid>)")
 	return cmd
 }

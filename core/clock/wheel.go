@@ -222,17 +222,22 @@ func (w *Wheel) Advance(now Time, fire func(id TimerID, data uint64)) int {
 	if w.advancing {
 		panic("clock: Wheel.Advance called from its own fire callback")
 	}
-	w.advancing = true
-	defer func() { w.advancing = false }()
-
 	if now > w.now {
 		w.now = now
 	}
 	target := w.floorTicks(w.now)
+	dueHead := w.capacity + listDue
+	// Still in the tick the last Advance reached, with nothing armed due
+	// since: every other timer's tick is later, so nothing can fire. A
+	// busy poll loop calls Advance many times a tick; this is most calls.
+	if target <= w.cur && w.next[dueHead] == dueHead {
+		return 0
+	}
+	w.advancing = true
+	defer func() { w.advancing = false }()
 
 	// Timers armed already due join the current tick's level-0 slot, which
 	// the loop below visits first.
-	dueHead := w.capacity + listDue
 	for w.next[dueHead] != dueHead {
 		i := w.next[dueHead]
 		w.unlink(i)
