@@ -46,7 +46,7 @@ func newBenchScaleCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scale",
-		Short: "the sharded transport in memory: two shards on two cores ÷ one shard on one core, 64 B and 64 KiB pushes",
+		Short: "sharded transport and multi-queue forwarding: two shards (queues) on two cores ÷ one on one core, in memory and over AF_XDP veth",
 		Long: `scale runs a sharded transport initiator and target over an in-memory port
 pair of one queue per shard (steer=queue: the initiator's shard i sends on
 queue i, which is the target's shard i). Shard i of both endpoints runs on
@@ -59,9 +59,28 @@ shard, on two connections per shard:
   transport_2shards_vs_1_goodput_mem   64 KiB pushes, 2 shards ÷ 1 (goal >= 1.8)
   steered_in_software_fraction         frames a shard handed to another (goal = 0)
 
-Each row prints its per-shard figures and their sum. --count small runs
-short windows on sleeping loops (a check that everything runs, not a
-measurement).`,
+As root it then measures over AF_XDP (copy mode) on veth pairs created with
+one queue per shard or forwarding queue:
+
+  fwd_2queues_vs_1_afxdp_veth          io forwarding of 64 B frames between two
+                                       veth pairs (gen ↔ fwd ↔ sink, three
+                                       namespaces), 2 queues ÷ 1 (goal >= 1.6)
+  transport_2shards_vs_1_afxdp_veth    64 B pushes, 2 shards ÷ 1 (goal >= 1.5)
+  steered_in_software_fraction_afxdp_veth  as above, on AF_XDP (goal = 0)
+
+In the forwarding rows loop q, pinned to core q, runs queue q's generator
+(as fast as it can), forwarder and sink: veth delivers what is sent on
+transmit queue q on the peer's receive queue q, so each core carries one
+whole chain and both sides of the ratio have the same cores per queue (the
+generator and sink share the forwarder's cores: there are two). Beside the
+ratio it prints the kernel's share (system, irq and softirq time in
+/proc/stat) of each core over the window: veth copy mode does its copies in
+the kernel, which bounds what a second queue can add. Without root these
+rows print as SKIP.
+
+Each row prints its per-shard (per-queue) figures and their sum. --count
+small runs short windows on sleeping, unpinned loops (a check that
+everything runs, not a measurement).`,
 		Example: `  peregrine bench scale
   peregrine bench scale --count small   # a quick look`,
 		Args: cobra.NoArgs,
