@@ -283,6 +283,27 @@ func scalePorts(r scaleRow, name string) (ini, tgt string, frames int, cleanup f
 	return ini, tgt, 16384 * r.shards, del, nil
 }
 
+// scalePipeline opens ports with a pool of frames and n loops, loop i
+// pinned to cpus[i%2] and busy polling (--count small: unpinned and
+// sleeping).
+func scalePipeline(o scaleOptions, name, loop string, frames int, ports []string, n int, cpus [2]int) (*app.Pipeline, error) {
+	lcores := make([]app.Lcore, n)
+	idle := lcore.IdleBusy
+	for i := range lcores {
+		lcores[i] = app.Lcore{Name: fmt.Sprintf("%s%d", loop, i), CPU: cpus[i%2]}
+		if o.small {
+			lcores[i].CPU, idle = -1, lcore.IdleSleep
+		}
+	}
+	return app.New(app.Options{
+		Pool:   mbuf.Options{Name: "bench-" + name, Frames: frames},
+		Ports:  ports,
+		Lcores: lcores,
+		Idle:   lcore.IdlePolicy{Mode: idle},
+		Clock:  clock.NewReal(),
+	})
+}
+
 // runScaleRow runs one row: both endpoints of r.shards shards over a port
 // pair, shard i of each on loop i.
 func runScaleRow(ctx context.Context, o scaleOptions, r scaleRow, cpus [2]int) (res scaleResult, err error) {
@@ -292,22 +313,11 @@ func runScaleRow(ctx context.Context, o scaleOptions, r scaleRow, cpus [2]int) (
 		return res, err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	lcores := make([]app.Lcore, r.shards)
 	loops := make([]int, r.shards)
-	idle := lcore.IdleBusy
-	for i := range lcores {
-		lcores[i], loops[i] = app.Lcore{Name: fmt.Sprintf("shard%d", i), CPU: cpus[i%2]}, i
-		if o.small {
-			lcores[i].CPU, idle = -1, lcore.IdleSleep
-		}
+	for i := range loops {
+		loops[i] = i
 	}
-	p, err := app.New(app.Options{
-		Pool:   mbuf.Options{Name: "bench-" + name, Frames: frames},
-		Ports:  []string{iniSpec, tgtSpec},
-		Lcores: lcores,
-		Idle:   lcore.IdlePolicy{Mode: idle},
-		Clock:  clock.NewReal(),
-	})
+	p, err := scalePipeline(o, name, "shard", frames, []string{iniSpec, tgtSpec}, r.shards, cpus)
 	if err != nil {
 		return res, err
 	}
@@ -325,16 +335,7 @@ func runScaleRow(ctx context.Context, o scaleOptions, r scaleRow, cpus [2]int) (
 	if err := p.Start(); err != nil {
 		return res, err
 	}
-	wait := func(d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
+	wait := func(d time.Duration) error { return sleepCtx(ctx, d) }
 	perShard := func() []uint64 {
 		n := make([]uint64, len(ini.Shards))
 		for i, s := range ini.Shards {
@@ -455,21 +456,8 @@ func runFwdRow(ctx context.Context, o scaleOptions, queues int, cpus [2]int) (re
 	spec := func(ifname string, ns *netns.NS) string {
 		return fmt.Sprintf("afxdp:%s?netns=%s&queues=%d&ring=1024", ifname, ns.Name, queues)
 	}
-	lcores := make([]app.Lcore, queues)
-	idle := lcore.IdleBusy
-	for q := range lcores {
-		lcores[q] = app.Lcore{Name: fmt.Sprintf("chain%d", q), CPU: cpus[q%2]}
-		if o.small {
-			lcores[q].CPU, idle = -1, lcore.IdleSleep
-		}
-	}
-	p, err := app.New(app.Options{
-		Pool:   mbuf.Options{Name: "bench-" + id, Frames: 16384 * queues},
-		Ports:  []string{spec(topo.GenIf, topo.Gen), spec(topo.FwdGenIf, topo.Fwd), spec(topo.FwdSinkIf, topo.Fwd), spec(topo.SinkIf, topo.Sink)},
-		Lcores: lcores,
-		Idle:   lcore.IdlePolicy{Mode: idle},
-		Clock:  clock.NewReal(),
-	})
+	p, err := scalePipeline(o, id, "chain", 16384*queues,
+		[]string{spec(topo.GenIf, topo.Gen), spec(topo.FwdGenIf, topo.Fwd), spec(topo.FwdSinkIf, topo.Fwd), spec(topo.SinkIf, topo.Sink)}, queues, cpus)
 	if err != nil {
 		return res, err
 	}
