@@ -19,7 +19,7 @@ import (
 )
 
 // ratioLine matches Ratio.Line's output.
-var ratioLine = regexp.MustCompile(`^RATIO (\S+) (\S+) goal (<=|>=) (\S+) (PASS|FAIL)$`)
+var ratioLine = regexp.MustCompile(`^RATIO (\S+) (\S+) goal (<=|>=) (\S+) (PASS|FAIL|SKIP)$`)
 
 // Point is one point of a figure's series: a SERIES line,
 //
@@ -78,7 +78,7 @@ func Parse(r io.Reader) []Ratio {
 		if m := ratioLine.FindStringSubmatch(line); m != nil {
 			v, _ := strconv.ParseFloat(m[2], 64)
 			t, _ := strconv.ParseFloat(m[4], 64)
-			out = append(out, Ratio{Name: m[1], Value: v, Op: Op(m[3]), Target: t})
+			out = append(out, Ratio{Name: m[1], Value: v, Op: Op(m[3]), Target: t, Skipped: m[5] == "SKIP"})
 			continue
 		}
 		if d, ok := strings.CutPrefix(line, "  # "); ok && len(out) > 0 && out[len(out)-1].Detail == "" {
@@ -106,7 +106,10 @@ func WriteMarkdown(dir, scenario string, ratios []Ratio, points []Point, at time
 	pass := 0
 	for _, r := range ratios {
 		verdict := "FAIL"
-		if r.Pass() {
+		switch {
+		case r.Skipped:
+			verdict = "SKIP"
+		case r.Pass():
 			verdict = "PASS"
 			pass++
 		}

@@ -1,9 +1,13 @@
 // Package report prints benchmark comparisons in the one format every
 // peregrine bench scenario shares:
 //
-//	RATIO <name> <value> goal <op> <target> <PASS|FAIL>
+//	RATIO <name> <value> goal <op> <target> <PASS|FAIL|SKIP>
 //	...
-//	BENCH-SUMMARY pass=<n> fail=<m>
+//	BENCH-SUMMARY pass=<n> fail=<m> [skip=<k>]
+//
+// A SKIP ratio could not be measured here (e.g. it needs root): its value
+// is NaN, its detail line says why, and it counts as neither pass nor
+// fail (skip=<k> appears only when k > 0).
 //
 // A ratio compares peregrine with a baseline measured in the same run, so the
 // figures stay meaningful on a shared, noisy machine.
@@ -32,6 +36,8 @@ type Ratio struct {
 	// Detail is printed on a comment line after the ratio: the raw figures
 	// behind it.
 	Detail string
+	// Skipped marks a ratio that was not measured; Detail says why.
+	Skipped bool
 }
 
 // Pass reports whether the goal is met. A NaN value (no measurement) fails.
@@ -48,7 +54,10 @@ func (r Ratio) Pass() bool {
 // Line formats the RATIO line.
 func (r Ratio) Line() string {
 	verdict := "FAIL"
-	if r.Pass() {
+	switch {
+	case r.Skipped:
+		return fmt.Sprintf("RATIO %s NaN goal %s %g SKIP", r.Name, r.Op, r.Target)
+	case r.Pass():
 		verdict = "PASS"
 	}
 	return fmt.Sprintf("RATIO %s %.3f goal %s %g %s", r.Name, r.Value, r.Op, r.Target, verdict)
@@ -56,8 +65,8 @@ func (r Ratio) Line() string {
 
 // Report collects ratios and writes them as they come.
 type Report struct {
-	w          io.Writer
-	pass, fail int
+	w                io.Writer
+	pass, fail, skip int
 }
 
 // New writes to w.
@@ -69,9 +78,12 @@ func (rep *Report) Add(r Ratio) {
 	if r.Detail != "" {
 		fmt.Fprintf(rep.w, "  # %s\n", r.Detail)
 	}
-	if r.Pass() {
+	switch {
+	case r.Skipped:
+		rep.skip++
+	case r.Pass():
 		rep.pass++
-	} else {
+	default:
 		rep.fail++
 	}
 }
@@ -83,6 +95,10 @@ func (rep *Report) Note(format string, args ...any) {
 
 // Summary prints the closing line and returns the counts.
 func (rep *Report) Summary() (pass, fail int) {
-	fmt.Fprintf(rep.w, "BENCH-SUMMARY pass=%d fail=%d\n", rep.pass, rep.fail)
+	skip := ""
+	if rep.skip > 0 {
+		skip = fmt.Sprintf(" skip=%d", rep.skip)
+	}
+	fmt.Fprintf(rep.w, "BENCH-SUMMARY pass=%d fail=%d%s\n", rep.pass, rep.fail, skip)
 	return rep.pass, rep.fail
 }

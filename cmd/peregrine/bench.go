@@ -26,9 +26,11 @@ func newBenchCommand() *cobra.Command {
 
   RATIO <name> <value> goal <op> <target> <PASS|FAIL>
 
-each followed by a comment line with the raw figures, and last
+each followed by a comment line with the raw figures (SKIP instead of the
+verdict, with the reason: a row that cannot run here, e.g. without root),
+and last
 
-  BENCH-SUMMARY pass=<n> fail=<m>
+  BENCH-SUMMARY pass=<n> fail=<m> [skip=<k>]
 
 It exits 0 when the scenario ran, whatever the verdicts (read the summary);
 non-zero when it could not run.`,

@@ -125,7 +125,15 @@ const BenchMTU = 1518 - 14
 // so any kind of port — AF_XDP, AF_PACKET, a kernel bridge — receives
 // there from the first frame.
 func BenchThreeNS(prefix, ifPrefix string) (*Topology3, error) {
-	t, err := ThreeNS(prefix, ifPrefix, VethOptions{GRO: true, MTU: BenchMTU})
+	return BenchThreeNSQueues(prefix, ifPrefix, 1)
+}
+
+// BenchThreeNSQueues is BenchThreeNS with queues receive and transmit
+// queues on every veth end: what is sent on transmit queue q arrives on
+// the peer's receive queue q, so a forwarder of one loop per queue sees
+// each of its queues fed by one of the generator's.
+func BenchThreeNSQueues(prefix, ifPrefix string, queues int) (*Topology3, error) {
+	t, err := ThreeNS(prefix, ifPrefix, VethOptions{Queues: queues, GRO: true, MTU: BenchMTU})
 	if err != nil {
 		return nil, err
 	}
