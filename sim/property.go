@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/fabric"
@@ -18,12 +19,53 @@ type Scenario struct {
 	Sim      Config
 	Workload WorkloadConfig
 	Close    bool
+	// Flap takes the link down both ways at Start+At for For (0: never),
+	// mid-transfer: every packet sent meanwhile is lost and retransmitted.
+	Flap Flap
+}
+
+// Flap is a link outage of a Scenario.
+type Flap struct{ At, For time.Duration }
+
+// flapper is the stage that takes a Sim's link down and up again.
+type flapper struct {
+	f            *fabric.Fabric
+	down, up     time.Duration
+	start        clock.Time
+	isDown, done bool
+}
+
+func (f *flapper) Name() string { return "flap" }
+
+func (f *flapper) Poll(now clock.Time) int {
+	switch {
+	case !f.isDown && !f.done && now >= f.start.Add(f.down):
+		f.f.SetLinkDown(fabric.Both, true)
+		f.isDown = true
+		return 1
+	case f.isDown && now >= f.start.Add(f.up):
+		f.f.SetLinkDown(fabric.Both, false)
+		f.isDown, f.done = false, true
+		return 1
+	}
+	return 0
+}
+
+func (f *flapper) NextDeadline() (clock.Time, bool) {
+	switch {
+	case f.done:
+		return 0, false
+	case f.isDown:
+		return f.start.Add(f.up), true
+	}
+	return f.start.Add(f.down), true
 }
 
 func (sc Scenario) String() string {
-	return fmt.Sprintf("seed %d: a→b {%v} b→a {%v} window %d/%d ackEvery %d/%d early %d conns %d+%d packets %d close %v",
+	return fmt.Sprintf("seed %d: a→b {%v} b→a {%v} window %d/%d ackEvery %d/%d early %d conns %d+%d packets %d close %v shards %d missteer %v flap %+v",
 		sc.Seed, sc.Sim.AtoB, sc.Sim.BtoA, sc.Sim.A.WindowSize, sc.Sim.B.WindowSize, sc.Sim.A.AckEvery, sc.Sim.B.AckEvery,
-		sc.Sim.A.EarlyRetransmitDistance, sc.Workload.Conns, sc.Workload.ReverseConns, sc.Workload.Packets, sc.Close)
+		sc.Sim.A.EarlyRetransmitDistance, sc.Workload.Conns, sc.Workload.ReverseConns, sc.Workload.Packets, sc.Close,
+		max(sc.Sim.Shards, 1), sc.Sim.Missteer, sc.Flap)
 }
 
 // RandomScenario derives a scenario from seed: impairments of 0–10 % loss
@@ -191,7 +233,7 @@ func Check(sc Scenario, pool *mbuf.Pool) (rep Report, err error) {
 		if err != nil {
 			flags := ""
 			if sc.Sim.Shards > 1 {
-				flags = fmt.Sprintf(" -shards=%d -missteer=%g", sc.Sim.Shards, float64(sc.Sim.Missteer))
+				flags = fmt.Sprintf(" -shards=%d", sc.Sim.Shards)
 			}
 			err = fmt.Errorf("%v\n  replay: go test ./sim -run TestProperty -seed=%d%s\n  %w", sc, sc.Seed, flags, err)
 		}
@@ -211,6 +253,9 @@ func Check(sc Scenario, pool *mbuf.Pool) (rep Report, err error) {
 		}
 	}()
 	start := s.Clock.Now()
+	if sc.Flap.For > 0 && s.Fabric != nil {
+		s.AddStage(&flapper{f: s.Fabric, down: sc.Flap.At, up: sc.Flap.At + sc.Flap.For, start: start})
+	}
 	w := NewWorkload(s, sc.Workload)
 	if err := w.Open(); err != nil {
 		return rep, err

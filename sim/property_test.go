@@ -3,10 +3,12 @@ package sim
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +22,6 @@ var (
 	packetsFlag = flag.Int("packets", 0, "packets per side and connection in TestProperty (default 60)")
 	traceFlag   = flag.Bool("frames", false, "with -seed: log every frame the endpoints send and receive")
 	shardsFlag  = flag.Int("shards", 1, "with -seed: shards per side in TestProperty")
-	missFlag    = flag.Float64("missteer", 0, "with -seed and -shards: percent of frames put on a wrong shard's queue")
 )
 
 // propertySeeds is how many seeds TestProperty runs unsharded, and
@@ -36,18 +37,19 @@ const shardedSeedBase = 1_000_000
 
 // TestProperty runs random scenarios with unsharded endpoints, then with
 // hosts of 2 and 4 shards (Config.Shards), where, besides the properties
-// Check verifies for every run, every shard of the opening side opens
+// Check verifies for every run, every shard of both sides gets
 // connections, no shard receives another's frame, and nothing is handed
-// over in software except what the NIC missteered. Every fourth sharded
-// seed missteers 5 % of the frames, and those must reach their shards
-// through app/shard's hand-off, still exactly once.
+// over in software except what the NIC missteered (shardedScenario).
 func TestProperty(t *testing.T) {
 	packets := 60
 	if *packetsFlag > 0 {
 		packets = *packetsFlag
 	}
 	if seed, ok := testenv.Replay(t); ok {
-		sc := RandomScenario(seed, packets).Sharded(*shardsFlag, fabric.Percent(*missFlag))
+		sc := RandomScenario(seed, packets)
+		if *shardsFlag > 1 {
+			sc = shardedScenario(seed, packets, *shardsFlag)
+		}
 		if *traceFlag {
 			sc.Sim.Trace = os.Stdout
 		}
@@ -65,18 +67,31 @@ func TestProperty(t *testing.T) {
 			}
 			n := shardedSeeds.N(t)
 			handed := runProperty(t, n, func(seed uint64) Scenario {
-				seed += shardedSeedBase * uint64(shards)
-				miss := fabric.Percent(0)
-				if seed%4 == 3 {
-					miss = 5
-				}
-				return RandomScenario(seed, packets).Sharded(shards, miss)
+				return shardedScenario(seed+shardedSeedBase*uint64(shards), packets, shards)
 			})
 			if n >= 8 {
 				require.NotZero(t, handed, "missteered frames reached their shards through the software hand-off")
 			}
 		})
 	}
+}
+
+// shardedScenario is the random scenario of seed on hosts of shards
+// shards, and one seed in four of them missteers 5 % of the arriving
+// frames (which must reach their shards through app/shard's hand-off,
+// still exactly once), another one in four takes the link down both ways
+// for up to 3 ms mid-transfer.
+func shardedScenario(seed uint64, packets, shards int) Scenario {
+	miss := fabric.Percent(0)
+	if seed%4 == 3 {
+		miss = 5
+	}
+	sc := RandomScenario(seed, packets).Sharded(shards, miss)
+	if seed%4 == 1 {
+		r := rand.New(rand.NewPCG(seed, 0xf1a9))
+		sc.Flap = Flap{At: time.Duration(100+r.IntN(900)) * time.Microsecond, For: time.Duration(500+r.IntN(2500)) * time.Microsecond}
+	}
+	return sc
 }
 
 // runProperty checks n scenarios, scenario(0..n-1), on two workers, and

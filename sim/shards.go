@@ -29,7 +29,8 @@ import (
 // shard i, as it does on a multi-queue port where queue i of one end
 // delivers to queue i of the other (mem's SteerQueue, veth). With
 // Config.Missteer it puts that share of the frames on a wrong queue
-// instead, so app/shard's software hand-off carries them (and counts
+// instead (of the frames that name a connection: a ConnOpen's queue is
+// its flow's), so app/shard's software hand-off carries them (and counts
 // them). What the shards send on their queues the NIC passes to the
 // network unchanged.
 //
@@ -117,10 +118,10 @@ func (h *host) Poll(clock.Time) int {
 
 // queue is the queue the NIC puts a frame on.
 func (h *host) queue(b []byte) int {
-	q := -1
+	q, named := -1, false
 	if l4, ok := wire.L4Offset(b); ok {
 		if cid, ok := wire.PeekCID(b, l4); ok && cid != 0 {
-			if q = rt.CIDShard(cid, h.bits); q >= h.n {
+			if q, named = rt.CIDShard(cid, h.bits), true; q >= h.n {
 				q = 0
 			}
 		}
@@ -131,7 +132,11 @@ func (h *host) queue(b []byte) int {
 	if q < 0 {
 		q = mem.RSSQueue(mem.RSSHash(b), h.n)
 	}
-	if h.miss > 0 && h.rng.Float64()*100 < float64(h.miss) {
+	// Only frames that name a connection are missteered: a flow's
+	// ConnOpens reach one queue on a real port (the same hash, the same
+	// sending queue), and app/shard leaves them where they land, so a
+	// repeat on another shard would open a second connection there.
+	if named && h.miss > 0 && h.rng.Float64()*100 < float64(h.miss) {
 		q = (q + 1 + h.rng.IntN(h.n-1)) % h.n
 		h.Missed++
 	}
