@@ -99,6 +99,17 @@
 // Scenarios waiting for a fix are skipped with the failure they give;
 // PEREGRINE_FAULT_UNSKIP=1 runs them anyway.
 //
+// A node with NodeConfig.Shards is a sharded host as above, each shard an
+// incarnation of its own (a ShardedPeer). TestFaultsSharded runs every
+// scenario against a target of 2 and 4 shards (200 seeds each; 12 in
+// -short or under the race detector), each initiator's CIDs naming the
+// shard its number pairs it with, and checks besides the suite's
+// invariants that no target shard received a frame of another's
+// connection, that nothing was handed over in software, and, where four
+// initiators share the target, that every shard accepted connections:
+//
+//	go test ./sim -run 'TestFaultsSharded/shards=S/NAME$' -seed=N [-frames]
+//
 // # Buffer ownership
 //
 // The simulation owns nothing of its own beyond the ports it makes: the
