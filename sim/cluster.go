@@ -39,6 +39,10 @@ type NodeConfig struct {
 	// a bare rt.Endpoint. It runs at New and at every Restart, so a test
 	// that keeps a handle on the incarnation records it here.
 	Make func(n *Node, o rt.Options) (Peer, error)
+	// Shards makes the node a sharded host (shards.go) of that many
+	// incarnations, one per shard, Make called for each with its
+	// ShardBits, Shard, Queue and port filled in; 0 or 1: one.
+	Shards int
 }
 
 // ClusterConfig describes a Cluster: N nodes, each joined to an emulated
@@ -96,6 +100,7 @@ type Node struct {
 
 	cfg  NodeConfig
 	wrap *watchPort
+	host *host     // nil unless NodeConfig.Shards > 1
 	sw   port.Port // the switch's side of the link
 }
 
@@ -103,8 +108,79 @@ type Node struct {
 func (n *Node) Addr() rt.PeerAddr { return rt.PeerAddr{MAC: [6]byte(n.Port.Info().MAC), IP: n.IP} }
 
 // Transport returns the current incarnation's rt.Endpoint (the Peer
-// itself, or what its Transport method returns), or nil.
+// itself, or what its Transport method returns; shard 0's on a sharded
+// node), or nil.
 func (n *Node) Transport() *rt.Endpoint { return transportOf(n.Peer) }
+
+// Transports returns every shard's rt.Endpoint (one on a node that is not
+// sharded), or nil.
+func (n *Node) Transports() []*rt.Endpoint {
+	if sp, ok := n.Peer.(*ShardedPeer); ok {
+		eps := make([]*rt.Endpoint, 0, len(sp.Shards))
+		for _, p := range sp.Shards {
+			if e := transportOf(p); e != nil {
+				eps = append(eps, e)
+			}
+		}
+		return eps
+	}
+	if e := n.Transport(); e != nil {
+		return []*rt.Endpoint{e}
+	}
+	return nil
+}
+
+// Touched returns, per shard of a sharded node, the frames its incarnation
+// received whose CID names another shard (nil when not sharded), and the
+// frames the node's software hand-off moved between shards.
+func (n *Node) Touched() (perShard []uint64, handedOver uint64) {
+	if n.host == nil {
+		return nil, 0
+	}
+	return n.host.Touched(), n.host.set.Total().SteeredOut
+}
+
+// ShardedPeer is the incarnation of a sharded node: one Peer per shard and
+// the node's NIC, polled in turn.
+type ShardedPeer struct {
+	Shards []Peer
+	host   *host
+}
+
+func (p *ShardedPeer) Name() string { return p.host.Name() }
+
+func (p *ShardedPeer) Poll(now clock.Time) int {
+	work := p.host.Poll(now)
+	for _, s := range p.Shards {
+		work += s.Poll(now)
+	}
+	return work + p.host.Poll(now)
+}
+
+func (p *ShardedPeer) NextDeadline() (clock.Time, bool) {
+	var e earliest
+	for _, s := range p.Shards {
+		e.consider(s.NextDeadline())
+	}
+	return e.t, e.ok
+}
+
+func (p *ShardedPeer) Stop(now clock.Time) {
+	for _, s := range p.Shards {
+		s.Stop(now)
+	}
+}
+
+func (p *ShardedPeer) Close() error {
+	var err error
+	for _, s := range p.Shards {
+		err = errors.Join(err, s.Close())
+	}
+	return err
+}
+
+// Transport is shard 0's.
+func (p *ShardedPeer) Transport() *rt.Endpoint { return transportOf(p.Shards[0]) }
 
 type transporter interface{ Transport() *rt.Endpoint }
 
@@ -175,6 +251,11 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		}
 		n.Port, n.Link, n.sw = a, f, b
 		n.wrap = &watchPort{Port: a, c: c, node: i}
+		if nc.Shards > 1 {
+			if n.host, err = newHost("host-"+nc.Name, n.wrap, c.Pool, nc.Shards, 0, n.Seed); err != nil {
+				return nil, c.fail(err)
+			}
+		}
 		c.Nodes = append(c.Nodes, n)
 		swPorts = append(swPorts, b)
 		macs = append(macs, [6]byte(a.Info().MAC))
@@ -216,7 +297,24 @@ func (c *Cluster) incarnate(n *Node, seed uint64) error {
 	if mk == nil {
 		mk = func(_ *Node, o rt.Options) (Peer, error) { return rt.NewEndpoint(o) }
 	}
-	p, err := mk(n, o)
+	var p Peer
+	var err error
+	if n.host == nil {
+		p, err = mk(n, o)
+	} else {
+		sp := &ShardedPeer{host: n.host}
+		for i := range n.host.n {
+			oi := shardOptions(o, o.Name+"/", i, n.host.n, seed)
+			oi.Port = n.host.ports[i]
+			var pi Peer
+			if pi, err = mk(n, oi); err != nil {
+				err = errors.Join(err, sp.Close())
+				break
+			}
+			sp.Shards = append(sp.Shards, pi)
+		}
+		p = sp
+	}
 	if err != nil {
 		return fmt.Errorf("sim: node %s incarnation %d: %w", n.Name, n.Incarnation, err)
 	}
@@ -332,12 +430,13 @@ func (c *Cluster) deadlines(e *earliest) {
 // check checks the live nodes' transports.
 func (c *Cluster) check(deep bool) error {
 	for _, n := range c.Nodes {
-		e := n.Transport()
-		if e == nil || n.Dead {
+		if n.Dead {
 			continue
 		}
-		if err := checkTransport(e, deep); err != nil {
-			return fmt.Errorf("node %s at %v (poll %d): %w", e.Name(), c.Clock.Now(), c.loop.polls, err)
+		for _, e := range n.Transports() {
+			if err := checkTransport(e, deep); err != nil {
+				return fmt.Errorf("node %s at %v (poll %d): %w", e.Name(), c.Clock.Now(), c.loop.polls, err)
+			}
 		}
 	}
 	return nil
@@ -382,6 +481,9 @@ func (c *Cluster) Stop() {
 		if n.Link != nil {
 			n.Link.Stop(now)
 		}
+		if n.host != nil {
+			n.host.stop()
+		}
 	}
 }
 
@@ -398,6 +500,9 @@ func (c *Cluster) Close() error {
 	for _, n := range c.Nodes {
 		if n.Peer != nil {
 			err = errors.Join(err, n.Peer.Close())
+		}
+		if n.host != nil {
+			err = errors.Join(err, n.host.close())
 		}
 		err = errors.Join(err, n.Link.Close(), n.Port.Close(), n.sw.Close())
 	}

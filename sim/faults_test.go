@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
@@ -151,6 +152,8 @@ type fx struct {
 	k      int // initiators; the target is node k
 	target int
 	eps    []*txn.Endpoint
+	shards int             // the target's shards (0 or 1: not sharded)
+	tgts   []*txn.Endpoint // the target's current incarnation, shard by shard
 	keys   []uint32
 	mems   [][]byte
 	txOpts []txn.Options
@@ -208,8 +211,8 @@ func defaultTransport() rt.Options {
 
 // newFx builds the cluster of a run: k initiators and a target, each a
 // txn.Endpoint on a link of the switch.
-func newFx(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (*fx, error) {
-	x := &fx{sc: sc, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xfa17)), pool: pool,
+func newFx(sc *faultScenario, seed uint64, shards int, pool *mbuf.Pool, trace bool) (*fx, error) {
+	x := &fx{sc: sc, seed: seed, shards: shards, rng: rand.New(rand.NewPCG(seed, 0xfa17)), pool: pool,
 		ops: make(map[uint64]*opRec), tx: make(map[txKey]int), del: make(map[delKey]int),
 		cidGen: make(map[cidKey]int), lastRSN: make(map[*txn.Conn]uint32), hasRSN: make(map[*txn.Conn]bool),
 		cq: make([]txn.Completion, 64)}
@@ -240,6 +243,16 @@ func newFx(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (*fx, er
 	x.cfg.Nodes[x.target].Transport.KeepAlive = time.Millisecond
 	x.cfg.Nodes[x.target].Transport.IdleTimeout = 5 * time.Millisecond
 	sc.setup(x)
+	if shards > 1 {
+		// A sharded target; initiator i's CIDs name shard i mod shards, so
+		// the target's NIC pairs its connection with the target's shard of
+		// that number, as queue i of one multi-queue port reaches queue i
+		// of its peer.
+		x.cfg.Nodes[x.target].Shards = shards
+		for i := range x.k {
+			x.cfg.Nodes[i].Transport.ShardBits, x.cfg.Nodes[i].Transport.Shard = shard.Bits(shards), i%shards
+		}
+	}
 	if trace {
 		x.cfg.Trace = os.Stdout
 	}
@@ -271,6 +284,23 @@ func (x *fx) make(n *Node, o rt.Options) (Peer, error) {
 	if n.Index == x.target {
 		size = (x.k + 1) * faultSlots * faultMaxLen
 	}
+	if n.Index == x.target && o.Shard > 0 {
+		// Another shard of the same incarnation: the same memory, under
+		// the key the first shard's region got (each endpoint's first
+		// region has the same key).
+		r, err := ep.Register(x.mems[n.Index], txn.RemoteWrite|txn.RemoteRead)
+		if err == nil && r.Key != x.keys[n.Index] {
+			err = fmt.Errorf("shard %d registered the target's region as key %#x, shard 0 as %#x", o.Shard, r.Key, x.keys[n.Index])
+		}
+		if err != nil {
+			return nil, errors.Join(err, ep.Close())
+		}
+		x.tgts = append(x.tgts, ep)
+		return ep, nil
+	}
+	if n.Index == x.target {
+		x.tgts = x.tgts[:0]
+	}
 	mem := make([]byte, size)
 	if n.Index == x.target {
 		for a := x.k * faultSlots * faultMaxLen; a < size; a++ {
@@ -293,6 +323,9 @@ func (x *fx) make(n *Node, o rt.Options) (Peer, error) {
 		st.gen++
 	}
 	x.eps[n.Index], x.keys[n.Index], x.mems[n.Index] = ep, r.Key, mem
+	if n.Index == x.target {
+		x.tgts = append(x.tgts, ep)
+	}
 	return ep, nil
 }
 
@@ -714,7 +747,7 @@ func (x *fx) run() error {
 			if n.Dead || n.Peer == nil {
 				continue
 			}
-			if n.Peer.(*txn.Endpoint).Outstanding() != 0 || n.Transport().Conns() != 0 {
+			if x.outstanding(n) != 0 || conns(n) != 0 {
 				return false
 			}
 		}
@@ -727,7 +760,7 @@ func (x *fx) run() error {
 		var s []string
 		for _, n := range c.Nodes {
 			if !n.Dead && n.Peer != nil {
-				s = append(s, fmt.Sprintf("%s: %d transactions outstanding, %d connections", n.Name, n.Peer.(*txn.Endpoint).Outstanding(), n.Transport().Conns()))
+				s = append(s, fmt.Sprintf("%s: %d transactions outstanding, %d connections", n.Name, x.outstanding(n), conns(n)))
 			}
 		}
 		return fmt.Errorf("after closing, state left behind within %v (%w): %s", faultBound, err, strings.Join(s, "; "))
@@ -737,7 +770,7 @@ func (x *fx) run() error {
 	// or its side of a connection failed (its peers' requests are then
 	// dropped, placed or not).
 	tn := c.Nodes[x.target]
-	if tn.Dead || tn.Incarnation > 0 || tn.Transport().Stats().ConnFailed > 0 {
+	if tn.Dead || tn.Incarnation > 0 || sideStats(tn.Transports()).ConnFailed > 0 {
 		return nil
 	}
 	for tag := range x.nextTag {
@@ -745,6 +778,53 @@ func (x *fx) run() error {
 		if op.status == txn.StatusOK && op.done == 1 && !op.orphaned && op.kind == txn.OpPush &&
 			x.del[delKey{op.node, op.gen, op.rsn}] == 0 {
 			return fmt.Errorf("node %d push %d (RSN %d, connection %d) completed OK but the target's ULP never had it", op.node, op.tag, op.rsn, op.gen)
+		}
+	}
+	return nil
+}
+
+// outstanding is the transactions in progress at node n, every shard's.
+func (x *fx) outstanding(n *Node) int {
+	if n.Index == x.target {
+		k := 0
+		for _, ep := range x.tgts {
+			k += ep.Outstanding()
+		}
+		return k
+	}
+	return n.Peer.(*txn.Endpoint).Outstanding()
+}
+
+// conns is the connection slots held at node n, every shard's.
+func conns(n *Node) int {
+	k := 0
+	for _, e := range n.Transports() {
+		k += e.Conns()
+	}
+	return k
+}
+
+// checkShards verifies a sharded target from its counters: no shard's
+// endpoint received a frame whose CID names another shard, nothing was
+// handed over in software (the NIC steers every frame), and with at least
+// as many initiators as shards every shard of a target that lived through
+// the run accepted connections.
+func (x *fx) checkShards() error {
+	tn := x.c.Nodes[x.target]
+	touched, handed := tn.Touched()
+	for i, t := range touched {
+		if t != 0 {
+			return fmt.Errorf("target shard %d received %d frames whose CID names another shard", i, t)
+		}
+	}
+	if handed != 0 {
+		return fmt.Errorf("target: %d frames handed between shards in software, and the NIC missteered none", handed)
+	}
+	if x.k >= x.shards && !tn.Dead && tn.Incarnation == 0 {
+		for _, e := range tn.Transports() {
+			if e.Stats().ConnAccepted == 0 {
+				return fmt.Errorf("target shard %s accepted no connection of %d initiators", e.Name(), x.k)
+			}
 		}
 	}
 	return nil
@@ -768,18 +848,25 @@ func (x *fx) summary() string {
 
 // runFaultSeed runs one seed of a scenario and returns what failed, with
 // the command that replays it.
-func runFaultSeed(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (err error) {
-	x, err := newFx(sc, seed, pool, trace)
+func runFaultSeed(sc *faultScenario, seed uint64, shards int, pool *mbuf.Pool, trace bool) (err error) {
+	x, err := newFx(sc, seed, shards, pool, trace)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%s seed %d: %w\n  faults: %s\n  %s\n  replay: go test ./sim -run 'TestFaults/%s$' -seed=%d",
-				sc.name, seed, err, strings.Join(x.c.FaultsApplied(), ", "), x.summary(), sc.name, seed)
+			replay := fmt.Sprintf("go test ./sim -run 'TestFaults/%s$' -seed=%d", sc.name, seed)
+			if shards > 1 {
+				replay = fmt.Sprintf("go test ./sim -run 'TestFaultsSharded/shards=%d/%s$' -seed=%d", shards, sc.name, seed)
+			}
+			err = fmt.Errorf("%s seed %d: %w\n  faults: %s\n  %s\n  replay: %s",
+				sc.name, seed, err, strings.Join(x.c.FaultsApplied(), ", "), x.summary(), replay)
 		}
 	}()
 	err = x.run()
+	if err == nil && shards > 1 {
+		err = x.checkShards()
+	}
 	x.c.Stop()
 	if err == nil && pool.InUse() != 0 {
 		err = fmt.Errorf("%d frames still in use after the cluster stopped", pool.InUse())
@@ -787,7 +874,26 @@ func runFaultSeed(sc *faultScenario, seed uint64, pool *mbuf.Pool, trace bool) (
 	return errors.Join(err, x.c.Close())
 }
 
-func TestFaults(t *testing.T) {
+func TestFaults(t *testing.T) { runFaultSuite(t, 1, faultSeeds) }
+
+// shardedFaultSeeds is how many seeds each scenario runs at each of 2
+// and 4 shards (PEREGRINE_SEEDS overrides).
+var shardedFaultSeeds = testenv.Seeds{Full: 200, Short: 12, Race: 12}
+
+// TestFaultsSharded is the fault suite with a target of 2 and 4 shards
+// (NodeConfig.Shards), each initiator's connection paired with the
+// target's shard of its number: the suite's invariants, and from the
+// counters that no target shard received a frame of another's connection
+// and nothing was handed over in software; with as many initiators as
+// shards, every shard accepted connections.
+func TestFaultsSharded(t *testing.T) {
+	for _, shards := range []int{2, 4} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { runFaultSuite(t, shards, shardedFaultSeeds) })
+	}
+}
+
+// runFaultSuite runs every scenario with a target of shards shards.
+func runFaultSuite(t *testing.T, shards int, seeds testenv.Seeds) {
 	for i := range faultScenarios {
 		sc := &faultScenarios[i]
 		t.Run(sc.name, func(t *testing.T) {
@@ -797,10 +903,10 @@ func TestFaults(t *testing.T) {
 			}
 			if replay {
 				pool := newFaultPool(t)
-				require.NoError(t, runFaultSeed(sc, seed, pool, *traceFlag))
+				require.NoError(t, runFaultSeed(sc, seed, shards, pool, *traceFlag))
 				return
 			}
-			n := faultSeeds.N(t)
+			n := seeds.N(t)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -815,7 +921,7 @@ func TestFaults(t *testing.T) {
 						if seed >= int64(n) {
 							return
 						}
-						if err := runFaultSeed(sc, uint64(seed), pool, false); err != nil {
+						if err := runFaultSeed(sc, uint64(seed), shards, pool, false); err != nil {
 							mu.Lock()
 							failures = append(failures, err)
 							mu.Unlock()
@@ -1264,7 +1370,7 @@ func TestFaultsDeterministic(t *testing.T) {
 		for _, seed := range []uint64{1, 2} {
 			var digests []string
 			for range 2 {
-				x, err := newFx(sc, seed, pool, false)
+				x, err := newFx(sc, seed, 1, pool, false)
 				require.NoError(t, err)
 				require.NoError(t, x.run(), "%s seed %d", name, seed)
 				digests = append(digests, x.digest())

@@ -53,6 +53,13 @@ type Config struct {
 	// Trace, when set, receives a line for every frame each endpoint sends
 	// or receives (replaying a failed seed).
 	Trace io.Writer
+	// Shards makes each side a sharded host of that many endpoints
+	// (shards.go; 0 or 1: one endpoint), a power of two up to 256. A's
+	// connections are opened round robin over its shards, B's likewise.
+	Shards int
+	// Missteer is the share of arriving frames a sharded host's NIC puts
+	// on a wrong shard's queue, for app/shard's software hand-off to carry.
+	Missteer fabric.Percent
 }
 
 // middle is the network between the endpoints.
@@ -69,9 +76,12 @@ type middle interface {
 // them. It never spins through idle virtual time, and a run is fully
 // determined by its Config.
 type Sim struct {
-	Clock  *clock.Virtual
-	Pool   *mbuf.Pool
+	Clock *clock.Virtual
+	Pool  *mbuf.Pool
+	// A and B are shard 0 of each side; As and Bs every shard (one
+	// endpoint each when the sides are not sharded).
 	A, B   *rt.Endpoint
+	As, Bs []*rt.Endpoint
 	PortA  port.Port
 	PortB  port.Port
 	Fabric *fabric.Fabric // nil when Scripted
@@ -80,6 +90,7 @@ type Sim struct {
 	cfg     Config
 	ownPool bool
 	net     middle
+	hosts   [2]*host // nil unless Config.Shards > 1
 	loop    loop
 	closed  bool
 }
@@ -112,27 +123,90 @@ func New(cfg Config) (*Sim, error) {
 		}
 		s.PortA, s.PortB, s.Fabric, s.net = a, b, f, f
 	}
-	oa, ob := cfg.A, cfg.B
-	pa, pb := s.PortA, s.PortB
-	if cfg.Trace != nil {
-		pa = &tracePort{Port: pa, name: "a", pool: s.Pool, clk: s.Clock, w: cfg.Trace}
-		pb = &tracePort{Port: pb, name: "b", pool: s.Pool, clk: s.Clock, w: cfg.Trace}
+	n := max(cfg.Shards, 1)
+	for side, o := range []rt.Options{cfg.A, cfg.B} {
+		name, netPort, ip, seed := "a", s.PortA, IPA(), cfg.Seed
+		if side == 1 {
+			name, netPort, ip, seed = "b", s.PortB, IPB(), cfg.Seed+1
+		}
+		if o.Name == "" {
+			o.Name = name
+		}
+		if n > 1 {
+			h, err := newHost("sim-"+name, netPort, s.Pool, n, cfg.Missteer, seed)
+			if err != nil {
+				return nil, s.fail(err)
+			}
+			s.hosts[side] = h
+		}
+		o.Pool, o.Clock, o.LocalIP = s.Pool, s.Clock, ip
+		eps := make([]*rt.Endpoint, n)
+		for i := range n {
+			oi := shardOptions(o, o.Name, i, n, seed)
+			oi.Port = netPort
+			if h := s.hosts[side]; h != nil {
+				oi.Port = h.ports[i]
+			}
+			if cfg.Trace != nil {
+				oi.Port = &tracePort{Port: oi.Port, name: oi.Name, pool: s.Pool, clk: s.Clock, w: cfg.Trace}
+			}
+			if eps[i], err = rt.NewEndpoint(oi); err != nil {
+				return nil, s.fail(err)
+			}
+			if side == 0 {
+				s.As = append(s.As, eps[i])
+			} else {
+				s.Bs = append(s.Bs, eps[i])
+			}
+		}
 	}
-	oa.Port, oa.Pool, oa.Clock, oa.LocalIP, oa.Seed = pa, s.Pool, s.Clock, IPA(), cfg.Seed
-	ob.Port, ob.Pool, ob.Clock, ob.LocalIP, ob.Seed = pb, s.Pool, s.Clock, IPB(), cfg.Seed+1
-	if oa.Name == "" {
-		oa.Name = "a"
-	}
-	if ob.Name == "" {
-		ob.Name = "b"
-	}
-	if s.A, err = rt.NewEndpoint(oa); err != nil {
-		return nil, s.fail(err)
-	}
-	if s.B, err = rt.NewEndpoint(ob); err != nil {
-		return nil, s.fail(err)
-	}
+	s.A, s.B = s.As[0], s.Bs[0]
 	return s, nil
+}
+
+// Side returns the endpoints of side 0 (a) or 1 (b), shard by shard.
+func (s *Sim) Side(side int) []*rt.Endpoint {
+	if side == 0 {
+		return s.As
+	}
+	return s.Bs
+}
+
+// Endpoints returns every endpoint: a's shards, then b's.
+func (s *Sim) Endpoints() []*rt.Endpoint {
+	return append(append([]*rt.Endpoint(nil), s.As...), s.Bs...)
+}
+
+// Outstanding sums the endpoints' unacknowledged packets.
+func (s *Sim) Outstanding() int {
+	n := 0
+	for _, e := range s.Endpoints() {
+		n += e.Outstanding()
+	}
+	return n
+}
+
+// Missteered returns, per side, the frames its host's NIC put on a wrong
+// queue and app/shard handed over in software (zero unless sharded).
+func (s *Sim) Missteered() (nic, handedOver [2]uint64) {
+	for side, h := range s.hosts {
+		if h != nil {
+			nic[side], handedOver[side] = h.Missed, h.set.Total().SteeredOut
+		}
+	}
+	return nic, handedOver
+}
+
+// Touched returns, per side and shard, the frames a shard's endpoint
+// received whose CID names another shard (nil unless sharded).
+func (s *Sim) Touched() [2][]uint64 {
+	var t [2][]uint64
+	for side, h := range s.hosts {
+		if h != nil {
+			t[side] = h.Touched()
+		}
+	}
+	return t
 }
 
 func (s *Sim) fail(err error) error {
@@ -168,20 +242,34 @@ func (s *Sim) Idle(d time.Duration) error { return s.loop.idle(d) }
 // pollStages polls the added stages, then a, the network and b.
 func (s *Sim) pollStages(now clock.Time) (int, error) {
 	work := s.loop.pollAdded(now)
-	work += s.A.Poll(now)
+	for _, e := range s.As {
+		work += e.Poll(now)
+	}
+	if h := s.hosts[0]; h != nil {
+		work += h.Poll(now)
+	}
 	work += s.net.Poll(now)
-	work += s.B.Poll(now)
+	if h := s.hosts[1]; h != nil {
+		work += h.Poll(now)
+	}
+	for _, e := range s.Bs {
+		work += e.Poll(now)
+	}
 	return work, nil
 }
 
 func (s *Sim) deadlines(e *earliest) {
-	e.consider(s.A.NextDeadline())
-	e.consider(s.B.NextDeadline())
+	for _, ep := range s.As {
+		e.consider(ep.NextDeadline())
+	}
+	for _, ep := range s.Bs {
+		e.consider(ep.NextDeadline())
+	}
 	e.consider(s.net.NextDeadline())
 }
 
 func (s *Sim) check(deep bool) error {
-	for _, e := range []*rt.Endpoint{s.A, s.B} {
+	for _, e := range s.Endpoints() {
 		if err := checkTransport(e, deep); err != nil {
 			return fmt.Errorf("endpoint %s at %v (poll %d): %w", e.Name(), s.Clock.Now(), s.loop.polls, err)
 		}
@@ -193,14 +281,16 @@ func (s *Sim) check(deep bool) error {
 // pool. It reports a leak when the simulation owns its pool.
 func (s *Sim) Stop() error {
 	now := s.Clock.Now()
-	if s.A != nil {
-		s.A.Stop(now)
-	}
-	if s.B != nil {
-		s.B.Stop(now)
+	for _, e := range s.Endpoints() {
+		e.Stop(now)
 	}
 	if s.net != nil {
 		s.net.Stop(now)
+	}
+	for _, h := range s.hosts {
+		if h != nil {
+			h.stop()
+		}
 	}
 	// Frames an endpoint sent after the network's last Poll sit in the
 	// rings; the network's Stop drains its inputs (the tap) or a final
@@ -229,14 +319,16 @@ func (s *Sim) Close() error {
 	}
 	s.closed = true
 	err := s.Stop()
-	if s.A != nil {
-		err = errors.Join(err, s.A.Close())
-	}
-	if s.B != nil {
-		err = errors.Join(err, s.B.Close())
+	for _, e := range s.Endpoints() {
+		err = errors.Join(err, e.Close())
 	}
 	if s.net != nil {
 		err = errors.Join(err, s.net.Close())
+	}
+	for _, h := range s.hosts {
+		if h != nil {
+			err = errors.Join(err, h.close())
+		}
 	}
 	for _, p := range []port.Port{s.PortA, s.PortB} {
 		if p != nil {

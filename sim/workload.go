@@ -93,23 +93,28 @@ func NewWorkload(sim *Sim, cfg WorkloadConfig) *Workload {
 	w := &Workload{cfg: cfg, sim: sim, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), eps: [2]*rt.Endpoint{sim.A, sim.B}}
 	w.buf = make([]byte, cfg.MaxPayload)
 	for side := range 2 {
-		w.eps[side].SetULP(workloadSide{w, side})
+		for _, e := range sim.Side(side) {
+			e.SetULP(workloadSide{w, side})
+		}
 	}
 	sim.AddStage(w)
 	return w
 }
 
-// Open opens the configured connections.
+// Open opens the configured connections, round robin over each side's
+// shards.
 func (w *Workload) Open() error {
-	for range w.cfg.Conns {
-		c, err := w.sim.A.Open(w.sim.PeerB())
+	for i := range w.cfg.Conns {
+		as := w.sim.As
+		c, err := as[i%len(as)].Open(w.sim.PeerB())
 		if err != nil {
 			return err
 		}
 		w.opened = append(w.opened, c)
 	}
-	for range w.cfg.ReverseConns {
-		c, err := w.sim.B.Open(w.sim.PeerA())
+	for i := range w.cfg.ReverseConns {
+		bs := w.sim.Bs
+		c, err := bs[i%len(bs)].Open(w.sim.PeerA())
 		if err != nil {
 			return err
 		}
@@ -294,7 +299,7 @@ func (w *Workload) Done() bool {
 			return false
 		}
 	}
-	if w.sim.A.Outstanding() != 0 || w.sim.B.Outstanding() != 0 {
+	if w.sim.Outstanding() != 0 {
 		return false
 	}
 	return w.delivered+w.abandoned >= w.sent
