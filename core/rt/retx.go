@@ -37,11 +37,8 @@ type retxCtx struct {
 	// (detectLoss), not for the retransmit timeout; 0 when it is not.
 	rackDue clock.Time
 	early   bool // queued as an early retransmit
-	// waited: this expiry of the timer came late and was put off once,
-	// for a Poll that reads the ACKs the stall held up (onTimer).
-	waited bool
-	resync bool // the frame is a resync standing in for the abandoned packet
-	nacked bool // the resync stands in for a packet the peer's ULP refused
+	resync  bool // the frame is a resync standing in for the abandoned packet
+	nacked  bool // the resync stands in for a packet the peer's ULP refused
 	// refunds: transmissions given back because the peer refused them as
 	// out of window (refund), at most RetryLimit.
 	refunds uint16
@@ -90,23 +87,11 @@ func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
 		} else if x.holdUntil == 0 || e.now < x.holdUntil {
 			// Not the end of a peer's hold-off: the timeout runs from the
 			// last ACK that made progress (rtoDue).
-			c := &e.conns[x.conn]
-			due := e.rtoDue(c, x)
-			if e.now < due {
+			if due := e.rtoDue(&e.conns[x.conn], x); e.now < due {
 				e.armRetx(uint32(idx), x, due)
 				return
 			}
-			// A timer that fires late found our own loop not running when
-			// it was due, and the peer's ACK may have been held up by the
-			// same stall (one loop or one core for both ends): the ring
-			// is read once more before the packet is given up for lost.
-			if late := e.now.Sub(due); late > e.opts.TimerTick && !x.waited {
-				x.waited = true
-				e.armRetx(uint32(idx), x, e.now.Add(min(late, c.rtt.rto)))
-				return
-			}
 		}
-		x.waited = false
 		e.onRetxTimeout(uint32(idx), x)
 	case timerAck:
 		c := &e.conns[idx]
