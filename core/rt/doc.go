@@ -134,11 +134,6 @@
 // acknowledged a packet of its window (RFC 6298 restarts its timer on
 // every ACK of new data): a packet queued behind others that are still
 // being acknowledged is not resent because the queue outgrew the RTO.
-// A timer that fires late (more than a tick after its deadline: our own
-// loop was not running) waits once more, for as long as it was late and
-// at most an RTO, so that a Poll reads the ACKs the same stall held up
-// before the packet is resent: when both ends share a loop or a core the
-// receiver's delayed ACK is as late as the sender's timer.
 //
 // Loss is found before the timeout by time, RACK-style (RFC 8985;
 // retx.go, detectLoss): a hole is lost once a packet sent after it was
