@@ -51,20 +51,6 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
 }
 
-// TestMemPushOneLoopResendsNothing runs the in-memory push row with both
-// endpoints on one loop for a moment: the ring loses nothing, so no
-// packet may be resent, however often the loop (and with it both ends)
-// is descheduled on a busy machine.
-func TestMemPushOneLoopResendsNothing(t *testing.T) {
-	cpuA, cpuB, err := twoCPUs()
-	require.NoError(t, err)
-	o := Options{Duration: 300 * time.Millisecond, Window: DefaultWindow, Seed: 1, oneLoop: true}
-	res, err := runRow(context.Background(), o, rows[0], cpuA, cpuB)
-	require.NoError(t, err)
-	require.NotZero(t, res.ops)
-	require.Zero(t, res.retx+res.earlyR, "retransmissions on a lossless ring: %d timeout + %d early", res.retx, res.earlyR)
-}
-
 // TestPingPong checks that the cross-core ping-pong completes its rounds
 // between the two CPUs the rows use.
 func TestPingPong(t *testing.T) {
