@@ -14,7 +14,8 @@ import (
 // copies both, and the flows, into the published snapshot under mu.
 type flowRx struct {
 	flows     []FlowStats
-	lat       []FlowLatency // per flow, beside flows: an in-order frame's hot line stays FlowStats' first
+	lat       []FlowLatency // per flow: runs reach it when a flow's latency changes bucket
+	runs      []latRun      // per flow: 4 bytes, 40 KB at 10,000 flows (cache-resident)
 	cur       hist.HDR      // this interval's latencies
 	nextClose clock.Time
 	negative  uint64 // frames whose stamp is ahead of now (clocks not comparable): not recorded
@@ -31,7 +32,7 @@ type flowRx struct {
 }
 
 func newFlowRx(flows int) *flowRx {
-	return &flowRx{flows: make([]FlowStats, flows), lat: make([]FlowLatency, flows), snap: make([]FlowStats, flows)}
+	return &flowRx{flows: make([]FlowStats, flows), lat: make([]FlowLatency, flows), runs: make([]latRun, flows), snap: make([]FlowStats, flows)}
 }
 
 // frame accounts one stamped frame of a tracked flow, in st's counters
@@ -55,7 +56,7 @@ func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool,
 		return
 	}
 	f.latency(uint64(lat))
-	r.lat[flow].record(uint64(lat))
+	r.runs[flow].add(&r.lat[flow], uint64(lat))
 	r.cur.Record(uint64(lat))
 }
 
@@ -68,7 +69,13 @@ func (r *flowRx) close(now clock.Time, every time.Duration) {
 	copy(r.snap, r.flows)
 	r.negSnap = r.negative
 	if every == 0 {
+		for i := range r.runs {
+			r.runs[i].flush(&r.lat[i])
+		}
 		r.latSnap = append(r.latSnap[:0], r.lat...)
+		for i := range r.latSnap {
+			r.latSnap[i].n, r.latSnap[i].max = r.flows[i].LatCount, r.flows[i].LatencyMax
+		}
 	}
 	r.mu.Unlock()
 	r.closed.Add(1)

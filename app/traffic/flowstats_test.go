@@ -167,18 +167,25 @@ func TestFlowStatsExtentAndWindow(t *testing.T) {
 // BenchmarkSinkPerFlow is the pair gen_rx_per_flow_cost_vs_plain is the
 // ratio of (per-flow ns/frame ÷ plain ns/frame), at 10,000 flows: a feeder
 // stamps 32 frames of consecutive flows into a mem pair and the sink polls
-// them. "feed" is the feeder alone, to subtract from both.
+// them. "feed" is the feeder alone, to subtract from both. Every frame's
+// latency is 1 µs, so each flow's latency stays in one histogram bucket;
+// "per-flow-jitter" is the worst case, a flow's latency in another bucket
+// every frame (1-8 µs), which adds each frame to its flow's histogram.
 func BenchmarkSinkPerFlow(b *testing.B) {
 	const flows = 10000
-	for _, mode := range []string{"feed", "plain", "per-flow"} {
+	for _, mode := range []string{"feed", "plain", "per-flow", "per-flow-jitter"} {
 		b.Run(mode, func(b *testing.B) {
 			pool, err := mbuf.New(mbuf.Options{Name: "bench", Frames: 4096})
 			require.NoError(b, err)
 			pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "b", Size: 256})
 			require.NoError(b, err)
 			cache := pool.NewCache()
-			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode == "per-flow", Cache: cache, Interval: time.Second})
+			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode != "plain" && mode != "feed", Cache: cache, Interval: time.Second})
 			require.NoError(b, err)
+			var jitter int64
+			if mode == "per-flow-jitter" {
+				jitter = 1
+			}
 			tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
 			require.NoError(b, err)
 			bufs := make([]mbuf.Handle, 32)
@@ -192,7 +199,7 @@ func BenchmarkSinkPerFlow(b *testing.B) {
 				for _, h := range bufs[:n] {
 					frame := pool.Append(h, 64)
 					tmpl.PutUDP(frame, uint16(BaseSrcPort+flow))
-					writeStamp(frame, seqs[flow], int64(now)-1000)
+					writeStamp(frame, seqs[flow], int64(now)-1000<<(jitter*int64(seqs[flow]%4)))
 					seqs[flow]++
 					if flow++; flow == flows {
 						flow = 0
