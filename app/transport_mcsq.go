@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,7 +95,7 @@ func (p *Pipeline) AddMCSQInitiator(o MCSQInitiatorOptions) (*MCSQInitiator, err
 	}
 	m := &MCSQInitiator{opts: o, stop: make(chan struct{}), readStop: make(chan struct{})}
 	m.Endpoint, err = txn.New(txn.Options{OnConnEvent: m.conns.onEvent, Transport: rt.Options{Name: "initiator", Port: pt, Pool: p.pool, Clock: p.opts.Clock,
-		LocalIP: o.LocalIP, LocalMAC: [6]byte(pt.Info().MAC), MaxConns: 2 * o.DCSQs, MinRTO: o.MinRTO, RetryLimit: 20, Seed: o.Seed}})
+		LocalIP: o.LocalIP, LocalMAC: [6]byte(pt.Info().MAC), MaxConns: 2 * o.DCSQs, MinRTO: cmp.Or(o.MinRTO, DefaultMinRTO), RetryLimit: 20, Seed: o.Seed}})
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,9 @@ set -euo pipefail
 shopt -s inherit_errexit
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+script=trio.sh
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 
 if [[ $(id -u) -ne 0 ]]; then
 	if command -v sudo >/dev/null 2>&1; then
@@ -49,28 +52,14 @@ middle=${MIDDLE:-fabric}
 [[ $middle =~ ^(fabric|forwarder)$ ]] || { echo "trio.sh: MIDDLE=$middle must be fabric or forwarder" >&2; exit 2; }
 seconds=$(awk -v d="$duration" 'BEGIN {if (d ~ /ms$/) print substr(d, 1, length(d) - 2) / 1000; else print substr(d, 1, length(d) - 1)}')
 
-go=$(command -v go || true)
-[[ -n $go ]] || go=/usr/local/go/bin/go
-[[ -x $go ]] || { echo "trio.sh: no go toolchain in PATH or at /usr/local/go/bin/go" >&2; exit 1; }
+go=$(bench_go)
 
 prefix="tr$$"
 tmp=$(mktemp -d -t trio.XXXXXX)
 # The run -c processes live in this namespace (their ports open in the
 # topology's namespaces by ?netns=), so they are tracked by PID, each a
-# child of this script.
+# child of this script; each is given 15 s to stop (a drain takes up to 10 s).
 pids=()
-
-stop_pid() { # PID: SIGTERM, then SIGKILL after 15 s (a drain takes up to 10 s)
-	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 150; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
 
 cleanup() {
 	local rc=$?
@@ -78,7 +67,7 @@ cleanup() {
 	set +e
 	local pid
 	for pid in "${pids[@]}"; do
-		stop_pid "$pid"
+		stop_pid "$pid" 15
 	done
 	"$repo/hack/topo.sh" down "$prefix" >/dev/null 2>&1
 	rm -rf "$tmp"
@@ -87,15 +76,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-die() {
-	echo "trio.sh: $*" >&2
-	exit 1
-}
-
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 
 # wait_line FILE PATTERN PID WHAT: wait (30 s at most) for a line matching
 # PATTERN in FILE written by PID.
@@ -139,8 +119,8 @@ trio() {
 	pids+=("$mid")
 	wait_line "$tmp/middle.log" '^running' "$mid" "the $middle ($kind)"
 	timeout 120 "$tmp/peregrine" run -c "$dir/transport-initiator.yaml" --duration "$duration" >"$tmp/initiator.log" 2>&1 || rc=$?
-	stop_pid "$mid"
-	stop_pid "$target"
+	stop_pid "$mid" 15
+	stop_pid "$target" 15
 	pids=()
 	# Exit 1 is a run whose verification failed (operations left after the
 	# drain on a loaded machine): its goodput still counts, and it is said.

@@ -63,6 +63,9 @@ set -euo pipefail
 shopt -s inherit_errexit # a failure inside $(...) stops the script too
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+script=vs-quic.sh
+# shellcheck source=bench/lib.sh
+source "$repo/bench/lib.sh"
 
 if [[ $(id -u) -ne 0 ]]; then
 	if command -v sudo >/dev/null 2>&1; then
@@ -86,9 +89,7 @@ seed=${SEED:-1}
 [[ $fabric_idle =~ ^(busy|yield|sleep)$ ]] || { echo "vs-quic.sh: FABRIC_IDLE=$fabric_idle must be busy, yield or sleep" >&2; exit 2; }
 [[ $fabric_port =~ ^(afxdp|afpacket)$ ]] || { echo "vs-quic.sh: FABRIC_PORT=$fabric_port must be afxdp or afpacket" >&2; exit 2; }
 
-go=$(command -v go || true)
-[[ -n $go ]] || go=/usr/local/go/bin/go
-[[ -x $go ]] || { echo "vs-quic.sh: no go toolchain in PATH or at /usr/local/go/bin/go" >&2; exit 1; }
+go=$(bench_go)
 command -v ethtool >/dev/null || { echo "vs-quic.sh: ethtool not found (apt-get install ethtool)" >&2; exit 1; }
 
 prefix="pq$$"  # fabric path: $prefix-gen, -fwd, -sink
@@ -104,18 +105,6 @@ tmp=$(mktemp -d -t vs-quic.XXXXXX)
 # have been reused); fabric_pid and client_pid are set only while running.
 fabric_pid=
 client_pid=
-
-stop_pid() { # PID: SIGTERM, then SIGKILL after 5 s; PID is a child of this script
-	local pid=$1 i
-	kill -0 "$pid" 2>/dev/null || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
 
 our_namespaces() {
 	ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^($prefix|$tprefix)-" || true
@@ -155,16 +144,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-die() {
-	echo "vs-quic.sh: $*" >&2
-	exit 1
-}
-
-# median of the numbers given as arguments
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
 
 # field KEY LINE: the value of KEY=VALUE in a RESULT line
 field() {

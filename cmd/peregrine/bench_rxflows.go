@@ -23,7 +23,10 @@ share, subtracted from both):
   gen_rx_per_flow_cost_vs_plain     per-flow receiver ns/frame / plain receiver ns/frame (goal <= 1.2)
   gen_rx_per_flow_allocs_per_frame  heap allocations per frame with per-flow statistics (goal 0)
 
-and prints each receiver's ns/frame as a FIGURE line. Takes seconds.`,
+and prints each receiver's ns/frame as a FIGURE line. A round measures the
+three loops back to back (in rotating order) and gives one ratio; the RATIO
+is the median of the rounds' ratios, which a machine whose speed drifts
+over seconds moves less than a ratio of each loop's fastest. Takes seconds.`,
 		Example: `  peregrine bench rxflows
   peregrine bench rxflows --frames 65536 --rounds 1   # a quick look`,
 		Args: cobra.NoArgs,
@@ -37,8 +40,8 @@ and prints each receiver's ns/frame as a FIGURE line. Takes seconds.`,
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&frames, "frames", 1<<21, "frames per measurement")
-	cmd.Flags().IntVar(&rounds, "rounds", 3, "alternating measurements of each loop, the fastest kept")
+	cmd.Flags().IntVar(&frames, "frames", 1<<20, "frames per measurement")
+	cmd.Flags().IntVar(&rounds, "rounds", 9, "rounds of the three loops, each giving a ratio; the median is reported")
 	cmd.Flags().IntVar(&flows, "flows", 10000, "flows (UDP source ports) the frames cycle through")
 	return cmd
 }

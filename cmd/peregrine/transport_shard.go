@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/peregrine-net/peregrine/app"
+	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/ioi"
@@ -16,6 +19,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/internal/units"
+	"github.com/peregrine-net/peregrine/pmd"
 )
 
 // runTransportSharded is runTransport with --shards N: N endpoints, shard i
@@ -120,6 +124,9 @@ func runTransportSharded(ctx context.Context, cfg transportConfig, ip netip.Addr
 	}
 	steer := st.Steer.Total()
 	fmt.Fprintf(out, "  sum of %d shards: steered in software %d of %d frames received (%.4f)", cfg.shards, steer.SteeredOut, steer.Received, steer.SteeredFraction())
+	if m := st.Steer.Missteered(); m != nil {
+		fmt.Fprintf(out, "; mis-steered on arrival (XDP, per queue) %v", m)
+	}
 	if initiator {
 		fmt.Fprintf(out, "; %d ops, %s goodput\n", atEnd.Completed, formatBits(float64(atEnd.Bytes)*8/secs))
 	} else {
@@ -154,4 +161,42 @@ func runTransportSharded(ctx context.Context, cfg transportConfig, ip netip.Addr
 		atEnd.Completed, atEnd.Bytes, secs, float64(atEnd.Bytes)*8/secs/1e9,
 		float64(lat.Quantile(0.5))/1e3, float64(lat.Quantile(0.99))/1e3, float64(lat.Quantile(0.999))/1e3, cfg.shards)
 	return ok, nil
+}
+
+// shardedPortSpec completes an afxdp: --port for n shards: queues=n when
+// the spec names no queue count, and shard_bits (the CID bits n shards
+// use) when it has udp_port, so the XDP program counts frames that arrive
+// on another shard's queue without the user working out log2 n. A
+// shard_bits that contradicts --shards is refused: the program would
+// check the wrong bits and count every frame, or none. udp_port is not
+// added: it hands every other frame (ARP among them) to the kernel, which
+// changes more than steering. Other drivers' specs are returned as given.
+func shardedPortSpec(spec string, n int) (string, error) {
+	s, err := pmd.ParseSpec(spec)
+	if err != nil || s.Driver != "afxdp" || n <= 1 {
+		return spec, nil // opening the port reports a malformed spec
+	}
+	bits := int(shard.Bits(n))
+	var add []string
+	if !s.Params.Has("queues") && !s.Params.Has("queue") {
+		add = append(add, fmt.Sprintf("queues=%d", n))
+	}
+	if v := s.Params.Get("shard_bits"); v != "" {
+		if got, err := strconv.Atoi(v); err == nil && got != bits {
+			return "", fmt.Errorf("--port %q has shard_bits=%d but --shards %d puts the shard in %d CID bits: drop shard_bits (it follows --shards) or give shard_bits=%d", spec, got, n, bits, bits)
+		}
+	} else if s.Params.Has("udp_port") {
+		add = append(add, fmt.Sprintf("shard_bits=%d", bits))
+	}
+	if len(add) == 0 {
+		return spec, nil
+	}
+	sep := "?"
+	if strings.Contains(spec, "?") {
+		sep = "&"
+		if strings.HasSuffix(spec, "&") || strings.HasSuffix(spec, "?") {
+			sep = ""
+		}
+	}
+	return spec + sep + strings.Join(add, "&"), nil
 }

@@ -20,7 +20,7 @@ import (
 // pair of two queues, one AF_XDP socket per queue and shard: a counted
 // workload completes with every check passing, both shards of each side
 // carry operations, and the summary gives each shard's figures and their
-// sum.
+// sum, with no frame arriving on another shard's queue.
 func TestTransportShardedVeth(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: network namespaces, a veth pair and AF_XDP sockets")
@@ -39,7 +39,13 @@ func TestTransportShardedVeth(t *testing.T) {
 	base := transportConfig{window: 8, sizes: "64,4KiB", conns: 4, lcore: -1, idle: "sleep", frames: 8192, frameSize: 2048,
 		target: 200 * time.Microsecond, minRTO: time.Millisecond, rtWindow: 512, quiet: true, shards: 2, dcSQs: 16, duration: time.Minute}
 	tc := base
-	tc.role, tc.port, tc.ip = "target", "afxdp:sh1?netns="+b.Name+"&queues=2", "198.18.0.102"
+	// The target names neither queues nor shard_bits: --shards fills both
+	// in (as validation does), and its XDP program then counts frames
+	// arriving on another shard's queue.
+	tc.role, tc.ip = "target", "198.18.0.102"
+	tc.port, err = shardedPortSpec("afxdp:sh1?netns="+b.Name+"&udp_port=5140", tc.shards)
+	require.NoError(t, err)
+	require.Contains(t, tc.port, "queues=2&shard_bits=1")
 	ready := make(chan uint32, 1)
 	tc.ready = func(key uint32, _ int) { ready <- key }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -73,5 +79,6 @@ func TestTransportShardedVeth(t *testing.T) {
 		require.Contains(t, s, "sum of 2 shards")
 	}
 	require.Contains(t, out.String(), "RESULT proto=peregrine ops=4000 ")
+	require.Contains(t, tgtOut.String(), "mis-steered on arrival (XDP, per queue) [0 0]")
 	t.Logf("initiator:\n%s\ntarget:\n%s", out.String(), tgtOut.String())
 }

@@ -127,8 +127,8 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	idleVar(f, &cfg.idle)
 	f.IntVar(&cfg.frames, "frames", 32768, "frames in the packet pool (at least 1024)")
 	sizeVar(f, &cfg.frameSize, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384 (4096 for an MTU above 1778 on AF_XDP; above 4096, AF_XDP carries jumbo frames as several chunks)")
-	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "Swift's base target delay")
-	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "the shortest retransmit timeout")
+	f.DurationVar(&cfg.target, "target-delay", app.DefaultCongestionTarget, "Swift's base target delay")
+	f.DurationVar(&cfg.minRTO, "min-rto", app.DefaultMinRTO, "the shortest retransmit timeout")
 	f.Float64Var(&cfg.minCwnd, "min-cwnd", 0, "Swift's least congestion window in packets (0: 8; 0.01 is Swift's own floor, which paces a connection to a packet per hundred round trips once the loops' scheduling delays read as congestion)")
 	f.IntVar(&cfg.rtWindow, "psn-window", 512, "PSNs per sliding window and direction (64..4096, a multiple of 64): packets a connection may have in flight")
 	f.Uint64Var(&cfg.seed, "seed", 0, "seed of the endpoint's random choices: CIDs, initial PSNs (0: unpredictable, from crypto/rand, so a rerun is a new peer to the target; set one only to replay a run)")
@@ -140,7 +140,7 @@ every connection failed, prints the summary with the reason, and exits 1.`,
 	f.BoolVar(&cfg.qpns, "global-qpns", false, "run on global QP numbers (docs/qp-translation.md): every packet carries both ends' 24-bit QPNs, checked through a QP-translation CAM; it changes the wire, so give it to both ends")
 	f.IntVar(&cfg.postRecv, "post-recv", 0, "target: keep this many receive WQEs posted on every connection and check each Send placed in them (0: none)")
 	f.IntVar(&cfg.targets, "targets", 0, "initiator: post through a multi-channel send queue from 4 goroutines to this many targets (slices of the target's region; 0: the --conns workload)")
-	f.IntVar(&cfg.shards, "shards", 1, "endpoints, each on its own poll loop (shard i on CPU --lcores + i, or unpinned with --lcores -1) driving queue i of --port (open it with queues=N); the initiator deals its --conns round robin, each shard keeps --window in flight; give the target the same --shards")
+	f.IntVar(&cfg.shards, "shards", 1, "endpoints, each on its own poll loop (shard i on CPU --lcores + i, or unpinned with --lcores -1) driving queue i of --port (open it with queues=N: an afxdp: port that names no queue count gets queues=N, and one with udp_port gets the matching shard_bits, so its XDP program counts frames arriving on another shard's queue); the initiator deals its --conns round robin, each shard keeps --window in flight; give the target the same --shards")
 	f.IntVar(&cfg.dcSQs, "dc-sqs", 16, "initiator with --targets: DC send queues (connections) shared by the targets, 1..60")
 	return cmd
 }

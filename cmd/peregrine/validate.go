@@ -260,6 +260,11 @@ func (c *transportConfig) validate(fs *pflag.FlagSet) error {
 		if c.count > 0 && c.count < uint64(c.shards) {
 			return usage(fmt.Errorf("--count %d for --shards %d: give each shard an operation (use --count %d or more, or 0)", c.count, c.shards, c.shards))
 		}
+		port, err := shardedPortSpec(c.port, c.shards)
+		if err != nil {
+			return usage(err)
+		}
+		c.port = port
 	}
 	if need := txnload.TargetMemoryLenFor(c.window, sizes, c.shards); c.role == "target" && c.regionLen != 0 && c.regionLen < need {
 		return usage(fmt.Errorf("--region-size %d is smaller than the %d B this --window %d, --shards %d and --%s %s need ((shards + 1) × window × largest size): leave it out, or give at least %d", c.regionLen, need, c.window, c.shards, sizesFlag, spec, need))
