@@ -331,3 +331,59 @@ func TestPerFlowKeepsThePlainCounters(t *testing.T) {
 	require.Equal(t, plain, perFlow)
 	require.Positive(t, plain.Late)
 }
+
+// TestPerFlowSinkDropsUntrackedFlows: with per-flow accounting, frames of
+// flows past the tracked count (and of a source port below flow 0's) are
+// counted Foreign and touch no flow's state; tracked flows count exactly
+// their own frames.
+func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
+	pool, err := mbuf.New(mbuf.Options{Name: "untracked", Frames: 1024})
+	require.NoError(t, err)
+	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "u", Size: 256})
+	require.NoError(t, err)
+	cache := pool.NewCache()
+	const tracked = 8
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: tracked, Latency: true, PerFlow: true, Cache: cache})
+	require.NoError(t, err)
+	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
+	require.NoError(t, err)
+	bufs := make([]mbuf.Handle, 32)
+	now := clock.Time(time.Second)
+	const rounds = 5
+	for seq := range uint64(rounds) {
+		n := cache.AllocBurst(bufs)
+		require.Equal(t, 32, n)
+		for i, h := range bufs[:n] {
+			frame := pool.Append(h, 64)
+			port := uint16(BaseSrcPort + i)
+			if i == 31 {
+				port = BaseSrcPort - 1 // below flow 0
+			}
+			tmpl.PutUDP(frame, port)
+			writeStamp(frame, seq, int64(now)+500) // polled 1 µs later: 500 ns
+		}
+		require.Equal(t, n, pa.TxBurst(0, bufs[:n]))
+		now += clock.Time(time.Microsecond)
+		require.Equal(t, n, sink.Poll(now))
+	}
+	sink.Stop(now)
+	st := sink.Stats()
+	require.Equal(t, uint64(rounds*(32-tracked)), st.Foreign)
+	require.Equal(t, uint64(rounds*tracked), st.Received)
+	require.Equal(t, uint64(rounds*tracked), st.InOrder)
+	flows := sink.Flows()
+	require.Len(t, flows, tracked)
+	for i, f := range flows {
+		require.Equal(t, uint64(rounds), f.Received, "flow %d", i)
+		require.Equal(t, uint64(rounds), f.NextExp, "flow %d", i)
+		require.Equal(t, uint64(500), f.LatencyMax, "flow %d", i)
+	}
+	for i, l := range sink.FlowLatencies() {
+		require.Equal(t, uint64(rounds), l.Count(), "flow %d", i)
+		require.Equal(t, uint64(500), l.Quantile(1), "flow %d", i)
+	}
+	pa.Close()
+	pb.Close()
+	cache.Close()
+	require.NoError(t, pool.CheckLeaks())
+}
