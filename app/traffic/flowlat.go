@@ -45,6 +45,43 @@ func (h *FlowLatency) record(ns uint64) {
 	h.max = max(h.max, ns)
 }
 
+// A sink does not record into a flow's histogram frame by frame: that
+// would touch a line of a kilobyte-sized record per frame, beside the
+// flow's FlowStats. It keeps a run per flow instead — the bucket of the
+// flow's last latency and how many latencies in a row fell in it, one
+// uint32 in a small slice — and adds a run to the histogram only when
+// the flow's latency leaves that bucket (and at Stop). The count and
+// maximum are the flow's FlowStats.LatCount and LatencyMax, filled in
+// when the histogram is published.
+const (
+	runBits = 24
+	runMax  = 1<<runBits - 1
+)
+
+// latRun is a flow's pending run: bucket<<runBits | count (count 0:
+// none).
+type latRun uint32
+
+// add counts ns in run r; when ns falls in another bucket (or the run is
+// full) it first adds r's count to h.
+func (r *latRun) add(h *FlowLatency, ns uint64) {
+	b := latRun(flowLatBucket(ns))
+	if p := *r; p>>runBits == b && p&runMax != runMax {
+		*r = p + 1
+		return
+	}
+	r.flush(h)
+	*r = b<<runBits | 1
+}
+
+// flush adds r's count to h and empties r.
+func (r *latRun) flush(h *FlowLatency) {
+	if c := uint32(*r & runMax); c != 0 {
+		h.counts[*r>>runBits] += c
+	}
+	*r = 0
+}
+
 // Count is how many latencies were recorded.
 func (h *FlowLatency) Count() uint64 { return h.n }
 

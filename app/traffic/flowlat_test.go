@@ -71,3 +71,53 @@ func TestPerFlowLatencyAllocatesNothing(t *testing.T) {
 		seq++
 	}))
 }
+
+// TestFlowLatencyRunsMatchRecords: the histograms a sink publishes, built
+// from runs per flow, hold exactly what recording every latency would —
+// latencies that stay in a bucket for long runs, that change bucket every
+// frame, and flows interleaved — with the count and maximum of the flow.
+func TestFlowLatencyRunsMatchRecords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	rx := newFlowRx(4)
+	want := make([]FlowLatency, 4)
+	var st SinkStats
+	seqs := make([]uint64, 4)
+	for i := range 20000 {
+		flow := r.IntN(4)
+		var lat uint64
+		switch flow {
+		case 0: // a long run, now and then another bucket
+			lat = 1000
+			if i%97 == 0 {
+				lat = 50_000
+			}
+		case 1: // another bucket every frame
+			lat = 100 << (i % 5)
+		case 2:
+			lat = r.Uint64N(1 << 33)
+		}
+		rx.frame(&st, uint16(flow), seqs[flow], true, int64(lat))
+		want[flow].record(lat)
+		seqs[flow]++
+	}
+	rx.close(0, 0)
+	for flow := range want {
+		require.Equal(t, want[flow], rx.latSnap[flow], "flow %d", flow)
+	}
+}
+
+// TestLatRunFull: a run that reaches its largest count goes to the
+// histogram and a new one starts, so no latency is lost to the count's
+// width.
+func TestLatRunFull(t *testing.T) {
+	var h FlowLatency
+	b := flowLatBucket(700)
+	run := latRun(b)<<runBits | (runMax - 1)
+	run.add(&h, 700) // the run is now full
+	require.Zero(t, h.counts[b])
+	run.add(&h, 700)
+	require.Equal(t, uint32(runMax), h.counts[b])
+	run.flush(&h)
+	require.Equal(t, uint32(runMax)+1, h.counts[b])
+	require.Zero(t, run)
+}

@@ -9,12 +9,15 @@ import (
 	"github.com/peregrine-net/peregrine/core/hist"
 )
 
-// flowRx is a sink's per-flow side. The loop owns flows and cur; at the
-// close of each interval (and at Stop) it folds cur into the total and
-// copies both, and the flows, into the published snapshot under mu.
+// flowRx is a sink's per-flow side. The loop owns hot, cold and cur; at
+// the close of each interval (and at Stop) it folds cur into the total
+// and copies both, and the flows (hot and cold joined), into the
+// published snapshot under mu.
 type flowRx struct {
-	flows     []FlowStats
-	lat       []FlowLatency // per flow, beside flows: an in-order frame's hot line stays FlowStats' first
+	hot       []flowHot     // per flow: all an in-order frame touches
+	cold      []FlowStats   // per flow: the rest (its flowHot unused)
+	lat       []FlowLatency // per flow: runs reach it when a flow's latency changes bucket
+	runs      []latRun      // per flow: 4 bytes, 40 KB at 10,000 flows (cache-resident)
 	cur       hist.HDR      // this interval's latencies
 	nextClose clock.Time
 	negative  uint64 // frames whose stamp is ahead of now (clocks not comparable): not recorded
@@ -31,15 +34,15 @@ type flowRx struct {
 }
 
 func newFlowRx(flows int) *flowRx {
-	return &flowRx{flows: make([]FlowStats, flows), lat: make([]FlowLatency, flows), snap: make([]FlowStats, flows)}
+	return &flowRx{hot: make([]flowHot, flows), cold: make([]FlowStats, flows), lat: make([]FlowLatency, flows), runs: make([]latRun, flows), snap: make([]FlowStats, flows)}
 }
 
 // frame accounts one stamped frame of a tracked flow, in st's counters
 // as the plain sink would and in the flow's; lat is now minus its
 // transmit stamp.
 func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool, lat int64) {
-	f := &r.flows[flow]
-	switch exp := f.NextExp; {
+	h := &r.hot[flow]
+	switch exp := h.NextExp; {
 	case seq == exp:
 		st.InOrder++
 	case seq > exp:
@@ -47,15 +50,15 @@ func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool,
 	default:
 		st.Late++
 	}
-	if !f.account(seq) || !withLatency {
+	if !r.cold[flow].accountWith(h, seq) || !withLatency {
 		return
 	}
 	if lat < 0 {
 		r.negative++
 		return
 	}
-	f.latency(uint64(lat))
-	r.lat[flow].record(uint64(lat))
+	h.latency(uint64(lat))
+	r.runs[flow].add(&r.lat[flow], uint64(lat))
 	r.cur.Record(uint64(lat))
 }
 
@@ -65,10 +68,19 @@ func (r *flowRx) close(now clock.Time, every time.Duration) {
 	r.mu.Lock()
 	r.total.Merge(&r.cur)
 	r.pending.Merge(&r.cur)
-	copy(r.snap, r.flows)
+	for i := range r.snap {
+		r.snap[i] = r.cold[i]
+		r.snap[i].flowHot = r.hot[i]
+	}
 	r.negSnap = r.negative
 	if every == 0 {
+		for i := range r.runs {
+			r.runs[i].flush(&r.lat[i])
+		}
 		r.latSnap = append(r.latSnap[:0], r.lat...)
+		for i := range r.latSnap {
+			r.latSnap[i].n, r.latSnap[i].max = r.hot[i].LatCount, r.hot[i].LatencyMax
+		}
 	}
 	r.mu.Unlock()
 	r.closed.Add(1)

@@ -167,18 +167,25 @@ func TestFlowStatsExtentAndWindow(t *testing.T) {
 // BenchmarkSinkPerFlow is the pair gen_rx_per_flow_cost_vs_plain is the
 // ratio of (per-flow ns/frame ÷ plain ns/frame), at 10,000 flows: a feeder
 // stamps 32 frames of consecutive flows into a mem pair and the sink polls
-// them. "feed" is the feeder alone, to subtract from both.
+// them. "feed" is the feeder alone, to subtract from both. Every frame's
+// latency is 1 µs, so each flow's latency stays in one histogram bucket;
+// "per-flow-jitter" is the worst case, a flow's latency in another bucket
+// every frame (1-8 µs), which adds each frame to its flow's histogram.
 func BenchmarkSinkPerFlow(b *testing.B) {
 	const flows = 10000
-	for _, mode := range []string{"feed", "plain", "per-flow"} {
+	for _, mode := range []string{"feed", "plain", "per-flow", "per-flow-jitter"} {
 		b.Run(mode, func(b *testing.B) {
 			pool, err := mbuf.New(mbuf.Options{Name: "bench", Frames: 4096})
 			require.NoError(b, err)
 			pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "b", Size: 256})
 			require.NoError(b, err)
 			cache := pool.NewCache()
-			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode == "per-flow", Cache: cache, Interval: time.Second})
+			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode != "plain" && mode != "feed", Cache: cache, Interval: time.Second})
 			require.NoError(b, err)
+			var jitter int64
+			if mode == "per-flow-jitter" {
+				jitter = 1
+			}
 			tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
 			require.NoError(b, err)
 			bufs := make([]mbuf.Handle, 32)
@@ -192,7 +199,7 @@ func BenchmarkSinkPerFlow(b *testing.B) {
 				for _, h := range bufs[:n] {
 					frame := pool.Append(h, 64)
 					tmpl.PutUDP(frame, uint16(BaseSrcPort+flow))
-					writeStamp(frame, seqs[flow], int64(now)-1000)
+					writeStamp(frame, seqs[flow], int64(now)-1000<<(jitter*int64(seqs[flow]%4)))
 					seqs[flow]++
 					if flow++; flow == flows {
 						flow = 0
@@ -289,11 +296,10 @@ func FuzzFlowStats(f *testing.F) {
 	})
 }
 
-// TestFlowStatsIsThreeCacheLines: the hot fields fill the first line of a
-// 192-byte element, so an in-order frame touches one line.
-func TestFlowStatsIsThreeCacheLines(t *testing.T) {
-	require.Equal(t, uintptr(192), unsafe.Sizeof(FlowStats{}))
-	require.Equal(t, uintptr(56), unsafe.Offsetof(FlowStats{}.LatCount))
+// TestFlowHotIsOneCacheLine: an in-order frame touches one 64-byte line
+// of per-flow state, and 10,000 flows' of it fit in a 1 MiB L2.
+func TestFlowHotIsOneCacheLine(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(flowHot{}))
 }
 
 // TestPerFlowKeepsThePlainCounters: in per-flow mode the sink's InOrder,
@@ -324,4 +330,60 @@ func TestPerFlowKeepsThePlainCounters(t *testing.T) {
 	}
 	require.Equal(t, plain, perFlow)
 	require.Positive(t, plain.Late)
+}
+
+// TestPerFlowSinkDropsUntrackedFlows: with per-flow accounting, frames of
+// flows past the tracked count (and of a source port below flow 0's) are
+// counted Foreign and touch no flow's state; tracked flows count exactly
+// their own frames.
+func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
+	pool, err := mbuf.New(mbuf.Options{Name: "untracked", Frames: 1024})
+	require.NoError(t, err)
+	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "u", Size: 256})
+	require.NoError(t, err)
+	cache := pool.NewCache()
+	const tracked = 8
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: tracked, Latency: true, PerFlow: true, Cache: cache})
+	require.NoError(t, err)
+	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
+	require.NoError(t, err)
+	bufs := make([]mbuf.Handle, 32)
+	now := clock.Time(time.Second)
+	const rounds = 5
+	for seq := range uint64(rounds) {
+		n := cache.AllocBurst(bufs)
+		require.Equal(t, 32, n)
+		for i, h := range bufs[:n] {
+			frame := pool.Append(h, 64)
+			port := uint16(BaseSrcPort + i)
+			if i == 31 {
+				port = BaseSrcPort - 1 // below flow 0
+			}
+			tmpl.PutUDP(frame, port)
+			writeStamp(frame, seq, int64(now)+500) // polled 1 µs later: 500 ns
+		}
+		require.Equal(t, n, pa.TxBurst(0, bufs[:n]))
+		now += clock.Time(time.Microsecond)
+		require.Equal(t, n, sink.Poll(now))
+	}
+	sink.Stop(now)
+	st := sink.Stats()
+	require.Equal(t, uint64(rounds*(32-tracked)), st.Foreign)
+	require.Equal(t, uint64(rounds*tracked), st.Received)
+	require.Equal(t, uint64(rounds*tracked), st.InOrder)
+	flows := sink.Flows()
+	require.Len(t, flows, tracked)
+	for i, f := range flows {
+		require.Equal(t, uint64(rounds), f.Received, "flow %d", i)
+		require.Equal(t, uint64(rounds), f.NextExp, "flow %d", i)
+		require.Equal(t, uint64(500), f.LatencyMax, "flow %d", i)
+	}
+	for i, l := range sink.FlowLatencies() {
+		require.Equal(t, uint64(rounds), l.Count(), "flow %d", i)
+		require.Equal(t, uint64(500), l.Quantile(1), "flow %d", i)
+	}
+	pa.Close()
+	pb.Close()
+	cache.Close()
+	require.NoError(t, pool.CheckLeaks())
 }
