@@ -34,6 +34,9 @@ type fwdConfig struct {
 	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
+	// done, when set, ends the run once it returns true for the frames
+	// the stages received so far (tests).
+	done func(rx uint64) bool
 }
 
 func newFwdCommand() *cobra.Command {
@@ -156,7 +159,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }})
+	var done func() bool
+	if cfg.done != nil {
+		done = func() bool { return cfg.done(fw.Stats().Rx) }
+	}
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
