@@ -63,6 +63,16 @@ type Forwarders struct {
 	// Stages holds a *fwd.Forwarder or, in txonly mode, a
 	// *traffic.Generator per queue.
 	Stages []lcore.Stage
+	// Placed says where each stage (same index) runs and what it drives:
+	// the summary's per-queue lines read it.
+	Placed []Placement
+}
+
+// Placement is one stage's place: the index of its input port (in
+// ForwarderOptions.Ports order, or the pipeline's), the queue it drives on
+// both ports, and its loop.
+type Placement struct {
+	Port, Queue, Loop int
 }
 
 // Stats sums the forwarders' counters (txonly's generators have none).
@@ -144,6 +154,7 @@ func (p *Pipeline) AddForwarders(o ForwarderOptions) (*Forwarders, error) {
 				return nil, err
 			}
 			out.Stages = append(out.Stages, st.Stage)
+			out.Placed = append(out.Placed, Placement{Port: i, Queue: q, Loop: loop})
 		}
 	}
 	return out, nil

@@ -39,6 +39,8 @@ type GeneratorsOptions struct {
 // Generators are the generators AddGenerators placed, one per queue.
 type Generators struct {
 	Gens []*traffic.Generator
+	// Loops[q] is the loop queue q's generator runs on.
+	Loops []int
 }
 
 // Stats sums the generators' counters.
@@ -81,7 +83,7 @@ func (p *Pipeline) AddGenerators(o GeneratorsOptions) (*Generators, error) {
 		if err := p.Add(Stage{Stage: g, Loop: loop, Tx: []Queue{{Port: out, Queue: q}}}); err != nil {
 			return nil, err
 		}
-		gs.Gens = append(gs.Gens, g)
+		gs.Gens, gs.Loops = append(gs.Gens, g), append(gs.Loops, loop)
 	}
 	return gs, nil
 }

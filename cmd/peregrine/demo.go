@@ -57,6 +57,7 @@ type demoConfig struct {
 	target   time.Duration
 	minRTO   time.Duration
 	capture  string
+	shards   int
 }
 
 func newDemoCommand() *cobra.Command {
@@ -86,6 +87,20 @@ and a host on one lcore, closing and reopening QPs as it runs: frames still
 in flight for a closed QP must be dropped as retired, none may reach the
 QP now in its context (demoroce.go).
 
+--shards N (a power of two; the transport workload in memory) shards both
+endpoints: N initiator and N target endpoints over a mem pair of N queues, each
+endpoint's shard in its connections' CID bits, shard i of both on lcore i mod the
+--lcores count, initiator shard i paired with target shard i through queue i.
+Pushes and pulls (4 KiB unsolicited, 64 KiB through grants) on two connections a
+shard (one ordered, one unordered) and delivery-index Sends run on every shard;
+the summary prints each shard's ops, goodput, retransmissions and frames steered
+in software, and their sum, and verifies every operation completed exactly once.
+What does not run sharded: the fabric emulator and IOI, which sprays over its
+paths (the fabric joins one queue of each side; --profile is refused), the veth
+topology (--veth is refused; peregrine transport --shards runs sharded over
+AF_XDP veth), --capture (it mirrors one queue), global QP numbers and the MCSQ
+part (they serve one endpoint per side).
+
 Layout with two lcores: lcore A runs the initiator (or the generator and the
 sink), lcore B the fabric and the target (or the forwarder); frames cross
 between them through mem port pairs (handles only, no copies).
@@ -102,6 +117,7 @@ hosts sits behind a bridge.`,
 		Example: `  peregrine demo
   peregrine demo --profile loss=1%,delay=50us --window 64 --duration 10s
   peregrine demo --lcores 0 --idle busy     # everything on one core
+  peregrine demo --lcores 0,1 --shards 2    # both endpoints sharded, shard i on lcore i
   peregrine demo --workload forward --size 1518 --burst 64
   sudo peregrine demo --veth --driver afxdp
   sudo peregrine demo --veth --workload forward --driver afpacket --rate 100kpps`,
@@ -142,6 +158,7 @@ hosts sits behind a bridge.`,
 	f.Uint64Var(&cfg.seed, "seed", 1, "transport workload: seed of the fabric and the endpoints")
 	f.DurationVar(&cfg.target, "target-delay", 200*time.Microsecond, "transport workload: Swift's base target delay (Google's NIC default is 25us; poll loops that sleep need more)")
 	f.DurationVar(&cfg.minRTO, "min-rto", time.Millisecond, "transport workload: the shortest retransmit timeout")
+	f.IntVar(&cfg.shards, "shards", 1, "transport workload: shards of each endpoint, a power of two (1: unsharded); shard i of both on lcore i mod the --lcores count, over a mem pair of that many queues")
 	f.StringVar(&cfg.capture, "capture", "", "mirror the initiator's (or the generator's) port, both directions, to this pcap file (tools/wireshark/peregrine.lua dissects it)")
 	return cmd
 }
@@ -200,6 +217,9 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) (bool, error) {
 			if err := driverCheck(cfg.driver); err != nil {
 				return false, err
 			}
+		}
+		if cfg.shards > 1 {
+			return runDemoSharded(ctx, cfg, cpus, idle, out, js) // demo_shard.go
 		}
 		return runDemoTransport(ctx, cfg, cpus, idle, out, js)
 	case "forward":

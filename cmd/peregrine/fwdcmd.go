@@ -11,8 +11,10 @@ import (
 
 	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/traffic"
+	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 )
 
 type fwdConfig struct {
@@ -32,6 +34,9 @@ type fwdConfig struct {
 	obs      observeFlags
 	// ready is called once the ports are open and the loops run (tests).
 	ready func()
+	// done, when set, ends the run once it returns true for the frames
+	// the stages received so far (tests).
+	done func(rx uint64) bool
 }
 
 func newFwdCommand() *cobra.Command {
@@ -154,7 +159,11 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	}
 	meter := newPortMeter(p.Ports())
 	meter.js = js
-	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }})
+	var done func() bool
+	if cfg.done != nil {
+		done = func() bool { return cfg.done(fw.Stats().Rx) }
+	}
+	elapsed, interrupted, err := p.Run(ctx, app.RunOptions{Duration: cfg.duration, Period: cfg.period, Tick: func(e time.Duration) { meter.tick(out, e, cfg.quiet) }, Done: done})
 	if err != nil {
 		return false, joinStop(err, p)
 	}
@@ -162,6 +171,7 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 	lines, checks := captureChecks(p.Ports())
 	fmt.Fprintf(out, "\nsummary after %.2fs:\n", elapsed.Seconds())
 	meter.summary(out, elapsed, checks, interrupted)
+	stageLines(out, fw, p.Ports(), cpus)
 	if !txonly {
 		fs := fw.Stats()
 		fmt.Fprintf(out, "  forwarder drops (output refused): %d\n", fs.Dropped)
@@ -183,4 +193,30 @@ func runFwd(ctx context.Context, cfg fwdConfig, out io.Writer) (bool, error) {
 		ok = report(out, checks, interrupted)
 	}
 	return ok, stopErr
+}
+
+// stageLines prints where each forwarding stage ran (one per queue of
+// each port, spread over the loops) with its own counters, and their sum:
+// a queue's figures are its stage's alone, so two queues on two loops show
+// as two lines on two CPUs.
+func stageLines(out io.Writer, fw *app.Forwarders, ports []port.Port, cpus []int) {
+	var rx, tx, dropped uint64
+	loops := map[int]bool{}
+	for i, pl := range fw.Placed {
+		in, outPort := ports[pl.Port], ports[(pl.Port+1)%len(ports)]
+		loops[pl.Loop] = true
+		line := fmt.Sprintf("  stage %d: %s queue %d → %s queue %d on lcore %d (CPU %d):", i, in.Info().Name, pl.Queue, outPort.Info().Name, pl.Queue, pl.Loop, cpus[pl.Loop])
+		switch st := fw.Stages[i].(type) {
+		case *fwd.Forwarder:
+			fs := st.Stats()
+			rx, tx, dropped = rx+fs.Rx, tx+fs.Tx, dropped+fs.Dropped
+			line += fmt.Sprintf(" rx %d, tx %d, dropped %d", fs.Rx, fs.Tx, fs.Dropped)
+		case *traffic.Generator:
+			gs := st.Stats()
+			tx += gs.Sent
+			line += fmt.Sprintf(" generated %d", gs.Sent)
+		}
+		fmt.Fprintln(out, line)
+	}
+	fmt.Fprintf(out, "  sum of %d stages on %d lcore(s): rx %d, tx %d, dropped %d\n", len(fw.Placed), len(loops), rx, tx, dropped)
 }

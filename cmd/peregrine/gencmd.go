@@ -203,7 +203,13 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 		}
 		generated = func() {
 			total := gens.Stats()
-			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue\n", total.Sent, total.Bytes, cfg.flows)
+			// One generator per queue, queue q on loop q mod the loops: each
+			// queue's line is its own stage's count.
+			for q, g := range gens.Gens {
+				gs := g.Stats()
+				fmt.Fprintf(out, "  queue %d on lcore %d (CPU %d): generated %d frames, %d bytes\n", q, gens.Loops[q], cpus[gens.Loops[q]], gs.Sent, gs.Bytes)
+			}
+			fmt.Fprintf(out, "  generated %d frames, %d bytes, %d flow(s) per queue (sum of %d queues)\n", total.Sent, total.Bytes, cfg.flows, len(gens.Gens))
 		}
 	}
 	fmt.Fprintf(out, "peregrine gen: %s, %d queue(s), frames %s B, rate %s, burst %d\n", out0.Info().Name, out0.Info().Queues, sizes, cfg.rate, cfg.burst)

@@ -327,6 +327,9 @@ func (c *demoConfig) validate(fs *pflag.FlagSet) error {
 	if err := usage(checkDuration("duration", c.duration, ""), checkDuration("drain", c.drain, "take the default, "+defaultDrain.String())); err != nil {
 		return err
 	}
+	if err := usage(c.checkShards(fs)); err != nil {
+		return err
+	}
 	loops := len(defaultLcores())
 	if c.lcores != "" {
 		cpus, err := parseCPUs("lcores", c.lcores)
