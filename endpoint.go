@@ -53,6 +53,8 @@ type engine struct {
 	conns    map[*txn.Conn]*conn
 	fresh    []*conn // accepted, to set up after the transport's poll
 	reposts  []*conn // connections with receive slots to post again
+	timed    []*conn // connections with Recvs waiting under a Timeout
+	now      clock.Time
 	lst      *listener
 	cq       []txn.Completion
 	burst    []entry
@@ -88,10 +90,12 @@ func (e *engine) Poll(now clock.Time) int {
 		runtime.LockOSThread()
 		e.locked = true
 	}
+	e.now = now
 	n := e.retryBacklog()
 	n += e.intake()
 	n += e.tx.Poll(now)
 	n += e.reap()
+	n += e.expireRecvs(now)
 	e.setupFresh()
 	e.postSlots()
 	if n == 0 {
@@ -246,6 +250,23 @@ func (e *engine) dropTmp(o *opState) {
 		_ = e.tx.Deregister(txn.Region{Key: o.tmp})
 		o.tmp = 0
 	}
+}
+
+// expireRecvs ends the Recvs that waited past their connection's Timeout;
+// a connection leaves the list once no Recv waits on it.
+func (e *engine) expireRecvs(now clock.Time) int {
+	n, keep := 0, e.timed[:0]
+	for _, cn := range e.timed {
+		n += cn.expireRecvs(now)
+		if cn.recvHead != nil {
+			keep = append(keep, cn)
+		} else {
+			cn.inTimed = false
+		}
+	}
+	clear(e.timed[len(keep):])
+	e.timed = keep
+	return n
 }
 
 // reap turns the transport's completions into ops' results.
