@@ -255,6 +255,29 @@ func TestCancelThroughSidecar(t *testing.T) {
 	}
 }
 
+// ConnOptions.Timeout reaches the appliance's endpoint: a Recv no message
+// comes for ends with ErrTimeout, frees its op, and the connection goes on.
+func TestRecvTimeoutThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, peregrine.AttachOptions{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	if _, err := c.Recv(ctx, buf); !errors.Is(err, peregrine.ErrTimeout) {
+		t.Fatalf("recv with no message coming: %v, want ErrTimeout", err)
+	}
+	if err := c.Send(ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Recv(ctx, buf); err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("after the timed-out Recv: %q %v", buf[:n], err)
+	}
+}
+
 // The buffers an application's ops in flight span are counted (what
 // /metrics shows as buffers in use): a Recv into a span of three buffers
 // holds three until it ends, not one per op.
