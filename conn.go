@@ -203,7 +203,7 @@ func (cn *conn) recvPosted(op *Op) {
 	}
 	cn.recvTail = op
 	if cn.opts.Timeout > 0 {
-		op.o.due = cn.e.now.Add(cn.opts.Timeout)
+		op.o.due = cn.e.host.h.clock.Now().Add(cn.opts.Timeout)
 	}
 	cn.match()
 	if cn.st != StatusOK && cn.unlinkRecv(op) {

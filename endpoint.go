@@ -54,7 +54,6 @@ type engine struct {
 	fresh    []*conn // accepted, to set up after the transport's poll
 	reposts  []*conn // connections with receive slots to post again
 	timed    []*conn // connections with Recvs waiting under a Timeout
-	now      clock.Time
 	lst      *listener
 	cq       []txn.Completion
 	burst    []entry
@@ -90,12 +89,10 @@ func (e *engine) Poll(now clock.Time) int {
 		runtime.LockOSThread()
 		e.locked = true
 	}
-	e.now = now
 	n := e.retryBacklog()
 	n += e.intake()
 	n += e.tx.Poll(now)
 	n += e.reap()
-	n += e.expireRecvs(now)
 	e.setupFresh()
 	e.postSlots()
 	if n == 0 {
@@ -253,8 +250,13 @@ func (e *engine) dropTmp(o *opState) {
 }
 
 // expireRecvs ends the Recvs that waited past their connection's Timeout;
-// a connection leaves the list once no Recv waits on it.
-func (e *engine) expireRecvs(now clock.Time) int {
+// a connection leaves the list once no Recv waits on it. The clock is read
+// only while a Recv is timed: a poll without one costs a length test.
+func (e *engine) expireRecvs() int {
+	if len(e.timed) == 0 {
+		return 0
+	}
+	now := e.host.h.clock.Now()
 	n, keep := 0, e.timed[:0]
 	for _, cn := range e.timed {
 		n += cn.expireRecvs(now)
@@ -269,7 +271,8 @@ func (e *engine) expireRecvs(now clock.Time) int {
 	return n
 }
 
-// reap turns the transport's completions into ops' results.
+// reap turns the transport's completions into ops' results, and ends
+// the Recvs whose timeout passed.
 func (e *engine) reap() int {
 	total := 0
 	for {
@@ -280,7 +283,9 @@ func (e *engine) reap() int {
 		}
 		total += n
 		if n < len(e.cq) {
-			return total
+			// After the completions: a message that arrived this poll is
+			// its Recv's, however late.
+			return total + e.expireRecvs()
 		}
 	}
 }
