@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 )
@@ -41,6 +42,7 @@ type conn struct {
 	ready    fifo[message] // received, not yet taken by a Recv
 	toPost   []int32       // slots to post again
 	inRepost bool          // listed in engine.reposts
+	inTimed  bool          // listed in engine.timed
 	recvHead *Op           // Recvs waiting, in call order (linked by opState.next)
 	recvTail *Op
 }
@@ -200,10 +202,30 @@ func (cn *conn) recvPosted(op *Op) {
 		cn.recvTail.o.next = op
 	}
 	cn.recvTail = op
+	if cn.opts.Timeout > 0 {
+		op.o.due = cn.e.host.h.clock.Now().Add(cn.opts.Timeout)
+	}
 	cn.match()
 	if cn.st != StatusOK && cn.unlinkRecv(op) {
 		cn.e.finish(op, 0, cn.st, cn.why)
 	}
+	if cn.recvHead != nil && cn.opts.Timeout > 0 && !cn.inTimed {
+		cn.inTimed = true
+		cn.e.timed = append(cn.e.timed, cn)
+	}
+}
+
+// expireRecvs ends the Recvs no message matched within their connection's
+// Timeout. A connection's Recvs wait in call order under one timeout, so
+// their deadlines are in order too: only the first can be due.
+func (cn *conn) expireRecvs(now clock.Time) int {
+	n := 0
+	for op := cn.recvHead; op != nil && op.o.due <= now; op = cn.recvHead {
+		cn.unlinkRecv(op)
+		cn.e.finish(op, 0, StatusTimeout, fmt.Errorf("no message within the connection's %v timeout", cn.opts.Timeout))
+		n++
+	}
+	return n
 }
 
 // unlinkRecv removes a waiting Recv; false if it is not waiting.

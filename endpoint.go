@@ -53,6 +53,7 @@ type engine struct {
 	conns    map[*txn.Conn]*conn
 	fresh    []*conn // accepted, to set up after the transport's poll
 	reposts  []*conn // connections with receive slots to post again
+	timed    []*conn // connections with Recvs waiting under a Timeout
 	lst      *listener
 	cq       []txn.Completion
 	burst    []entry
@@ -248,7 +249,30 @@ func (e *engine) dropTmp(o *opState) {
 	}
 }
 
-// reap turns the transport's completions into ops' results.
+// expireRecvs ends the Recvs that waited past their connection's Timeout;
+// a connection leaves the list once no Recv waits on it. The clock is read
+// only while a Recv is timed: a poll without one costs a length test.
+func (e *engine) expireRecvs() int {
+	if len(e.timed) == 0 {
+		return 0
+	}
+	now := e.host.h.clock.Now()
+	n, keep := 0, e.timed[:0]
+	for _, cn := range e.timed {
+		n += cn.expireRecvs(now)
+		if cn.recvHead != nil {
+			keep = append(keep, cn)
+		} else {
+			cn.inTimed = false
+		}
+	}
+	clear(e.timed[len(keep):])
+	e.timed = keep
+	return n
+}
+
+// reap turns the transport's completions into ops' results, and ends
+// the Recvs whose timeout passed.
 func (e *engine) reap() int {
 	total := 0
 	for {
@@ -259,7 +283,9 @@ func (e *engine) reap() int {
 		}
 		total += n
 		if n < len(e.cq) {
-			return total
+			// After the completions: a message that arrived this poll is
+			// its Recv's, however late.
+			return total + e.expireRecvs()
 		}
 	}
 }

@@ -504,9 +504,9 @@ func TestAcceptedSideSendsCarryIndex(t *testing.T) {
 	}
 }
 
-// ConnOptions.Timeout ends an operation the network cannot finish with
-// ErrTimeout, at its deadline, whatever the peer does; the connection
-// lives on. The timeout is long beside a 4 KiB op over memory, so the ops
+// ConnOptions.Timeout ends an operation the network cannot finish, and a
+// Recv no message comes for, with ErrTimeout, at its deadline, whatever the
+// peer does; the connection lives on. The timeout is long beside a 4 KiB op over memory, so the ops
 // after the link comes back finish before it however loaded the machine.
 func TestOpTimeout(t *testing.T) {
 	h := testHost(t, HostOptions{})
@@ -516,6 +516,16 @@ func TestOpTimeout(t *testing.T) {
 	w.down.Store(true)
 	if err := ca.Send(ctx, []byte("lost")); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("send into a dark link: %v, want ErrTimeout", err)
+	}
+	if _, err := ca.Recv(ctx, make([]byte, 16)); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("recv from a dark link: %v, want ErrTimeout", err)
+	}
+	var recv Op
+	if err := ca.RecvAsync(&recv, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv.Wait(ctx); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("asynchronous recv from a dark link: %v, want ErrTimeout", err)
 	}
 	remote, err := b.Register(make([]byte, 4096), RemoteWrite|RemoteRead)
 	if err != nil {
@@ -538,6 +548,12 @@ func TestOpTimeout(t *testing.T) {
 	buf := make([]byte, 16)
 	if n, err := cb.Recv(ctx, buf); err != nil || string(buf[:n]) != "found" {
 		t.Fatalf("recv: %q, %v (the timed-out Send must not arrive)", buf[:n], err)
+	}
+	if err := cb.Send(ctx, []byte("back")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ca.Recv(ctx, buf); err != nil || string(buf[:n]) != "back" {
+		t.Fatalf("recv after the timed-out Recvs: %q, %v", buf[:n], err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/rings"
 )
@@ -86,7 +87,8 @@ type opState struct {
 	lst    *listener
 
 	// The loop's, while posted.
-	next  *Op // a connection's waiting Recvs
+	next  *Op        // a connection's waiting Recvs
+	due   clock.Time // a waiting Recv's deadline (ConnOptions.Timeout)
 	rsn   uint32
 	tag   int32
 	inTxn bool

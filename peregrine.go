@@ -182,8 +182,9 @@ type ConnOptions struct {
 	MaxMessage int
 	// Timeout ends every Send, Push and Pull of the connection that has
 	// not completed this long after posting with ErrTimeout (0: none; the
-	// transaction layer's per-operation timeout, on the endpoint's clock).
-	// A Recv waits for a message for as long as its context allows; a
+	// transaction layer's per-operation timeout, on the endpoint's clock),
+	// and every Recv no message has matched this long after posting (the
+	// connection lives on: a later message goes to a later Recv). A
 	// context's deadline also ends any call. Through the sidecar the
 	// appliance's endpoint applies it.
 	Timeout time.Duration
@@ -236,7 +237,8 @@ func (c *Conn) Send(ctx context.Context, msg []byte) error {
 
 // Recv waits for the next message and copies it into buf, returning its
 // length. A message longer than buf is an error wrapping ErrTooLarge and
-// stays queued for a Recv with a larger buffer.
+// stays queued for a Recv with a larger buffer. It waits at most the
+// connection's Timeout (ErrTimeout) when that is set.
 func (c *Conn) Recv(ctx context.Context, buf []byte) (int, error) {
 	return c.c.blocking(ctx, opRecv, buf, nil, 0, RemoteAddr{})
 }

@@ -29,7 +29,7 @@ type app struct {
 	maxConns int
 
 	// mu guards what control requests and Poll share: the connection
-	// table, dead, and the op slots (with inflight).
+	// table, dead, and the op slots (with inflight and bufs).
 	mu       sync.Mutex
 	dead     bool
 	conns    []*peregrine.Conn // index id-1
@@ -39,6 +39,7 @@ type app struct {
 	slots    []slot
 	free     []int32
 	inflight int
+	bufs     int // pool buffers the ops in flight span: the appliance writes into them until they complete
 
 	// Poll's own.
 	sub    *shm.Consumer[shm.Desc]
@@ -56,6 +57,7 @@ type slot struct {
 	cookie uint64
 	busy   bool
 	recv   bool
+	bufs   int        // pool buffers a send's or a recv's span covers
 	region *appRegion // a push's or a pull's, held until it completes
 }
 
@@ -174,6 +176,7 @@ func (a *app) finish(op *peregrine.Op) shm.Comp {
 	if sl.region != nil {
 		sl.region.unref()
 	}
+	a.bufs -= sl.bufs
 	*sl = slot{}
 	a.free = append(a.free, int32(i))
 	a.inflight--
@@ -207,6 +210,7 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 	}
 	var mem []byte
 	var rg *appRegion
+	nbufs := 0
 	switch d.Op {
 	case shm.OpSend, shm.OpRecv:
 		// The span may run over several buffers of the pool (a long
@@ -214,6 +218,9 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 		if mem = a.ch.Bytes(d.Buf, d.Off, d.Len); mem == nil {
 			return refuse(&a.stats.BadBuffer)
 		}
+		// Off lies within the first buffer (Bytes checked); an empty span
+		// still names, and holds, one.
+		nbufs = (int(d.Off)+max(int(d.Len), 1)-1)/a.ch.Layout.BufSize + 1
 	default:
 		if rg = a.region(d.Buf); rg == nil || uint64(d.Off)+uint64(d.Len) > uint64(len(rg.mem.Bytes())) {
 			return refuse(&a.stats.BadRegion)
@@ -251,8 +258,9 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 	if rg != nil {
 		rg.refs++
 	}
-	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: d.Op == shm.OpRecv, region: rg}
+	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: d.Op == shm.OpRecv, bufs: nbufs, region: rg}
 	a.inflight++
+	a.bufs += nbufs
 	return shm.Comp{}, false
 }
 

@@ -255,6 +255,66 @@ func TestCancelThroughSidecar(t *testing.T) {
 	}
 }
 
+// ConnOptions.Timeout reaches the appliance's endpoint: a Recv no message
+// comes for ends with ErrTimeout, frees its op, and the connection goes on.
+func TestRecvTimeoutThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, peregrine.AttachOptions{})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	if _, err := c.Recv(ctx, buf); !errors.Is(err, peregrine.ErrTimeout) {
+		t.Fatalf("recv with no message coming: %v, want ErrTimeout", err)
+	}
+	if err := c.Send(ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Recv(ctx, buf); err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("after the timed-out Recv: %q %v", buf[:n], err)
+	}
+}
+
+// The buffers an application's ops in flight span are counted (what
+// /metrics shows as buffers in use): a Recv into a span of three buffers
+// holds three until it ends, not one per op.
+func TestBuffersInUseThroughSidecar(t *testing.T) {
+	r := newRig(t, host.Quota{})
+	echo(t, r)
+	ep := attach(t, r, peregrine.AttachOptions{BufSize: 4096, Buffers: 16})
+	ctx := ctxT(t)
+	c, err := ep.Dial(ctx, r.b.Addr(), peregrine.ConnOptions{MaxMessage: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2*4096+100)
+	short, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := c.Recv(short, buf); errc <- err }()
+	var st host.AppStats
+	waitFor(t, "the Recv to reach the appliance", func() bool {
+		r.srv.Stats(func(s host.AppStats) { st = s })
+		return st.InFlight == 1
+	})
+	if st.Buffers != 3 {
+		t.Fatalf("a Recv of %d bytes in flight holds %d buffers of 4096, want 3", len(buf), st.Buffers)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, peregrine.ErrCancelled) {
+		t.Fatalf("cancelled Recv = %v, want ErrCancelled", err)
+	}
+	waitFor(t, "the cancelled Recv to end", func() bool {
+		r.srv.Stats(func(s host.AppStats) { st = s })
+		return st.InFlight == 0
+	})
+	if st.Buffers != 0 {
+		t.Fatalf("%d buffers in use with nothing in flight, want 0", st.Buffers)
+	}
+}
+
 // BenchmarkSidecarRoundTrip1K is a 1 KiB echo round trip through the
 // sidecar in memory (client → rings → appliance → transport → peer and
 // back), beside the public package's BenchmarkAPIRoundTrip1K in process.

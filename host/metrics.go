@@ -22,6 +22,7 @@ type AppStats struct {
 	UID                                                                                           uint32 // the peer's credentials when it attached
 	PID                                                                                           int32
 	InFlight                                                                                      int // operations in flight now
+	Buffers                                                                                       int // pool buffers the operations in flight span now (the appliance reads or writes them until they complete)
 	OpsOK, OpsFailed, BytesSent, BytesReceived                                                    uint64
 	BadOp, BadConn, BadBuffer, BadRegion, BadRingIndex, LostCompletions, BadControl, QuotaRefused uint64
 	Conns                                                                                         int64
@@ -52,10 +53,10 @@ func (s *Server) Stats(fn func(AppStats)) ServerStats {
 	}
 	for _, a := range apps {
 		a.mu.Lock()
-		inflight := a.inflight
+		inflight, bufs := a.inflight, a.bufs
 		a.mu.Unlock()
 		c := &a.stats
-		fn(AppStats{ID: a.id, UID: a.uid, PID: a.pid, InFlight: inflight,
+		fn(AppStats{ID: a.id, UID: a.uid, PID: a.pid, InFlight: inflight, Buffers: bufs,
 			OpsOK: c.OpsOK.Load(), OpsFailed: c.OpsFailed.Load(), BytesSent: c.BytesSent.Load(), BytesReceived: c.BytesReceived.Load(),
 			BadOp: c.BadOp.Load(), BadConn: c.BadConn.Load(), BadBuffer: c.BadBuffer.Load(), BadRegion: c.BadRegion.Load(), BadRingIndex: c.BadRingIndex.Load(),
 			LostCompletions: c.LostCompletions.Load(), BadControl: c.BadControl.Load(), QuotaRefused: c.QuotaRefused.Load(),
