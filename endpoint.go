@@ -99,7 +99,7 @@ func (e *engine) Poll(now clock.Time) int {
 			return 0
 		}
 		n := e.poll(now)
-		e.token.Store(false)
+		e.release() // a caller parked for the token takes over
 		return n
 	}
 	if !e.locked {
