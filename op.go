@@ -172,6 +172,11 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 		copy(buf, cn.slotMem[o.slot*cn.size:o.slot*cn.size+n])
 		o.lent = false
 		e.submit(entry{repost: cn, slot: int32(o.slot)})
+		if e.caller {
+			// Post the slot now: under PollCaller nobody else may poll
+			// soon, and a peer sending meanwhile finds no slot.
+			e.tryPoll()
+		}
 	}
 	e.putOp(op)
 	return n, err
