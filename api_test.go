@@ -12,10 +12,27 @@ import (
 
 var pairSeq atomic.Int64
 
+// testPoll is the Poll mode pair and lossyPair give endpoints whose
+// options leave it zero; eachPoll runs a test under both modes.
+var testPoll Poll
+
+func eachPoll(t *testing.T, f func(t *testing.T)) {
+	for _, p := range []Poll{PollLoop, PollCaller} {
+		t.Run(p.String(), func(t *testing.T) {
+			testPoll = p
+			defer func() { testPoll = PollLoop }()
+			f(t)
+		})
+	}
+}
+
 // pair opens two endpoints joined by a fresh mem pair on h.
 func pair(t testing.TB, h *Host, a, b Options) (*Endpoint, *Endpoint) {
 	t.Helper()
 	name := fmt.Sprintf("t%d", pairSeq.Add(1))
+	if a.Poll == PollLoop && b.Poll == PollLoop {
+		a.Poll, b.Poll = testPoll, testPoll
+	}
 	if !a.IP.IsValid() {
 		a.IP = netip.MustParseAddr("198.18.0.1")
 	}
@@ -69,7 +86,9 @@ func connect(t testing.TB, a, b *Endpoint, opts ConnOptions) (*Conn, *Conn, *Lis
 	return ca, cb, l
 }
 
-func TestSendRecvPushPull(t *testing.T) {
+func TestSendRecvPushPull(t *testing.T) { eachPoll(t, testSendRecvPushPull) }
+
+func testSendRecvPushPull(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	ca, cb, _ := connect(t, a, b, ConnOptions{})

@@ -24,6 +24,19 @@
 // this package may be made from any goroutine; none touches the transport:
 // it hands an op to the loop and waits for the loop to hand it back.
 //
+// With Options.Poll set to PollCaller the waiting runs the engine instead:
+// a blocking call, Op.Wait and CompletionQueue.Wait take the endpoint's
+// poll token (one atomic compare-and-swap; one holder at a time) and poll
+// the transport on their own goroutine until their op completes, with no
+// goroutine hand-off on the way. A caller that finds the token taken looks
+// at its op, yielding, and then parks until the op completes or the token
+// is free. The loop still runs, idling with the sleep policy, and polls
+// only while no caller holds the token: timers, accepts and closes go on
+// between calls. Below, "the loop" means the token's holder in this mode:
+// what the loop owns (the transport, the backlog, the connections' receive
+// slots, a Send's registration) is owned by whichever goroutine holds the
+// token, one at a time, and Close ends with the loop holding it for good.
+//
 // # The hand-off, and who owns what
 //
 // A call fills an Op and publishes it into the endpoint's submission ring,

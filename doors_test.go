@@ -30,6 +30,7 @@ type door struct {
 
 var doors = []door{
 	{"in-process", openInProcess},
+	{"in-process-caller", openInProcessCaller},
 	{"sidecar", openSidecar},
 }
 
@@ -48,7 +49,7 @@ func doorPair(t *testing.T, h *peregrine.Host, opts peregrine.Options) (a, b *pe
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = h.Open("mem:"+name+"/1", peregrine.Options{IP: netip.MustParseAddr("198.18.0.2")})
+	b, err = h.Open("mem:"+name+"/1", peregrine.Options{IP: netip.MustParseAddr("198.18.0.2"), Poll: opts.Poll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +67,13 @@ func openInProcess(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *
 		}
 	})
 	return a, b
+}
+
+// openInProcessCaller is openInProcess with both endpoints polled by
+// their callers (PollCaller).
+func openInProcessCaller(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *peregrine.Endpoint) {
+	opts.Poll = peregrine.PollCaller
+	return openInProcess(t, opts)
 }
 
 // openSidecar runs an appliance (a host.Server polling over an endpoint

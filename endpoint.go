@@ -16,10 +16,14 @@ import (
 	"github.com/peregrine-net/peregrine/rings"
 )
 
-// host is a Host's state.
-// engine is an endpoint: the transaction layer and its port, polled by one
-// lcore loop, fed through a lock-free ring. Fields below "loop-owned" are
-// touched by the poll loop goroutine only (and by Close once it exited).
+// engine is an endpoint: the transaction layer and its port, fed through a
+// lock-free ring and polled by the holder of its poll token. Under PollLoop
+// the lcore loop's goroutine is the only holder; under PollCaller a caller
+// waiting for its op takes the token (a CAS) and polls itself, and the loop
+// — idling with the sleep policy — polls only while no caller does. Fields
+// below "owned by the token holder" are touched by one goroutine at a time:
+// the holder, whose CAS and release order its writes before the next
+// holder's reads (and by Close once the loop exited: Stop keeps the token).
 type engine struct {
 	host *Host
 	pub  *Endpoint
@@ -42,7 +46,16 @@ type engine struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// loop-owned
+	// The poll token (PollCaller): held by whoever runs poll. parked counts
+	// callers waiting for it, woken through tokenFree when it is released;
+	// stopping tells callers to leave it to Stop.
+	caller    bool
+	token     atomic.Bool
+	parked    atomic.Int32
+	tokenFree chan struct{}
+	closing   atomic.Bool
+
+	// owned by the token holder
 	locked   bool
 	stopping bool
 	woke     bool // a caller was handed its op this poll
@@ -78,10 +91,18 @@ var (
 // Name names the stage.
 func (e *engine) Name() string { return "peregrine:" + e.name }
 
-// Poll is one round of the loop: take what callers submitted, retry what
-// the transport refused for now, run the transport, hand its completions
-// back.
+// Poll is one round of the loop. Under PollCaller it runs only when no
+// caller holds the token: the loop keeps timers, accepts and closes going
+// between calls.
 func (e *engine) Poll(now clock.Time) int {
+	if e.caller {
+		if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
+			return 0
+		}
+		n := e.poll(now)
+		e.release() // a caller parked for the token takes over
+		return n
+	}
 	if !e.locked {
 		// The loop's goroutine stays on its thread (pinned or not) so
 		// that the port's per-thread state and caches stay warm; it is
@@ -89,12 +110,7 @@ func (e *engine) Poll(now clock.Time) int {
 		runtime.LockOSThread()
 		e.locked = true
 	}
-	n := e.retryBacklog()
-	n += e.intake()
-	n += e.tx.Poll(now)
-	n += e.reap()
-	e.setupFresh()
-	e.postSlots()
+	n := e.poll(now)
 	if n == 0 {
 		e.idle++
 	}
@@ -109,6 +125,42 @@ func (e *engine) Poll(now clock.Time) int {
 		runtime.Gosched()
 	}
 	return n
+}
+
+// poll takes what callers submitted, retries what the transport refused
+// for now, runs the transport and hands its completions back. The caller
+// holds the token.
+func (e *engine) poll(now clock.Time) int {
+	n := e.retryBacklog()
+	n += e.intake()
+	n += e.tx.Poll(now)
+	n += e.reap()
+	e.setupFresh()
+	e.postSlots()
+	return n
+}
+
+// tryPoll runs one poll on the caller's goroutine if the token is free;
+// false: another goroutine holds it, or the endpoint is closing.
+func (e *engine) tryPoll() (n int, ok bool) {
+	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
+		return 0, false
+	}
+	n = e.poll(e.host.h.clock.Now())
+	e.woke = false
+	e.release()
+	return n, true
+}
+
+// release gives the token back and wakes a caller parked for it.
+func (e *engine) release() {
+	e.token.Store(false)
+	if e.parked.Load() > 0 {
+		select {
+		case e.tokenFree <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // intake takes a burst of submissions.
@@ -381,6 +433,14 @@ func (e *engine) Stop(now clock.Time) {
 	for e.users.Load() != 0 {
 		runtime.Gosched()
 	}
+	if e.caller {
+		// Stop keeps the token: callers polling leave it (closing is set)
+		// and wait for their ops, which end here.
+		e.closing.Store(true)
+		for !e.token.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
+	}
 	e.stopping = true
 	e.tx.Stop(now)
 	e.reap()
@@ -422,6 +482,7 @@ func (e *engine) drainSubmissions() {
 func (e *engine) close() error {
 	e.closeOnce.Do(func() {
 		e.dead.Store(true)
+		e.closing.Store(true)
 		for e.users.Load() != 0 {
 			runtime.Gosched() // a submitter between its check and its enqueue
 		}

@@ -52,6 +52,9 @@ func lossyPair(t *testing.T, h *Host, profile string, seed uint64, a, b Options)
 		t.Fatal(err)
 	}
 	a.IP, b.IP = netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
+	if a.Poll == PollLoop && b.Poll == PollLoop {
+		a.Poll, b.Poll = testPoll, testPoll
+	}
 	ea, err := h.Open("mem:"+name+"a/0", a)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +111,9 @@ func ctxT(t *testing.T) context.Context {
 
 // Every message crosses a lossy, reordering fabric whole, exactly once and
 // in order (on an ordered connection), both ways.
-func TestLossyFabricMessages(t *testing.T) {
+func TestLossyFabricMessages(t *testing.T) { eachPoll(t, testLossyFabricMessages) }
+
+func testLossyFabricMessages(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	// Nothing here asserts on the retry limit: a generous one keeps a
 	// loaded machine's late loops from turning loss into ErrPeerGone.
@@ -166,7 +171,9 @@ func testMessage(i int) []byte {
 // take (each at most the transport's largest RTO, 100 ms), so the retry
 // limit is certainly the cause, however slowly the loops run; the limit is
 // high enough that setting the connection up survives a loaded machine.
-func TestDeadPeer(t *testing.T) {
+func TestDeadPeer(t *testing.T) { eachPoll(t, testDeadPeer) }
+
+func testDeadPeer(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	opts := Options{RetryLimit: 20, IdleTimeout: time.Hour}
 	a, b, w := lossyPair(t, h, "", 1, opts, opts)
@@ -198,7 +205,9 @@ func TestDeadPeer(t *testing.T) {
 
 // A Recv waiting with nothing outstanding finds a silent peer through the
 // transport's keepalives (Options.IdleTimeout).
-func TestDeadPeerIdleRecv(t *testing.T) {
+func TestDeadPeerIdleRecv(t *testing.T) { eachPoll(t, testDeadPeerIdleRecv) }
+
+func testDeadPeerIdleRecv(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	// Long enough that no connection idles out while it is being set up
 	// on a loaded machine.
@@ -217,7 +226,9 @@ func TestDeadPeerIdleRecv(t *testing.T) {
 // Each outcome is made certain by the configuration, not by timing: the
 // refusal and the cancellation race a retry budget of minutes, the timeout
 // no answer at all.
-func TestDialFailures(t *testing.T) {
+func TestDialFailures(t *testing.T) { eachPoll(t, testDialFailures) }
+
+func testDialFailures(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	patient := Options{RetryLimit: 255}
 	a, b, w := lossyPair(t, h, "", 1, patient, patient)
@@ -248,7 +259,9 @@ func TestDialFailures(t *testing.T) {
 // Closing a connection: the calls after it fail with ErrClosed, a Recv
 // waiting on it ends with ErrClosed, and so does the peer's (a clean
 // close), once the messages sent before the close are taken.
-func TestClosedConn(t *testing.T) {
+func TestClosedConn(t *testing.T) { eachPoll(t, testClosedConn) }
+
+func testClosedConn(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -287,6 +300,10 @@ func TestClosedConn(t *testing.T) {
 // when the Recv is posted after the close has landed: closing ends the
 // connection for new operations, not for bytes already placed.
 func TestMessageArrivedBeforeCloseIsDelivered(t *testing.T) {
+	eachPoll(t, testMessageArrivedBeforeCloseIsDelivered)
+}
+
+func testMessageArrivedBeforeCloseIsDelivered(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -316,7 +333,9 @@ func TestMessageArrivedBeforeCloseIsDelivered(t *testing.T) {
 
 // Closing the endpoint ends everything waiting on it with ErrClosed, and
 // every call after.
-func TestEndpointClose(t *testing.T) {
+func TestEndpointClose(t *testing.T) { eachPoll(t, testEndpointClose) }
+
+func testEndpointClose(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	ca, _, l := connect(t, a, b, ConnOptions{})
@@ -359,7 +378,9 @@ func TestEndpointClose(t *testing.T) {
 // A context cancelled mid-operation: the call returns the context's error
 // wrapped (ErrCancelled and context.Canceled), and the buffer is the
 // caller's again: a pull's response that arrives later is not written.
-func TestCancelMidOperation(t *testing.T) {
+func TestCancelMidOperation(t *testing.T) { eachPoll(t, testCancelMidOperation) }
+
+func testCancelMidOperation(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b, w := lossyPair(t, h, "", 1, Options{RetryLimit: 50}, Options{RetryLimit: 50})
 	ca, cb, _ := connect(t, a, b, ConnOptions{})
@@ -508,7 +529,9 @@ func TestAcceptedSideSendsCarryIndex(t *testing.T) {
 // Recv no message comes for, with ErrTimeout, at its deadline, whatever the
 // peer does; the connection lives on. The timeout is long beside a 4 KiB op over memory, so the ops
 // after the link comes back finish before it however loaded the machine.
-func TestOpTimeout(t *testing.T) {
+func TestOpTimeout(t *testing.T) { eachPoll(t, testOpTimeout) }
+
+func testOpTimeout(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b, w := lossyPair(t, h, "", 1, Options{RetryLimit: 200}, Options{RetryLimit: 200})
 	ca, cb, _ := connect(t, a, b, ConnOptions{Timeout: time.Second})

@@ -97,6 +97,9 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 	if opts.CPU < 0 || opts.Idle > IdleSleep {
 		return fail(StatusInvalid, invalidf("Options.CPU %d must not be negative (leave Pin unset for no pinning), Idle %d must be IdleAdaptive, IdleBusy or IdleSleep", opts.CPU, opts.Idle))
 	}
+	if opts.Poll > PollCaller {
+		return fail(StatusInvalid, invalidf("Options.Poll %d must be PollLoop or PollCaller", opts.Poll))
+	}
 	h.h.mu.Lock()
 	if h.h.closed {
 		h.h.mu.Unlock()
@@ -120,7 +123,8 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 		return nil, err
 	}
 	e := &engine{host: h, name: spec, opts: opts, port: pt, gone: make(chan struct{}),
-		conns: make(map[*txn.Conn]*conn, opts.MaxConns)}
+		conns:  make(map[*txn.Conn]*conn, opts.MaxConns),
+		caller: opts.Poll == PollCaller, tokenFree: make(chan struct{}, 1)}
 	e.addr = Addr{IP: opts.IP, MAC: [6]byte(pt.Info().MAC)}
 	ring := ceilPow2(4 * opts.MaxOps)
 	if e.sub, err = rings.NewMPSC[entry](ring); err == nil {
@@ -166,10 +170,14 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	if opts.Pin {
 		lo.CPU = opts.CPU
 	}
-	switch opts.Idle {
-	case IdleBusy:
+	switch {
+	case opts.Poll == PollCaller:
+		// The callers poll while they wait; the loop only covers the
+		// spells between calls, and must not hold a CPU a caller needs.
+		lo.Idle.Mode = lcore.IdleSleep
+	case opts.Idle == IdleBusy:
 		lo.Idle.Mode = lcore.IdleBusy
-	case IdleSleep:
+	case opts.Idle == IdleSleep:
 		lo.Idle.Mode = lcore.IdleSleep
 	default:
 		lo.Idle.Mode = lcore.IdleAdaptive

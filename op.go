@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/peregrine-net/peregrine/core/clock"
@@ -173,6 +174,11 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 		copy(buf, cn.slotMem[o.slot*cn.size:o.slot*cn.size+n])
 		o.lent = false
 		e.submit(entry{repost: cn, slot: int32(o.slot)})
+		if e.caller {
+			// Post the slot now: under PollCaller nobody else may poll
+			// soon, and a peer sending meanwhile finds no slot.
+			e.tryPoll()
+		}
 	}
 	e.putOp(op)
 	return n, err
@@ -202,6 +208,9 @@ func (e *engine) launch(op *Op) error {
 	o.e, o.sc = e, nil
 	if err := op.prepare(); err != nil {
 		return err
+	}
+	if q := op.CQ; q != nil && e.caller {
+		q.q.drives(e)
 	}
 	gen := o.gen.Load()
 	o.state.Store(statePosted)
@@ -315,6 +324,9 @@ func (op *Op) wait(ctx context.Context) (int, error) {
 	case stateDone:
 		return op.result()
 	}
+	if e := o.e; e != nil && e.caller {
+		return op.drive(ctx, e)
+	}
 	for range spinChecks {
 		if o.state.Load() == stateDone {
 			return op.result()
@@ -328,6 +340,89 @@ func (op *Op) wait(ctx context.Context) (int, error) {
 		<-o.done
 	}
 	return op.result()
+}
+
+// idlePolls is how many polls in a row that find nothing a caller runs
+// (yielding every 32nd) before it stops polling and leaves its op to the
+// endpoint's loop: a long wait (a Recv with no sender) does not keep a CPU.
+const idlePolls = 4096
+
+// drive waits for op under PollCaller: it polls the engine itself while it
+// holds the token; while another goroutine holds it, it looks at the op
+// (yielding) and then parks until the op completes or the token is free.
+func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
+	o := &op.o
+	done := ctx.Done()
+	misses, idle := 0, 0
+	for o.state.Load() != stateDone {
+		select {
+		case <-done:
+			op.cancelWith(ctx)
+			done = nil // the op ends Cancelled, or as it was ending
+		default:
+		}
+		if n, ok := e.tryPoll(); ok {
+			misses = 0
+			if n != 0 {
+				idle = 0
+				continue
+			}
+			if idle++; idle&31 == 31 {
+				if idle >= idlePolls {
+					if op.park(ctx, done, nil) {
+						done = nil
+					}
+					idle = 0
+					continue
+				}
+				runtime.Gosched()
+			}
+			continue
+		}
+		if misses++; misses < spinChecks {
+			runtime.Gosched()
+			continue
+		}
+		misses = 0
+		// Announce the park before the last look at the token: a holder
+		// that releases it after the look sees parked and wakes a parker.
+		e.parked.Add(1)
+		if !e.token.Load() && !e.closing.Load() {
+			e.parked.Add(-1)
+			continue
+		}
+		if op.park(ctx, done, e.tokenFree) {
+			done = nil
+		}
+		e.parked.Add(-1)
+	}
+	if e.parked.Load() > 0 && !e.token.Load() {
+		// A parker woken for a token it did not use passes the wake on.
+		select {
+		case e.tokenFree <- struct{}{}:
+		default:
+		}
+	}
+	return op.result()
+}
+
+// park waits for the op's completion, the token (free != nil) or the
+// context (done != nil): true when it cancelled the op for the context.
+func (op *Op) park(ctx context.Context, done <-chan struct{}, free chan struct{}) bool {
+	o := &op.o
+	select {
+	case <-o.done:
+		// Put the token back for Op.Done's readers: the op stays done.
+		select {
+		case o.done <- struct{}{}:
+		default:
+		}
+	case <-free:
+	case <-done:
+		op.cancelWith(ctx)
+		return true
+	}
+	return false
 }
 
 func (op *Op) result() (int, error) {
@@ -382,6 +477,33 @@ type cqueue struct {
 	wake     chan struct{}
 	size     int
 	inflight atomic.Int64
+
+	// The PollCaller endpoints whose ops it has taken: Wait polls them.
+	mu      sync.Mutex
+	last    atomic.Pointer[engine]
+	engines atomic.Pointer[[]*engine]
+}
+
+// drives notes that ops of e complete here (once per endpoint; the common
+// case, the same endpoint as the last start, is one atomic load).
+func (q *cqueue) drives(e *engine) {
+	if q.last.Load() == e {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last.Store(e)
+	var list []*engine
+	if p := q.engines.Load(); p != nil {
+		list = *p
+	}
+	for _, x := range list {
+		if x == e {
+			return
+		}
+	}
+	grown := append(append(make([]*engine, 0, len(list)+1), list...), e)
+	q.engines.Store(&grown)
 }
 
 func newCQ(size int) (*CompletionQueue, error) {
@@ -422,10 +544,30 @@ func (q *cqueue) poll(out []*Op) int {
 }
 
 func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
+	idle := 0
 	for {
 		if n := q.poll(out); n > 0 || len(out) == 0 {
 			return n, nil
 		}
+		if p := q.engines.Load(); p != nil && idle < idlePolls {
+			// PollCaller endpoints: poll them here, as Op.Wait does,
+			// until a while of finding nothing; then the loops' pace.
+			if err := ctx.Err(); err != nil {
+				return 0, cancelled("completion queue wait", ctx)
+			}
+			work := 0
+			for _, e := range *p {
+				n, _ := e.tryPoll()
+				work += n
+			}
+			if idle++; work != 0 {
+				idle = 0
+			} else if idle&31 == 31 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		idle = 0
 		select {
 		case <-q.wake:
 		case <-ctx.Done():

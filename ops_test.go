@@ -39,7 +39,9 @@ func TestEightMiBMessage(t *testing.T) {
 }
 
 // An empty message is a message: Recv returns it with length 0.
-func TestEmptyMessage(t *testing.T) {
+func TestEmptyMessage(t *testing.T) { eachPoll(t, testEmptyMessage) }
+
+func testEmptyMessage(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
@@ -58,7 +60,9 @@ func TestEmptyMessage(t *testing.T) {
 
 // Asynchronous ops reaped in batches from one completion queue, across
 // Sends, Recvs, Pushes and Pulls; Done and Wait on single ops.
-func TestAsyncCompletionQueue(t *testing.T) {
+func TestAsyncCompletionQueue(t *testing.T) { eachPoll(t, testAsyncCompletionQueue) }
+
+func testAsyncCompletionQueue(t *testing.T) {
 	h := testHost(t, HostOptions{})
 	a, b := pair(t, h, Options{}, Options{})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })

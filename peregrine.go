@@ -63,6 +63,36 @@ func (i Idle) String() string {
 	return "idle?"
 }
 
+// Poll says which goroutine runs an endpoint's engine.
+type Poll uint8
+
+const (
+	// PollLoop runs the engine on the endpoint's own poll loop goroutine
+	// (pinned when Options.Pin is set): callers hand it their ops and park
+	// until it hands them back. The default; it suits many callers, and a
+	// loop with a CPU of its own.
+	PollLoop Poll = iota
+	// PollCaller runs to completion on the caller's goroutine: a blocking
+	// call, Op.Wait and CompletionQueue.Wait poll the engine themselves
+	// until their op completes, one caller at a time (the others wait for
+	// their ops, or for the turn to poll). Between calls the endpoint's
+	// loop keeps timers, accepts and closes going, idling with IdleSleep
+	// (Options.Idle does not apply). No hand-off between goroutines on the
+	// way: the lowest cost per operation when the CPUs are few. An
+	// asynchronous op nobody waits on progresses at the loop's pace.
+	PollCaller
+)
+
+func (p Poll) String() string {
+	switch p {
+	case PollLoop:
+		return "loop"
+	case PollCaller:
+		return "caller"
+	}
+	return "poll?"
+}
+
 // Options configure an endpoint (Host.Open). IP is required; the zero value
 // of the rest selects the defaults, with every mechanism that changes the
 // wire (IOI, global QP numbers) off.
@@ -75,6 +105,9 @@ type Options struct {
 	Pin bool
 	// Idle is the poll loop's idle policy (default IdleAdaptive).
 	Idle Idle
+	// Poll says who polls the engine: its loop (PollLoop, the default) or
+	// the callers waiting for their ops (PollCaller).
+	Poll Poll
 	// MaxConns bounds the connections (default 64).
 	MaxConns int
 	// MaxOps bounds the operations in flight at once, both directions

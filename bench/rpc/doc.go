@@ -7,6 +7,9 @@
 //     polls itself (no loop, no hand-off): the floor.
 //   - api: the public package in-process (peregrine.Host, Endpoint, Conn
 //     Send and Recv), each endpoint on its own poll loop.
+//   - api-caller: the same with Options.Poll PollCaller: the callers
+//     waiting for their ops poll the endpoints themselves. The ratio
+//     api_vs_raw_cost_1k takes the faster of the two API rows.
 //   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
 //     a host.Server (what `peregrine serve` runs) on the client's endpoint
 //     and its shared-memory channel; the echo server is in-process on the

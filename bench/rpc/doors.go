@@ -30,7 +30,11 @@ func openDoor(o Options, m *media, name string) (door, error) {
 	case "tcp":
 		return &tcpDoor{m: m}, nil
 	}
-	return openMsgDoor(o, m, name == "sidecar")
+	poll := peregrine.PollLoop
+	if name == "api-caller" {
+		poll = peregrine.PollCaller
+	}
+	return openMsgDoor(o, m, name == "sidecar", poll)
 }
 
 // msgDoor is the public API in-process or, with a sidecar, the client
@@ -46,7 +50,7 @@ type msgDoor struct {
 	polled chan struct{}
 }
 
-func openMsgDoor(o Options, m *media, sidecar bool) (_ *msgDoor, err error) {
+func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll) (_ *msgDoor, err error) {
 	d := &msgDoor{}
 	defer func() {
 		if err != nil {
@@ -56,10 +60,10 @@ func openMsgDoor(o Options, m *media, sidecar bool) (_ *msgDoor, err error) {
 	if d.h, err = peregrine.NewHost(peregrine.HostOptions{}); err != nil {
 		return nil, err
 	}
-	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle}); err != nil {
+	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
 		return nil, err
 	}
-	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle}); err != nil {
+	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
 		return nil, err
 	}
 	if !sidecar {

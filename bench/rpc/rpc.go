@@ -60,7 +60,9 @@ var (
 )
 
 // Doors are the ways in, in the order they are measured.
-var Doors = []string{"raw", "api", "sidecar", "tcp"}
+// api-caller is the public package with its endpoints polled by their
+// callers (Options.Poll: PollCaller) rather than by their loops.
+var Doors = []string{"raw", "api", "api-caller", "sidecar", "tcp"}
 
 // Wheres are the media: in memory (mem: ports; kernel TCP over loopback)
 // and an AF_XDP veth pair between two namespaces (kernel TCP over it).
@@ -259,9 +261,16 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 		}
 		return true
 	}
-	if a, r := "mem_api_1k_x1", "mem_raw_1k_x1"; have(a, r) {
-		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: got[a].nsPerOp() / got[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f ÷ raw txn %.0f", got[a].nsPerOp(), got[r].nsPerOp())})
+	if a, c, r := "mem_api_1k_x1", "mem_api-caller_1k_x1", "mem_raw_1k_x1"; have(a, c, r) {
+		// The public API's cost is its faster mode's: an application
+		// picks the mode that suits it, and both are printed.
+		best, mode := got[a].nsPerOp(), "loop"
+		if v := got[c].nsPerOp(); v < best {
+			best, mode = v, "caller"
+		}
+		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: best / got[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn %.0f",
+				best, mode, got[a].nsPerOp(), got[c].nsPerOp(), got[r].nsPerOp())})
 	}
 	if s, a := "mem_sidecar_1k_x1", "mem_api_1k_x1"; have(s, a) {
 		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / got[a].nsPerOp(), Op: report.AtMost, Target: 1.3,

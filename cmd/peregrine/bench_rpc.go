@@ -33,7 +33,10 @@ each door, in one run:
 
   raw      core/rt/txn Sends, both endpoints polled by the measuring
            goroutine (the floor)
-  api      the public package in-process (Host, Endpoint, Conn Send/Recv)
+  api      the public package in-process (Host, Endpoint, Conn Send/Recv),
+           each endpoint on its own poll loop
+  api-caller  the same, the endpoints polled by their callers (Options.Poll:
+           PollCaller): no hand-off between goroutines
   sidecar  an endpoint from peregrine.Attach through the appliance's host.Server,
            what peregrine serve runs; the echo server in-process
   tcp      kernel TCP with Go's net, length-prefixed messages
@@ -44,7 +47,8 @@ the same pair; root only, skipped otherwise), the endpoints' loops on the
 same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
 ` + strings.Join(benchrpc.Rows()[:2], ", ") + `. Ratios:
 
-  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw (goal <= 1.15)
+  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw (goal <= 1.15;
+                                the faster of api and api-caller, both printed)
   sidecar_vs_inprocess_cost_1k  the same, sidecar ÷ in-process                      (goal <= 1.3)
   rpc_1k_vs_kernel_tcp_ops      32 in flight over veth, sidecar ÷ kernel TCP ops/s  (goal >= 2.0)
   rpc_1k_p99_vs_kernel_tcp      1 in flight over veth, sidecar ÷ kernel TCP p99     (goal <= 0.5)
@@ -56,7 +60,7 @@ same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
 The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rpc
   peregrine bench rpc --count 2000 --file-size 16MiB   # a quick look
-  peregrine bench rpc --only raw,api --count 20000     # the public API's cost alone`,
+  peregrine bench rpc --only raw,api,api-caller --count 20000   # the public API's cost alone`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(

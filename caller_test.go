@@ -1,0 +1,110 @@
+package peregrine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// Two goroutines in blocking calls on one PollCaller endpoint: one holds
+// the poll token, the other waits for it or for its op, and both finish —
+// a wake-up lost between the holder's release and the waiter's park would
+// leave one hanging until the test's guard.
+func TestCallerTwoGoroutinesOneEndpoint(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	// The senders may outrun the receivers on a loaded machine: the
+	// peer's "no slot" answers are retried, not counted against the test.
+	patient := Options{Poll: PollCaller, RetryLimit: 255}
+	a, b := pair(t, h, patient, patient)
+	defer a.Close()
+	defer b.Close()
+	ca, cb, _ := connect(t, a, b, ConnOptions{Ordered: true, RecvSlots: 16})
+	const rounds = 200
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	// Two senders on a, two receivers on b: each endpoint has two callers
+	// competing for its token the whole time.
+	for w := range 2 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				if err := ca.Send(ctx, fmt.Appendf(nil, "w%d-%d", w, i)); err != nil {
+					errs <- fmt.Errorf("send %d/%d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 64)
+			for i := range rounds {
+				n, err := cb.Recv(ctx, buf)
+				if err != nil {
+					errs <- fmt.Errorf("recv %d/%d: %w", w, i, err)
+					return
+				}
+				if !bytes.HasPrefix(buf[:n], []byte("w")) {
+					errs <- fmt.Errorf("recv %d/%d: %q", w, i, buf[:n])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A caller blocked in Recv on a PollCaller endpoint, while another
+// goroutine sends on the same endpoint (and so polls it), is ended by its
+// context's cancel with ErrCancelled; the other's calls go on.
+func TestCallerBlockedWhileAnotherCancels(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	patient := Options{Poll: PollCaller, RetryLimit: 255}
+	a, b := pair(t, h, patient, patient)
+	defer a.Close()
+	defer b.Close()
+	ca, cb, _ := connect(t, a, b, ConnOptions{Ordered: true})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	blocked := make(chan error, 1)
+	go func() {
+		// Nothing is ever sent to b: only the cancel ends this.
+		_, err := cb.Recv(ctx, make([]byte, 64))
+		blocked <- err
+	}()
+	const msgs = 20
+	sent := make(chan error, 1)
+	go func() {
+		for i := range msgs {
+			if err := cb.Send(ctxT(t), []byte{byte(i)}); err != nil {
+				sent <- err
+				return
+			}
+			if i == msgs/2 {
+				cancel()
+			}
+		}
+		sent <- nil
+	}()
+	buf := make([]byte, 64)
+	for i := range msgs {
+		n, err := ca.Recv(ctxT(t), buf)
+		if err != nil || n != 1 || buf[0] != byte(i) {
+			t.Fatalf("recv %d: %d bytes %v, %v", i, n, buf[:n], err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("the other caller's send: %v", err)
+	}
+	if err := <-blocked; !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("blocked Recv ended with %v, want ErrCancelled", err)
+	}
+}
