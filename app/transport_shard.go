@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/hist"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/shard"
 )
 
 // ShardedTransport is what AddShardedTransport built: one Transport per

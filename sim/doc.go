@@ -41,12 +41,12 @@
 //
 // With Config.Shards = S each side is a host of S endpoints (shard i with
 // Options.ShardBits log2 S and Shard i) on the S queues of a mem port,
-// each through app/shard's view of it, and a NIC stage (shards.go) between
+// each through core/shard's view of it, and a NIC stage (shards.go) between
 // that port and the network: it puts each arriving frame on the queue of
 // the shard its destination CID names, as an XDP program or flow steering
 // does, a ConnOpen on the queue of the opener's shard number (shard i pairs
 // with shard i), and with Config.Missteer a share of the frames on a wrong
-// queue, for app/shard's counted software hand-off. A workload opens its
+// queue, for core/shard's counted software hand-off. A workload opens its
 // connections round robin over the shards. TestProperty also runs at 2 and
 // 4 shards (200 seeds each; 20 in -short), with a missteered share or a
 // link outage in some seeds, and checks besides the above that every shard

@@ -15,11 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/internal/testenv"

@@ -151,7 +151,7 @@ type Report struct {
 	// A and B sum each side's shards' counters.
 	A, B rt.Stats
 	// Missteered and HandedOver: frames each sharded side's NIC put on a
-	// wrong queue, and those app/shard moved to their shard in software.
+	// wrong queue, and those core/shard moved to their shard in software.
 	Missteered, HandedOver [2]uint64
 }
 

@@ -80,7 +80,7 @@ func TestProperty(t *testing.T) {
 
 // shardedScenario is the random scenario of seed on hosts of shards
 // shards, and one seed in four of them missteers 5 % of the arriving
-// frames (which must reach their shards through app/shard's hand-off,
+// frames (which must reach their shards through core/shard's hand-off,
 // still exactly once), another one in four takes the link down both ways
 // for up to 3 ms mid-transfer.
 func shardedScenario(seed uint64, packets, shards int) Scenario {

@@ -5,18 +5,18 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
 // host is a sharded side of a Sim: Config.Shards endpoints, shard i on
-// queue i of a multi-queue mem port (dev), each through app/shard's view of
+// queue i of a multi-queue mem port (dev), each through core/shard's view of
 // that port, and a NIC stage between the network's one-queue port and the
 // mem pair's other end (nic). The NIC does what an XDP program or the
 // NIC's flow steering does on a real port: it reads each arriving frame's
@@ -30,13 +30,13 @@ import (
 // delivers to queue i of the other (mem's SteerQueue, veth). With
 // Config.Missteer it puts that share of the frames on a wrong queue
 // instead (of the frames that name a connection: a ConnOpen's queue is
-// its flow's), so app/shard's software hand-off carries them (and counts
+// its flow's), so core/shard's software hand-off carries them (and counts
 // them). What the shards send on their queues the NIC passes to the
 // network unchanged.
 //
 // Ownership: a frame the network's port hands the NIC is the NIC's until
 // the mem ring of its queue accepts it (a full ring frees it, counted in
-// Dropped); from there it is the shard's, as app/shard says; the NIC owns
+// Dropped); from there it is the shard's, as core/shard says; the NIC owns
 // what it takes from the mem queues until the network's port accepts it.
 type host struct {
 	name   string
@@ -134,7 +134,7 @@ func (h *host) queue(b []byte) int {
 	}
 	// Only frames that name a connection are missteered: a flow's
 	// ConnOpens reach one queue on a real port (the same hash, the same
-	// sending queue), and app/shard leaves them where they land, so a
+	// sending queue), and core/shard leaves them where they land, so a
 	// repeat on another shard would open a second connection there.
 	if named && h.miss > 0 && h.rng.Float64()*100 < float64(h.miss) {
 		q = (q + 1 + h.rng.IntN(h.n-1)) % h.n
@@ -172,7 +172,7 @@ func (h *host) close() error {
 	return errors.Join(h.dev.Close(), h.nic.Close())
 }
 
-// shardPort is the port a shard's endpoint drives: app/shard's view, with
+// shardPort is the port a shard's endpoint drives: core/shard's view, with
 // a count of the frames it delivers that belong to another shard.
 type shardPort struct {
 	port.Port

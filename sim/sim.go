@@ -58,7 +58,7 @@ type Config struct {
 	// connections are opened round robin over its shards, B's likewise.
 	Shards int
 	// Missteer is the share of arriving frames a sharded host's NIC puts
-	// on a wrong shard's queue, for app/shard's software hand-off to carry.
+	// on a wrong shard's queue, for core/shard's software hand-off to carry.
 	Missteer fabric.Percent
 }
 
@@ -187,7 +187,7 @@ func (s *Sim) Outstanding() int {
 }
 
 // Missteered returns, per side, the frames its host's NIC put on a wrong
-// queue and app/shard handed over in software (zero unless sharded).
+// queue and core/shard handed over in software (zero unless sharded).
 func (s *Sim) Missteered() (nic, handedOver [2]uint64) {
 	for side, h := range s.hosts {
 		if h != nil {

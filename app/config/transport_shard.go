@@ -7,8 +7,8 @@ import (
 	"net/netip"
 
 	"github.com/peregrine-net/peregrine/app"
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/shard"
 )
 
 // transportPeer is a built transport target an initiator of the same

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/app"
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	benchreport "github.com/peregrine-net/peregrine/bench/report"
 	"github.com/peregrine-net/peregrine/core/clock"
@@ -27,6 +26,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 )

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/peregrine-net/peregrine/app"
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/internal/units"
 	"github.com/peregrine-net/peregrine/pmd"
 )

@@ -11,12 +11,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/peregrine-net/peregrine/app/config"
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/app/traffic"
 	"github.com/peregrine-net/peregrine/app/txnload"
 	"github.com/peregrine-net/peregrine/core/fwd"
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/fabric"
 )
 

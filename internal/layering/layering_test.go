@@ -141,6 +141,9 @@ var coreRules = map[string]coreRule{
 	// The transport knows nothing of the operations above it: no txn,
 	// no IOI, no delivery index, no reorder engine.
 	"core/rt": {imports: []string{"cam", "core/clock", "core/mbuf", "core/port", "core/qpx", "core/wire"}},
+	// core/shard splits a port among transport endpoints: it reads a
+	// frame's CID and knows the CID's shard bits, and nothing above rt.
+	"core/shard": {imports: []string{"rings", "core/mbuf", "core/port", "core/rt", "core/wire"}},
 	// The transaction layer applies the logic packages on the transport
 	// and drives the transmit scheduler; never sched/mcsq, which is above it.
 	"core/rt/txn": {imports: []string{"cam", "core/clock", "core/mbuf", "core/port", "core/wire",

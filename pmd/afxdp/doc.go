@@ -68,7 +68,7 @@
 // whose shard owns its destination CID would lose the frame, not move it.
 // The program therefore redirects every frame to its own queue's socket;
 // a frame whose CID names another shard reaches the wrong shard and is
-// handed over in software (app/shard, counted as steered_in_software).
+// handed over in software (core/shard, counted as steered_in_software).
 // Keeping frames on the right queue is the sender's job (the UDP source
 // port chosen so that RSS picks the owner's queue) or the NIC's (a flow
 // rule per destination port). With shard_bits=B (and udp_port) the

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/app/shard"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
