@@ -134,12 +134,9 @@ func shellReferences(path string, src []byte) ([]reference, error) {
 		return nil, err
 	}
 	funcs := map[string]bool{}
-	syntax.Walk(f, func(n syntax.Node) bool {
-		if fd, ok := n.(*syntax.FuncDecl); ok {
-			funcs[fd.Name.Value] = true
-		}
-		return true
-	})
+	if err := addFuncs(f, path, funcs, 0); err != nil {
+		return nil, err
+	}
 	var refs []reference
 	syntax.Walk(f, func(n syntax.Node) bool {
 		call, ok := n.(*syntax.CallExpr)
@@ -192,6 +189,69 @@ func shellReferences(path string, src []byte) ([]reference, error) {
 		return true
 	})
 	return refs, nil
+}
+
+// addFuncs adds to funcs the functions f defines and those of the scripts
+// it sources (`source "$repo/bench/lib.sh"`: the path's last literal part,
+// from the repository's root or the script's folder), so a shared helper is
+// not taken for a program.
+func addFuncs(f *syntax.File, path string, funcs map[string]bool, depth int) error {
+	var sourced []string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.FuncDecl:
+			funcs[n.Name.Value] = true
+		case *syntax.CallExpr:
+			if len(n.Args) == 2 && (n.Args[0].Lit() == "source" || n.Args[0].Lit() == ".") {
+				if tail := lastLiteral(n.Args[1].Parts); strings.HasSuffix(tail, ".sh") {
+					sourced = append(sourced, strings.TrimPrefix(tail, "/"))
+				}
+			}
+		}
+		return true
+	})
+	if len(sourced) == 0 || depth > 3 {
+		return nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	for _, rel := range sourced {
+		var src []byte
+		for _, p := range []string{filepath.Join(root, rel), filepath.Join(root, filepath.Dir(path), rel)} {
+			if src, err = os.ReadFile(p); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s sources %s, which is not found from the repository's root or beside it", path, rel)
+		}
+		lib, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(string(src)), rel)
+		if err != nil {
+			return err
+		}
+		if err := addFuncs(lib, rel, funcs, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastLiteral is the last literal text of a word's parts, looking into
+// double quotes: "/bench/lib.sh" of "$repo/bench/lib.sh".
+func lastLiteral(parts []syntax.WordPart) string {
+	for i := len(parts) - 1; i >= 0; i-- {
+		switch p := parts[i].(type) {
+		case *syntax.Lit:
+			return p.Value
+		case *syntax.DblQuoted:
+			return lastLiteral(p.Parts)
+		default:
+			return ""
+		}
+	}
+	return ""
 }
 
 // installDepsPackages returns the packages of install-deps.sh's

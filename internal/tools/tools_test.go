@@ -62,6 +62,8 @@ command -v zapper >/dev/null
 ip netns exec ns1 tweaker -K eth0
 case $1 in up) grep -q foo /etc/hosts ;; esac
 "$repo/hack/topo.sh" down
+source "$repo/bench/lib.sh"
+median 1 2 3
 `
 	goRefs, err := goReferences("x.go", []byte(goSrc))
 	require.NoError(t, err)
