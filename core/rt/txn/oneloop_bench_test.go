@@ -148,8 +148,11 @@ func BenchmarkPush64OneLoop(b *testing.B) {
 	l.run(b.N, 64, inflight)
 	b.StopTimer()
 	b.ReportMetric(float64(threadCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-	st := l.a.Transport().Stats()
+	st, sb := l.a.Transport().Stats(), l.b.Transport().Stats()
 	b.ReportMetric(float64(st.TxRetransmit+st.TxEarlyRetransmit), "retx")
+	// How many ACK frames a push costs: the target's standalone ACKs over
+	// the initiator's data packets (both counted from the start).
+	b.ReportMetric(float64(sb.TxAck+sb.TxExtendedAck)/float64(st.TxData), "acks/push")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 

@@ -254,16 +254,19 @@ func (e *Endpoint) pushWhole(ci int32, c *conn, h *wire.Header, p []byte) rt.Ver
 	if !e.admissible(false, 1) {
 		return rt.NoResources
 	}
-	i, x := e.allocX(ci, roleTarget)
-	x.kind, x.rsn, x.length, x.remote = OpPush, h.RSN, h.ReqLen, h.Ext.Region
-	x.mem = span
-	copy(x.mem, p)
-	x.received = x.length
+	// Released as it is placed, it needs no context either: what release
+	// does for a push, without one to allocate, link, clear and free.
+	copy(span, p)
 	e.cnt.own[cBytesPlaced] += uint64(len(p))
 	if c.peerOrdered {
 		c.reqBase++ // what the engine's PopReady did
 	}
-	e.release(ci, c, i)
+	e.cnt.own[cRequestsDelivered]++
+	if e.opts.OnRequest != nil {
+		e.req = Request{Conn: c.handle, Kind: OpPush, RSN: h.RSN, Region: h.Ext.Region, Data: span}
+		e.opts.OnRequest(&e.req)
+		e.req = Request{}
+	}
 	return rt.Accept
 }
 
