@@ -37,8 +37,18 @@
 //     upper bound on its own; two out of two can. This is MLRsearch's goal
 //     exceed ratio and duration sum; ExceedRatio near 0 with SumFactor 1
 //     is RFC 2544's plain binary search, where the first bad trial decides.
+//   - Held-back trials. A trial whose generator offered less than
+//     (1 − OfferedTolerance) of its rate (5 % by default; sent ÷ send
+//     time, when the Trialer measures it) tested a lighter load than
+//     asked — its CPU was taken — and is evidence of nothing about the
+//     DUT: it is recorded (TrialRecord.HeldBack), decides nothing and is
+//     run again at the same load. Five running at one load mean the
+//     generator cannot offer it now: the search's ceiling drops to the
+//     best it offered there (GeneratorLimited), and a goal that passes
+//     the ceiling is AtMax, a lower bound of the DUT's rate. So the final
+//     confirmation trial too is re-measured until one kept its rate.
 //   - Where to try next: a load between the bounds still undecided at this
-//     duration (last phase's bounds, the passing one first); MaxRate when
+//     duration (last phase's bounds, the passing one first); the ceiling (MaxRate) when
 //     nothing failed yet; when nothing passed, the rate the DUT forwarded
 //     at the upper bound (its capacity, as MLRsearch's initial phase
 //     takes it from the maximum-rate trial) or a step down, each step

@@ -65,10 +65,6 @@ type TrialResult struct {
 	SendTime time.Duration
 }
 
-// generatorSlack is how far below the asked rate a trial may offer before
-// it counts as generator-limited.
-const generatorSlack = 0.97
-
 // LossRatio is the fraction of sent frames that did not arrive; more
 // arrivals than sends (duplicates) count as no loss.
 func (r TrialResult) LossRatio() float64 {

@@ -17,9 +17,11 @@ import (
 // TestRunVethTinyTrials runs the whole harness as root with tiny trials:
 // the topology, the traffic loop, peregrine fwd and the Linux bridge as
 // DUTs, the search (twice at 64 B for fwd), latency and frame loss, the
-// ratio lines and the report. The offered rates are far below what either
-// DUT forwards, so both must pass MaxRate with no loss: the figures are
-// exact, whatever the machine's load.
+// ratio lines and the report, after measuring the generator's ceiling
+// through the direct path. The offered rates are far below what either
+// DUT forwards, so both must pass MaxRate with no loss — or, on a machine
+// so loaded that the generator cannot keep even 20 kfps, the search's own
+// lowered ceiling, said so (generator-limited): never a failure of the DUT.
 func TestRunVethTinyTrials(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
@@ -42,8 +44,15 @@ func TestRunVethTinyTrials(t *testing.T) {
 	for _, res := range rep.Results {
 		s := res.Size(64)
 		require.NotNil(t, s, res.DUT)
-		require.Equal(t, 20000.0, s.NDR, "%s: 20 kfps is far below what it forwards\n%s", res.DUT, out.String())
-		require.True(t, s.Searches[0].Goals[0].AtMax)
+		require.Positive(t, s.Ceiling, res.DUT)
+		for _, x := range s.Searches {
+			require.True(t, x.Goals[0].AtMax, "%s: 20 kfps is far below what it forwards\n%s", res.DUT, out.String())
+			if !x.GeneratorLimited {
+				require.Equal(t, 20000.0, x.NDR(), res.DUT)
+			} else {
+				require.Equal(t, x.Ceiling, x.NDR(), res.DUT)
+			}
+		}
 		for _, p := range s.FrameLoss {
 			require.Zero(t, p.Loss, "%s at %.0f fps", res.DUT, p.Rate)
 			require.Equal(t, p.Sent, p.Received)
@@ -56,13 +65,14 @@ func TestRunVethTinyTrials(t *testing.T) {
 		}
 	}
 	text := out.String()
-	require.Contains(t, text, "RATIO ndr_64b_fwd_vs_kernel_bridge 1.000 goal >= 2 FAIL")
-	require.Contains(t, text, "RATIO search_repeatability 1.000 goal <= 1.1 PASS")
+	require.Contains(t, text, "64B: the generator's ceiling is ")
+	require.Contains(t, text, "RATIO ndr_64b_fwd_vs_kernel_bridge ")
+	require.Contains(t, text, "RATIO search_repeatability ")
 	lines := strings.Split(strings.TrimSpace(text), "\n")
-	require.True(t, strings.HasPrefix(lines[len(lines)-1], "BENCH-SUMMARY pass=1 fail=1"), text)
+	require.True(t, strings.HasPrefix(lines[len(lines)-1], "BENCH-SUMMARY pass="), text)
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
-	require.Contains(t, md.String(), "| fwd | 64B | 20000")
+	require.Contains(t, md.String(), "| fwd | 64B | ")
 }
 
 // TestRunVethExternalDUT measures a device the harness did not build: the
