@@ -84,9 +84,13 @@ type TrialRecord struct {
 	// Offered is the rate actually offered (sent ÷ send time) when the
 	// Trialer measured it, else Rate.
 	Offered float64 `json:"offered_fps"`
-	// HeldBack: Offered fell short of Rate by more than the tolerance;
-	// the trial decided nothing.
-	HeldBack bool `json:"held_back,omitempty"`
+	// HeldBack: Offered fell short of Rate by more than the tolerance
+	// with nothing refused: the generator's CPU was taken, and the trial
+	// decided nothing. Backpressure: it fell short because the DUT's side
+	// refused frames; the shortfall counts as loss (Loss is at least
+	// 1 − Offered ÷ Rate).
+	HeldBack     bool `json:"held_back,omitempty"`
+	Backpressure bool `json:"backpressure,omitempty"`
 }
 
 // GoalResult is what the search found for one goal.
@@ -211,6 +215,11 @@ const (
 	lower
 	upper
 )
+
+// backpressureSlack is the shortfall a trial whose frames were refused
+// may show and still count as having offered its rate: the send time is
+// measured to a loop iteration.
+const backpressureSlack = 0.001
 
 // heldBackLimit is how many held-back trials running at one load make the
 // search take it as out of the generator's reach.
@@ -432,7 +441,16 @@ func (s *searcher) trial(ctx context.Context, g Goal, phase int, rate float64, d
 	rec := TrialRecord{Goal: g.Name, Phase: phase, Rate: rate, Duration: d, Sent: r.Sent, Received: r.Received, Loss: o.loss, Offered: rate}
 	if r.SendTime > 0 {
 		rec.Offered = float64(r.Sent) / r.SendTime.Seconds()
-		rec.HeldBack = s.opts.OfferedTolerance >= 0 && rec.Offered < (1-s.opts.OfferedTolerance)*rate
+		short := s.opts.OfferedTolerance >= 0 && rec.Offered < (1-s.opts.OfferedTolerance)*rate
+		if r.Refused > 0 && rec.Offered < (1-backpressureSlack)*rate {
+			// The DUT did not take the load: what it held back, a wire
+			// would have seen it drop.
+			rec.Backpressure = true
+			o.loss = max(o.loss, 1-rec.Offered/rate)
+			rec.Loss = o.loss
+		} else {
+			rec.HeldBack = short
+		}
 	}
 	if rec.HeldBack {
 		s.heldBack(rate, rec.Offered)

@@ -266,3 +266,33 @@ func TestSearchIsRepeatableOnANoisyMachine(t *testing.T) {
 	}
 	t.Logf("%d seeds: worst search_repeatability %.3f, NDR %.3f to %.3f of the capacity", len(seeds), worst, lo, hi)
 }
+
+// TestSearchCountsBackpressureAsLoss: over veth a DUT that does not keep
+// up refuses the generator's frames (its transmit ring fills) instead of
+// dropping them, so the generator offers less than asked and nothing is
+// lost. That shortfall is the DUT's, not a held-back generator's: the
+// search must find the DUT's capacity, not take every trial above it as
+// undecided and lower its ceiling.
+func TestSearchCountsBackpressureAsLoss(t *testing.T) {
+	res, err := Search(context.Background(), &pushback{capacity: 3e5}, SearchOptions{MaxRate: 1e6, PDRLoss: -1})
+	require.NoError(t, err)
+	require.False(t, res.GeneratorLimited)
+	require.Zero(t, res.HeldBack)
+	require.InDelta(t, 3e5, res.NDR(), 3e5*DefaultWidth)
+	require.LessOrEqual(t, res.NDR(), 3e5/(1-backpressureSlack))
+	require.True(t, res.Trials[0].Backpressure)
+	require.InDelta(t, 0.7, res.Trials[0].Loss, 1e-9)
+}
+
+// pushback is a lossless DUT of capacity frames per second that holds a
+// faster generator back by refusing its frames.
+type pushback struct{ capacity float64 }
+
+func (p *pushback) Trial(_ context.Context, spec TrialSpec) (TrialResult, error) {
+	n := spec.Count()
+	r := TrialResult{Sent: n, Received: n, SendTime: time.Duration(float64(n) / min(spec.Rate, p.capacity) * float64(time.Second))}
+	if spec.Rate > p.capacity {
+		r.Refused = n / 10
+	}
+	return r, nil
+}

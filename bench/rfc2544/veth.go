@@ -426,6 +426,7 @@ func (r *vethRun) warmUp(ctx context.Context, size FrameSize) error {
 // trial, at spec.Rate; the trial ends once the generator is done and the
 // receiver has seen every frame or none for drainQuiet.
 func (r *vethRun) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error) {
+	refused := r.tp.Port(0).Stats().TxDropped
 	a, err := r.arm(spec.Size, spec.Rate, spec.Count())
 	if err != nil {
 		return TrialResult{}, err
@@ -437,7 +438,8 @@ func (r *vethRun) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error
 	}
 	// The loop's clock: from the first poll (whose burst goes at once, the
 	// rate limiter's allowance) to the last frame handed over.
-	res := TrialResult{Sent: a.gen.Stats().Sent, Received: closed.received, SendTime: closed.doneAt.Sub(closed.startAt)}
+	res := TrialResult{Sent: a.gen.Stats().Sent, Received: closed.received, SendTime: closed.doneAt.Sub(closed.startAt),
+		Refused: r.tp.Port(0).Stats().TxDropped - refused}
 	if spec.Latency {
 		res.Latency = &closed.lat
 	}
