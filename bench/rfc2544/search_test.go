@@ -21,14 +21,7 @@ import (
 // the jitter), and never above it, and PDR likewise. 1,000 seeds (100
 // under -short, 200 under the race detector); -seed=N replays one.
 func TestSearchFindsCapacityAcrossSeeds(t *testing.T) {
-	seeds := []uint64{}
-	if s, ok := testenv.Replay(t); ok {
-		seeds = append(seeds, s)
-	} else {
-		for s := range (testenv.Seeds{Full: 1000, Short: 100, Race: 200}).N(t) {
-			seeds = append(seeds, uint64(s))
-		}
-	}
+	seeds := seedList(t, testenv.Seeds{Full: 1000, Short: 100, Race: 200})
 	const jitter = 0.002
 	var trials, maxTrials int
 	var simTime time.Duration
@@ -193,14 +186,7 @@ func (g *slowGen) Trial(_ context.Context, spec TrialSpec) (TrialResult, error) 
 // Taking every trial as evidence (OfferedTolerance < 0) overstates it: a
 // held-back trial above the capacity passes. 200 seeds (50 under -short).
 func TestSearchIgnoresAHeldBackGenerator(t *testing.T) {
-	seeds := []uint64{}
-	if s, ok := testenv.Replay(t); ok {
-		seeds = append(seeds, s)
-	} else {
-		for s := range (testenv.Seeds{Full: 200, Short: 50, Race: 50}).N(t) {
-			seeds = append(seeds, uint64(s))
-		}
-	}
+	seeds := seedList(t, testenv.Seeds{Full: 200, Short: 50, Race: 50})
 	const jitter = 0.002
 	search := func(seed uint64, capacity, tol float64) *SearchResult {
 		dut, err := NewSimulated(SimulatedOptions{Capacity: capacity, Jitter: jitter, GenHeldProb: 0.1, Seed: seed})
@@ -236,14 +222,7 @@ func TestSearchIgnoresAHeldBackGenerator(t *testing.T) {
 // tolerance lets it drain its buffer). 20 seeds (5 under -short); each is three
 // searches on the virtual clock.
 func TestSearchIsRepeatableOnANoisyMachine(t *testing.T) {
-	seeds := []uint64{}
-	if s, ok := testenv.Replay(t); ok {
-		seeds = append(seeds, s)
-	} else {
-		for s := range (testenv.Seeds{Full: 20, Short: 5, Race: 5}).N(t) {
-			seeds = append(seeds, uint64(s))
-		}
-	}
+	seeds := seedList(t, testenv.Seeds{Full: 20, Short: 5, Race: 5})
 	const capacity, buffer = 1e6, 20000 // 20 ms of frames: the DUT's rings hold its own stalls
 	worst, lo, hi := 1.0, math.Inf(1), 0.0
 	for _, seed := range seeds {
@@ -295,4 +274,17 @@ func (p *pushback) Trial(_ context.Context, spec TrialSpec) (TrialResult, error)
 		r.Refused = n / 10
 	}
 	return r, nil
+}
+
+// seedList is the seeds a sweep runs: the one -seed=N replays, else n's
+// count for this mode.
+func seedList(t *testing.T, n testenv.Seeds) []uint64 {
+	if s, ok := testenv.Replay(t); ok {
+		return []uint64{s}
+	}
+	var seeds []uint64
+	for s := range n.N(t) {
+		seeds = append(seeds, uint64(s))
+	}
+	return seeds
 }
