@@ -42,7 +42,8 @@
 //     time, when the Trialer measures it) tested a lighter load than
 //     asked — its CPU was taken — and is evidence of nothing about the
 //     DUT: it is recorded (TrialRecord.HeldBack), decides nothing and is
-//     run again at the same load. Five running at one load mean the
+//     run again at the same load. Five running at one load that offered
+//     about the same (fifteen when their offers were erratic) mean the
 //     generator cannot offer it now: the search's ceiling drops to the
 //     best it offered there (GeneratorLimited), and a goal that passes
 //     the ceiling is AtMax, a lower bound of the DUT's rate. So the final

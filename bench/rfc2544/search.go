@@ -222,7 +222,10 @@ const (
 const backpressureSlack = 0.001
 
 // heldBackLimit is how many held-back trials running at one load make the
-// search take it as out of the generator's reach.
+// search take it as out of the generator's reach, when they offered about
+// the same (within twice the tolerance: the generator's own ceiling);
+// trials held back by erratic amounts (its CPU taken now and then) take
+// three times as many.
 const heldBackLimit = 5
 
 // searcher holds one search's trials, keyed by exact offered load: every
@@ -230,14 +233,14 @@ const heldBackLimit = 5
 // equal floats. Held-back trials are not in loads: held counts them per
 // load since its last trial that was evidence, best their best offer.
 type searcher struct {
-	opts   SearchOptions
-	t      Trialer
-	loads  map[float64][]outcome
-	held   map[float64]int
-	best   map[float64]float64
-	top    float64 // the ceiling: no load above it is offered or counted
-	retry  float64 // the load of the last trial, held back; 0: none
-	result SearchResult
+	opts        SearchOptions
+	t           Trialer
+	loads       map[float64][]outcome
+	held        map[float64]int
+	best, worst map[float64]float64
+	top         float64 // the ceiling: no load above it is offered or counted
+	retry       float64 // the load of the last trial, held back; 0: none
+	result      SearchResult
 }
 
 // Search finds each goal's rate for one frame size by MLRsearch's method
@@ -249,7 +252,7 @@ func Search(ctx context.Context, t Trialer, opts SearchOptions) (*SearchResult, 
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &searcher{opts: opts, t: t, loads: map[float64][]outcome{}, held: map[float64]int{}, best: map[float64]float64{}, top: opts.MaxRate}
+	s := &searcher{opts: opts, t: t, loads: map[float64][]outcome{}, held: map[float64]int{}, best: map[float64]float64{}, worst: map[float64]float64{}, top: opts.MaxRate}
 	s.result.Size = opts.Size
 	durs, widths := s.phases()
 	for _, g := range opts.Goals() {
@@ -471,16 +474,19 @@ func (s *searcher) trial(ctx context.Context, g Goal, phase int, rate float64, d
 }
 
 // heldBack counts a held-back trial at load x that offered offered; the
-// heldBackLimit-th running lowers the ceiling to the best the generator
-// offered there, or the highest load below x it did offer: asked for x it
-// cannot deliver it now, and a load it cannot offer is evidence of
-// nothing.
+// heldBackLimit-th running (steady offers; erratic ones, thrice as many)
+// lowers the ceiling to the best the generator offered there, or the
+// highest load below x it did offer: asked for x it cannot deliver it
+// now, and a load it cannot offer is evidence of nothing.
 func (s *searcher) heldBack(x, offered float64) {
 	s.result.HeldBack++
 	s.retry = x
-	s.held[x]++
-	s.best[x] = max(s.best[x], offered)
-	if s.held[x] < heldBackLimit || x > s.top {
+	if s.held[x]++; s.held[x] == 1 {
+		s.best[x], s.worst[x] = offered, offered
+	}
+	s.best[x], s.worst[x] = max(s.best[x], offered), min(s.worst[x], offered)
+	steady := s.best[x] <= s.worst[x]*(1+2*max(s.opts.OfferedTolerance, 0))
+	if s.held[x] < heldBackLimit || !steady && s.held[x] < 3*heldBackLimit || x > s.top {
 		return
 	}
 	s.held[x], s.retry = 0, 0

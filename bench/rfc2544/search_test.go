@@ -288,3 +288,32 @@ func seedList(t *testing.T, n testenv.Seeds) []uint64 {
 	}
 	return seeds
 }
+
+// TestSearchWaitsOutAnErraticHoldBack: a generator whose CPU is taken now
+// and then offers erratic fractions of the rate (30 %, then 80 %) for ten
+// trials, then keeps it. That is not a ceiling: the search must run the
+// load again rather than lower its ceiling, and find the DUT (lossless,
+// far faster) passing MaxRate.
+func TestSearchWaitsOutAnErraticHoldBack(t *testing.T) {
+	d := &erratic{left: 10}
+	res, err := Search(context.Background(), d, SearchOptions{MaxRate: 5e5, PDRLoss: -1})
+	require.NoError(t, err)
+	require.False(t, res.GeneratorLimited)
+	require.Equal(t, 10, res.HeldBack)
+	require.Equal(t, 5e5, res.NDR())
+	require.True(t, res.Goals[0].AtMax)
+}
+
+// erratic is a lossless DUT behind a generator held back by 30 % and 80 %
+// in turn for its first left trials.
+type erratic struct{ left int }
+
+func (e *erratic) Trial(_ context.Context, spec TrialSpec) (TrialResult, error) {
+	n := spec.Count()
+	share := 1.0
+	if e.left > 0 {
+		share = [2]float64{0.3, 0.8}[e.left%2]
+		e.left--
+	}
+	return TrialResult{Sent: n, Received: n, SendTime: time.Duration(float64(n) / (spec.Rate * share) * float64(time.Second))}, nil
+}
