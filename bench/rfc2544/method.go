@@ -1,6 +1,7 @@
 package rfc2544
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -304,8 +305,11 @@ func Run(ctx context.Context, t Trialer, dut string, opts Options) (*Result, err
 				}
 			}
 			sr.NDR, sr.PDR = median(ndr), median(pdr)
-			for _, s := range sr.Searches {
-				if s.GeneratorLimited && s.Goals[0].AtMax && s.NDR() <= sr.NDR {
+			// The median is a lower bound when a search it comes from
+			// passed its generator-lowered ceiling.
+			byNDR := slices.SortedFunc(slices.Values(sr.Searches), func(a, b *SearchResult) int { return cmp.Compare(a.NDR(), b.NDR()) })
+			for _, s := range byNDR[(n-1)/2 : n/2+1] {
+				if s.GeneratorLimited && s.Goals[0].AtMax {
 					sr.GeneratorLimited = true
 				}
 			}

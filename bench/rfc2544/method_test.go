@@ -133,3 +133,35 @@ func FuzzSizeResultJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestRepeatedSearchesLabelTheMedian: of three searches one met a
+// generator that could not keep up (its ceiling lowered, passed there) and
+// two found the DUT passing MaxRate: the size's NDR, their median, is a
+// found rate, not a generator-limited one.
+func TestRepeatedSearchesLabelTheMedian(t *testing.T) {
+	d := &slowAtFirst{slowGen: slowGen{limit: 5e5}, left: heldBackLimit}
+	res, err := Run(context.Background(), d, "sim", Options{
+		Search: SearchOptions{MaxRate: 1e6, Duration: 100 * time.Millisecond}, Sizes: []FrameSize{64}, Measures: []Measure{Throughput}, Repeats: 3,
+	})
+	require.NoError(t, err)
+	s := res.Size(64)
+	require.True(t, s.Searches[0].GeneratorLimited)
+	require.Equal(t, 1e6, s.NDR)
+	require.False(t, s.GeneratorLimited)
+}
+
+// slowAtFirst is slowGen for its first left trials, then a generator that
+// keeps any rate.
+type slowAtFirst struct {
+	slowGen
+	left int
+}
+
+func (d *slowAtFirst) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error) {
+	if d.left > 0 {
+		d.left--
+		return d.slowGen.Trial(ctx, spec)
+	}
+	n := spec.Count()
+	return TrialResult{Sent: n, Received: n, SendTime: time.Duration(float64(n) / spec.Rate * float64(time.Second))}, nil
+}
