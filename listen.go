@@ -47,6 +47,9 @@ type listener struct {
 	ch        chan *Conn
 	closed    chan struct{}
 	closeOnce sync.Once
+	// shards are a sharded endpoint's engines, each listening into ch
+	// (nil: e alone).
+	shards []*engine
 }
 
 func (l *listener) offer(cn *conn) bool {
@@ -86,12 +89,18 @@ func (l *listener) close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.closed)
-		op := l.e.takeOp()
-		op.o.kind = opUnlisten
-		_, err = l.e.control(context.Background(), op)
-		l.e.putOp(op)
-		if errors.Is(err, ErrClosed) {
-			err = nil // the endpoint closed: nothing listens anyway
+		engines := l.shards
+		if engines == nil {
+			engines = []*engine{l.e}
+		}
+		for _, e := range engines {
+			op := e.takeOp()
+			op.o.kind = opUnlisten
+			_, uerr := e.control(context.Background(), op)
+			e.putOp(op)
+			if !errors.Is(uerr, ErrClosed) { // the endpoint closed: nothing listens anyway
+				err = errors.Join(err, uerr)
+			}
 		}
 		// Nothing offers connections any more: those accepted by the
 		// transport that no Accept took are closed, not left holding the

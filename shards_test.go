@@ -1,0 +1,361 @@
+package peregrine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// dialAccept dials b from a and takes the connection from l.
+func dialAccept(t testing.TB, a, b *Endpoint, l *Listener, opts ConnOptions) (*Conn, *Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
+	defer cancel()
+	ca, err := a.Dial(ctx, b.Addr(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, cb
+}
+
+// shardPair opens two endpoints of n shards on a fresh mem pair with the
+// given steering.
+func shardPair(t *testing.T, h *Host, n int, steer string) (*Endpoint, *Endpoint) {
+	t.Helper()
+	name := fmt.Sprintf("s%d", pairSeq.Add(1))
+	var eps [2]*Endpoint
+	for i := range eps {
+		ep, err := h.Open(fmt.Sprintf("mem:%s/%d?steer=%s", name, i, steer),
+			Options{IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)}), Shards: n, Poll: testPoll})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps[i] = ep
+	}
+	return eps[0], eps[1]
+}
+
+// shardTraffic runs, on every one of conns connections dialled from a to
+// b, at once: messages both ways, each received exactly once with its
+// bytes, a push into b's region (checked after a message through b's
+// loop) and a pull back from it, each connection on its own span of the
+// two endpoints' one region each.
+func shardTraffic(t *testing.T, a, b *Endpoint, conns int) {
+	t.Helper()
+	ctx := ctxT(t)
+	l, err := b.Listen(ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, cb := make([]*Conn, conns), make([]*Conn, conns)
+	for k := range conns {
+		ca[k], cb[k] = dialAccept(t, a, b, l, ConnOptions{})
+	}
+	const span, msgs = 3000, 6
+	// Accept hands connections over in the order they were set up, which
+	// is not the dial order across shards: a connection's first message
+	// names it.
+	byID := make([]*Conn, conns)
+	for k := range conns {
+		var id [4]byte
+		binary.LittleEndian.PutUint32(id[:], uint32(k))
+		if err := ca[k].Send(ctx, id[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cb {
+		var id [4]byte
+		if n, err := c.Recv(ctx, id[:]); err != nil || n != 4 {
+			t.Fatalf("hello: %d bytes, %v", n, err)
+		}
+		k := binary.LittleEndian.Uint32(id[:])
+		if k >= uint32(conns) || byID[k] != nil {
+			t.Fatalf("hello names connection %d twice or out of range", k)
+		}
+		byID[k] = c
+	}
+	cb = byID
+
+	local, err := a.Register(make([]byte, conns*span), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := a.Register(make([]byte, conns*span), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := b.Register(make([]byte, conns*span), RemoteWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(k, i, dir int) []byte {
+		m := bytes.Repeat([]byte{byte(k), byte(i), byte(dir)}, 1+(k*131+i*977)%3000)
+		return m
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*conns)
+	for k := range conns {
+		src := local.Bytes()[k*span : (k+1)*span]
+		for j := range src {
+			src[j] = byte(k*7 + j)
+		}
+		wg.Add(2)
+		go func() { // a's side: sends, then the push and the pull
+			defer wg.Done()
+			errs <- func() error {
+				buf := make([]byte, 64<<10)
+				for i := range msgs {
+					if err := ca[k].Send(ctx, msg(k, i, 0)); err != nil {
+						return fmt.Errorf("conn %d send %d: %w", k, i, err)
+					}
+				}
+				seen := make([]bool, msgs)
+				for range msgs {
+					n, err := ca[k].Recv(ctx, buf)
+					if err != nil {
+						return fmt.Errorf("conn %d recv: %w", k, err)
+					}
+					i := int(buf[1])
+					if i >= msgs || seen[i] || !bytes.Equal(buf[:n], msg(k, i, 1)) {
+						return fmt.Errorf("conn %d: message %d wrong or twice", k, i)
+					}
+					seen[i] = true
+				}
+				if err := ca[k].Push(ctx, local, k*span, span, remote.Remote(uint64(k*span))); err != nil {
+					return fmt.Errorf("conn %d push: %w", k, err)
+				}
+				if err := ca[k].Send(ctx, []byte("pushed")); err != nil {
+					return err
+				}
+				if err := ca[k].Pull(ctx, back, k*span, span, remote.Remote(uint64(k*span))); err != nil {
+					return fmt.Errorf("conn %d pull: %w", k, err)
+				}
+				if !bytes.Equal(back.Bytes()[k*span:(k+1)*span], src) {
+					return fmt.Errorf("conn %d: pulled bytes differ from those pushed", k)
+				}
+				return nil
+			}()
+		}()
+		go func() { // b's side: receives and answers, then checks the push
+			defer wg.Done()
+			errs <- func() error {
+				buf := make([]byte, 64<<10)
+				seen := make([]bool, msgs)
+				for range msgs {
+					n, err := cb[k].Recv(ctx, buf)
+					if err != nil {
+						return fmt.Errorf("conn %d peer recv: %w", k, err)
+					}
+					i := int(buf[1])
+					if i >= msgs || seen[i] || !bytes.Equal(buf[:n], msg(k, i, 0)) {
+						return fmt.Errorf("conn %d peer: message %d wrong or twice", k, i)
+					}
+					seen[i] = true
+				}
+				for i := range msgs {
+					if err := cb[k].Send(ctx, msg(k, i, 1)); err != nil {
+						return fmt.Errorf("conn %d peer send %d: %w", k, i, err)
+					}
+				}
+				if n, err := cb[k].Recv(ctx, buf); err != nil || string(buf[:n]) != "pushed" {
+					return fmt.Errorf("conn %d peer: %q, %v", k, buf[:n], err)
+				}
+				if !bytes.Equal(remote.Bytes()[k*span:(k+1)*span], local.Bytes()[k*span:(k+1)*span]) {
+					return fmt.Errorf("conn %d: pushed bytes differ", k)
+				}
+				return nil
+			}()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	// Nothing more arrived than was sent: no connection has a message
+	// left over.
+	for k := range conns {
+		for _, c := range []*Conn{ca[k], cb[k]} {
+			short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			n, err := c.Recv(short, make([]byte, 64<<10))
+			cancel()
+			if !errors.Is(err, ErrCancelled) {
+				t.Errorf("conn %d: a message too many (%d bytes, %v)", k, n, err)
+			}
+		}
+	}
+	for _, r := range []*Region{local, back} {
+		if err := a.Deregister(r); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := b.Deregister(remote); err != nil {
+		t.Error(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// closeAll closes the endpoints and checks every frame of the host's pool
+// came back.
+func closeAll(t *testing.T, h *Host, eps ...*Endpoint) {
+	t.Helper()
+	for _, ep := range eps {
+		if err := ep.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if n := h.h.pool.InUse(); n != 0 {
+		t.Errorf("pool: %d frames in use after Close", n)
+	}
+}
+
+// With queue steering, connections dialled from a sharded endpoint are
+// dealt over its shards and land on the peer's shard of the same index,
+// every message, push and pull completes once with its bytes, and no
+// frame crosses between shards in software.
+func TestShardsSpread(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("shards=%d", n), func(t *testing.T) {
+			eachPoll(t, func(t *testing.T) {
+				h := testHost(t, HostOptions{})
+				a, b := shardPair(t, h, n, "queue")
+				const perShard = 3
+				shardTraffic(t, a, b, perShard*n)
+				sa, sb := a.ShardStats(), b.ShardStats()
+				if len(sa) != n || len(sb) != n {
+					t.Fatalf("%d and %d shards' stats, want %d", len(sa), len(sb), n)
+				}
+				for i := range n {
+					if sa[i].Dialled != perShard || sb[i].Accepted != perShard {
+						t.Errorf("shard %d: dialled %d, accepted %d at the peer; want %d each", i, sa[i].Dialled, sb[i].Accepted, perShard)
+					}
+					if sa[i].Accepted != 0 || sb[i].Dialled != 0 {
+						t.Errorf("shard %d: a accepted %d, b dialled %d", i, sa[i].Accepted, sb[i].Dialled)
+					}
+					for _, s := range []ShardStats{sa[i], sb[i]} {
+						if s.SteeredOut != 0 || s.SteeredIn != 0 || s.HandoffDropped != 0 {
+							t.Errorf("shard %d: %+v: frames crossed shards in software", i, s)
+						}
+						if s.RxFrames == 0 {
+							t.Errorf("shard %d: took in no frames", i)
+						}
+					}
+				}
+				closeAll(t, h, a, b)
+			})
+		})
+	}
+}
+
+// With RSS-like hash steering the device puts frames on queues their CID
+// does not name: the shards hand them over in software, the counters say
+// so, and the data is still right.
+func TestShardsMissteered(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := shardPair(t, h, 2, "hash")
+	shardTraffic(t, a, b, 6)
+	var out, in uint64
+	for _, ep := range []*Endpoint{a, b} {
+		for _, s := range ep.ShardStats() {
+			out += s.SteeredOut + s.HandoffDropped
+			in += s.SteeredIn
+		}
+	}
+	if out == 0 || in == 0 {
+		t.Fatalf("steered out %d, in %d: hash steering moved nothing between shards", out, in)
+	}
+	closeAll(t, h, a, b)
+}
+
+// A spec that contradicts Shards is refused naming both; one that leaves
+// the queues out gets them.
+func TestShardsSpec(t *testing.T) {
+	for _, c := range []struct {
+		spec, want, bad string
+	}{
+		{spec: "mem:x/0", want: "mem:x/0?queues=2"},
+		{spec: "mem:x/0?steer=hash", want: "mem:x/0?steer=hash&queues=2"},
+		{spec: "mem:x/0?queues=2", want: "mem:x/0?queues=2"},
+		{spec: "afxdp:eth1?queue=4", want: "afxdp:eth1?queue=4&queues=2"},
+		{spec: "afxdp:eth1?udp_port=4791", want: "afxdp:eth1?udp_port=4791&queues=2&shard_bits=1"},
+		{spec: "afxdp:eth1?udp_port=4791&shard_bits=1&queues=2", want: "afxdp:eth1?udp_port=4791&shard_bits=1&queues=2"},
+		{spec: "mem:x/0?queues=3", bad: "queues=3"},
+		{spec: "afxdp:eth1?udp_port=4791&shard_bits=2", bad: "shard_bits=2"},
+		{spec: "null:", bad: "null"},
+	} {
+		got, err := shardSpec(c.spec, 2)
+		if c.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), c.bad) || !strings.Contains(err.Error(), "Shards") {
+				t.Errorf("%s: %v, want an error naming %s and Shards", c.spec, err, c.bad)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.spec, got, err, c.want)
+		}
+	}
+	h := testHost(t, HostOptions{})
+	for _, n := range []int{-1, 257} {
+		if _, err := h.Open("mem:shardsbad/0", Options{IP: netip.MustParseAddr("198.18.0.1"), Shards: n}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Shards %d: %v, want ErrInvalid", n, err)
+		}
+	}
+	if _, err := h.Open("mem:shardsbad/0?queues=4", Options{IP: netip.MustParseAddr("198.18.0.1"), Shards: 2}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("queues=4 with Shards 2: %v, want ErrInvalid", err)
+	}
+}
+
+// A region registered with a sharded endpoint has one key on every shard,
+// and a deregistered one stops matching on every shard; slots are reused.
+func TestShardsRegions(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := shardPair(t, h, 2, "queue")
+	ctx := ctxT(t)
+	l, err := b.Listen(ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs [2]*Conn
+	for i := range cs {
+		cs[i], _ = dialAccept(t, a, b, l, ConnOptions{})
+	}
+	src, err := a.Register([]byte("sharded region"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		dst, err := b.Register(make([]byte, 64), RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cs { // one connection on each shard of both ends
+			if err := c.Push(ctx, src, 0, src.Len(), dst.Remote(uint64(i))); err != nil {
+				t.Fatalf("round %d, shard %d: %v", round, i, err)
+			}
+		}
+		if err := b.Deregister(dst); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cs {
+			if err := c.Push(ctx, src, 0, 1, dst.Remote(0)); !errors.Is(err, ErrRemoteAccess) {
+				t.Fatalf("round %d, shard %d: a push into a deregistered region: %v, want ErrRemoteAccess", round, i, err)
+			}
+		}
+	}
+	closeAll(t, h, a, b)
+}
