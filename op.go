@@ -468,7 +468,8 @@ type region struct {
 	sc  *sidecarRegion
 	key uint32
 	mem []byte
-	// slot is a sharded endpoint's user slot of the region (shards.go).
+	// A sharded endpoint's region: its group and user slot (shards.go).
+	g    *group
 	slot int
 }
 

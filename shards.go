@@ -252,12 +252,12 @@ func (g *group) register(mem []byte, access Access) (*Region, error) {
 		r.r.key = uint32(n)
 	}
 	g.free = g.free[:len(g.free)-1]
-	r.r = region{key: r.r.key, mem: mem, e: g.engines[0], ep: g.pub, slot: slot}
+	r.r = region{key: r.r.key, mem: mem, e: g.engines[0], ep: g.pub, g: g, slot: slot}
 	return r, nil
 }
 
 func (g *group) deregister(r *Region) error {
-	if r == nil || r.r.e == nil || r.r.e.grp != g {
+	if r == nil || r.r.g != g {
 		return &Error{Op: "deregister", Status: StatusInvalid, Cause: invalidf("the region is not this endpoint's")}
 	}
 	g.mu.Lock()
@@ -274,9 +274,11 @@ func (g *group) deregister(r *Region) error {
 }
 
 // owns reports whether r may be named by this engine's operations: a
-// region of this engine, or of its sharded endpoint.
+// region of this engine, or of its sharded endpoint. It reads the region
+// and this engine only: another shard's engine is written by its own
+// callers, and its cache lines stay theirs.
 func (e *engine) owns(r *Region) bool {
-	return r.r.e == e || e.grp != nil && r.r.e != nil && r.r.e.grp == e.grp
+	return r.r.e == e || e.grp != nil && r.r.g == e.grp
 }
 
 // dial deals connections round robin: connection k to shard k mod N. The

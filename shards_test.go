@@ -408,3 +408,60 @@ func TestShardsVeth(t *testing.T) {
 	}
 	closeAll(t, h, a, b)
 }
+
+// Blocking calls on connections of every shard allocate nothing in steady
+// state, hand-offs between shards included (hash steering), in both poll
+// modes.
+func TestShardsDoNotAllocate(t *testing.T) {
+	for _, steer := range []string{"queue", "hash"} {
+		t.Run(steer, func(t *testing.T) {
+			eachPoll(t, func(t *testing.T) {
+				h := testHost(t, HostOptions{})
+				a, b := shardPair(t, h, 2, steer)
+				l, err := b.Listen(ConnOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ca, cb [2]*Conn
+				for i := range ca {
+					ca[i], cb[i] = dialAccept(t, a, b, l, ConnOptions{})
+				}
+				ctx := ctxT(t)
+				msg, buf := make([]byte, 1024), make([]byte, 1024)
+				remote, err := b.Register(make([]byte, 1024), RemoteWrite|RemoteRead)
+				if err != nil {
+					t.Fatal(err)
+				}
+				local, err := a.Register(make([]byte, 1024), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var failed error
+				note := func(err error) {
+					if err != nil && failed == nil {
+						failed = err
+					}
+				}
+				roundTrip := func() {
+					for i := range ca { // one connection per shard
+						note(ca[i].Send(ctx, msg))
+						_, err := cb[i].Recv(ctx, buf)
+						note(err)
+						note(ca[i].Push(ctx, local, 0, len(msg), remote.Remote(0)))
+						note(ca[i].Pull(ctx, local, 0, len(msg), remote.Remote(0)))
+					}
+				}
+				for range 50 {
+					roundTrip()
+				}
+				if allocs := testing.AllocsPerRun(100, roundTrip); allocs != 0 {
+					t.Errorf("%.2f allocations per round over both shards, want 0", allocs)
+				}
+				if failed != nil {
+					t.Fatal(failed)
+				}
+				closeAll(t, h, a, b)
+			})
+		})
+	}
+}
