@@ -45,6 +45,7 @@ func shardPair(t *testing.T, h *Host, n int, steer string) (*Endpoint, *Endpoint
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = ep.Close() }) // a failed test's too, before its host's
 		eps[i] = ep
 	}
 	return eps[0], eps[1]
