@@ -292,21 +292,13 @@ func (g *group) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, e
 // listen makes every shard accept, into one channel: Accept takes the
 // connections of every shard in the order they were set up.
 func (g *group) listen(opts ConnOptions) (*Listener, error) {
-	if err := checkConnOptions(&opts); err != nil {
-		return nil, &Error{Op: "listen", Status: StatusInvalid, Cause: err}
-	}
-	if opts.Ordered {
-		return nil, &Error{Op: "listen", Status: StatusNotSupported, Cause: errors.New("ConnOptions.Ordered on a listener: an accepted connection is ordered when its peer dials it ordered")}
+	if err := checkListen(&opts); err != nil {
+		return nil, err
 	}
 	e0 := g.engines[0]
 	l := &Listener{l: listener{e: e0, opts: opts, ch: make(chan *Conn, len(g.engines)*e0.opts.MaxConns), closed: make(chan struct{}), shards: g.engines}}
 	for i, e := range g.engines {
-		op := e.takeOp()
-		op.o.kind, op.o.lst = opListen, &l.l
-		_, err := e.control(context.Background(), op)
-		op.o.lst = nil
-		e.putOp(op)
-		if err != nil {
+		if err := e.listenWith(&l.l); err != nil {
 			l.l.shards = g.engines[:i]
 			_ = l.l.close()
 			return nil, err

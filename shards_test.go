@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -464,5 +465,28 @@ func TestShardsDoNotAllocate(t *testing.T) {
 				closeAll(t, h, a, b)
 			})
 		})
+	}
+}
+
+// With Pin, shard i's loop runs on CPU Options.CPU+i.
+func TestShardsPinned(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs: shard 1 pins to CPU 1")
+	}
+	h := testHost(t, HostOptions{})
+	ep, err := h.Open("mem:shardspin/0", Options{IP: netip.MustParseAddr("198.18.0.1"), Shards: 2, Pin: true, CPU: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range ep.g.engines {
+		if e.loop.CPU() != i {
+			t.Errorf("shard %d's loop on CPU %d, want %d", i, e.loop.CPU(), i)
+		}
+	}
+	if err := ep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Open("mem:shardspin/0", Options{IP: netip.MustParseAddr("198.18.0.1"), Shards: 2, Pin: true, CPU: runtime.NumCPU() - 1}); err == nil {
+		t.Fatal("shard 1 pinned past the last CPU: opened")
 	}
 }
