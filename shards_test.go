@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/peregrine-net/peregrine/core/shard"
 	pwire "github.com/peregrine-net/peregrine/core/wire"
+	"github.com/peregrine-net/peregrine/pmd"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
@@ -489,4 +492,98 @@ func TestShardsPinned(t *testing.T) {
 	if _, err := h.Open("mem:shardspin/0", Options{IP: netip.MustParseAddr("198.18.0.1"), Shards: 2, Pin: true, CPU: runtime.NumCPU() - 1}); err == nil {
 		t.Fatal("shard 1 pinned past the last CPU: opened")
 	}
+}
+
+// 64 B pushes over both endpoints' shards at once, two connections a
+// shard, each pushed by its own goroutine: shards=2 against shards=1 is
+// what a second queue and loop buy (both endpoints busy-poll, so run it
+// on a machine with a core per loop). steered/op is the frames handed
+// between shards in software per push (0 with queue steering).
+func BenchmarkShardsPush64(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			h := testHost(b, HostOptions{})
+			name := fmt.Sprintf("sb%d", pairSeq.Add(1))
+			var eps [2]*Endpoint
+			for i := range eps {
+				ep, err := h.Open(fmt.Sprintf("mem:%s/%d", name, i), Options{IP: netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)}), Shards: n, Idle: IdleBusy})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = ep.Close() })
+				eps[i] = ep
+			}
+			l, err := eps[1].Listen(ConnOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns := make([]*Conn, 2*n)
+			for k := range conns {
+				conns[k], _ = dialAccept(b, eps[0], eps[1], l, ConnOptions{})
+			}
+			remote, err := eps[1].Register(make([]byte, 64*len(conns)), RemoteWrite)
+			if err != nil {
+				b.Fatal(err)
+			}
+			local, err := eps[0].Register(make([]byte, 64*len(conns)), 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			errs := make(chan error, len(conns))
+			for k, c := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := k; i < b.N; i += len(conns) {
+						if err := c.Push(ctx, local, 64*k, 64, remote.Remote(uint64(64*k))); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			var steered uint64
+			for _, ep := range eps {
+				for _, s := range ep.ShardStats() {
+					steered += s.SteeredOut + s.HandoffDropped
+				}
+			}
+			b.ReportMetric(float64(steered)/float64(b.N), "steered/op")
+		})
+	}
+}
+
+// shardSpec never panics, and a spec it returns parses and asks for a
+// queue per shard (and, on afxdp with udp_port, the shards' CID bits).
+func FuzzShardSpec(f *testing.F) {
+	for _, s := range []string{"mem:x/0", "mem:x/0?", "mem:x/0?steer=hash&", "afxdp:eth1?udp_port=4791&shard_bits=1", "afpacket:eth0?queues=2", "null:", "x", "mem:a/0?queues=2&queues=3"} {
+		f.Add(s, uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, spec string, n uint8) {
+		shards := 1 + int(n)%8
+		out, err := shardSpec(spec, shards)
+		if err != nil {
+			return
+		}
+		s, err := pmd.ParseSpec(out)
+		if err != nil {
+			t.Fatalf("%q -> %q: %v", spec, out, err)
+		}
+		if q := s.Params.Get("queues"); q != strconv.Itoa(shards) {
+			t.Fatalf("%q -> %q: queues=%q for %d shards", spec, out, q, shards)
+		}
+		if s.Driver == "afxdp" && s.Params.Has("udp_port") && s.Params.Get("shard_bits") != strconv.Itoa(int(shard.Bits(shards))) {
+			t.Fatalf("%q -> %q: shard_bits=%q for %d shards", spec, out, s.Params.Get("shard_bits"), shards)
+		}
+	})
 }
