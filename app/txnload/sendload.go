@@ -209,6 +209,9 @@ type recvConn struct {
 	mem    []byte
 	region txn.Region
 	free   []int // buffers (of slot bytes) not held by a posted WQE
+	// first is the number of the connection's first WQE (the transport's
+	// InitialSeq): WQE first+k holds Send k.
+	first  uint32
 	posted int
 	done   int
 	open   bool
@@ -246,8 +249,12 @@ func (r *RecvPoster) Poll(now clock.Time) int {
 	for _, rc := range r.conns {
 		for rc.open && len(rc.free) > 0 {
 			i := rc.free[len(rc.free)-1]
-			if _, err := rc.c.PostRecv(txn.RecvWR{Local: rc.region, LocalAddr: uint64(i * slot), Len: slot, WRID: uint64(i)}); err != nil {
+			k, err := rc.c.PostRecv(txn.RecvWR{Local: rc.region, LocalAddr: uint64(i * slot), Len: slot, WRID: uint64(i)})
+			if err != nil {
 				break
+			}
+			if rc.posted == 0 {
+				rc.first = k
 			}
 			rc.free = rc.free[:len(rc.free)-1]
 			rc.posted++
@@ -301,7 +308,7 @@ func (r *RecvPoster) complete(c *txn.Completion) {
 		return
 	}
 	r.cnt[0].Add(1)
-	k := c.WQE
+	k := c.WQE - rc.first
 	want := sendSize(r.sizes, k)
 	off := int(c.Tag) * r.slot
 	b := rc.mem[off : off+c.Bytes]

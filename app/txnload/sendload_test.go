@@ -114,6 +114,15 @@ func TestSendsOfMixedSizesArriveIntact(t *testing.T) {
 	}
 }
 
+// WQE numbers, like Send numbers, count from the transport's InitialSeq:
+// Send k is in the connection's k-th WQE whatever its number.
+func TestSendsCheckedFromTheFirstWQE(t *testing.T) {
+	st := runSends(t, sendRun{sizes: []int{4 << 10, 8 << 10}, conns: 2, initialSeq: 1<<32 - 40, n: 200})
+	require.Zero(t, st.BadData, "%+v", st)
+	require.Equal(t, st.Completed, st.Received, "%+v", st)
+	require.GreaterOrEqual(t, st.Received, uint64(200), "%+v", st)
+}
+
 // Reposting a WQE's buffer once its completion is checked allocates
 // nothing: the free buffers are a list made with the connection.
 func TestSendsSteadyStateAllocatesNothing(t *testing.T) {
