@@ -1,14 +1,12 @@
 package txnload
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/clock"
-	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/fabric"
@@ -35,30 +33,12 @@ type sendRig struct {
 
 func newSendRig(t *testing.T, o sendRun) *sendRig {
 	t.Helper()
-	pool, err := mbuf.New(mbuf.Options{Name: "sendload", Frames: 16384})
-	require.NoError(t, err)
-	t.Cleanup(func() { pool.Close() })
-	prof, err := fabric.ParseProfile(o.profile)
-	require.NoError(t, err)
-	pa, pb, fab, err := fabric.Link(pool, fabric.Options{AtoB: prof, BtoA: prof, Seed: 3})
-	require.NoError(t, err)
-	r := &sendRig{clk: clock.NewVirtual(0), fab: fab, cq: make([]txn.Completion, 64)}
-	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
-	r.a, err = txn.New(txn.Options{Transport: rt.Options{Port: pa, Pool: pool, Clock: r.clk, LocalIP: ipA, Seed: 1}, InitialSeq: o.initialSeq})
-	require.NoError(t, err)
-	r.b, err = txn.New(txn.Options{Transport: rt.Options{Port: pb, Pool: pool, Clock: r.clk, LocalIP: ipB, Seed: 2}, InitialSeq: o.initialSeq,
-		OnConnEvent: func(ev txn.ConnEvent) { r.l.Recv.OnConnEvent(ev) }})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		now := r.clk.Now()
-		r.a.Stop(now)
-		r.b.Stop(now)
-		r.fab.Stop(now)
-		require.NoError(t, r.a.Close())
-		require.NoError(t, r.b.Close())
-		require.NoError(t, r.fab.Close())
-	})
-	r.l, err = NewSends(SendOptions{Initiator: r.a, Target: r.b, Peer: rt.PeerAddr{MAC: [6]byte(pb.Info().MAC), IP: ipB}, Sizes: o.sizes, Conns: o.conns})
+	r := &sendRig{cq: make([]txn.Completion, 64)}
+	var peer rt.PeerAddr
+	r.clk, r.a, r.b, r.fab, peer = linked(t, o.profile, txn.Options{InitialSeq: o.initialSeq},
+		txn.Options{InitialSeq: o.initialSeq, OnConnEvent: func(ev txn.ConnEvent) { r.l.Recv.OnConnEvent(ev) }})
+	var err error
+	r.l, err = NewSends(SendOptions{Initiator: r.a, Target: r.b, Peer: peer, Sizes: o.sizes, Conns: o.conns})
 	require.NoError(t, err)
 	return r
 }
