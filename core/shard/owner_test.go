@@ -167,3 +167,40 @@ func FuzzOwner(f *testing.F) {
 		}
 	})
 }
+
+// TestHandOffAllocates: receiving and handing over data frames and
+// ConnOpens allocates nothing.
+func TestHandOffAllocates(t *testing.T) {
+	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 1024})
+	require.NoError(t, err)
+	dev, peer, err := mem.NewPair(pool, mem.PairOptions{Name: "handoffallocs", Queues: 2})
+	require.NoError(t, err)
+	set, err := shard.New(dev, pool, 2, 0)
+	require.NoError(t, err)
+	frames := [][]byte{opener(t, cidOf(1, 1, 7), wire.Ext{Present: wire.ExtSealKey}),
+		encode(t, wire.Header{Type: wire.TypePushUnsolicitedData, DestCID: cidOf(1, 1, 3)}, []byte{1, 2})}
+	hs := make([]mbuf.Handle, 16)
+	buf := make([]mbuf.Handle, 32)
+	got := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		require.Equal(t, len(hs), pool.AllocBulk(hs))
+		for k, h := range hs {
+			b := frames[k%len(frames)]
+			pool.SetLen(h, len(b))
+			copy(pool.Data(h), b)
+		}
+		peer.TxBurst(0, hs)
+		for i := range 2 {
+			m := set.Port(i).RxBurst(i, buf)
+			got += m
+			pool.Free(buf[:m])
+		}
+	})
+	require.Zero(t, allocs)
+	require.Equal(t, 101*len(hs), got, "every frame reached shard 1")
+	require.NoError(t, set.Close())
+	require.NoError(t, dev.Close())
+	require.NoError(t, peer.Close())
+	require.Zero(t, pool.InUse())
+	require.NoError(t, pool.Close())
+}
