@@ -12,9 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
 // hopper is an initiator's port that sends each copy of a ConnOpen on the
@@ -65,12 +63,7 @@ func (h *hopper) RxBurst(_ int, bufs []mbuf.Handle) int {
 // connection.
 func TestRetransmittedConnOpenOnAnotherQueue(t *testing.T) {
 	const n = 2
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 4096})
-	require.NoError(t, err)
-	tgtDev, iniDev, err := mem.NewPair(pool, mem.PairOptions{Name: "reopen", Queues: n})
-	require.NoError(t, err)
-	set, err := shard.New(tgtDev, pool, n, 0)
-	require.NoError(t, err)
+	set, pool, tgtDev, iniDev := newSet(t, n, 0, 4096)
 	clk := clock.NewVirtual(1_000_000)
 	tgtIP, iniIP := netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.1")
 	var eps []*rt.Endpoint
@@ -148,16 +141,13 @@ func TestRetransmittedConnOpenOnAnotherQueue(t *testing.T) {
 		require.NoError(t, e.CheckInvariants(), e.Name())
 		require.NoError(t, e.Close())
 	}
-	require.NoError(t, set.Close())
+	buf := make([]mbuf.Handle, 64)
 	for _, p := range []port.Port{tgtDev, iniDev} {
 		for q := range n {
-			buf := make([]mbuf.Handle, 64)
 			for m := p.RxBurst(q, buf); m > 0; m = p.RxBurst(q, buf) {
 				pool.Free(buf[:m])
 			}
 		}
-		require.NoError(t, p.Close())
 	}
-	require.Zero(t, pool.InUse(), "every frame is back in the pool")
-	require.NoError(t, pool.Close())
+	closeAll(t, set, pool, tgtDev, iniDev)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
-	"github.com/peregrine-net/peregrine/pmd/mem"
 )
 
 // encode returns a transport frame with header h and payload p.
@@ -99,19 +98,10 @@ func TestOwner(t *testing.T) {
 // 4-queue port reach the shard their source CID names, once each.
 func TestConnOpenHandOff(t *testing.T) {
 	const n = 4
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 1024})
-	require.NoError(t, err)
-	dev, peer, err := mem.NewPair(pool, mem.PairOptions{Name: "openhandoff", Queues: n})
-	require.NoError(t, err)
-	set, err := shard.New(dev, pool, n, 0)
-	require.NoError(t, err)
+	set, pool, dev, peer := newSet(t, n, 0, 1024)
 	for q := range n {
 		for j := range n {
-			b := opener(t, cidOf(j, set.Bits(), uint32(16*q+j)), wire.Ext{})
-			hs := make([]mbuf.Handle, 1)
-			require.Equal(t, 1, pool.AllocBulk(hs))
-			require.True(t, pool.SetLen(hs[0], len(b)))
-			copy(pool.Data(hs[0]), b)
+			hs := []mbuf.Handle{put(t, pool, opener(t, cidOf(j, set.Bits(), uint32(16*q+j)), wire.Ext{}))}
 			require.Equal(t, 1, peer.TxBurst(q, hs))
 		}
 	}
@@ -135,11 +125,7 @@ func TestConnOpenHandOff(t *testing.T) {
 		require.Equal(t, 1, c, "%#x", src)
 	}
 	require.Equal(t, uint64(n*(n-1)), set.Total().SteeredOut)
-	require.NoError(t, set.Close())
-	require.NoError(t, dev.Close())
-	require.NoError(t, peer.Close())
-	require.Zero(t, pool.InUse())
-	require.NoError(t, pool.Close())
+	closeAll(t, set, pool, dev, peer)
 }
 
 // FuzzOwner: Owner never panics, and where the frame decodes it agrees
@@ -171,12 +157,7 @@ func FuzzOwner(f *testing.F) {
 // TestHandOffAllocates: receiving and handing over data frames and
 // ConnOpens allocates nothing.
 func TestHandOffAllocates(t *testing.T) {
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 1024})
-	require.NoError(t, err)
-	dev, peer, err := mem.NewPair(pool, mem.PairOptions{Name: "handoffallocs", Queues: 2})
-	require.NoError(t, err)
-	set, err := shard.New(dev, pool, 2, 0)
-	require.NoError(t, err)
+	set, pool, dev, peer := newSet(t, 2, 0, 1024)
 	frames := [][]byte{opener(t, cidOf(1, 1, 7), wire.Ext{Present: wire.ExtSealKey}),
 		encode(t, wire.Header{Type: wire.TypePushUnsolicitedData, DestCID: cidOf(1, 1, 3)}, []byte{1, 2})}
 	hs := make([]mbuf.Handle, 16)
@@ -198,9 +179,5 @@ func TestHandOffAllocates(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 	require.Equal(t, 101*len(hs), got, "every frame reached shard 1")
-	require.NoError(t, set.Close())
-	require.NoError(t, dev.Close())
-	require.NoError(t, peer.Close())
-	require.Zero(t, pool.InUse())
-	require.NoError(t, pool.Close())
+	closeAll(t, set, pool, dev, peer)
 }
