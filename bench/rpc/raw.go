@@ -40,7 +40,7 @@ type rawSide struct {
 	conn *txn.Conn
 }
 
-func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result, err error) {
+func (d *rawDoor) rows(ctx context.Context, size, depth int, n rowLen) (res result, err error) {
 	pool, err := mbuf.New(mbuf.Options{Name: "bench-rpc-raw", Frames: 16384})
 	if err != nil {
 		return res, err
@@ -114,7 +114,7 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 			return res, err
 		}
 	}
-	m := newMeter(count, 1)
+	m := newMeter(n, 1)
 	free := make([]uint64, 0, k) // the client's send slots not lent
 	for j := range k {
 		free = append(free, j)
@@ -127,10 +127,10 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 		}
 		return nil
 	}
-	guard := time.Now().Add(rowGuard(count))
+	guard := time.Now().Add(rowGuard(n))
 	for !m.finished() || inflight > 0 {
 		if time.Now().After(guard) || ctx.Err() != nil {
-			return res, errors.Join(ctx.Err(), fmt.Errorf("%d of %d round trips after %v", m.n.Load(), m.total, rowGuard(count)))
+			return res, errors.Join(ctx.Err(), fmt.Errorf("%d of %d round trips after %v", m.n.Load(), n.count, rowGuard(n)))
 		}
 		poll()
 		n := a.ep.Completions(cq)
@@ -199,4 +199,10 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 }
 
 // rowGuard bounds a row's run: a hang is an error, not a stuck bench.
-func rowGuard(count int) time.Duration { return time.Minute + time.Duration(count)*10*time.Millisecond }
+func rowGuard(n rowLen) time.Duration {
+	g := time.Duration(n.count) * 10 * time.Millisecond
+	if n.limit > 0 {
+		g = min(g, 2*n.limit)
+	}
+	return time.Minute + g
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,7 @@ import (
 func newBenchRPCCommand() *cobra.Command {
 	var (
 		count    int
+		rowTime  time.Duration
 		fileSize int
 		idle     string
 		noPin    bool
@@ -65,6 +67,7 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(
 				checkInt("count", count, 10, 100_000_000),
+				checkPositiveDuration("row-time", rowTime, 100*time.Millisecond),
 				checkInt("file-size", fileSize, 1, 1<<30),
 				checkIdle(idle),
 			); err != nil {
@@ -91,13 +94,14 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchrpc.Run(ctx, benchrpc.Options{
-				Out: cmd.OutOrStdout(), Count: count, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
+				Out: cmd.OutOrStdout(), Count: count, RowTime: rowTime, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
 			})
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", benchrpc.DefaultCount, "round trips measured per row (after a tenth of it of warm-up)")
+	f.DurationVar(&rowTime, "row-time", benchrpc.DefaultRowTime, "longest a row measures: it ends after --count round trips or this, whichever comes first (its warm-up after a tenth of either)")
 	sizeVar(f, &fileSize, "file-size", benchrpc.DefaultFileSize, "bytes the file transfer moves (1GiB; smaller for a quick run)")
 	idleVar(f, &idle)
 	f.BoolVar(&noPin, "no-pin", false, "leave the endpoints' poll loops unpinned (default: one on each of the first two allowed CPUs)")
