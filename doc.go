@@ -51,8 +51,8 @@
 // veth, shard i's frames land on the peer's queue i and none is.
 //
 // Control spans the shards: Dial deals connections round robin (the
-// peer's shard that receives the ConnOpen accepts, and the connection
-// lives on those two); a Listener is up on every shard and Accept takes
+// peer's shard of the same index accepts, and the connection lives on
+// those two); a Listener is up on every shard and Accept takes
 // their connections through one channel in the order they were set up;
 // a Conn is its shard's, and each of its calls goes to that shard's
 // engine. Register puts the region in every shard's table under one key,

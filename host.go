@@ -169,16 +169,17 @@ func (h *Host) newEngine(spec string, opts Options, pt port.Port, sh shardOf) (*
 	if err != nil {
 		return nil, err
 	}
-	// Swift's own floor, 0.01 packets, paces a connection to a packet per
-	// hundred round trips once the loops' scheduling delays read as
-	// congestion: an 8 MiB message took over a minute on a loaded machine.
-	// The appliance's floor (docs/transport.md) serves here too.
-	sp := swift.DefaultParams()
-	sp.MinCwnd = endpointMinCwnd
+	// The appliance's software-endpoint defaults serve here too: Swift's
+	// own floor, 0.01 packets, paced a connection to a packet per hundred
+	// round trips once the loops' scheduling delays read as congestion (an
+	// 8 MiB message took over a minute on a loaded machine), and its 25 µs
+	// target and the transport's 100 µs least RTO read a descheduled loop
+	// as congestion and loss.
+	sp := swift.SoftwareParams()
 	txOps := 2 * opts.MaxOps
 	to := txn.Options{
 		Transport: rt.Options{Name: spec, Port: pt, Pool: h.h.pool, Clock: h.h.clock, LocalIP: opts.IP,
-			LocalMAC: e.addr.MAC, MaxConns: opts.MaxConns, Seed: opts.Seed, RetryLimit: opts.RetryLimit,
+			LocalMAC: e.addr.MAC, MaxConns: opts.MaxConns, Seed: opts.Seed, RetryLimit: opts.RetryLimit, MinRTO: rt.SoftwareMinRTO,
 			IdleTimeout: opts.IdleTimeout, QPN: rt.QPNOptions{Enabled: opts.GlobalQPNs}, Accept: e.acceptPeer,
 			Queue: sh.queue, ShardBits: sh.bits, Shard: sh.shard},
 		MaxOps:      txOps,
@@ -245,7 +246,3 @@ func ceilPow2(n int) int {
 	}
 	return p
 }
-
-// endpointMinCwnd is an endpoint's least congestion window in packets: the
-// appliance's transport stages' default (app.DefaultMinCwnd).
-const endpointMinCwnd = 8.0

@@ -282,8 +282,9 @@ func (e *engine) owns(r *Region) bool {
 }
 
 // dial deals connections round robin: connection k to shard k mod N. The
-// peer's shard that receives the ConnOpen accepts it (with queue steering,
-// the same index), and the connection lives on those two shards.
+// peer's shard of the same index accepts it (a ConnOpen belongs to the
+// shard its opener's CID names, core/shard), and the connection lives on
+// those two shards.
 func (g *group) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, error) {
 	i := (g.next.Add(1) - 1) % uint64(len(g.engines))
 	return g.engines[i].dial(ctx, peer, opts)
