@@ -5,11 +5,18 @@
 //
 //   - raw: core/rt/txn Sends on two endpoints that the measuring goroutine
 //     polls itself (no loop, no hand-off): the floor.
+//   - raw-loops: the same, each endpoint polled by its own goroutine locked
+//     to its thread and pinned to its CPU — the public API's layout, whose
+//     packets and ring indexes cross between the CPUs: the baseline of
+//     api_vs_raw_cost_1k (the floor is printed beside it). Both use the
+//     public package's transport settings (swift.SoftwareParams,
+//     rt.SoftwareMinRTO).
 //   - api: the public package in-process (peregrine.Host, Endpoint, Conn
 //     Send and Recv), each endpoint on its own poll loop.
 //   - api-caller: the same with Options.Poll PollCaller: the callers
 //     waiting for their ops poll the endpoints themselves. The ratio
-//     api_vs_raw_cost_1k takes the faster of the two API rows.
+//     api_vs_raw_cost_1k takes the faster of the two API rows, over
+//     raw-loops.
 //   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
 //     a host.Server (what `peregrine serve` runs) on the client's endpoint
 //     and its shared-memory channel; the echo server is in-process on the

@@ -27,6 +27,8 @@ func openDoor(o Options, m *media, name string) (door, error) {
 	switch name {
 	case "raw":
 		return &rawDoor{m: m}, nil
+	case "raw-loops":
+		return &rawDoor{m: m, loops: true, noPin: o.NoPin}, nil
 	case "tcp":
 		return &tcpDoor{m: m}, nil
 	}

@@ -68,7 +68,9 @@ var (
 // Doors are the ways in, in the order they are measured.
 // api-caller is the public package with its endpoints polled by their
 // callers (Options.Poll: PollCaller) rather than by their loops.
-var Doors = []string{"raw", "api", "api-caller", "sidecar", "tcp"}
+// raw-loops is the raw door in the public API's layout: each endpoint
+// polled by its own pinned goroutine.
+var Doors = []string{"raw", "raw-loops", "api", "api-caller", "sidecar", "tcp"}
 
 // Wheres are the media: in memory (mem: ports; kernel TCP over loopback)
 // and an AF_XDP veth pair between two namespaces (kernel TCP over it).
@@ -270,16 +272,20 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 		}
 		return true
 	}
-	if a, c, r := "mem_api_1k_x1", "mem_api-caller_1k_x1", "mem_raw_1k_x1"; have(a, c, r) {
+	if a, c, r, f := "mem_api_1k_x1", "mem_api-caller_1k_x1", "mem_raw-loops_1k_x1", "mem_raw_1k_x1"; have(a, c, r, f) {
 		// The public API's cost is its faster mode's: an application
-		// picks the mode that suits it, and both are printed.
+		// picks the mode that suits it, and both are printed. Its
+		// baseline is the transport in the API's layout (each endpoint
+		// polled on its own CPU); one goroutine polling both, which no
+		// application of two endpoints on two machines can do, is the
+		// floor printed beside it.
 		best, mode := got[a].nsPerOp(), "loop"
 		if v := got[c].nsPerOp(); v < best {
 			best, mode = v, "caller"
 		}
 		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: best / got[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn %.0f",
-				best, mode, got[a].nsPerOp(), got[c].nsPerOp(), got[r].nsPerOp())})
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn, each endpoint on its own CPU, %.0f (one goroutine polling both: %.0f)",
+				best, mode, got[a].nsPerOp(), got[c].nsPerOp(), got[r].nsPerOp(), got[f].nsPerOp())})
 	}
 	if s, a := "mem_sidecar_1k_x1", "mem_api_1k_x1"; have(s, a) {
 		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / got[a].nsPerOp(), Op: report.AtMost, Target: 1.3,

@@ -35,6 +35,8 @@ each door, in one run:
 
   raw      core/rt/txn Sends, both endpoints polled by the measuring
            goroutine (the floor)
+  raw-loops  the same, each endpoint polled by its own goroutine pinned to
+           its CPU: the public API's layout
   api      the public package in-process (Host, Endpoint, Conn Send/Recv),
            each endpoint on its own poll loop
   api-caller  the same, the endpoints polled by their callers (Options.Poll:
@@ -49,8 +51,8 @@ the same pair; root only, skipped otherwise), the endpoints' loops on the
 same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
 ` + strings.Join(benchrpc.Rows()[:2], ", ") + `. Ratios:
 
-  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw (goal <= 1.15;
-                                the faster of api and api-caller, both printed)
+  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw-loops (goal <= 1.15;
+                                the faster of api and api-caller, both printed; raw beside it)
   sidecar_vs_inprocess_cost_1k  the same, sidecar ÷ in-process                      (goal <= 1.3)
   rpc_1k_vs_kernel_tcp_ops      32 in flight over veth, sidecar ÷ kernel TCP ops/s  (goal >= 2.0)
   rpc_1k_p99_vs_kernel_tcp      1 in flight over veth, sidecar ÷ kernel TCP p99     (goal <= 0.5)
