@@ -33,6 +33,7 @@ type engine struct {
 	port port.Port
 	tx   *txn.Endpoint
 	loop *lcore.Loop
+	mq   *mqEngine // Options.MCSQ: the send queues' engine, polled in place of tx
 
 	// sub carries ops (and cancel requests) from any goroutine to the loop:
 	// the only hand-off on the way in. Callers take a ref in users before
@@ -133,7 +134,11 @@ func (e *engine) Poll(now clock.Time) int {
 func (e *engine) poll(now clock.Time) int {
 	n := e.retryBacklog()
 	n += e.intake()
-	n += e.tx.Poll(now)
+	if e.mq != nil {
+		n += e.mq.poll(now) // polls tx; hands its other completions to completed
+	} else {
+		n += e.tx.Poll(now)
+	}
 	n += e.reap()
 	e.setupFresh()
 	e.postSlots()
@@ -238,6 +243,10 @@ func (e *engine) run(op *Op) bool {
 	case opDeregister:
 		err := e.tx.Deregister(txn.Region{Key: o.region.r.key})
 		e.finish(op, 0, statusOf(err), err)
+	case opCall:
+		st, err := o.call()
+		o.call = nil
+		e.finish(op, 0, st, err)
 	}
 	return true
 }
@@ -393,6 +402,10 @@ func (e *engine) cancelOp(op *Op, gen uint32) {
 	if o.state.Load() != statePosted || o.gen.Load() != gen {
 		return
 	}
+	if o.mq != nil {
+		o.mq.cancel(op)
+		return
+	}
 	switch {
 	case o.inTxn:
 		if o.c.tc.Cancel(o.rsn) != nil {
@@ -442,7 +455,11 @@ func (e *engine) Stop(now clock.Time) {
 		}
 	}
 	e.stopping = true
-	e.tx.Stop(now)
+	if e.mq != nil {
+		e.mq.stop(now) // stops tx too; every WR ends
+	} else {
+		e.tx.Stop(now)
+	}
 	e.reap()
 	for tc, cn := range e.conns {
 		cn.end(StatusClosed, errors.New("the endpoint closed"))
@@ -528,6 +545,9 @@ func (e *engine) onConnEvent(ev txn.ConnEvent) {
 		if cn != nil {
 			cn.established()
 			return
+		}
+		if e.mq != nil && e.mq.eng.Holds(ev.Conn) {
+			return // a send queue's own connection, not a peer's
 		}
 		if e.lst == nil {
 			_ = ev.Conn.Abort()

@@ -79,9 +79,6 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 	fail := func(st Status, err error) (*Endpoint, error) {
 		return nil, &Error{Op: "open " + spec, Status: st, Cause: err}
 	}
-	if opts.MCSQ {
-		return fail(StatusNotSupported, errors.New("Options.MCSQ: the multi-channel send queue is not wired into this package yet (use sched/mcsq over core/rt/txn)"))
-	}
 	if !opts.IP.IsValid() {
 		return fail(StatusInvalid, invalidf("Options.IP is required (the endpoint's address, e.g. 198.18.0.1)"))
 	}
@@ -155,6 +152,11 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	}
 	if e.tx, err = txn.New(to); err != nil {
 		return nil, errors.Join(err, pt.Close())
+	}
+	if opts.MCSQ {
+		if e.mq, err = newMQEngine(e); err != nil {
+			return nil, errors.Join(err, e.tx.Close(), pt.Close())
+		}
 	}
 	e.tags = make([]*Op, txOps)
 	e.freeTags = make([]int32, 0, txOps)
