@@ -54,7 +54,12 @@ type SendQueueOptions struct {
 	// over (default 8 for DC, 16 for RC). A DC SQ may hold two of the
 	// endpoint's connections at once (its own and one still closing), an
 	// RC SQ one: they must fit Options.MaxConns beside the endpoint's
-	// other queues and connections.
+	// other queues and connections. With fewer DC SQs than the peers in
+	// use at once, SQs move between peers, a connect each time, and the
+	// connection left lingers closing at both ends (twice the transport's
+	// largest retransmit timeout) and holds one of the peer's MaxConns
+	// meanwhile: a peer whose table stays full through the connect's
+	// retries is unreachable (ErrPeerGone).
 	SQs int
 	// Ordered completes the queue's operations in posting order (each
 	// waits for those posted before it, to any peer); otherwise each
@@ -157,9 +162,8 @@ type mqEngine struct {
 	eng *mcsq.Engine
 
 	// DC peers: a peer's mcsq target (and flow ID), made on the first post
-	// to it. Read without a lock, replaced whole under mu.
-	mu    sync.Mutex
-	peers atomic.Pointer[map[Addr]mcsq.Target]
+	// to it.
+	peers peerMap[mcsq.Target]
 
 	// owned by the token holder
 	queues []*sendQueue
@@ -194,31 +198,57 @@ func (m *mqEngine) stop(now clock.Time) {
 
 // target returns peer's DC target, adding it on the first post to it.
 func (m *mqEngine) target(peer Addr) (mcsq.Target, error) {
-	if p := m.peers.Load(); p != nil {
-		if t, ok := (*p)[peer]; ok {
-			return t, nil
+	return m.peers.getOrAdd(peer, func() (mcsq.Target, error) {
+		t, err := m.eng.AddTarget(rt.PeerAddr{MAC: peer.MAC, IP: peer.IP})
+		if err != nil {
+			return 0, &Error{Op: "send queue", Status: StatusBusy, Cause: fmt.Errorf("peer %v: %w (an endpoint's send queues name at most %d peers)", peer.IP, err, maxSQPeers)}
 		}
+		return t, nil
+	})
+}
+
+// peerMap maps peers to what a send queue made for them once: read without
+// a lock on every post, replaced whole under mu when a peer is added.
+type peerMap[V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[Addr]V]
+}
+
+func (p *peerMap[V]) get(peer Addr) (V, bool) {
+	if m := p.m.Load(); m != nil {
+		v, ok := (*m)[peer]
+		return v, ok
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var old map[Addr]mcsq.Target
-	if p := m.peers.Load(); p != nil {
-		old = *p
-		if t, ok := old[peer]; ok {
-			return t, nil
-		}
+	var zero V
+	return zero, false
+}
+
+// getOrAdd returns peer's value, made by add (once: under mu) if it has
+// none.
+func (p *peerMap[V]) getOrAdd(peer Addr, add func() (V, error)) (V, error) {
+	if v, ok := p.get(peer); ok {
+		return v, nil
 	}
-	t, err := m.eng.AddTarget(rt.PeerAddr{MAC: peer.MAC, IP: peer.IP})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.get(peer); ok {
+		return v, nil
+	}
+	v, err := add()
 	if err != nil {
-		return 0, &Error{Op: "send queue", Status: StatusBusy, Cause: fmt.Errorf("peer %v: %w (an endpoint's send queues name at most %d peers)", peer.IP, err, maxSQPeers)}
+		return v, err
 	}
-	grown := make(map[Addr]mcsq.Target, len(old)+1)
-	for k, v := range old {
-		grown[k] = v
+	var old map[Addr]V
+	if m := p.m.Load(); m != nil {
+		old = *m
 	}
-	grown[peer] = t
-	m.peers.Store(&grown)
-	return t, nil
+	grown := make(map[Addr]V, len(old)+1)
+	for k, x := range old {
+		grown[k] = x
+	}
+	grown[peer] = v
+	p.m.Store(&grown)
+	return v, nil
 }
 
 // sendQueue is a SendQueue's state. Each operation takes a slot of the
@@ -243,9 +273,8 @@ type sendQueue struct {
 
 	// RC peers: a peer's QPN (the identifier of its SQ), made by AddRC on
 	// the loop on the first post to it.
-	mu      sync.Mutex
-	qpns    atomic.Pointer[map[Addr]uint32]
-	nextQPN uint32
+	qpns    peerMap[uint32]
+	nextQPN uint32 // under qpns.mu
 
 	cqes []mcsq.CQE // the loop's
 }
@@ -358,38 +387,20 @@ func (s *sendQueue) route(peer Addr) (mcsq.ID, mcsq.Target, error) {
 		t, err := s.m.target(peer)
 		return mcsq.Flow(uint64(t)), t, err
 	}
-	if p := s.qpns.Load(); p != nil {
-		if n, ok := (*p)[peer]; ok {
-			return mcsq.QPN(n), 0, nil
+	n, err := s.qpns.getOrAdd(peer, func() (uint32, error) {
+		n := s.nextQPN
+		err := s.e.onLoop(func() (Status, error) {
+			if err := s.pool.AddRC(n, rt.PeerAddr{MAC: peer.MAC, IP: peer.IP}); err != nil {
+				return statusOfMQ(err), fmt.Errorf("an SQ for peer %v: %w (SendQueueOptions.SQs bounds an RC queue's peers)", peer.IP, err)
+			}
+			return StatusOK, nil
+		})
+		if err == nil {
+			s.nextQPN++
 		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var old map[Addr]uint32
-	if p := s.qpns.Load(); p != nil {
-		old = *p
-		if n, ok := old[peer]; ok {
-			return mcsq.QPN(n), 0, nil
-		}
-	}
-	n := s.nextQPN
-	err := s.e.onLoop(func() (Status, error) {
-		if err := s.pool.AddRC(n, rt.PeerAddr{MAC: peer.MAC, IP: peer.IP}); err != nil {
-			return statusOfMQ(err), fmt.Errorf("an SQ for peer %v: %w (SendQueueOptions.SQs bounds an RC queue's peers)", peer.IP, err)
-		}
-		return StatusOK, nil
+		return n, err
 	})
-	if err != nil {
-		return mcsq.ID{}, 0, err
-	}
-	s.nextQPN++
-	grown := make(map[Addr]uint32, len(old)+1)
-	for k, v := range old {
-		grown[k] = v
-	}
-	grown[peer] = n
-	s.qpns.Store(&grown)
-	return mcsq.QPN(n), 0, nil
+	return mcsq.QPN(n), 0, err
 }
 
 func statusOfMQ(err error) Status {
@@ -640,19 +651,12 @@ func mqStatus(c *mcsq.CQE) (Status, error) {
 }
 
 func (s *sendQueue) reset(peer Addr) error {
-	switch s.opts.Kind {
-	case DC:
-		if p := s.m.peers.Load(); p != nil {
-			if t, ok := (*p)[peer]; ok {
-				s.pool.Unblacklist(mcsq.Flow(uint64(t)))
-			}
+	if s.opts.Kind == DC {
+		if t, ok := s.m.peers.get(peer); ok {
+			s.pool.Unblacklist(mcsq.Flow(uint64(t)))
 		}
-	case RC:
-		if p := s.qpns.Load(); p != nil {
-			if n, ok := (*p)[peer]; ok {
-				s.pool.Unblacklist(mcsq.QPN(n))
-			}
-		}
+	} else if n, ok := s.qpns.get(peer); ok {
+		s.pool.Unblacklist(mcsq.QPN(n))
 	}
 	return nil
 }

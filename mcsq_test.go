@@ -56,18 +56,7 @@ func newMQNet(t *testing.T, h *Host, n int, init, target Options) *mqNet {
 			continue
 		}
 		net.targets = append(net.targets, ep)
-		l, err := ep.Listen(ConnOptions{RecvSlots: 1, MaxMessage: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			// The send queue's connections carry nothing to read here.
-			for {
-				if _, err := l.Accept(context.Background()); err != nil {
-					return
-				}
-			}
-		}()
+		listenForQueues(t, ep)
 	}
 	var err error
 	if net.sw, err = fabric.NewSwitch(h.h.pool, fabric.SwitchOptions{Name: name, IPs: ips, Ports: sides}); err != nil {
@@ -98,6 +87,24 @@ func newMQNet(t *testing.T, h *Host, n int, init, target Options) *mqNet {
 		}
 	})
 	return net
+}
+
+// listenForQueues makes ep a send queue's peer: a listener whose
+// connections (the queue's: nothing to read on them) are taken and dropped
+// until ep closes.
+func listenForQueues(t *testing.T, ep *Endpoint) {
+	t.Helper()
+	l, err := ep.Listen(ConnOptions{RecvSlots: 1, MaxMessage: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := l.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
 }
 
 // fill writes a pattern of WR i into b.
@@ -153,8 +160,12 @@ func testSendQueueThreeTargets(t *testing.T, kind SQKind) {
 	}
 	ops := make([]Op, count)
 	ctx := ctxT(t)
+	// Runs of 8 WRs per target: with fewer DC SQs than targets, each run
+	// may take an SQ from another target (a connect; the connection it
+	// leaves lingers closing at both ends).
+	at := func(i int) int { return i / 8 % 3 }
 	for i := range count {
-		k := i % 3
+		k := at(i)
 		ops[i].Tag, ops[i].CQ = uint64(i), cq
 		for {
 			err := sq.PushAsync(&ops[i], net.targets[k].Addr(), local, i*size, size, regions[k].Remote(uint64(i*size)))
@@ -188,7 +199,7 @@ func testSendQueueThreeTargets(t *testing.T, kind SQKind) {
 		}
 	}
 	for i := range count {
-		k := i % 3
+		k := at(i)
 		if !bytes.Equal(regions[k].Bytes()[i*size:(i+1)*size], src[i*size:(i+1)*size]) {
 			t.Fatalf("push %d: target %d holds other bytes", i, k)
 		}
@@ -198,10 +209,11 @@ func testSendQueueThreeTargets(t *testing.T, kind SQKind) {
 		t.Fatal(err)
 	}
 	for k, tg := range net.targets {
-		if err := sq.Pull(ctx, tg.Addr(), back, 0, size, regions[k].Remote(uint64(k*size))); err != nil {
+		i := 8 * k // a WR that went to target k
+		if err := sq.Pull(ctx, tg.Addr(), back, 0, size, regions[k].Remote(uint64(i*size))); err != nil {
 			t.Fatalf("pull from target %d: %v", k, err)
 		}
-		if !bytes.Equal(back.Bytes(), src[k*size:(k+1)*size]) {
+		if !bytes.Equal(back.Bytes(), src[i*size:(i+1)*size]) {
 			t.Fatalf("pull from target %d: other bytes", k)
 		}
 	}
@@ -462,17 +474,7 @@ func TestSendQueueDoesNotAllocate(t *testing.T) {
 		h := testHost(t, HostOptions{})
 		a, b := pair(t, h, Options{MCSQ: true}, Options{})
 		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-		l, err := b.Listen(ConnOptions{RecvSlots: 1, MaxMessage: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for {
-				if _, err := l.Accept(context.Background()); err != nil {
-					return
-				}
-			}
-		}()
+		listenForQueues(t, b)
 		// Connections kept: a reconnect allocates (once per connect).
 		sq, err := a.NewSendQueue(SendQueueOptions{IdleTimeout: time.Hour})
 		if err != nil {
@@ -561,17 +563,7 @@ func TestSendQueueBesideConnections(t *testing.T) {
 				t.Fatalf("recv: %q, %v; want %q", buf[:n], err, m)
 			}
 		}
-		l, err := b.Listen(ConnOptions{RecvSlots: 1, MaxMessage: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			for {
-				if _, err := l.Accept(context.Background()); err != nil {
-					return
-				}
-			}
-		}()
+		listenForQueues(t, b)
 		if err := sq.Reset(b.Addr()); err != nil {
 			t.Fatal(err)
 		}
