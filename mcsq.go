@@ -98,8 +98,9 @@ type SendQueueOptions struct {
 // other peers' go on.
 type SendQueue struct{ q sendQueue }
 
-// NewSendQueue makes a send queue on an endpoint opened with Options.MCSQ.
-// Through the sidecar it is ErrNotSupported: the appliance runs no send
+// NewSendQueue makes a send queue on an endpoint opened with Options.MCSQ
+// (on a sharded one, Options.Shards, it runs on the first shard's loop:
+// the regions are every shard's). Through the sidecar it is ErrNotSupported: the appliance runs no send
 // queue for attached applications.
 func (ep *Endpoint) NewSendQueue(opts SendQueueOptions) (*SendQueue, error) {
 	if ep.sc != nil {

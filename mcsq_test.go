@@ -581,3 +581,38 @@ func TestSendQueueBesideConnections(t *testing.T) {
 		}
 	})
 }
+
+// On a sharded endpoint the send queue runs on the first shard's loop,
+// with the regions every shard knows.
+func TestSendQueueOnShardedEndpoint(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{MCSQ: true, Shards: 2}, Options{})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	listenForQueues(t, b)
+	sq, err := a.NewSendQueue(SendQueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := a.Register([]byte("from a sharded endpoint"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := b.Register(make([]byte, 64), RemoteWrite|RemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := sq.Push(ctx, b.Addr(), src, 0, src.Len(), dst.Remote(0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(dst.Bytes()[:src.Len()]); got != "from a sharded endpoint" {
+		t.Fatalf("pushed %q", got)
+	}
+	back, err := a.Register(make([]byte, src.Len()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sq.Pull(ctx, b.Addr(), back, 0, src.Len(), dst.Remote(0)); err != nil || !bytes.Equal(back.Bytes(), src.Bytes()) {
+		t.Fatalf("pull: %q, %v", back.Bytes(), err)
+	}
+}
