@@ -151,15 +151,53 @@
 //	rt.ErrOpenTimeout (Dial unanswered)     StatusTimeout       ErrTimeout
 //	rt/txn ErrBusy, ErrTableFull            StatusBusy          ErrBusy
 //	bad argument or option                  StatusInvalid       ErrInvalid
-//	option not wired (Options.MCSQ)         StatusNotSupported  ErrNotSupported
+//	option not offered here                 StatusNotSupported  ErrNotSupported
+//
+// A send queue's operations end with the statuses above too: a failure of
+// the peer's SQ (sched/mcsq CQE StatusSQFailed, or StatusBlacklisted for the
+// operations behind it) maps by its cause — retries exhausted, unreachable,
+// reset or silent: StatusPeerGone; the peer refused the connection:
+// StatusRefused; a region: StatusRemoteAccess; a timeout: StatusTimeout —
+// a local region refused is StatusInvalid, and an endpoint closing under
+// it StatusClosed. The cause's chain holds sched/mcsq's error.
 //
 // # What changes the wire
 //
 // Options.IOI (IOI forwarding of large pushes and pulls) and
 // Options.GlobalQPNs (24-bit QP numbers in every packet) change what goes
 // on the wire, so they are off unless asked for and both ends must agree.
-// Options.MCSQ (posting through the multi-channel send queue) is not wired
-// into this package yet and is refused with ErrNotSupported.
+// Options.MCSQ does not change the wire; it is an option because it
+// changes the endpoint's poll (below), which without it runs the transport
+// alone, as before.
+//
+// # Send queues
+//
+// With Options.MCSQ the poll runs sched/mcsq's engine in place of the
+// transport's poll (the engine polls the transport): the work of the
+// endpoint's send queues is distributed over their SQs, and the
+// transport's completions that are not the queues' go on to the
+// endpoint's own operations (mcsq Options.Foreign), its connection events
+// too, but for the SQs' connections (mcsq Engine.Holds). A SendQueue is an
+// mcsq pool (DC or RC) and a queue with a table of Depth slots; the mcsq
+// queue completes every WR with a CQE of its own (no coalescing: each ends
+// one Op), in posting order when Ordered.
+//
+//   - A post (Push, PushAsync, …) takes a free slot, readies its Op, names
+//     it in the slot and posts the WR — the slot's index its cookie — on
+//     the mcsq queue's lock-free post ring, from the caller's goroutine: no
+//     hand-off through the endpoint's submission ring. Nothing allocates.
+//     A full table is ErrBusy for an *Async post; a blocking one waits for
+//     a slot while its context allows.
+//   - The poll reaps the mcsq queue's CQEs: the slot's Op completes with
+//     the status the CQE maps to, and the slot is free again. The region's
+//     span is the transport's from the post until then.
+//   - Cancellation (a context, Op.Cancel) completes the Op at once with
+//     ErrCancelled, but a WR cannot be recalled from the send queue: it
+//     runs to its end unobserved, its region span still in use, and only
+//     then frees its slot. SendQueue.Close waits for those too.
+//   - A peer is a DC target (mcsq Engine.AddTarget) with a flow ID of its
+//     own, or an RC QPN whose SQ AddRC connects on the first post to it;
+//     either is made once per peer.
 //
 // # Two doors
 //

@@ -33,6 +33,7 @@ type engine struct {
 	port port.Port
 	tx   *txn.Endpoint
 	loop *lcore.Loop
+	mq   *mqEngine // Options.MCSQ: the send queues' engine, polled in place of tx
 	// A shard of a sharded endpoint (nil, 0 otherwise): shards.go.
 	grp   *group
 	shard int
@@ -136,7 +137,11 @@ func (e *engine) Poll(now clock.Time) int {
 func (e *engine) poll(now clock.Time) int {
 	n := e.retryBacklog()
 	n += e.intake()
-	n += e.tx.Poll(now)
+	if e.mq != nil {
+		n += e.mq.poll(now) // polls tx; hands its other completions to completed
+	} else {
+		n += e.tx.Poll(now)
+	}
 	n += e.reap()
 	e.setupFresh()
 	e.postSlots()
@@ -249,6 +254,10 @@ func (e *engine) run(op *Op) bool {
 		}
 		err := e.tx.Deregister(txn.Region{Key: o.region.r.key})
 		e.finish(op, 0, statusOf(err), err)
+	case opCall:
+		st, err := o.call()
+		o.call = nil
+		e.finish(op, 0, st, err)
 	}
 	return true
 }
@@ -404,6 +413,10 @@ func (e *engine) cancelOp(op *Op, gen uint32) {
 	if o.state.Load() != statePosted || o.gen.Load() != gen {
 		return
 	}
+	if o.mq != nil {
+		o.mq.cancel(op)
+		return
+	}
 	switch {
 	case o.inTxn:
 		if o.c.tc.Cancel(o.rsn) != nil {
@@ -453,7 +466,11 @@ func (e *engine) Stop(now clock.Time) {
 		}
 	}
 	e.stopping = true
-	e.tx.Stop(now)
+	if e.mq != nil {
+		e.mq.stop(now) // stops tx too; every WR ends
+	} else {
+		e.tx.Stop(now)
+	}
 	e.reap()
 	for tc, cn := range e.conns {
 		cn.end(StatusClosed, errors.New("the endpoint closed"))
@@ -542,6 +559,9 @@ func (e *engine) onConnEvent(ev txn.ConnEvent) {
 		if cn != nil {
 			cn.established()
 			return
+		}
+		if e.mq != nil && e.mq.eng.Holds(ev.Conn) {
+			return // a send queue's own connection, not a peer's
 		}
 		if e.lst == nil {
 			_ = ev.Conn.Abort()

@@ -154,7 +154,7 @@ func ExampleHostOptions() {
 }
 
 // Options configure an endpoint; the mechanisms that change the wire are
-// off unless asked for, and one not wired yet is refused.
+// off unless asked for, and a wrong value is refused.
 func ExampleOptions() {
 	h, err := peregrine.NewHost(peregrine.HostOptions{})
 	if err != nil {
@@ -162,17 +162,17 @@ func ExampleOptions() {
 		return
 	}
 	defer h.Close()
-	_, err = h.Open("mem:opts/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1"), MCSQ: true})
-	fmt.Println("MCSQ:", errors.Is(err, peregrine.ErrNotSupported))
-	ep, err := h.Open("mem:opts/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1"), IOI: true, GlobalQPNs: true, Idle: peregrine.IdleSleep})
+	_, err = h.Open("mem:opts/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1"), Idle: 9})
+	fmt.Println("bad idle policy:", errors.Is(err, peregrine.ErrInvalid))
+	ep, err := h.Open("mem:opts/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1"), IOI: true, GlobalQPNs: true, MCSQ: true, Idle: peregrine.IdleSleep})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("IOI and global QPNs:", ep.Close())
+	fmt.Println("IOI, global QPNs and the MCSQ:", ep.Close())
 	// Output:
-	// MCSQ: true
-	// IOI and global QPNs: <nil>
+	// bad idle policy: true
+	// IOI, global QPNs and the MCSQ: <nil>
 }
 
 // Options.Shards runs an endpoint as several shards, each on its own poll
@@ -605,4 +605,77 @@ func ExampleAttachOptions() {
 	fmt.Printf("longest message %d MiB, %d operations in flight\n", o.Buffers*o.BufSize>>20, o.RingSize)
 	// Output:
 	// longest message 16 MiB, 256 operations in flight
+}
+
+// A send queue pushes to a peer without a connection of the application's:
+// the peer listens (the queue's connections arrive like Dials, with
+// nothing to read) and registers the region the queue writes into.
+func ExampleEndpoint_NewSendQueue() {
+	h, err := peregrine.NewHost(peregrine.HostOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+	a, err := h.Open("mem:sendq/0", peregrine.Options{IP: netip.MustParseAddr("198.18.0.1"), MCSQ: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer a.Close()
+	b, err := h.Open("mem:sendq/1", peregrine.Options{IP: netip.MustParseAddr("198.18.0.2")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer b.Close()
+	l, err := b.Listen(peregrine.ConnOptions{RecvSlots: 1, MaxMessage: 64})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go func() {
+		for {
+			if _, err := l.Accept(context.Background()); err != nil {
+				return // the endpoint closed
+			}
+		}
+	}()
+	dst, err := b.Register(make([]byte, 64), peregrine.RemoteWrite)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := a.Register([]byte("pushed through a send queue"), 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sq, err := a.NewSendQueue(peregrine.SendQueueOptions{Kind: peregrine.DC, SQs: 4, Ordered: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := sq.Push(ctx, b.Addr(), src, 0, src.Len(), dst.Remote(0)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s\n", dst.Bytes()[:src.Len()])
+	var op peregrine.Op
+	if err := sq.PushAsync(&op, b.Addr(), src, 0, 6, dst.Remote(32)); err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, err := op.Wait(ctx)
+	fmt.Println(n, err)
+	fmt.Println(sq.Close())
+	err = sq.Push(ctx, b.Addr(), src, 0, 1, dst.Remote(0))
+	fmt.Println("after Close:", errors.Is(err, peregrine.ErrClosed))
+	// Output:
+	// pushed through a send queue
+	// 6 <nil>
+	// <nil>
+	// after Close: true
 }

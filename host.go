@@ -81,9 +81,6 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 	fail := func(st Status, err error) (*Endpoint, error) {
 		return nil, &Error{Op: "open " + spec, Status: st, Cause: err}
 	}
-	if opts.MCSQ {
-		return fail(StatusNotSupported, errors.New("Options.MCSQ: the multi-channel send queue is not wired into this package yet (use sched/mcsq over core/rt/txn)"))
-	}
 	if !opts.IP.IsValid() {
 		return fail(StatusInvalid, invalidf("Options.IP is required (the endpoint's address, e.g. 198.18.0.1)"))
 	}
@@ -197,6 +194,12 @@ func (h *Host) newEngine(spec string, opts Options, pt port.Port, sh shardOf) (*
 	if sh.grp != nil {
 		if err := e.reserveUserRegions(); err != nil {
 			return nil, errors.Join(err, e.tx.Close())
+		}
+	}
+	if opts.MCSQ && sh.shard == 0 {
+		// A sharded endpoint's send queues run on its first shard's loop.
+		if e.mq, err = newMQEngine(e); err != nil {
+			return nil, errors.Join(err, e.tx.Close(), pt.Close())
 		}
 	}
 	e.tags = make([]*Op, txOps)

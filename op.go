@@ -29,6 +29,7 @@ const (
 	opClose
 	opRegister
 	opDeregister
+	opCall // a function of the loop's (a send queue's setup)
 )
 
 func (k opKind) String() string {
@@ -51,6 +52,8 @@ func (k opKind) String() string {
 		return "register"
 	case opDeregister:
 		return "deregister"
+	case opCall:
+		return "send queue"
 	}
 	return "op"
 }
@@ -105,6 +108,11 @@ type opState struct {
 	cookie uint64
 	run    uint32
 	nrun   int
+
+	// A send queue's: the queue a WR of the op went to (its slot in
+	// slot), or what an opCall runs on the loop.
+	mq   *sendQueue
+	call func() (Status, error)
 
 	// The results.
 	res    *Conn
@@ -243,6 +251,7 @@ func (op *Op) prepare() error {
 	}
 	o.cause.Store(nil)
 	o.res, o.err, o.status = nil, nil, StatusOK
+	o.mq = nil
 	o.gen.Add(1)
 	return nil
 }

@@ -8,8 +8,9 @@ import (
 	"github.com/peregrine-net/peregrine/core/clock"
 )
 
-// This file is the package's whole surface: every exported type and call,
-// each a few lines over the engine (endpoint.go, conn.go, op.go).
+// This file is the package's surface: every exported type and call, each a
+// few lines over the engine (endpoint.go, conn.go, op.go), but for the
+// send queue's, which are in mcsq.go.
 
 // HostOptions configure NewHost. Zero fields take their defaults.
 type HostOptions struct {
@@ -120,9 +121,11 @@ type Options struct {
 	// GlobalQPNs turns on 24-bit global QP numbers in every packet. It
 	// changes the wire: a peer without them cannot talk to this endpoint.
 	GlobalQPNs bool
-	// MCSQ would post through the multi-channel send queue (sched/mcsq).
-	// It is not wired into this package yet: Open refuses it with
-	// ErrNotSupported.
+	// MCSQ runs the multi-channel send queue (sched/mcsq) in the
+	// endpoint's poll, for Endpoint.NewSendQueue: queues that push and
+	// pull to any peers over a small pool of connections. It does not
+	// change the wire (its peers need nothing of it); an endpoint without
+	// it polls the transport alone, at no cost.
 	MCSQ bool
 	// RetryLimit is how many timeouts a packet survives before the
 	// transport gives up on it (default 7; 1..255).

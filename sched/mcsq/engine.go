@@ -30,6 +30,12 @@ type Options struct {
 	MaxTargets int
 	// Name labels the engine's stage.
 	Name string
+	// Foreign, if set, is handed every completion of the endpoint that is
+	// not a WR's, on the poll loop: receive completions, and operations
+	// the endpoint's owner posts on it directly with a Tag below 2^32 (a
+	// WR's Tag never is). Without it they are dropped, as before: the
+	// endpoint is the engine's alone.
+	Foreign func(*txn.Completion)
 }
 
 type cmd struct {
@@ -108,6 +114,22 @@ func (e *Engine) AddTarget(peer rt.PeerAddr) (Target, error) {
 
 // Name implements lcore.Stage.
 func (e *Engine) Name() string { return e.opts.Name }
+
+// Holds reports whether one of the engine's SQs holds connection c. A
+// layer that shares the endpoint's connection events (txn
+// Options.OnConnEvent) tells by it the SQs' connections from the ones its
+// peers opened: an SQ holds its connection from the open until after its
+// ConnEstablished. Poll-loop goroutine only.
+func (e *Engine) Holds(c *txn.Conn) bool {
+	for _, p := range e.pools {
+		for x := range p.sqs {
+			if p.sqs[x].conn == c {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Poll runs one round on the poll loop: host commands (unblacklist), the
 // distributor over each queue (one burst each), the SQs hand their WRs to
@@ -540,6 +562,13 @@ func (e *Engine) drain() int {
 }
 
 func (e *Engine) onCompletion(c *txn.Completion) {
+	if c.Kind == txn.OpRecv || c.Tag>>32 == 0 {
+		// Not a WR's: a slot's generation is never 0.
+		if e.opts.Foreign != nil {
+			e.opts.Foreign(c)
+		}
+		return
+	}
 	r := uint32(c.Tag)
 	if int(r>>24) >= len(e.queues) {
 		return

@@ -232,7 +232,9 @@ func (q *Queue) Post(wr *WR) error {
 	}
 	s := &q.slots[one[0]]
 	s.wr = *wr
-	s.gen++
+	if s.gen++; s.gen == 0 {
+		s.gen = 1 // a WR's Tag has a generation: 0 is Options.Foreign's
+	}
 	// sub has a place for every slot, so this cannot fail.
 	q.sub.EnqueueBulk(one[:])
 	return nil
