@@ -38,7 +38,7 @@ import (
 // Options configure a run.
 type Options struct {
 	Out io.Writer
-	// Frames per measurement (0: 1<<20); Rounds of the three loops, each
+	// Frames per measurement (0: 1<<20); Rounds of the three receivers, each
 	// giving a ratio whose median is the result (0: 9); Flows (0: 10,000).
 	Frames, Rounds, Flows int
 }
