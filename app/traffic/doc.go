@@ -38,9 +38,10 @@
 // flow, the bucket of its last latency and how many in a row fell in it
 // (4 bytes), and adds that run to the histogram when the flow's latency
 // changes bucket and at Stop — a flow whose latency changes bucket on
-// every frame costs what recording each frame did. It costs a further
-// store per frame at steady latency, more with jitter: bench rxflows
-// prints its ratio to plain as gen_rx_per_flow_histograms_cost_vs_plain.
+// every frame costs what recording each frame did. It costs a bucket
+// computation and a store per frame at steady latency, more with jitter:
+// bench rxflows prints its ratio to plain as
+// gen_rx_per_flow_histograms_cost_vs_plain.
 //
 // All frames' latencies go to one shared hist.HDR (within 1 %), a burst's
 // at once (HDR.RecordAll), that the sink closes every SinkOptions.Interval

@@ -231,14 +231,21 @@ func BenchmarkSinkPerFlow(b *testing.B) {
 }
 
 // TestPerFlowSinkAllocatesNothing: a steady-state poll with per-flow
-// accounting and interval closes allocates nothing.
+// accounting and interval closes allocates nothing, with and without
+// per-flow histograms.
 func TestPerFlowSinkAllocatesNothing(t *testing.T) {
+	for _, histograms := range []bool{false, true} {
+		perFlowSinkAllocatesNothing(t, histograms)
+	}
+}
+
+func perFlowSinkAllocatesNothing(t *testing.T, histograms bool) {
 	pool, err := mbuf.New(mbuf.Options{Name: "alloc", Frames: 4096})
 	require.NoError(t, err)
 	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "z", Size: 256})
 	require.NoError(t, err)
 	cache := pool.NewCache()
-	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: 100, Latency: true, PerFlow: true, Cache: cache, Interval: time.Microsecond})
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: 100, Latency: true, PerFlow: true, FlowHistograms: histograms, Cache: cache, Interval: time.Microsecond})
 	require.NoError(t, err)
 	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
 	require.NoError(t, err)
@@ -341,11 +348,7 @@ func TestPerFlowKeepsThePlainCounters(t *testing.T) {
 // counted Foreign and touch no flow's state; tracked flows count exactly
 // their own frames.
 func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
-	pool, err := mbuf.New(mbuf.Options{Name: "untracked", Frames: 1024})
-	require.NoError(t, err)
-	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "u", Size: 256})
-	require.NoError(t, err)
-	cache := pool.NewCache()
+	pool, pa, pb, cache := memPair(t, "untracked")
 	const tracked = 8
 	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: tracked, Latency: true, PerFlow: true, FlowHistograms: true, Cache: cache})
 	require.NoError(t, err)
@@ -400,11 +403,7 @@ func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
 // histograms.
 func TestPerFlowBurstPathMatchesFrameByFrame(t *testing.T) {
 	for _, histograms := range []bool{false, true} {
-		pool, err := mbuf.New(mbuf.Options{Name: "burstpath", Frames: 1024})
-		require.NoError(t, err)
-		pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "bp", Size: 256})
-		require.NoError(t, err)
-		cache := pool.NewCache()
+		pool, pa, pb, cache := memPair(t, "burstpath")
 		const flows = 5
 		sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: true, FlowHistograms: histograms, Cache: cache, Interval: time.Millisecond})
 		require.NoError(t, err)
@@ -466,18 +465,27 @@ func TestPerFlowBurstPathMatchesFrameByFrame(t *testing.T) {
 // TestFlowHistogramsNeedPerFlow: per-flow histograms are an addition to
 // per-flow statistics, and a sink without them has none to return.
 func TestFlowHistogramsNeedPerFlow(t *testing.T) {
-	pool, err := mbuf.New(mbuf.Options{Name: "fh", Frames: 1024})
-	require.NoError(t, err)
+	pool, pa, pb, cache := memPair(t, "flowhist")
 	defer pool.Close()
-	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "fh", Size: 64})
-	require.NoError(t, err)
+	defer cache.Close()
 	defer pa.Close()
 	defer pb.Close()
-	_, err = NewSink(SinkOptions{Port: pb, Pool: pool, FlowHistograms: true})
+	_, err := NewSink(SinkOptions{Port: pb, Pool: pool, FlowHistograms: true})
 	require.ErrorContains(t, err, "FlowHistograms needs PerFlow")
 	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, PerFlow: true, Latency: true})
 	require.NoError(t, err)
 	sink.Stop(0)
 	require.Nil(t, sink.FlowLatencies())
 	require.Len(t, sink.Flows(), 1)
+}
+
+// memPair is a pool of 1024 frames, a mem pair over it (ring of 256) and
+// a cache, for a sink test; the caller closes them.
+func memPair(t *testing.T, name string) (*mbuf.Pool, *mem.Port, *mem.Port, *mbuf.Cache) {
+	t.Helper()
+	pool, err := mbuf.New(mbuf.Options{Name: name, Frames: 1024})
+	require.NoError(t, err)
+	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: name, Size: 256})
+	require.NoError(t, err)
+	return pool, pa, pb, pool.NewCache()
 }
