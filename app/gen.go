@@ -149,9 +149,10 @@ type SinksOptions struct {
 	Latency bool
 	// SrcPort is the sender's flow 0 source port (0: traffic.BaseSrcPort).
 	SrcPort uint16
-	// PerFlow and Interval: traffic.SinkOptions'.
-	PerFlow  bool
-	Interval time.Duration
+	// PerFlow, FlowHistograms and Interval: traffic.SinkOptions'.
+	PerFlow        bool
+	FlowHistograms bool
+	Interval       time.Duration
 	// Loops are the loops the queues' sinks are spread over (nil: every
 	// loop).
 	Loops []int
@@ -203,7 +204,7 @@ func (s *Sinks) Flows() (flows []traffic.FlowStats, total hist.HDR, intervals ui
 }
 
 // FlowLatencies merges the sinks' per-flow latency histograms, as of
-// Stop (nil before, and without PerFlow).
+// Stop (nil before, and without FlowHistograms).
 func (s *Sinks) FlowLatencies() (lats []traffic.FlowLatency) {
 	for _, sk := range s.Sinks {
 		lats = traffic.MergeFlowLatencies(lats, sk.FlowLatencies())
@@ -231,7 +232,7 @@ func (p *Pipeline) AddSinks(o SinksOptions) (*Sinks, error) {
 	for q := range in.Info().Queues {
 		loop := p.spread(o.Loops, q)
 		sk, err := traffic.NewSink(traffic.SinkOptions{Port: in, Queue: q, Pool: p.pool, Burst: o.Burst, Flows: o.Flows, Latency: o.Latency, SrcPort: o.SrcPort, Clock: p.latencyClock(), Cache: p.Cache(loop),
-			PerFlow: o.PerFlow, Interval: o.Interval})
+			PerFlow: o.PerFlow, FlowHistograms: o.FlowHistograms, Interval: o.Interval})
 		if err != nil {
 			return nil, err
 		}

@@ -39,7 +39,7 @@ func TestFlowLatencyQuantiles(t *testing.T) {
 // frames — flow 0 near 1 µs, flow 1 near 1 ms, flow 2 nothing — published
 // at Stop and merged across sinks (two halves of each flow).
 func TestPerFlowLatencyPercentiles(t *testing.T) {
-	halves := [2]*flowRx{newFlowRx(3), newFlowRx(3)}
+	halves := [2]*flowRx{newFlowRx(3, 32, true), newFlowRx(3, 32, true)}
 	var st SinkStats
 	for i := range uint64(2000) {
 		rx := halves[i%2]
@@ -63,7 +63,7 @@ func TestPerFlowLatencyPercentiles(t *testing.T) {
 // TestPerFlowLatencyAllocatesNothing: recording a latency per flow costs
 // no heap allocation.
 func TestPerFlowLatencyAllocatesNothing(t *testing.T) {
-	rx := newFlowRx(1024)
+	rx := newFlowRx(1024, 32, true)
 	var st SinkStats
 	seq := uint64(0)
 	require.Zero(t, testing.AllocsPerRun(1000, func() {
@@ -78,7 +78,7 @@ func TestPerFlowLatencyAllocatesNothing(t *testing.T) {
 // frame, and flows interleaved — with the count and maximum of the flow.
 func TestFlowLatencyRunsMatchRecords(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
-	rx := newFlowRx(4)
+	rx := newFlowRx(4, 32, true)
 	want := make([]FlowLatency, 4)
 	var st SinkStats
 	seqs := make([]uint64, 4)

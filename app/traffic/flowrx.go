@@ -7,17 +7,20 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/hist"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 )
 
-// flowRx is a sink's per-flow side. The loop owns hot, cold and cur; at
-// the close of each interval (and at Stop) it folds cur into the total
-// and copies both, and the flows (hot and cold joined), into the
-// published snapshot under mu.
+// flowRx is a sink's per-flow side. The loop owns hot, cold, lat, runs,
+// lats and cur; at the close of each interval (and at Stop) it folds cur
+// into the total and copies both, and the flows (hot and cold joined),
+// into the published snapshot under mu.
 type flowRx struct {
-	hot       []flowHot     // per flow: all an in-order frame touches
-	cold      []FlowStats   // per flow: the rest (its flowHot unused)
+	hot  []flowHot   // per flow: all an in-order frame touches
+	cold []FlowStats // per flow: the rest (its flowHot unused)
+	// lat and runs are nil unless SinkOptions.FlowHistograms.
 	lat       []FlowLatency // per flow: runs reach it when a flow's latency changes bucket
 	runs      []latRun      // per flow: 4 bytes, 40 KB at 10,000 flows (cache-resident)
+	lats      []uint64      // one burst's latencies, recorded in cur at its end
 	cur       hist.HDR      // this interval's latencies
 	nextClose clock.Time
 	negative  uint64 // frames whose stamp is ahead of now (clocks not comparable): not recorded
@@ -33,8 +36,51 @@ type flowRx struct {
 	latSnap []FlowLatency
 }
 
-func newFlowRx(flows int) *flowRx {
-	return &flowRx{hot: make([]flowHot, flows), cold: make([]FlowStats, flows), lat: make([]FlowLatency, flows), runs: make([]latRun, flows), snap: make([]FlowStats, flows)}
+func newFlowRx(flows, burst int, histograms bool) *flowRx {
+	r := &flowRx{hot: make([]flowHot, flows), cold: make([]FlowStats, flows), lats: make([]uint64, burst), snap: make([]FlowStats, flows)}
+	if histograms {
+		r.lat, r.runs = make([]FlowLatency, flows), make([]latRun, flows)
+	}
+	return r
+}
+
+// poll accounts a burst, the per-flow form of Sink.Poll's loop. A frame
+// that is its flow's next expected one and has a latency, nearly every
+// frame of a healthy stream, is accounted here in a few stores to its
+// flow's hot line; every other goes through frame. The burst's
+// latencies are recorded in the shared histogram at once, at the end.
+func (r *flowRx) poll(s *Sink, bufs []mbuf.Handle, now clock.Time) {
+	pool, base, latency := s.opts.Pool, s.opts.SrcPort, s.opts.Latency
+	hot, lats, st := r.hot, r.lats, &s.local
+	k := 0
+	for _, m := range bufs {
+		data := pool.Data(m)
+		st.Bytes += uint64(len(data))
+		stamp, ok := ReadStamp(data)
+		flow := stamp.SrcPort - base
+		if !ok || int(flow) >= len(hot) {
+			st.Foreign++
+			continue
+		}
+		st.Received++
+		h := &hot[flow]
+		lat := int64(now) - stamp.Time
+		if stamp.Seq != h.NextExp || !latency || lat < 0 {
+			r.frame(st, flow, stamp.Seq, latency, lat)
+			continue
+		}
+		st.InOrder++
+		h.NextExp++
+		h.seen = h.seen<<1 | 1
+		h.Received++
+		h.latency(uint64(lat))
+		if r.runs != nil {
+			r.runs[flow].add(&r.lat[flow], uint64(lat))
+		}
+		lats[k] = uint64(lat)
+		k++
+	}
+	r.cur.RecordAll(lats[:k])
 }
 
 // frame accounts one stamped frame of a tracked flow, in st's counters
@@ -58,7 +104,9 @@ func (r *flowRx) frame(st *SinkStats, flow uint16, seq uint64, withLatency bool,
 		return
 	}
 	h.latency(uint64(lat))
-	r.runs[flow].add(&r.lat[flow], uint64(lat))
+	if r.runs != nil {
+		r.runs[flow].add(&r.lat[flow], uint64(lat))
+	}
 	r.cur.Record(uint64(lat))
 }
 
@@ -117,7 +165,7 @@ func (s *Sink) Flows() []FlowStats {
 }
 
 // FlowLatencies returns a copy of each flow's latency histogram as of
-// Stop (nil before, and without PerFlow). Safe from any goroutine.
+// Stop (nil before, and without FlowHistograms). Safe from any goroutine.
 func (s *Sink) FlowLatencies() []FlowLatency {
 	if s.rx == nil {
 		return nil

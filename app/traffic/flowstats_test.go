@@ -3,6 +3,7 @@ package traffic
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -169,21 +170,24 @@ func TestFlowStatsExtentAndWindow(t *testing.T) {
 // stamps 32 frames of consecutive flows into a mem pair and the sink polls
 // them. "feed" is the feeder alone, to subtract from both. Every frame's
 // latency is 1 µs, so each flow's latency stays in one histogram bucket;
-// "per-flow-jitter" is the worst case, a flow's latency in another bucket
-// every frame (1-8 µs), which adds each frame to its flow's histogram.
+// "per-flow-histograms" adds a latency histogram per flow, and
+// "per-flow-histograms-jitter" is its worst case, a flow's latency in
+// another bucket every frame (1-8 µs), which adds each frame to its
+// flow's histogram (and breaks the shared histogram's runs).
 func BenchmarkSinkPerFlow(b *testing.B) {
 	const flows = 10000
-	for _, mode := range []string{"feed", "plain", "per-flow", "per-flow-jitter"} {
+	for _, mode := range []string{"feed", "plain", "per-flow", "per-flow-histograms", "per-flow-histograms-jitter"} {
 		b.Run(mode, func(b *testing.B) {
 			pool, err := mbuf.New(mbuf.Options{Name: "bench", Frames: 4096})
 			require.NoError(b, err)
 			pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "b", Size: 256})
 			require.NoError(b, err)
 			cache := pool.NewCache()
-			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode != "plain" && mode != "feed", Cache: cache, Interval: time.Second})
+			sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: mode != "plain" && mode != "feed",
+				FlowHistograms: strings.HasPrefix(mode, "per-flow-histograms"), Cache: cache, Interval: time.Second})
 			require.NoError(b, err)
 			var jitter int64
-			if mode == "per-flow-jitter" {
+			if mode == "per-flow-histograms-jitter" {
 				jitter = 1
 			}
 			tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
@@ -227,14 +231,21 @@ func BenchmarkSinkPerFlow(b *testing.B) {
 }
 
 // TestPerFlowSinkAllocatesNothing: a steady-state poll with per-flow
-// accounting and interval closes allocates nothing.
+// accounting and interval closes allocates nothing, with and without
+// per-flow histograms.
 func TestPerFlowSinkAllocatesNothing(t *testing.T) {
+	for _, histograms := range []bool{false, true} {
+		perFlowSinkAllocatesNothing(t, histograms)
+	}
+}
+
+func perFlowSinkAllocatesNothing(t *testing.T, histograms bool) {
 	pool, err := mbuf.New(mbuf.Options{Name: "alloc", Frames: 4096})
 	require.NoError(t, err)
 	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "z", Size: 256})
 	require.NoError(t, err)
 	cache := pool.NewCache()
-	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: 100, Latency: true, PerFlow: true, Cache: cache, Interval: time.Microsecond})
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: 100, Latency: true, PerFlow: true, FlowHistograms: histograms, Cache: cache, Interval: time.Microsecond})
 	require.NoError(t, err)
 	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
 	require.NoError(t, err)
@@ -307,7 +318,7 @@ func TestFlowHotIsOneCacheLine(t *testing.T) {
 // sink's over any stream.
 func TestPerFlowKeepsThePlainCounters(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	rx := newFlowRx(3)
+	rx := newFlowRx(3, 32, false)
 	next := make([]uint64, 3)
 	var plain, perFlow SinkStats
 	for range 20000 {
@@ -337,13 +348,9 @@ func TestPerFlowKeepsThePlainCounters(t *testing.T) {
 // counted Foreign and touch no flow's state; tracked flows count exactly
 // their own frames.
 func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
-	pool, err := mbuf.New(mbuf.Options{Name: "untracked", Frames: 1024})
-	require.NoError(t, err)
-	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "u", Size: 256})
-	require.NoError(t, err)
-	cache := pool.NewCache()
+	pool, pa, pb, cache := memPair(t, "untracked")
 	const tracked = 8
-	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: tracked, Latency: true, PerFlow: true, Cache: cache})
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: tracked, Latency: true, PerFlow: true, FlowHistograms: true, Cache: cache})
 	require.NoError(t, err)
 	tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
 	require.NoError(t, err)
@@ -386,4 +393,99 @@ func TestPerFlowSinkDropsUntrackedFlows(t *testing.T) {
 	pb.Close()
 	cache.Close()
 	require.NoError(t, pool.CheckLeaks())
+}
+
+// TestPerFlowBurstPathMatchesFrameByFrame: the sink's burst loop, which
+// accounts in-order frames itself and the rest frame by frame, leaves the
+// same counters, flows and latency histograms as accounting every frame
+// by the general path, over a stream with loss, duplicates, reordering
+// and stamps ahead of the receive time, with and without per-flow
+// histograms.
+func TestPerFlowBurstPathMatchesFrameByFrame(t *testing.T) {
+	for _, histograms := range []bool{false, true} {
+		pool, pa, pb, cache := memPair(t, "burstpath")
+		const flows = 5
+		sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, Flows: flows, Latency: true, PerFlow: true, FlowHistograms: histograms, Cache: cache, Interval: time.Millisecond})
+		require.NoError(t, err)
+		ref := newFlowRx(flows, 32, histograms)
+		var refStats SinkStats
+		tmpl, err := newHeaderTemplate([6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2})
+		require.NoError(t, err)
+		r := rand.New(rand.NewPCG(11, 3))
+		next := make([]uint64, flows)
+		bufs := make([]mbuf.Handle, 32)
+		now := clock.Time(time.Second)
+		for range 400 {
+			n := cache.AllocBurst(bufs[:1+r.IntN(32)])
+			for _, h := range bufs[:n] {
+				flow := r.IntN(flows + 1) // flow 5 is untracked
+				seq := next[min(flow, flows-1)]
+				switch r.IntN(10) {
+				case 0:
+					seq += uint64(r.IntN(5)) // a gap
+				case 1:
+					seq -= min(seq, uint64(r.IntN(70))) // late or a duplicate
+				}
+				if flow < flows {
+					next[flow] = max(next[flow], seq+1)
+				}
+				stamp := int64(now) - int64(r.IntN(3000)) + 200 // some ahead of now
+				frame := pool.Append(h, 64)
+				tmpl.PutUDP(frame, uint16(BaseSrcPort+flow))
+				writeStamp(frame, seq, stamp)
+				if flow < flows {
+					refStats.Received++
+					ref.frame(&refStats, uint16(flow), seq, true, int64(now)-stamp)
+				} else {
+					refStats.Foreign++
+				}
+				refStats.Bytes += 64
+			}
+			require.Equal(t, n, pa.TxBurst(0, bufs[:n]))
+			require.Equal(t, n, sink.Poll(now))
+			now += clock.Time(time.Microsecond)
+		}
+		sink.Stop(now)
+		ref.close(now, 0)
+		require.Equal(t, refStats, sink.Stats(), "histograms %v", histograms)
+		require.Positive(t, refStats.Late)
+		require.Positive(t, ref.negative)
+		require.Equal(t, ref.negative, sink.rx.negative)
+		require.Equal(t, ref.snap, sink.Flows())
+		require.Equal(t, ref.latSnap, sink.FlowLatencies())
+		total, _ := sink.LatencyHDR()
+		require.Equal(t, ref.total, total)
+		pa.Close()
+		pb.Close()
+		cache.Close()
+		require.NoError(t, pool.CheckLeaks())
+	}
+}
+
+// TestFlowHistogramsNeedPerFlow: per-flow histograms are an addition to
+// per-flow statistics, and a sink without them has none to return.
+func TestFlowHistogramsNeedPerFlow(t *testing.T) {
+	pool, pa, pb, cache := memPair(t, "flowhist")
+	defer pool.Close()
+	defer cache.Close()
+	defer pa.Close()
+	defer pb.Close()
+	_, err := NewSink(SinkOptions{Port: pb, Pool: pool, FlowHistograms: true})
+	require.ErrorContains(t, err, "FlowHistograms needs PerFlow")
+	sink, err := NewSink(SinkOptions{Port: pb, Pool: pool, PerFlow: true, Latency: true})
+	require.NoError(t, err)
+	sink.Stop(0)
+	require.Nil(t, sink.FlowLatencies())
+	require.Len(t, sink.Flows(), 1)
+}
+
+// memPair is a pool of 1024 frames, a mem pair over it (ring of 256) and
+// a cache, for a sink test; the caller closes them.
+func memPair(t *testing.T, name string) (*mbuf.Pool, *mem.Port, *mem.Port, *mbuf.Cache) {
+	t.Helper()
+	pool, err := mbuf.New(mbuf.Options{Name: name, Frames: 1024})
+	require.NoError(t, err)
+	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: name, Size: 256})
+	require.NoError(t, err)
+	return pool, pa, pb, pool.NewCache()
 }

@@ -35,11 +35,17 @@ type SinkOptions struct {
 	// Cache is the poll loop's mbuf cache to free into; nil makes one.
 	Cache *mbuf.Cache
 	// PerFlow keeps FlowStats for every flow (loss, RFC 4737 reordering,
-	// duplicates, latency) and records latency in an HDR histogram (1 %)
-	// instead of the coarse one; Interval, when set, closes an interval
-	// histogram that often, on the loop's clock (see Interval).
+	// duplicates, latency min/mean/max) and records latency in an HDR
+	// histogram (1 %) instead of the coarse one; Interval, when set,
+	// closes an interval histogram that often, on the loop's clock (see
+	// Interval).
 	PerFlow  bool
 	Interval time.Duration
+	// FlowHistograms, with PerFlow, also keeps a FlowLatency histogram per
+	// flow (~1 KiB each) for per-flow latency percentiles
+	// (Sink.FlowLatencies); it costs more per frame than PerFlow alone
+	// (see the package doc).
+	FlowHistograms bool
 }
 
 // Sink is a stage that receives stamped frames, checks their sequence
@@ -87,6 +93,9 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	if opts.Interval < 0 {
 		return nil, fmt.Errorf("traffic: sink interval %v must be >= 0 (0: no interval histograms)", opts.Interval)
 	}
+	if opts.FlowHistograms && !opts.PerFlow {
+		return nil, fmt.Errorf("traffic: sink FlowHistograms needs PerFlow")
+	}
 	s := &Sink{
 		opts:  opts,
 		cache: cacheOr(opts.Cache, opts.Pool),
@@ -94,7 +103,7 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 		next:  make([]uint64, opts.Flows),
 	}
 	if opts.PerFlow {
-		s.rx = newFlowRx(opts.Flows)
+		s.rx = newFlowRx(opts.Flows, opts.Burst, opts.FlowHistograms)
 	}
 	return s, nil
 }
@@ -115,6 +124,23 @@ func (s *Sink) Poll(now clock.Time) int {
 	if s.opts.Latency && s.opts.Clock != nil {
 		now = max(now, s.opts.Clock.Now())
 	}
+	if s.rx != nil {
+		// The flows' NextExp are the expected numbers: s.next is not
+		// touched, one cache line per frame fewer.
+		s.rx.poll(s, bufs, now)
+	} else {
+		s.plain(bufs, now)
+	}
+	s.cache.Free(bufs)
+	s.received.Store(s.local.Received + s.local.Foreign)
+	if s.polls++; s.polls&63 == 0 {
+		s.publish()
+	}
+	return n
+}
+
+// plain accounts a burst without PerFlow.
+func (s *Sink) plain(bufs []mbuf.Handle, now clock.Time) {
 	for _, h := range bufs {
 		data := s.opts.Pool.Data(h)
 		s.local.Bytes += uint64(len(data))
@@ -125,12 +151,6 @@ func (s *Sink) Poll(now clock.Time) int {
 			continue
 		}
 		s.local.Received++
-		if s.rx != nil {
-			// The flow's NextExp is the expected number: s.next is not
-			// touched, one cache line per frame fewer.
-			s.rx.frame(&s.local, st.Flow, st.Seq, s.opts.Latency, int64(now)-st.Time)
-			continue
-		}
 		switch exp := s.next[st.Flow]; {
 		case st.Seq == exp:
 			s.local.InOrder++
@@ -145,12 +165,6 @@ func (s *Sink) Poll(now clock.Time) int {
 			s.lat.Record(uint64(int64(now) - st.Time))
 		}
 	}
-	s.cache.Free(bufs)
-	s.received.Store(s.local.Received + s.local.Foreign)
-	if s.polls++; s.polls&63 == 0 {
-		s.publish()
-	}
-	return n
 }
 
 func (s *Sink) publish() {

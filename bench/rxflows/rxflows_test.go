@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 // TestMeasureCountsEveryFrame: each loop receives at least the frames asked
 // for, and the sink's counters agree with what the loop received.
 func TestMeasureCountsEveryFrame(t *testing.T) {
-	for _, mode := range []string{"feed", "plain", "per-flow"} {
+	for _, mode := range []string{"plain", "per-flow", "per-flow-histograms"} {
 		ns, _, err := measure(mode, 10000, 4096)
 		require.NoError(t, err, mode)
 		require.Greater(t, ns, 0.0, mode)

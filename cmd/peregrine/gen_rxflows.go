@@ -18,11 +18,12 @@ import (
 	"github.com/peregrine-net/peregrine/app/traffic"
 )
 
-// rxFlowFlags are gen --rx's per-flow statistics (--per-flow, --hist-out,
-// --flows-out, --top-flows, --all-flows) and its streamed records
-// (--format).
+// rxFlowFlags are gen --rx's per-flow statistics (--per-flow,
+// --per-flow-histograms, --hist-out, --flows-out, --top-flows,
+// --all-flows) and its streamed records (--format).
 type rxFlowFlags struct {
 	perFlow  bool
+	flowHist bool
 	histOut  string
 	flowsOut string
 	topFlows int
@@ -35,6 +36,7 @@ const defaultTopFlows = 10
 
 func (r *rxFlowFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&r.perFlow, "per-flow", false, "receive: per-flow loss, reordering (RFC 4737 count and extent), duplicates and latency, an HDR latency histogram (1 %) per --stats-period")
+	f.BoolVar(&r.flowHist, "per-flow-histograms", false, "receive with --per-flow: also a latency histogram per flow (1 KiB each), for each flow's p50/p99/p99.9 (within 12.5 %) in --flows-out and the summary; costs more per frame than --per-flow alone (peregrine bench rxflows)")
 	f.StringVar(&r.histOut, "hist-out", "", "receive with --per-flow: write each period's latency histogram to this file, CSV (.csv) or JSON lines (.json)")
 	f.StringVar(&r.flowsOut, "flows-out", "", "receive with --per-flow: write the per-flow table to this file at the end, CSV (.csv) or JSON (.json)")
 	f.IntVar(&r.topFlows, "top-flows", defaultTopFlows, "receive with --per-flow: the JSON summary (--json, --format jsonl) lists this many flows, most lost first")
@@ -44,7 +46,7 @@ func (r *rxFlowFlags) register(f *pflag.FlagSet) {
 
 func (r *rxFlowFlags) validate(fs *pflag.FlagSet, rx bool) error {
 	if !rx {
-		return inert(fs, "without --rx: it belongs to the receiver", "per-flow", "hist-out", "flows-out", "top-flows", "all-flows", "format")
+		return inert(fs, "without --rx: it belongs to the receiver", "per-flow", "per-flow-histograms", "hist-out", "flows-out", "top-flows", "all-flows", "format")
 	}
 	if err := checkFormat(r.format); err != nil {
 		return err
@@ -53,7 +55,7 @@ func (r *rxFlowFlags) validate(fs *pflag.FlagSet, rx bool) error {
 		return fmt.Errorf("--format %s and --json both take stdout: give one (--format jsonl is --json's lines with the parameters in each)", r.format)
 	}
 	if !r.perFlow {
-		if err := inert(fs, "without --per-flow", "hist-out", "flows-out", "top-flows", "all-flows"); err != nil {
+		if err := inert(fs, "without --per-flow", "per-flow-histograms", "hist-out", "flows-out", "top-flows", "all-flows"); err != nil {
 			return err
 		}
 	}
@@ -224,5 +226,5 @@ func merged(a, b map[string]any) map[string]any {
 func (c *genConfig) rxParams() map[string]any {
 	return map[string]any{"port": c.port, "flows": c.flows, "src_port": c.srcPort, "stats_period_s": c.period.Seconds(),
 		"expect": c.expect, "idle_exit_s": c.idleExit.Seconds(), "duration_s": c.duration.Seconds(), "burst": c.burst,
-		"lcores": c.lcores, "per_flow": c.rxf.perFlow, "latency": "loop timestamps, CLOCK_MONOTONIC read once per burst, 1 ns resolution"}
+		"lcores": c.lcores, "per_flow": c.rxf.perFlow, "per_flow_histograms": c.rxf.flowHist, "latency": "loop timestamps, CLOCK_MONOTONIC read once per burst, 1 ns resolution"}
 }

@@ -53,15 +53,16 @@ func genRxOverVeth(t *testing.T, count uint64, flows int, rxf rxFlowFlags) strin
 	return rxOut.String()
 }
 
-// TestGenRxPerFlowOverVeth sends 8 flows gen → gen --rx --per-flow over one
-// veth pair (AF_XDP) and reads back the per-flow table and the interval
+// TestGenRxPerFlowOverVeth sends 8 flows gen → gen --rx --per-flow
+// --per-flow-histograms over one veth pair (AF_XDP) and reads back the
+// per-flow table, with each flow's percentiles, and the interval
 // histograms: every flow received, none lost, duplicated or reordered,
 // and each interval's CSV rows sum to the frames it saw.
 func TestGenRxPerFlowOverVeth(t *testing.T) {
 	dir := t.TempDir()
 	flowsOut, histOut := filepath.Join(dir, "flows.json"), filepath.Join(dir, "hist.csv")
 	const count, flows = 4000, 8
-	out := genRxOverVeth(t, count, flows, rxFlowFlags{perFlow: true, flowsOut: flowsOut, histOut: histOut, topFlows: defaultTopFlows, format: formatText})
+	out := genRxOverVeth(t, count, flows, rxFlowFlags{perFlow: true, flowHist: true, flowsOut: flowsOut, histOut: histOut, topFlows: defaultTopFlows, format: formatText})
 	require.Contains(t, out, "per flow: 8 of 8 flows received; lost 0, duplicated 0, reordered 0")
 
 	var table struct {
@@ -105,7 +106,8 @@ func TestGenRxPerFlowOverVeth(t *testing.T) {
 // gives an interval record per period and a summary, each with the run's
 // parameters, the summary listing --top-flows flows and the distinct flows
 // received against those sent; csv gives the same records as rows under
-// one header.
+// one header. Without --per-flow-histograms the flows carry latency
+// min/mean/max and no percentiles.
 func TestGenRxStreamsRecordsOverVeth(t *testing.T) {
 	const count, flows = 4000, 8
 	out := genRxOverVeth(t, count, flows, rxFlowFlags{perFlow: true, topFlows: 3, format: formatJSONL})
@@ -125,6 +127,7 @@ func TestGenRxStreamsRecordsOverVeth(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
 		require.Equal(t, float64(flows), rec.Params["flows"], l)
 		require.Equal(t, true, rec.Params["per_flow"], l)
+		require.Equal(t, false, rec.Params["per_flow_histograms"], l)
 		require.GreaterOrEqual(t, rec.Received, last, "cumulative")
 		last = rec.Received
 		if i < len(lines)-1 {
@@ -137,6 +140,11 @@ func TestGenRxStreamsRecordsOverVeth(t *testing.T) {
 		require.Equal(t, flows, rec.Distinct)
 		require.Equal(t, "top 3 by loss", rec.Listed)
 		require.Len(t, rec.Flows, 3)
+		for _, f := range rec.Flows {
+			require.Positive(t, f.LatencyMin, l)
+			require.GreaterOrEqual(t, f.LatencyMean, float64(f.LatencyMin), l)
+			require.Zero(t, f.LatencyP50+f.LatencyP99+f.LatencyP999, l)
+		}
 	}
 
 	out = genRxOverVeth(t, count, flows, rxFlowFlags{perFlow: true, topFlows: defaultTopFlows, format: formatCSV})

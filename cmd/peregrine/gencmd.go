@@ -62,8 +62,10 @@ With --rx it is the receiving side instead: it reports rate, loss (from
 sequence gaps, or exactly against --expect), reordering (frames behind the
 expected sequence number) and one-way latency (the machine's monotonic
 clock, shared by every process on it). --per-flow adds loss, RFC 4737
-reordering, duplicates and latency per flow and an HDR latency histogram
-(1 %) per --stats-period (--hist-out, --flows-out: CSV or JSON).
+reordering, duplicates and latency min/avg/max per flow and an HDR latency
+histogram (1 %) of all flows per --stats-period (--hist-out, --flows-out:
+CSV or JSON); --per-flow-histograms also keeps a latency histogram per flow
+for per-flow percentiles, at a further cost per frame.
 
 With --replay FILE it sends the frames of a pcap or pcapng capture instead
 (read a record at a time: any size), as fast as possible (--timing fast),
@@ -273,7 +275,7 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	obs.watchPipeline(p)
 	in := p.Port(0)
 	sinks, err := p.AddSinks(app.SinksOptions{Port: 0, Burst: cfg.burst, Flows: cfg.flows, Latency: true, SrcPort: cfg.srcPort,
-		PerFlow: cfg.rxf.perFlow, Interval: cfg.period})
+		PerFlow: cfg.rxf.perFlow, FlowHistograms: cfg.rxf.flowHist, Interval: cfg.period})
 	if err != nil {
 		return false, joinStop(err, p)
 	}

@@ -90,3 +90,30 @@ func TestHDRRecordDoesNotAllocate(t *testing.T) {
 	var h HDR
 	require.Zero(t, testing.AllocsPerRun(1000, func() { h.Record(987654) }))
 }
+
+// TestHDRRecordAllEqualsRecord: values recorded a slice at a time, in
+// runs of one bucket and values that change bucket every time, across the
+// linear range, octave edges and the top bucket, leave the histogram
+// Record leaves.
+func TestHDRRecordAllEqualsRecord(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 1))
+	var direct, all HDR
+	vals := []uint64{5, 0, 0, 127, 128, 128, 129, 255, 256, 257, 1000, 1001, 1<<64 - 1, 1 << 63, 1<<63 + 1, 0}
+	for range 5000 {
+		base := r.Uint64N(1 << (r.IntN(40) + 1))
+		for range r.IntN(20) + 1 {
+			vals = append(vals, base+r.Uint64N(base/100+1))
+		}
+	}
+	for _, v := range vals {
+		direct.Record(v)
+	}
+	for len(vals) > 0 {
+		n := min(len(vals), r.IntN(40))
+		all.RecordAll(vals[:n])
+		vals = vals[n:]
+	}
+	require.Equal(t, direct, all)
+	burst := []uint64{1000, 1001, 1003, 999, 5000}
+	require.Zero(t, testing.AllocsPerRun(1000, func() { all.RecordAll(burst) }))
+}
