@@ -162,6 +162,14 @@ func runBenchScale(ctx context.Context, out io.Writer, o scaleOptions) (pass, fa
 		rep.Add(benchreport.Ratio{Name: name, Value: v(two) / v(one), Op: benchreport.AtLeast, Target: target,
 			Detail: fmt.Sprintf("%s: 2 shards on 2 cores %.4g ÷ 1 shard on 1 core %.4g", what, v(two), v(one))})
 	}
+	// The machine's own ceiling for the ratios, measured in the same run.
+	ceiling, err := machineScaling(cpus[:], max(o.duration, 100*time.Millisecond))
+	if err != nil {
+		return 0, 0, err
+	}
+	fmt.Fprintf(out, "FIGURE scale_machine_2cores_vs_1 %.3f\n", ceiling)
+	fmt.Fprintf(out, "  # the machine's own two-core scaling: CPU-bound work on a %d KiB working set per thread, two threads on CPUs %d and %d ÷ one on CPU %d, same run — no shared-nothing program's 2-vs-1 ratio exceeds it (2.0 on separate physical cores)\n",
+		ceilingWorkingSet>>10, cpus[0], cpus[1], cpus[0])
 	ratio("transport_2shards_vs_1_ops_mem", 64, false, 1.8, scaleResult.rate, "64 B pushes/s")
 	ratio("transport_2shards_vs_1_goodput_mem", 64<<10, false, 1.8, scaleResult.goodput, "64 KiB pushes, goodput bit/s")
 	rep.Add(benchreport.Ratio{Name: "steered_in_software_fraction", Value: steer.SteeredFraction(), Op: benchreport.AtMost, Target: 0,
