@@ -41,3 +41,14 @@ var _ CongestionControl = (*FixedWindow)(nil)
 type HopSetter interface {
 	SetHops(hops int)
 }
+
+// TimeoutUndoer is a CongestionControl that can take back its response
+// to a retransmit timeout the ACKs then showed spurious: the packets were
+// waiting (the peer's loop descheduled), not lost, so the path gave no
+// sign of congestion. The transport calls UndoTimeout at most once per
+// timeout it reported (OnRetransmit with timeout true), before the OnAck
+// of the ACK that showed it, and the controller restores the window it
+// had before that timeout (RFC 4015's Eifel response).
+type TimeoutUndoer interface {
+	UndoTimeout(now clock.Time)
+}
