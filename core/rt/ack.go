@@ -121,7 +121,7 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		}
 	}
 	for k := range 2 {
-		e.frtoVerdict(c, k) // before OnAck: a spurious timeout's response is taken back first
+		e.frtoVerdict(c, k, rtt) // before OnAck: a spurious timeout's response is taken back first
 	}
 	c.cc.OnAck(e.now, rtt, total)
 	for k := range 2 {

@@ -54,7 +54,8 @@ func (h *harness) pollAlone(end clock.Time) {
 // outstanding, then runs again, lost nothing: the timeout may cost one
 // resend per expiry (the probe), not the window, and the first ACK after
 // the stop, acknowledging packets sent once, shows the timeout spurious —
-// the congestion window is what it was. Every timer used to resend its
+// the congestion window is what it was, and the timeout covers such a
+// stop from then on (its RTT sample spans it). Every timer used to resend its
 // packet: 64 copies per expiry, each one the receiver had.
 func TestStalledPeerCostsOneProbePerTimeout(t *testing.T) {
 	h, ca, sw := frtoHarness(t)
@@ -75,7 +76,6 @@ func TestStalledPeerCostsOneProbePerTimeout(t *testing.T) {
 	require.Positive(t, mid.TxRetransmit, "no timer expired in the stop")
 	h.run(h.quiet, time.Second)
 	st := h.a.Stats()
-	t.Logf("swift %+v", sw.Stats())
 	t.Logf("RTO %v: resent %d (%d during the stop), spurious timeouts %d, cwnd %.1f -> %.1f", rto,
 		st.TxRetransmit, mid.TxRetransmit, st.SpuriousRTO, before, sw.Cwnd())
 	require.LessOrEqual(t, st.TxRetransmit, uint64(expiries), "more than one resend per expiry")
@@ -83,6 +83,7 @@ func TestStalledPeerCostsOneProbePerTimeout(t *testing.T) {
 	require.EqualValues(t, 1, st.SpuriousRTO)
 	require.GreaterOrEqual(t, sw.Cwnd(), before, "the spurious timeout's window cut stayed")
 	require.EqualValues(t, 1, sw.Stats().TimeoutUndos)
+	require.GreaterOrEqual(t, ca.RTO(), 5*rto, "the timeout does not cover the stop it just saw")
 	require.Len(t, h.gotB, delivered+n, "delivered exactly once")
 	require.Zero(t, st.Internal+h.b.Stats().Internal)
 }

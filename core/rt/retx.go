@@ -249,7 +249,7 @@ func frtoEligible(e *Endpoint, x *retxCtx) bool {
 // frtoVerdict ends window k's timeout under test once an ACK brought
 // evidence (rackAcked): an acknowledged first copy sent before the
 // timeout makes it spurious, the probe's resend acknowledged alone a loss.
-func (e *Endpoint) frtoVerdict(c *conn, k int) {
+func (e *Endpoint) frtoVerdict(c *conn, k int, rtt time.Duration) {
 	f := &c.rtt.frto[k]
 	switch {
 	case f.at == 0:
@@ -258,9 +258,14 @@ func (e *Endpoint) frtoVerdict(c *conn, k int) {
 		if u, ok := c.cc.(TimeoutUndoer); ok {
 			u.UndoTimeout(e.now)
 		}
-		// RFC 4015's response: the timeout covers the wait just seen
-		// (rttEstimator.stall, which wears off by halves).
-		c.rtt.stalled(f.took, e.now, &e.opts)
+		// RFC 4015's response: the timeout covers the wait just seen,
+		// as the ACK's RTT sample measures it (rttEstimator.stall, which
+		// wears off by halves). The sample echoes the latest first copy
+		// the peer took, so after its loop stalled it spans the stall,
+		// while an original acknowledged late because its first ACK was
+		// lost gives no long one: the time the packet waited would
+		// ratchet the timeout up by each wait on a lossy ACK path.
+		c.rtt.stalled(rtt, e.now, &e.opts)
 		e.frtoEnd(c, k, true)
 	case f.probeAcked:
 		e.frtoEnd(c, k, false)
@@ -512,7 +517,7 @@ func (e *Endpoint) retriesSpent(x *retxCtx) bool { return int(x.tx) > e.opts.Ret
 // after it acknowledged — lost refusal NACKs cannot make a packet resend
 // forever.
 func (e *Endpoint) detectLoss(c *conn, k int) {
-	e.frtoVerdict(c, k)
+	e.frtoVerdict(c, k, 0)
 	dist := uint32(e.opts.EarlyRetransmitDistance)
 	m := &c.rtt.rack.win[k]
 	tw := &c.tx[k]
@@ -667,13 +672,14 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	m.progress = e.now
 	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
 	resent, fresh := x.sends > 1, x.sends == 1
+	probe := false // x is the probe of its window's timeout under test
 	if f := &c.rtt.frto[k]; f.at != 0 {
+		probe = x.psn == f.probe
 		// Evidence for the window's timeout under test (frtoVerdict).
 		switch {
-		case fresh && x.sentAt < f.at:
-			f.orig, f.took = true, max(f.took, rtt)
-		case x.psn == f.probe && resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0:
-			f.orig, f.took = true, max(f.took, e.now.Sub(x.prevAt)) // the probe's first copy
+		case fresh && x.sentAt < f.at,
+			x.psn == f.probe && resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0: // the probe's first copy
+			f.orig = true
 		case x.psn == f.probe:
 			f.probeAcked = true
 		}
@@ -683,9 +689,14 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		// arrived, and the resend was not needed.
 		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
 		if !x.earlyDecl {
-			// The timer's resend: the first copy took this long.
+			// The timer's resend: the first copy took this long. Not
+			// a probe's: frtoVerdict takes the wait from the ACK's echo,
+			// as that time includes the probe's own timer when the first
+			// copy's ACK was lost.
 			e.cnt.own[cSpuriousTimeout]++
-			c.rtt.stalled(rtt, e.now, &e.opts)
+			if !probe {
+				c.rtt.stalled(rtt, e.now, &e.opts)
+			}
 		} else {
 			e.cnt.own[cSpuriousEarly]++
 			if m.overtaken(at, x.psn) {
@@ -717,7 +728,7 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		// duplicate report, if one follows, says which (onDupReport).
 		if x.earlyDecl {
 			r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
-		} else {
+		} else if !probe { // as above: frtoVerdict learns a probe's wait
 			r.tmo.note(x.win, x.psn, e.now.Sub(x.prevAt), e.now, c.rtt.rto, c.stats.AcksReceived)
 		}
 	}

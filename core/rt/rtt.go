@@ -58,10 +58,8 @@ type frtoEpisode struct {
 	at    clock.Time // when the timer expired; 0: no episode
 	probe uint32     // the probe's PSN
 	// orig: an ACK since acknowledged a packet's first copy sent before
-	// at, which took took from its send; probeAcked: the probe's resend
-	// was acknowledged.
+	// at; probeAcked: the probe's resend was acknowledged.
 	orig, probeAcked bool
-	took             time.Duration
 }
 
 // stallHalfLife is how long a learnt stall keeps the timeout up at full
