@@ -277,6 +277,25 @@ func (e *Endpoint) frtoVerdict(c *conn, k int, rtt time.Duration) {
 // it (rtoDue), otherwise each expiry is handled as the timeout it was.
 func (e *Endpoint) frtoEnd(c *conn, k int, spurious bool) {
 	c.rtt.frto[k] = frtoEpisode{}
+	e.eachOutstanding(c, k, func(idx uint32, x *retxCtx) bool {
+		if !x.held {
+			return true
+		}
+		x.held = false
+		if spurious {
+			e.armRetx(idx, x, e.rtoDue(c, x))
+		} else {
+			e.onRetxTimeout(idx, x)
+		}
+		return true
+	})
+}
+
+// eachOutstanding calls fn with the context of every unacknowledged PSN
+// of window k of c, oldest first, until fn returns false; a PSN with no
+// context (ConnClose's retry state, or a bug counted elsewhere) is
+// passed over. fn does not escape, so the call allocates nothing.
+func (e *Endpoint) eachOutstanding(c *conn, k int, fn func(idx uint32, x *retxCtx) bool) {
 	tw := &c.tx[k]
 	w := wire.Window(k + 1)
 	for i := range tw.acked {
@@ -285,18 +304,8 @@ func (e *Endpoint) frtoEnd(c *conn, k int, spurious bool) {
 			b := uint32(bits.TrailingZeros64(z))
 			z &= z - 1
 			idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.bsn + uint32(i)*64 + b})
-			if !ok {
-				continue // ConnClose's retry state
-			}
-			x := &e.ctx[idx]
-			if !x.held {
-				continue
-			}
-			x.held = false
-			if spurious {
-				e.armRetx(idx, x, e.rtoDue(c, x))
-			} else {
-				e.onRetxTimeout(idx, x)
+			if ok && !fn(idx, &e.ctx[idx]) {
+				return
 			}
 		}
 	}
@@ -372,26 +381,21 @@ func (h *Conn) Abandon(cookie, ignore uint64, why wire.ResyncCode) int {
 		return 0
 	}
 	e := h.e
-	n := 0
+	n, failed := 0, false
 	for k := range c.tx {
-		tw := &c.tx[k]
-		w := wire.Window(k + 1)
-		for i := range tw.acked {
-			z := ^tw.acked[i] & lowMask(i, tw.inFlight())
-			for z != 0 {
-				b := uint32(bits.TrailingZeros64(z))
-				z &= z - 1
-				idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.bsn + uint32(i)*64 + b})
-				if !ok {
-					continue // ConnClose's retry state, or a bug counted elsewhere
-				}
-				if x := &e.ctx[idx]; x.cookie&^ignore == cookie && !x.resync {
-					if !e.giveUp(idx, x, c, why) {
-						return n // the connection failed
-					}
-					n++
-				}
+		e.eachOutstanding(c, k, func(idx uint32, x *retxCtx) bool {
+			if x.cookie&^ignore != cookie || x.resync {
+				return true
 			}
+			if !e.giveUp(idx, x, c, why) {
+				failed = true // the connection failed
+				return false
+			}
+			n++
+			return true
+		})
+		if failed {
+			break
 		}
 	}
 	return n

@@ -44,14 +44,13 @@ type rttEstimator struct {
 // is resent; every other timer of the window that expires meanwhile is
 // held to the probe's next timeout, while the probe alone is resent at
 // each of its own. The next ACK that acknowledges anything of the window
-// decides: a packet sent before the timeout and
-// never resent (or the probe's first copy: an ACK too soon for the
-// resend) shows the timeout fired for packets that were only waiting —
-// the peer's poll loop off its CPU — and nothing more is resent, the
-// congestion response is taken back and the timeout covers the wait
-// from then on (rttEstimator.stalled); the probe's resend acknowledged
-// alone is a loss, and the held packets are resent as every expiry used
-// to be.
+// decides: a packet sent before the timeout and never resent (or the
+// probe's first copy: an ACK too soon for the resend) shows the timeout
+// fired for packets that were only waiting — the peer's poll loop off its
+// CPU — and nothing more is resent, the congestion response is taken
+// back and the timeout covers the wait the ACK's RTT sample measured
+// (rttEstimator.stalled); the probe's resend acknowledged alone is a
+// loss, and the held packets are resent as every expiry used to be.
 // Without it a receiver descheduled for longer than the RTO cost a whole
 // window of resends, each one a copy the receiver already had.
 type frtoEpisode struct {
