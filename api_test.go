@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 var pairSeq atomic.Int64
@@ -73,16 +72,7 @@ func connect(t testing.TB, a, b *Endpoint, opts ConnOptions) (*Conn, *Conn, *Lis
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang guard
-	defer cancel()
-	ca, err := a.Dial(ctx, b.Addr(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cb, err := l.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, cb := dialAccept(t, a, b, l, opts)
 	return ca, cb, l
 }
 

@@ -37,6 +37,32 @@
 // slots, a Send's registration) is owned by whichever goroutine holds the
 // token, one at a time, and Close ends with the loop holding it for good.
 //
+// # Shards
+//
+// With Options.Shards = N > 1 an endpoint is N engines, each as above
+// with a loop of its own (pinned to Options.CPU+i with Pin), and a port
+// opened with N queues that core/shard splits among them: shard i drives
+// queue i, allocates the CIDs whose top bits say i (core/rt ShardBits),
+// and has its own transport, connection table, submission ring, spare
+// ops and, under PollCaller, poll token. Nothing is shared between
+// shards per packet. A frame arriving on the queue of a shard its CID
+// does not name is moved to the owner over an SPSC ring, in software,
+// and counted (Endpoint.ShardStats); with mem's steer=queue, and on a
+// veth, shard i's frames land on the peer's queue i and none is.
+//
+// Control spans the shards: Dial deals connections round robin (the
+// peer's shard of the same index accepts, and the connection lives on
+// those two); a Listener is up on every shard and Accept takes
+// their connections through one channel in the order they were set up;
+// a Conn is its shard's, and each of its calls goes to that shard's
+// engine. Register puts the region in every shard's table under one key,
+// shard by shard: each table holds placeholders in a user share of 256
+// slots from its start, and a registration replaces slot j's placeholder
+// on every shard in turn, so the key is the same everywhere (and checked
+// to be). A Region's memory is read and written by whichever shard's
+// loop runs an operation on it. Close stops every shard's loop, frees
+// what the hand-off rings hold, then closes the port.
+//
 // # The hand-off, and who owns what
 //
 // A call fills an Op and publishes it into the endpoint's submission ring,

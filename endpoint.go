@@ -33,6 +33,9 @@ type engine struct {
 	port port.Port
 	tx   *txn.Endpoint
 	loop *lcore.Loop
+	// A shard of a sharded endpoint (nil, 0 otherwise): shards.go.
+	grp   *group
+	shard int
 
 	// sub carries ops (and cancel requests) from any goroutine to the loop:
 	// the only hand-off on the way in. Callers take a ref in users before
@@ -228,6 +231,10 @@ func (e *engine) run(op *Op) bool {
 	case opClose:
 		o.c.doClose(op)
 	case opRegister:
+		if e.grp != nil {
+			e.registerShard(op)
+			return true
+		}
 		r, err := e.tx.Register(o.buf, txn.Access(o.access))
 		if err != nil {
 			e.finish(op, 0, statusOf(err), err)
@@ -236,6 +243,10 @@ func (e *engine) run(op *Op) bool {
 		o.region.r = region{key: r.Key, mem: o.buf, e: e, ep: e.pub}
 		e.finish(op, 0, StatusOK, nil)
 	case opDeregister:
+		if e.grp != nil {
+			e.deregisterShard(op)
+			return true
+		}
 		err := e.tx.Deregister(txn.Region{Key: o.region.r.key})
 		e.finish(op, 0, statusOf(err), err)
 	}
@@ -490,6 +501,9 @@ func (e *engine) close() error {
 		err := e.loop.Wait()
 		close(e.gone)
 		e.closeErr = errors.Join(err, e.tx.Close(), e.port.Close())
+		if e.grp != nil {
+			return // the group closes the device and counts the endpoint once
+		}
 		h := &e.host.h
 		h.mu.Lock()
 		h.open--

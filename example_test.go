@@ -175,6 +175,63 @@ func ExampleOptions() {
 	// IOI and global QPNs: <nil>
 }
 
+// Options.Shards runs an endpoint as several shards, each on its own poll
+// loop and queue of the port: dials are dealt over the shards round robin,
+// the peer's shard of the same index accepts each, and nothing crosses
+// between shards on the way.
+func ExampleOptions_shards() {
+	h, err := peregrine.NewHost(peregrine.HostOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+	var eps [2]*peregrine.Endpoint
+	for i := range eps {
+		// Open gives the mem pair a queue per shard (queues=2).
+		ip := netip.AddrFrom4([4]byte{198, 18, 0, byte(1 + i)})
+		if eps[i], err = h.Open(fmt.Sprintf("mem:shards/%d", i), peregrine.Options{IP: ip, Shards: 2}); err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer eps[i].Close()
+	}
+	a, b := eps[0], eps[1]
+	ctx := context.Background()
+	l, err := b.Listen(peregrine.ConnOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := range 4 {
+		ca, err := a.Dial(ctx, b.Addr(), peregrine.ConnOptions{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		cb, err := l.Accept(ctx)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if err := ca.Send(ctx, []byte{byte(i)}); err != nil {
+			fmt.Println(err)
+			return
+		}
+		buf := make([]byte, 1)
+		if _, err := cb.Recv(ctx, buf); err != nil || buf[0] != byte(i) {
+			fmt.Println("recv:", buf, err)
+			return
+		}
+	}
+	for i, s := range b.ShardStats() {
+		fmt.Printf("shard %d: accepted %d, handed over in software %d\n", i, s.Accepted, s.SteeredOut)
+	}
+	// Output:
+	// shard 0: accepted 2, handed over in software 0
+	// shard 1: accepted 2, handed over in software 0
+}
+
 // Idle chooses how the endpoint's poll loop waits for work.
 func ExampleIdle() {
 	for _, idle := range []peregrine.Idle{peregrine.IdleAdaptive, peregrine.IdleBusy, peregrine.IdleSleep} {

@@ -23,7 +23,7 @@ import (
 // a switch that takes the link down both ways (a black hole: the peer is
 // gone as far as the transport can tell).
 type wire struct {
-	f       *fabric.Fabric
+	fs      []*fabric.Fabric // one per queue pair
 	down    atomic.Bool
 	applied bool
 	loop    *lcore.Loop
@@ -34,16 +34,29 @@ func (w *wire) Name() string { return "test-wire" }
 
 func (w *wire) Poll(now clock.Time) int {
 	if d := w.down.Load(); d != w.applied {
-		w.f.SetLinkDown(fabric.Both, d)
+		for _, f := range w.fs {
+			f.SetLinkDown(fabric.Both, d)
+		}
 		w.applied = d
 	}
-	return w.f.Poll(now)
+	n := 0
+	for _, f := range w.fs {
+		n += f.Poll(now)
+	}
+	return n
 }
 
-func (w *wire) Stop(now clock.Time) { w.f.Stop(now) }
+func (w *wire) Stop(now clock.Time) {
+	for _, f := range w.fs {
+		f.Stop(now)
+	}
+}
 
 // lossyPair opens endpoints a and b with the fabric between them: a on
-// mem:NAMEa/0, b on mem:NAMEb/1, the fabric on the two inner ends.
+// mem:NAMEa/0, b on mem:NAMEb/1, the fabric on the two inner ends. With
+// Shards the pairs have a queue per shard (both ends need the same count),
+// and a fabric joins each queue of one inner end to the same queue of the
+// other, each with its own seed.
 func lossyPair(t *testing.T, h *Host, profile string, seed uint64, a, b Options) (*Endpoint, *Endpoint, *wire) {
 	t.Helper()
 	name := fmt.Sprintf("f%d", pairSeq.Add(1))
@@ -64,16 +77,23 @@ func lossyPair(t *testing.T, h *Host, profile string, seed uint64, a, b Options)
 		t.Fatal(err)
 	}
 	w := &wire{}
-	for _, s := range []string{"mem:" + name + "a/1", "mem:" + name + "b/0"} {
+	q := ""
+	if a.Shards > 1 {
+		q = fmt.Sprintf("?queues=%d", a.Shards)
+	}
+	for _, s := range []string{"mem:" + name + "a/1" + q, "mem:" + name + "b/0" + q} {
 		pt, err := pmd.Open(h.h.env, s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.ports = append(w.ports, pt)
 	}
-	w.f, err = fabric.New(fabric.Options{A: w.ports[0], B: w.ports[1], Pool: h.h.pool, AtoB: p, BtoA: p, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
+	for i := range w.ports[0].Info().Queues {
+		f, err := fabric.New(fabric.Options{A: w.ports[0], B: w.ports[1], QueueA: i, QueueB: i, Pool: h.h.pool, AtoB: p, BtoA: p, Seed: seed + uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.fs = append(w.fs, f)
 	}
 	w.loop, err = lcore.New(lcore.Options{Name: "wire", CPU: -1, Clock: h.h.clock, Idle: lcore.IdlePolicy{Mode: lcore.IdleAdaptive}, Stages: []lcore.Stage{w}})
 	if err != nil {
@@ -90,7 +110,9 @@ func lossyPair(t *testing.T, h *Host, profile string, seed uint64, a, b Options)
 		if err := w.loop.Wait(); err != nil {
 			t.Error(err)
 		}
-		_ = w.f.Close()
+		for _, f := range w.fs {
+			_ = f.Close()
+		}
 		for _, pt := range w.ports {
 			_ = pt.Close()
 		}
@@ -111,14 +133,25 @@ func ctxT(t *testing.T) context.Context {
 
 // Every message crosses a lossy, reordering fabric whole, exactly once and
 // in order (on an ordered connection), both ways.
-func TestLossyFabricMessages(t *testing.T) { eachPoll(t, testLossyFabricMessages) }
+func TestLossyFabricMessages(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			eachPoll(t, func(t *testing.T) { testLossyFabricMessages(t, shards) })
+		})
+	}
+}
 
-func testLossyFabricMessages(t *testing.T) {
+func testLossyFabricMessages(t *testing.T, shards int) {
 	h := testHost(t, HostOptions{})
 	// Nothing here asserts on the retry limit: a generous one keeps a
 	// loaded machine's late loops from turning loss into ErrPeerGone.
-	a, b, _ := lossyPair(t, h, "loss=3%,reorder=3%/50us", 7, Options{RetryLimit: 50}, Options{RetryLimit: 50})
-	ca, cb, _ := connect(t, a, b, ConnOptions{Ordered: true, RecvSlots: 16})
+	a, b, _ := lossyPair(t, h, "loss=3%,reorder=3%/50us", 7, Options{RetryLimit: 50, Shards: shards}, Options{RetryLimit: 50, Shards: shards})
+	ca, cb, l := connect(t, a, b, ConnOptions{Ordered: true, RecvSlots: 16})
+	// With shards the messages go on the last shard's connection, not
+	// the first's: the dials are dealt round robin.
+	for range shards - 1 {
+		ca, cb = dialAccept(t, a, b, l, ConnOptions{Ordered: true, RecvSlots: 16})
+	}
 	ctx := ctxT(t)
 	// Enough messages, of up to 12 KiB (a few packets each), that loss and
 	// reordering hit most of them, few enough for a loaded machine.
@@ -582,10 +615,19 @@ func testOpTimeout(t *testing.T) {
 
 // Pushes and pulls through loss: every byte lands where it belongs.
 func TestLossyFabricPushPull(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { testLossyFabricPushPull(t, shards) })
+	}
+}
+
+func testLossyFabricPushPull(t *testing.T, shards int) {
 	h := testHost(t, HostOptions{})
 	// A generous retry limit, as for the messages through loss.
-	a, b, _ := lossyPair(t, h, "loss=2%,reorder=2%/50us", 11, Options{RetryLimit: 50}, Options{RetryLimit: 50})
-	ca, _, _ := connect(t, a, b, ConnOptions{})
+	a, b, _ := lossyPair(t, h, "loss=2%,reorder=2%/50us", 11, Options{RetryLimit: 50, Shards: shards}, Options{RetryLimit: 50, Shards: shards})
+	ca, _, l := connect(t, a, b, ConnOptions{})
+	for range shards - 1 {
+		ca, _ = dialAccept(t, a, b, l, ConnOptions{}) // the last shard's
+	}
 	ctx := ctxT(t)
 	// 128 KiB: a hundred-odd packets each way, so loss hits every
 	// span, and little enough for a loaded machine.

@@ -9,9 +9,11 @@ import (
 	"github.com/peregrine-net/peregrine/core/ioi"
 	"github.com/peregrine-net/peregrine/core/lcore"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
+	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/pmd"
 	_ "github.com/peregrine-net/peregrine/pmd/all" // every driver a spec may name
 	"github.com/peregrine-net/peregrine/rings"
@@ -97,6 +99,12 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 	if opts.CPU < 0 || opts.Idle > IdleSleep {
 		return fail(StatusInvalid, invalidf("Options.CPU %d must not be negative (leave Pin unset for no pinning), Idle %d must be IdleAdaptive, IdleBusy or IdleSleep", opts.CPU, opts.Idle))
 	}
+	if opts.Shards == 0 {
+		opts.Shards = 1
+	}
+	if opts.Shards < 1 || opts.Shards > shard.MaxShards {
+		return fail(StatusInvalid, invalidf("Options.Shards %d is out of range (use 1..%d)", opts.Shards, shard.MaxShards))
+	}
 	if opts.Poll > PollCaller {
 		return fail(StatusInvalid, invalidf("Options.Poll %d must be PollLoop or PollCaller", opts.Poll))
 	}
@@ -107,7 +115,13 @@ func (h *Host) open(spec string, opts Options) (*Endpoint, error) {
 	}
 	h.h.open++
 	h.h.mu.Unlock()
-	ep, err := h.build(spec, opts)
+	var ep *Endpoint
+	var err error
+	if opts.Shards > 1 {
+		ep, err = h.buildShards(spec, opts)
+	} else {
+		ep, err = h.build(spec, opts)
+	}
 	if err != nil {
 		h.h.mu.Lock()
 		h.h.open--
@@ -122,7 +136,29 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{host: h, name: spec, opts: opts, port: pt, gone: make(chan struct{}),
+	e, err := h.newEngine(spec, opts, pt, shardOf{})
+	if err != nil {
+		return nil, errors.Join(err, pt.Close())
+	}
+	if err := e.start(); err != nil {
+		return nil, errors.Join(err, e.tx.Close(), pt.Close())
+	}
+	return e.pub, nil
+}
+
+// shardOf places an engine in a sharded endpoint: the device queue it
+// drives, and its shard in the CIDs it allocates (zero: unsharded).
+type shardOf struct {
+	queue, shard int
+	bits         uint
+	grp          *group
+}
+
+// newEngine builds an engine on pt without starting its loop; on an
+// error the caller closes pt.
+func (h *Host) newEngine(spec string, opts Options, pt port.Port, sh shardOf) (*engine, error) {
+	var err error
+	e := &engine{host: h, name: spec, opts: opts, port: pt, gone: make(chan struct{}), grp: sh.grp, shard: sh.shard,
 		conns:  make(map[*txn.Conn]*conn, opts.MaxConns),
 		caller: opts.Poll == PollCaller, tokenFree: make(chan struct{}, 1)}
 	e.addr = Addr{IP: opts.IP, MAC: [6]byte(pt.Info().MAC)}
@@ -131,19 +167,21 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 		e.spare, err = newSpareOps(opts.MaxOps)
 	}
 	if err != nil {
-		return nil, errors.Join(err, pt.Close())
+		return nil, err
 	}
-	// Swift's own floor, 0.01 packets, paces a connection to a packet per
-	// hundred round trips once the loops' scheduling delays read as
-	// congestion: an 8 MiB message took over a minute on a loaded machine.
-	// The appliance's floor (docs/transport.md) serves here too.
-	sp := swift.DefaultParams()
-	sp.MinCwnd = endpointMinCwnd
+	// The appliance's software-endpoint defaults serve here too: Swift's
+	// own floor, 0.01 packets, paced a connection to a packet per hundred
+	// round trips once the loops' scheduling delays read as congestion (an
+	// 8 MiB message took over a minute on a loaded machine), and its 25 µs
+	// target and the transport's 100 µs least RTO read a descheduled loop
+	// as congestion and loss.
+	sp := swift.SoftwareParams()
 	txOps := 2 * opts.MaxOps
 	to := txn.Options{
 		Transport: rt.Options{Name: spec, Port: pt, Pool: h.h.pool, Clock: h.h.clock, LocalIP: opts.IP,
-			LocalMAC: e.addr.MAC, MaxConns: opts.MaxConns, Seed: opts.Seed, RetryLimit: opts.RetryLimit,
-			IdleTimeout: opts.IdleTimeout, QPN: rt.QPNOptions{Enabled: opts.GlobalQPNs}, Accept: e.acceptPeer},
+			LocalMAC: e.addr.MAC, MaxConns: opts.MaxConns, Seed: opts.Seed, RetryLimit: opts.RetryLimit, MinRTO: rt.SoftwareMinRTO,
+			IdleTimeout: opts.IdleTimeout, QPN: rt.QPNOptions{Enabled: opts.GlobalQPNs}, Accept: e.acceptPeer,
+			Queue: sh.queue, ShardBits: sh.bits, Shard: sh.shard},
 		MaxOps:      txOps,
 		CQSize:      txOps + opts.MaxConns*maxRecvSlots,
 		MaxRegions:  min(1<<16, opts.MaxConns+opts.MaxOps+userRegions),
@@ -154,7 +192,12 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 		to.IOI = ioi.Config{Mode: ioi.ModeIOI}
 	}
 	if e.tx, err = txn.New(to); err != nil {
-		return nil, errors.Join(err, pt.Close())
+		return nil, err
+	}
+	if sh.grp != nil {
+		if err := e.reserveUserRegions(); err != nil {
+			return nil, errors.Join(err, e.tx.Close())
+		}
 	}
 	e.tags = make([]*Op, txOps)
 	e.freeTags = make([]int32, 0, txOps)
@@ -166,9 +209,16 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	e.burst = make([]entry, 64)
 	e.fresh = make([]*conn, 0, opts.MaxConns)
 	e.reposts = make([]*conn, 0, opts.MaxConns)
-	lo := lcore.Options{Name: "peregrine " + spec, CPU: -1, Clock: h.h.clock, Stages: []lcore.Stage{e}}
+	e.pub = &Endpoint{e: e}
+	return e, nil
+}
+
+// start makes the engine's poll loop and starts it.
+func (e *engine) start() error {
+	opts, h := e.opts, e.host
+	lo := lcore.Options{Name: "peregrine " + e.name, CPU: -1, Clock: h.h.clock, Stages: []lcore.Stage{e}}
 	if opts.Pin {
-		lo.CPU = opts.CPU
+		lo.CPU = opts.CPU + e.shard // shard i on the i-th CPU from Options.CPU
 	}
 	switch {
 	case opts.Poll == PollCaller:
@@ -182,14 +232,11 @@ func (h *Host) build(spec string, opts Options) (*Endpoint, error) {
 	default:
 		lo.Idle.Mode = lcore.IdleAdaptive
 	}
+	var err error
 	if e.loop, err = lcore.New(lo); err == nil {
 		err = e.loop.Start()
 	}
-	if err != nil {
-		return nil, errors.Join(err, e.tx.Close(), pt.Close())
-	}
-	e.pub = &Endpoint{e: e}
-	return e.pub, nil
+	return err
 }
 
 func ceilPow2(n int) int {
@@ -199,7 +246,3 @@ func ceilPow2(n int) int {
 	}
 	return p
 }
-
-// endpointMinCwnd is an endpoint's least congestion window in packets: the
-// appliance's transport stages' default (app.DefaultMinCwnd).
-const endpointMinCwnd = 8.0

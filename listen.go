@@ -10,25 +10,38 @@ import (
 // one is up (engine.acceptPeer), and the connection is handed to Accept
 // through a channel once its receive slots are posted.
 
-func (e *engine) listen(opts ConnOptions) (*Listener, error) {
-	if err := checkConnOptions(&opts); err != nil {
-		return nil, &Error{Op: "listen", Status: StatusInvalid, Cause: err}
+// checkListen checks a listener's options (and fills their defaults).
+func checkListen(opts *ConnOptions) error {
+	if err := checkConnOptions(opts); err != nil {
+		return &Error{Op: "listen", Status: StatusInvalid, Cause: err}
 	}
 	if opts.Ordered {
 		// The transaction layer takes an accepted connection's order from
 		// the side that dialled it (every request carries it).
-		return nil, &Error{Op: "listen", Status: StatusNotSupported, Cause: errors.New("ConnOptions.Ordered on a listener: an accepted connection is ordered when its peer dials it ordered")}
+		return &Error{Op: "listen", Status: StatusNotSupported, Cause: errors.New("ConnOptions.Ordered on a listener: an accepted connection is ordered when its peer dials it ordered")}
+	}
+	return nil
+}
+
+func (e *engine) listen(opts ConnOptions) (*Listener, error) {
+	if err := checkListen(&opts); err != nil {
+		return nil, err
 	}
 	l := &Listener{l: listener{e: e, opts: opts, ch: make(chan *Conn, e.opts.MaxConns), closed: make(chan struct{})}}
-	op := e.takeOp()
-	op.o.kind, op.o.lst = opListen, &l.l
-	_, err := e.control(context.Background(), op)
-	op.o.lst = nil
-	e.putOp(op)
-	if err != nil {
+	if err := e.listenWith(&l.l); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// listenWith puts l up on the engine's loop.
+func (e *engine) listenWith(l *listener) error {
+	op := e.takeOp()
+	op.o.kind, op.o.lst = opListen, l
+	_, err := e.control(context.Background(), op)
+	op.o.lst = nil
+	e.putOp(op)
+	return err
 }
 
 func (e *engine) doListen(op *Op) {
@@ -47,6 +60,9 @@ type listener struct {
 	ch        chan *Conn
 	closed    chan struct{}
 	closeOnce sync.Once
+	// shards are a sharded endpoint's engines, each listening into ch
+	// (nil: e alone).
+	shards []*engine
 }
 
 func (l *listener) offer(cn *conn) bool {
@@ -86,12 +102,18 @@ func (l *listener) close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.closed)
-		op := l.e.takeOp()
-		op.o.kind = opUnlisten
-		_, err = l.e.control(context.Background(), op)
-		l.e.putOp(op)
-		if errors.Is(err, ErrClosed) {
-			err = nil // the endpoint closed: nothing listens anyway
+		engines := l.shards
+		if engines == nil {
+			engines = []*engine{l.e}
+		}
+		for _, e := range engines {
+			op := e.takeOp()
+			op.o.kind = opUnlisten
+			_, uerr := e.control(context.Background(), op)
+			e.putOp(op)
+			if !errors.Is(uerr, ErrClosed) { // the endpoint closed: nothing listens anyway
+				err = errors.Join(err, uerr)
+			}
 		}
 		// Nothing offers connections any more: those accepted by the
 		// transport that no Accept took are closed, not left holding the

@@ -131,7 +131,7 @@ func (cn *conn) check(kind opKind, buf []byte, r *Region, off int, remote Remote
 			return &Error{Op: "send", Status: StatusRemoteInvalid, Cause: fmt.Errorf("%w: %d bytes, more than the %d a message may hold", ErrTooLarge, len(buf), txn.MaxMessage)}
 		}
 	case opPush, opPull:
-		if r == nil || r.r.e != cn.e {
+		if r == nil || !cn.e.owns(r) {
 			return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("the local region is not registered with this connection's endpoint")}
 		}
 		if off < 0 || remote.n < 0 || off > len(r.r.mem) || remote.n > len(r.r.mem)-off {
@@ -468,6 +468,9 @@ type region struct {
 	sc  *sidecarRegion
 	key uint32
 	mem []byte
+	// A sharded endpoint's region: its group and user slot (shards.go).
+	g    *group
+	slot int
 }
 
 // cqueue is a CompletionQueue's state: an MPSC ring of ops, the loops of

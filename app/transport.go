@@ -272,25 +272,18 @@ func (t *Transport) Drain() bool {
 }
 
 // DefaultMinCwnd is a transport stage's least congestion window in packets
-// when its options leave it 0. Swift's own floor, 0.01, is for incasts of
-// thousands of flows on a hardware transport; here the round trip also holds
-// the poll loops' scheduling delays, and at 0.01 the shipped trio
-// (configs/transport-target.yaml, fabric.yaml, transport-initiator.yaml)
-// moved 0.0065 Gbit/s with a p50 of 1.2–1.8 s on a quiet machine
-// (bench/trio.sh); at 8, 0.31–0.34 Gbit/s and a p50 of 6 ms.
-const DefaultMinCwnd = 8.0
+// when its options leave it 0: the software endpoints' (swift.SoftwareMinCwnd
+// says why).
+const DefaultMinCwnd = swift.SoftwareMinCwnd
 
 // DefaultCongestionTarget and DefaultMinRTO are a transport stage's Swift
 // base target and least retransmit timeout when its options leave them 0
 // — the defaults of `transport`, `demo` and the configs' target_delay and
-// min_rto. Swift's 25 µs and the transport's 100 µs suit a hardware
-// endpoint; a poll loop on a shared core is descheduled for longer. With
-// them, `bench smallops`'s lossless in-memory push row held its window at
-// 18 packets (srtt 34 µs over a 25 µs target) and timed out 20-40 packets
-// a second it had not lost.
+// min_rto: the software endpoints' (swift.SoftwareBaseTarget and
+// rt.SoftwareMinRTO say why).
 const (
-	DefaultCongestionTarget = 200 * time.Microsecond
-	DefaultMinRTO           = time.Millisecond
+	DefaultCongestionTarget = swift.SoftwareBaseTarget
+	DefaultMinRTO           = rt.SoftwareMinRTO
 )
 
 // transportSwift is the congestion control of a transport stage with

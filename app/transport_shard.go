@@ -29,10 +29,12 @@ type ShardedTransport struct {
 // initiator's o.Conns connections are dealt round robin (connection c to
 // shard c mod N), each shard keeping o.Window operations outstanding on
 // its own and posting its share of o.Count. A target's shard i accepts the
-// connections whose ConnOpen arrives on queue i: with mem's steer=queue
-// (and veth), an initiator's shard i transmits on queue i, which is the
-// target's queue i, so shard i pairs with the peer's shard i and nothing
-// crosses loops. The initiator's shards push into areas of their own of
+// connections whose ConnOpen's source CID names shard i (shard.Owner), the
+// connections of the initiator's shard i when both have N shards, on
+// whatever queue a copy arrives: with mem's steer=queue (and veth), an
+// initiator's shard i transmits on queue i, which is the target's queue i,
+// so shard i pairs with the peer's shard i and nothing crosses loops. The
+// initiator's shards push into areas of their own of
 // the target's region, so a target sizes its region for the same shard
 // count (txnload.TargetMemoryFor), whether the connections land on one
 // target shard or spread. Frames that land on the wrong queue are handed over in

@@ -25,7 +25,9 @@ import (
 // received exactly the frames of its own queue, and none named a CID it
 // did not have. With steer=hash every reply lands on one initiator queue
 // and the other shards' frames are handed over in software, counted, and
-// still delivered once.
+// still delivered once. Either way target shard i accepts the two
+// connections of initiator shard i: the one its ConnOpens' source CID
+// names.
 func TestShardedTransport(t *testing.T) {
 	for _, n := range []int{2, 4} {
 		for _, steer := range []string{"queue", "hash"} {
@@ -76,6 +78,12 @@ func testSharded(t *testing.T, n int, steer string) {
 	require.Zero(t, wrong, "every push's bytes are right")
 	for i, s := range ini.Shards {
 		require.NotZero(t, s.Load.Stats().Completed, "initiator shard %d completed operations", i)
+	}
+	// Setup picks the shard on both sides: the initiator deals its
+	// connections round robin, and the target shard that accepts one is
+	// the one its opener's CID names, whichever queue the ConnOpen took.
+	for i, s := range tgt.Shards {
+		require.Equal(t, uint64(2), s.Endpoint.Transport().Stats().ConnAccepted, "target shard %d accepted the connections of initiator shard %d", i, i)
 	}
 	for side, st := range map[string]*app.ShardedTransport{"initiator": ini, "target": tgt} {
 		for i, s := range st.Shards {

@@ -45,14 +45,14 @@
 // that port and the network: it puts each arriving frame on the queue of
 // the shard its destination CID names, as an XDP program or flow steering
 // does, a ConnOpen on the queue of the opener's shard number (shard i pairs
-// with shard i), and with Config.Missteer a share of the frames on a wrong
-// queue, for core/shard's counted software hand-off. A workload opens its
+// with shard i), and with Config.Missteer a share of the frames (ConnOpens
+// too) on a wrong queue, for core/shard's counted software hand-off. A workload opens its
 // connections round robin over the shards. TestProperty also runs at 2 and
 // 4 shards (200 seeds each; 20 in -short), with a missteered share or a
 // link outage in some seeds, and checks besides the above that every shard
-// of both sides got connections, that no endpoint received a frame whose
-// CID names another shard, and that only missteered frames were handed
-// over:
+// of both sides got connections, that no endpoint received a frame
+// another shard owns (its CID, or a ConnOpen's source CID, names another
+// shard), and that only missteered frames were handed over:
 //
 //	go test ./sim -run TestProperty -seed=N -shards=S [-frames]
 //

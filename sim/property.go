@@ -209,7 +209,7 @@ func checkShards(s *Sim, w *Workload) error {
 				return fmt.Errorf("endpoint %s accepted no connection of the %d its peer's shards opened", e.Name(), opens[1-side])
 			}
 			if t := s.Touched()[side][i]; t != 0 {
-				return fmt.Errorf("endpoint %s received %d frames whose CID names another shard", e.Name(), t)
+				return fmt.Errorf("endpoint %s received %d frames another shard owns", e.Name(), t)
 			}
 		}
 	}

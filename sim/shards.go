@@ -10,7 +10,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/shard"
-	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/fabric"
 	"github.com/peregrine-net/peregrine/pmd/mem"
 )
@@ -22,17 +21,18 @@ import (
 // NIC's flow steering does on a real port: it reads each arriving frame's
 // destination CID and puts the frame on the queue of the shard the CID
 // names. A frame without one (a ConnOpen) goes to the shard whose number
-// the opener's own CID carries (the source CID extension), or where the RSS
-// hash of its flow sends it when it has none: the shard it reaches accepts
-// the connection, and a retransmitted ConnOpen reaches the same one. Both
-// sides having the same shard count, opener shard i pairs with accepting
-// shard i, as it does on a multi-queue port where queue i of one end
-// delivers to queue i of the other (mem's SteerQueue, veth). With
-// Config.Missteer it puts that share of the frames on a wrong queue
-// instead (of the frames that name a connection: a ConnOpen's queue is
-// its flow's), so core/shard's software hand-off carries them (and counts
-// them). What the shards send on their queues the NIC passes to the
-// network unchanged.
+// the opener's own CID carries (the source CID extension), as core/shard
+// reads it (shard.Owner): the shard it reaches accepts the connection,
+// and a retransmitted ConnOpen reaches the same one. Both sides having the
+// same shard count, opener shard i pairs with accepting shard i, as it
+// does on a multi-queue port where queue i of one end delivers to queue i
+// of the other (mem's SteerQueue, veth). A frame that names no shard goes
+// where the RSS hash of its flow sends it. With Config.Missteer it puts
+// that share of the frames that have an owner, ConnOpens included, on a
+// wrong queue instead, so core/shard's software hand-off carries them
+// (and counts them): a ConnOpen and its retransmission can then arrive on
+// different queues, and must still open one connection. What the shards
+// send on their queues the NIC passes to the network unchanged.
 //
 // Ownership: a frame the network's port hands the NIC is the NIC's until
 // the mem ring of its queue accepts it (a full ring frees it, counted in
@@ -52,7 +52,6 @@ type host struct {
 	buf    []mbuf.Handle
 	byQ    [][]mbuf.Handle
 	ports  []*shardPort
-	frame  wire.Frame
 	Missed uint64 // frames the NIC put on a wrong queue on purpose
 	Drops  uint64 // frames a full queue ring refused
 }
@@ -70,7 +69,7 @@ func newHost(name string, netPort port.Port, pool *mbuf.Pool, n int, miss fabric
 		rng: rand.New(rand.NewPCG(seed, 0x5ba4d)), buf: make([]mbuf.Handle, rt.MaxBurst), byQ: make([][]mbuf.Handle, n)}
 	for i := range n {
 		h.byQ[i] = make([]mbuf.Handle, 0, rt.MaxBurst)
-		h.ports = append(h.ports, &shardPort{Port: set.Port(i), i: i, bits: h.bits, pool: pool})
+		h.ports = append(h.ports, &shardPort{Port: set.Port(i), i: i, n: n, bits: h.bits, pool: pool})
 	}
 	return h, nil
 }
@@ -116,36 +115,28 @@ func (h *host) Poll(clock.Time) int {
 	return work
 }
 
-// queue is the queue the NIC puts a frame on.
+// queue is the queue the NIC puts a frame on: its owner's (shard.Owner:
+// the shard its destination CID names, or for a ConnOpen the one its
+// opener's source CID names), or where the RSS hash of its flow sends a
+// frame that names none. With Config.Missteer, that share of the frames
+// with an owner, ConnOpens too, goes to another queue, for core/shard to
+// hand over.
 func (h *host) queue(b []byte) int {
-	q, named := -1, false
-	if l4, ok := wire.L4Offset(b); ok {
-		if cid, ok := wire.PeekCID(b, l4); ok && cid != 0 {
-			if q, named = rt.CIDShard(cid, h.bits), true; q >= h.n {
-				q = 0
-			}
-		}
+	q, ok := shard.Owner(b, h.bits, h.n)
+	if !ok {
+		return mem.RSSQueue(mem.RSSHash(b), h.n)
 	}
-	if q < 0 && h.frame.Decode(b) == nil && h.frame.Header.Ext.Present&wire.ExtSourceCID != 0 {
-		q = rt.CIDShard(h.frame.Header.Ext.SourceCID, h.bits) % h.n
-	}
-	if q < 0 {
-		q = mem.RSSQueue(mem.RSSHash(b), h.n)
-	}
-	// Only frames that name a connection are missteered: a flow's
-	// ConnOpens reach one queue on a real port (the same hash, the same
-	// sending queue), and core/shard leaves them where they land, so a
-	// repeat on another shard would open a second connection there.
-	if named && h.miss > 0 && h.rng.Float64()*100 < float64(h.miss) {
+	if h.miss > 0 && h.rng.Float64()*100 < float64(h.miss) {
 		q = (q + 1 + h.rng.IntN(h.n-1)) % h.n
 		h.Missed++
 	}
 	return q
 }
 
-// Touched returns, per shard, the frames its endpoint received whose CID
-// names another shard: zero whatever the NIC did, or a shard touched
-// another's packet.
+// Touched returns, per shard, the frames its endpoint received that
+// another shard owns (whose CID, or a ConnOpen's source CID, names
+// another shard): zero whatever the NIC did, or a shard touched another's
+// packet.
 func (h *host) Touched() []uint64 {
 	t := make([]uint64, h.n)
 	for i, p := range h.ports {
@@ -173,10 +164,11 @@ func (h *host) close() error {
 }
 
 // shardPort is the port a shard's endpoint drives: core/shard's view, with
-// a count of the frames it delivers that belong to another shard.
+// a count of the frames it delivers that belong to another shard
+// (shard.Owner: ConnOpens included).
 type shardPort struct {
 	port.Port
-	i       int
+	i, n    int
 	bits    uint
 	pool    *mbuf.Pool
 	touched uint64
@@ -185,11 +177,8 @@ type shardPort struct {
 func (p *shardPort) RxBurst(queue int, bufs []mbuf.Handle) int {
 	n := p.Port.RxBurst(queue, bufs)
 	for _, b := range bufs[:n] {
-		d := p.pool.Data(b)
-		if l4, ok := wire.L4Offset(d); ok {
-			if cid, ok := wire.PeekCID(d, l4); ok && cid != 0 && rt.CIDShard(cid, p.bits) != p.i {
-				p.touched++
-			}
+		if j, ok := shard.Owner(p.pool.Data(b), p.bits, p.n); ok && j != p.i {
+			p.touched++
 		}
 	}
 	return n

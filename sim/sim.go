@@ -58,7 +58,9 @@ type Config struct {
 	// connections are opened round robin over its shards, B's likewise.
 	Shards int
 	// Missteer is the share of arriving frames a sharded host's NIC puts
-	// on a wrong shard's queue, for core/shard's software hand-off to carry.
+	// on a wrong shard's queue, for core/shard's software hand-off to carry
+	// (ConnOpens too: a retransmission may arrive on another queue than
+	// the first copy, and must still open one connection).
 	Missteer fabric.Percent
 }
 
@@ -198,7 +200,7 @@ func (s *Sim) Missteered() (nic, handedOver [2]uint64) {
 }
 
 // Touched returns, per side and shard, the frames a shard's endpoint
-// received whose CID names another shard (nil unless sharded).
+// received that another shard owns (nil unless sharded).
 func (s *Sim) Touched() [2][]uint64 {
 	var t [2][]uint64
 	for side, h := range s.hosts {

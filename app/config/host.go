@@ -49,6 +49,10 @@ type Host struct {
 	// Echo, with a mem: port, runs an echo peer at IP + 1 on the pair's
 	// other end: applications can try the sidecar without a network.
 	Echo bool `yaml:"echo"`
+	// Shards runs the endpoint as that many shards, one poll loop and
+	// port queue each (default 1; peregrine.Options.Shards: the port is
+	// opened with queues=N, and the echo peer gets as many).
+	Shards int `yaml:"shards" default:"1"`
 }
 
 // The channel's bounds (host/shm's MaxRing, MaxBuffers, MaxBufSize; this
@@ -80,6 +84,7 @@ func applyHostDefaults(h *Host) {
 	def(&h.MaxBufferSize, 8<<20)
 	def(&h.MaxConns, 64)
 	def(&h.MaxRing, 1024)
+	def(&h.Shards, 1)
 }
 
 // Addr returns the endpoint's address (valid once the file is).
@@ -190,6 +195,7 @@ func (c *Config) checkHost(top func(string, error)) {
 		}
 		return true
 	}
+	rng("host.shards", h.Shards, 1, 256, "the endpoint's shards")
 	rng("host.max_channels", h.MaxChannels, 1, 1<<16, "the channels one user may hold")
 	rng("host.max_conns", h.MaxConns, 1, 1<<16, "the connections one channel may hold")
 	if rng("host.max_buffers", h.MaxBuffers, 1, SidecarMaxBuffers, "the buffers one channel may have") {

@@ -26,6 +26,7 @@ func TestHostSectionDefaults(t *testing.T) {
 	require.Equal(t, 0o660, int(h.Mode()))
 	require.Equal(t, []int{256, 64 << 10, 256, 16, 1024, 8 << 20, 64, 1024},
 		[]int{h.Buffers, h.BufferSize, h.Ring, h.MaxChannels, h.MaxBuffers, h.MaxBufferSize, h.MaxConns, h.MaxRing})
+	require.Equal(t, 1, h.Shards)
 	uid, gid, err := h.IDs()
 	require.NoError(t, err)
 	require.Equal(t, []int{-1, -1}, []int{uid, gid})
@@ -51,6 +52,7 @@ func TestHostSectionErrors(t *testing.T) {
 		{`{socket: /s, port: "mem:s/0", ip: 198.18.0.1, ring: 100}`, "host.ring", "power of two"},
 		{`{socket: /s, port: "mem:s/0", ip: 198.18.0.1, max_ring: 1048576}`, "host.max_ring", "2..65536"},
 		{`{socket: /s, port: "mem:s/0", ip: 198.18.0.1, max_conns: -1}`, "host.max_conns", "1..65536"},
+		{`{socket: /s, port: "mem:s/0", ip: 198.18.0.1, shards: 300}`, "host.shards", "1..256"},
 		{`{socket: /s, port: "afpacket:eth9", ip: 198.18.0.1, echo: true}`, "host.echo", "mem:PAIR/0"},
 		{`{socket: /s, port: "null:", ip: 198.18.0.1}`, "host.port", "afpacket"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -200,6 +201,10 @@ func (g *Generator) send(bufs []mbuf.Handle, total uint64) int {
 	return n
 }
 
+// rateCatchUp is how far behind its rate a rate-limited generator may fall
+// and still catch up.
+const rateCatchUp = time.Millisecond
+
 func (g *Generator) allowance(now clock.Time, want int) int {
 	if g.lastPoll == 0 {
 		g.lastPoll = now
@@ -207,8 +212,12 @@ func (g *Generator) allowance(now clock.Time, want int) int {
 	}
 	g.credit += g.opts.Rate * now.Sub(g.lastPoll).Seconds()
 	g.lastPoll = now
-	// Cap the bucket at one burst so an idle spell does not turn into a spike.
-	g.credit = min(g.credit, float64(g.opts.Burst))
+	// The bucket holds rateCatchUp's frames (at least a burst): a poll that
+	// comes late — the loop's other work, an interrupt — is made up by the
+	// next polls, each still at most one burst, so near the port's pace
+	// the generator keeps its rate instead of losing every late poll's
+	// excess; a longer idle spell still does not turn into a spike.
+	g.credit = min(g.credit, max(float64(g.opts.Burst), g.opts.Rate*rateCatchUp.Seconds()))
 	n := int(g.credit)
 	g.credit -= float64(min(n, want))
 	return min(n, want)

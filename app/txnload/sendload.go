@@ -200,10 +200,18 @@ func (r *RecvPoster) Stats() SendStats {
 	return SendStats{Received: r.cnt[0].Load(), RecvFailed: r.cnt[1].Load(), Flushed: r.cnt[2].Load(), BadData: r.cnt[3].Load(), Bytes: r.cnt[4].Load()}
 }
 
+// recvConn is one connection's WQE buffers. WQEs complete out of order
+// (a short Send overtakes a long one), so a buffer is posted again only
+// when the WQE that held it completed: free, not the posting count,
+// says which are.
 type recvConn struct {
 	c      *txn.Conn
 	mem    []byte
 	region txn.Region
+	free   []int // buffers (of slot bytes) not held by a posted WQE
+	// first is the number of the connection's first WQE (the transport's
+	// InitialSeq): WQE first+k holds Send k.
+	first  uint32
 	posted int
 	done   int
 	open   bool
@@ -220,7 +228,10 @@ func (r *RecvPoster) OnConnEvent(ev txn.ConnEvent) {
 		}
 		return
 	}
-	rc := &recvConn{c: ev.Conn, mem: make([]byte, r.depth*r.slot), open: true}
+	rc := &recvConn{c: ev.Conn, mem: make([]byte, r.depth*r.slot), free: make([]int, r.depth), open: true}
+	for i := range rc.free {
+		rc.free[i] = r.depth - 1 - i
+	}
 	var err error
 	if rc.region, err = r.target.Register(rc.mem, txn.RemoteWrite); err != nil {
 		return
@@ -236,11 +247,16 @@ func (r *RecvPoster) Poll(now clock.Time) int {
 	work := 0
 	slot := r.slot
 	for _, rc := range r.conns {
-		for rc.open && rc.posted-rc.done < r.depth {
-			i := rc.posted % r.depth
-			if _, err := rc.c.PostRecv(txn.RecvWR{Local: rc.region, LocalAddr: uint64(i * slot), Len: slot, WRID: uint64(i)}); err != nil {
+		for rc.open && len(rc.free) > 0 {
+			i := rc.free[len(rc.free)-1]
+			k, err := rc.c.PostRecv(txn.RecvWR{Local: rc.region, LocalAddr: uint64(i * slot), Len: slot, WRID: uint64(i)})
+			if err != nil {
 				break
 			}
+			if rc.posted == 0 {
+				rc.first = k
+			}
+			rc.free = rc.free[:len(rc.free)-1]
 			rc.posted++
 			work++
 		}
@@ -280,6 +296,8 @@ func (r *RecvPoster) complete(c *txn.Completion) {
 		return
 	}
 	rc.done++
+	// Checked (below) before the next Poll posts the buffer again.
+	rc.free = append(rc.free, int(c.Tag))
 	switch c.Status {
 	case txn.StatusOK:
 	case txn.StatusConnFailed, txn.StatusFlushed:
@@ -290,7 +308,7 @@ func (r *RecvPoster) complete(c *txn.Completion) {
 		return
 	}
 	r.cnt[0].Add(1)
-	k := c.WQE
+	k := c.WQE - rc.first
 	want := sendSize(r.sizes, k)
 	off := int(c.Tag) * r.slot
 	b := rc.mem[off : off+c.Bytes]

@@ -26,6 +26,16 @@ type pair struct {
 
 func newPair(t *testing.T, profile string) *pair {
 	t.Helper()
+	p := &pair{}
+	p.clk, p.a, p.b, p.fab, p.peer = linked(t, profile, txn.Options{}, txn.Options{OnRequest: func(r *txn.Request) { p.l.CheckRequest(r) }})
+	return p
+}
+
+// linked makes an initiator (options a) and a target (options b, whose
+// Transport field it fills) joined by an in-process fabric of profile on
+// a virtual clock, stopped and closed when the test ends.
+func linked(t *testing.T, profile string, a, b txn.Options) (*clock.Virtual, *txn.Endpoint, *txn.Endpoint, *fabric.Fabric, rt.PeerAddr) {
+	t.Helper()
 	pool, err := mbuf.New(mbuf.Options{Name: "txnload", Frames: 16384})
 	require.NoError(t, err)
 	t.Cleanup(func() { pool.Close() })
@@ -33,24 +43,24 @@ func newPair(t *testing.T, profile string) *pair {
 	require.NoError(t, err)
 	pa, pb, fab, err := fabric.Link(pool, fabric.Options{AtoB: prof, BtoA: prof, Seed: 3})
 	require.NoError(t, err)
-	p := &pair{clk: clock.NewVirtual(0), fab: fab}
+	clk := clock.NewVirtual(0)
 	ipA, ipB := netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")
-	p.a, err = txn.New(txn.Options{Transport: rt.Options{Port: pa, Pool: pool, Clock: p.clk, LocalIP: ipA, Seed: 1}})
+	a.Transport = rt.Options{Port: pa, Pool: pool, Clock: clk, LocalIP: ipA, Seed: 1}
+	b.Transport = rt.Options{Port: pb, Pool: pool, Clock: clk, LocalIP: ipB, Seed: 2}
+	ea, err := txn.New(a)
 	require.NoError(t, err)
-	p.b, err = txn.New(txn.Options{Transport: rt.Options{Port: pb, Pool: pool, Clock: p.clk, LocalIP: ipB, Seed: 2},
-		OnRequest: func(r *txn.Request) { p.l.CheckRequest(r) }})
+	eb, err := txn.New(b)
 	require.NoError(t, err)
-	p.peer = rt.PeerAddr{MAC: [6]byte(pb.Info().MAC), IP: ipB}
 	t.Cleanup(func() {
-		now := p.clk.Now()
-		p.a.Stop(now)
-		p.b.Stop(now)
-		p.fab.Stop(now)
-		require.NoError(t, p.a.Close())
-		require.NoError(t, p.b.Close())
-		require.NoError(t, p.fab.Close())
+		now := clk.Now()
+		ea.Stop(now)
+		eb.Stop(now)
+		fab.Stop(now)
+		require.NoError(t, ea.Close())
+		require.NoError(t, eb.Close())
+		require.NoError(t, fab.Close())
 	})
-	return p
+	return clk, ea, eb, fab, rt.PeerAddr{MAC: [6]byte(pb.Info().MAC), IP: ipB}
 }
 
 // run polls everything until n operations ended.

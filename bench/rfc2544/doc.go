@@ -37,8 +37,24 @@
 //     upper bound on its own; two out of two can. This is MLRsearch's goal
 //     exceed ratio and duration sum; ExceedRatio near 0 with SumFactor 1
 //     is RFC 2544's plain binary search, where the first bad trial decides.
+//   - Held-back trials. A trial whose generator offered less than
+//     (1 − OfferedTolerance) of its rate (5 % by default; sent ÷ send
+//     time, when the Trialer measures it) tested a lighter load than
+//     asked — its CPU was taken — and is evidence of nothing about the
+//     DUT: it is recorded (TrialRecord.HeldBack), decides nothing and is
+//     run again at the same load. Five running at one load that offered
+//     about the same (fifteen when their offers were erratic) mean the
+//     generator cannot offer it now: the search's ceiling drops to the
+//     best it offered there (GeneratorLimited), and a goal that passes
+//     the ceiling is AtMax, a lower bound of the DUT's rate. So the final
+//     confirmation trial too is re-measured until one kept its rate. A
+//     trial that fell short because the generator's port refused frames
+//     (TrialResult.Refused: over veth a DUT that does not keep up fills
+//     the generator's transmit ring, where a wire would drop) is not held
+//     back but the DUT's doing, whatever its size: its shortfall counts as loss
+//     (TrialRecord.Backpressure).
 //   - Where to try next: a load between the bounds still undecided at this
-//     duration (last phase's bounds, the passing one first); MaxRate when
+//     duration (last phase's bounds, the passing one first); the ceiling (MaxRate) when
 //     nothing failed yet; when nothing passed, the rate the DUT forwarded
 //     at the upper bound (its capacity, as MLRsearch's initial phase
 //     takes it from the maximum-rate trial) or a step down, each step
@@ -80,8 +96,21 @@
 // (real clock read once per received burst, minus the transmit stamp:
 // both CLOCK_MONOTONIC, nanoseconds).
 //
-// For each frame size every DUT is set up in the fwd namespace, warmed up
-// (64 frames until some arrive), measured with Run, and torn down, so the
+// For each frame size the generator's ceiling is measured first: with no
+// DUT, a native XDP program on fwd's gen-side end redirects every frame to
+// its sink-side end (the kernel's fastest path: no socket, no copy, no
+// stack), and the traffic loop sends at no rate limit for Duration; the
+// ceiling is what arrived per second of send time, the best of two such
+// trials (noise only lowers what a generator manages). With MaxRate 0
+// (the default, `--max-rate auto`) every search offers up to it; a DUT
+// whose NDR comes within Width of it, or whose search lowered its own
+// ceiling and passed it, is GeneratorLimited: the report, the JSON
+// (ndr_at_least_fps, ndr_fps null) and the RATIO comment line give
+// "≥ N (generator-limited)", never N as its NDR. With an external DUT
+// the ceiling is what the generator offered through it.
+//
+// Then every DUT is set up in the fwd namespace, warmed up (64 frames
+// until some arrive), measured with Run, and torn down, so the
 // DUTs alternate within a run: the Linux bridge (kernel), peregrine fwd
 // (core/fwd io forwarding between two AF_XDP ports, both directions, one
 // busy loop pinned to CPU 1, busy_budget=64 as DPDK's net_af_xdp), then
@@ -97,12 +126,13 @@
 // OnTrial sees every search trial as it ends (streamed results).
 //
 // On a two-CPU machine a busy-polling DUT (fwd, testpmd) and the busy
-// traffic loop hold both CPUs, so the controller goroutine and the Go
-// runtime take turns with them: latencies through those DUTs then show
-// milliseconds of scheduling, and a trial whose generator was held back
-// offers less than asked (TrialRecord.Offered; the search is then marked
-// GeneratorLimited and the report says so). Figures that matter come from
-// a machine with a CPU to spare.
+// traffic loop hold both CPUs. RunVeth raises GOMAXPROCS to 4 for the
+// run, so that the controller goroutine and the Go runtime are threads of
+// their own the kernel slots in, rather than goroutines that wait for the
+// scheduler to preempt a busy loop (and hold it back meanwhile); still,
+// latencies through those DUTs show the sharing, and a trial whose
+// generator was held back anyway is re-run (held-back trials, above).
+// Figures that matter come from a machine with a CPU to spare.
 //
 // # Ownership
 //

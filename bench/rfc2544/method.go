@@ -1,7 +1,9 @@
 package rfc2544
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -171,9 +173,68 @@ type SizeResult struct {
 	NDR           float64         `json:"ndr_fps"`
 	PDR           float64         `json:"pdr_fps"`
 	Repeatability float64         `json:"search_repeatability,omitempty"`
-	Latency       []LatencyPoint  `json:"latency,omitempty"`
-	FrameLoss     []LossPoint     `json:"frame_loss,omitempty"`
-	BackToBack    *BurstResult    `json:"back_to_back,omitempty"`
+	// Ceiling is what the traffic side itself offers and receives at this
+	// size, when measured (the veth harness). GeneratorLimited: the NDR
+	// reached it, or the search's own ceiling (SearchResult), so the
+	// DUT's NDR is at least NDR, not NDR: the JSON then gives it as
+	// ndr_at_least_fps, never as ndr_fps.
+	Ceiling          float64        `json:"generator_ceiling_fps,omitempty"`
+	GeneratorLimited bool           `json:"generator_limited"`
+	Latency          []LatencyPoint `json:"latency,omitempty"`
+	FrameLoss        []LossPoint    `json:"frame_loss,omitempty"`
+	BackToBack       *BurstResult   `json:"back_to_back,omitempty"`
+}
+
+// NDRText is the NDR as the report and the ratio lines give it: "≥ N
+// (generator-limited)" when the generator, not the DUT, bounded it.
+func (s *SizeResult) NDRText() string {
+	if s.GeneratorLimited {
+		return fmt.Sprintf("≥ %.0f (generator-limited)", s.NDR)
+	}
+	return fmt.Sprintf("%.0f", s.NDR)
+}
+
+// MarshalJSON writes a generator-limited NDR as ndr_at_least_fps (and
+// ndr_fps null): it is a lower bound, not the DUT's NDR.
+func (s SizeResult) MarshalJSON() ([]byte, error) {
+	type plain SizeResult
+	if !s.GeneratorLimited {
+		return json.Marshal(plain(s))
+	}
+	return json.Marshal(struct {
+		plain
+		NDR     *float64 `json:"ndr_fps"`
+		AtLeast float64  `json:"ndr_at_least_fps"`
+		Text    string   `json:"ndr"`
+	}{plain(s), nil, s.NDR, s.NDRText()})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *SizeResult) UnmarshalJSON(b []byte) error {
+	type plain SizeResult
+	var v struct {
+		plain
+		AtLeast float64 `json:"ndr_at_least_fps"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = SizeResult(v.plain)
+	if s.GeneratorLimited {
+		s.NDR = v.AtLeast
+	}
+	s.Size = parseSize(s.SizeStr)
+	return nil
+}
+
+// parseSize reads FrameSize.String's form back (0, IMIX, when it is not a
+// length).
+func parseSize(str string) FrameSize {
+	var n int
+	if _, err := fmt.Sscanf(str, "%dB", &n); err != nil {
+		return IMIX
+	}
+	return FrameSize(n)
 }
 
 // Result is one DUT's run.
@@ -236,11 +297,22 @@ func Run(ctx context.Context, t Trialer, dut string, opts Options) (*Result, err
 					pdr = append(pdr, s.Goals[1].Rate)
 				}
 				say("%s search %d/%d: NDR %.0f fps, %d trials", size, i+1, n, s.NDR(), len(s.Trials))
+				if s.HeldBack > 0 {
+					say("%s search %d/%d: %d trials held back (offered < %.0f %% of their rate) decided nothing and were run again", size, i+1, n, s.HeldBack, 100*(1-so.OfferedTolerance))
+				}
 				if s.GeneratorLimited {
-					say("%s search %d/%d: the generator could not offer some trials' rates (< 97 %%): rates near them are overstated; lower the maximum rate", size, i+1, n)
+					say("%s search %d/%d: the generator could not offer more than %.0f fps: the search's ceiling", size, i+1, n, s.Ceiling)
 				}
 			}
 			sr.NDR, sr.PDR = median(ndr), median(pdr)
+			// The median is a lower bound when a search it comes from
+			// passed its generator-lowered ceiling.
+			byNDR := slices.SortedFunc(slices.Values(sr.Searches), func(a, b *SearchResult) int { return cmp.Compare(a.NDR(), b.NDR()) })
+			for _, s := range byNDR[(n-1)/2 : n/2+1] {
+				if s.GeneratorLimited && s.Goals[0].AtMax {
+					sr.GeneratorLimited = true
+				}
+			}
 			if n > 1 {
 				sr.Repeatability = Repeatability(ndr)
 			}

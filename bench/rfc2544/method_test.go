@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +79,89 @@ func TestRunRejectsBadOptions(t *testing.T) {
 		_, err := Run(context.Background(), dut, "x", o)
 		require.Error(t, err, "%+v", o)
 	}
+}
+
+// TestGeneratorLimitedNDRIsALowerBound: a run whose generator cannot offer
+// what the DUT forwards (it tops out at 500 kfps, the DUT loses nothing)
+// reports the NDR as "≥ 500000 (generator-limited)" in the Markdown, and
+// in the JSON as ndr_at_least_fps with ndr_fps null — never as the NDR —
+// and reads back the same.
+func TestGeneratorLimitedNDRIsALowerBound(t *testing.T) {
+	res, err := Run(context.Background(), &slowGen{limit: 5e5}, "sim", Options{
+		Search: SearchOptions{MaxRate: 1e6, Duration: 100 * time.Millisecond}, Sizes: []FrameSize{64}, Measures: []Measure{Throughput},
+	})
+	require.NoError(t, err)
+	s := res.Size(64)
+	require.True(t, s.GeneratorLimited)
+	require.InDelta(t, 5e5, s.NDR, 1)
+	rep := &Report{Results: []*Result{res}}
+	var md, js bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&md))
+	require.Contains(t, md.String(), "| sim | 64B | ≥ 500000 (generator-limited) |")
+	require.NoError(t, rep.WriteJSON(&js))
+	var raw struct {
+		Results []struct {
+			Sizes []map[string]any `json:"sizes"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &raw))
+	got := raw.Results[0].Sizes[0]
+	require.Nil(t, got["ndr_fps"])
+	require.InDelta(t, 5e5, got["ndr_at_least_fps"], 1)
+	require.Equal(t, "≥ 500000 (generator-limited)", got["ndr"])
+	var back Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	b := back.Results[0].Sizes[0]
+	require.Equal(t, s.NDR, b.NDR)
+	require.True(t, b.GeneratorLimited)
+	require.Equal(t, FrameSize(64), b.Size)
+}
+
+// FuzzSizeResultJSON: reading a result back never panics, and what it
+// reads writes again.
+func FuzzSizeResultJSON(f *testing.F) {
+	f.Add([]byte(`{"size":"64B","ndr_fps":null,"ndr_at_least_fps":5e5,"generator_limited":true}`))
+	f.Add([]byte(`{"size":"imix","ndr_fps":1e6}`))
+	f.Add([]byte(`{"size":"9018B","generator_limited":false,"searches":[{"goals":[]}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s SizeResult
+		if json.Unmarshal(b, &s) != nil {
+			return
+		}
+		if _, err := json.Marshal(s); err != nil && !strings.Contains(err.Error(), "unsupported value") {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRepeatedSearchesLabelTheMedian: of three searches one met a
+// generator that could not keep up (its ceiling lowered, passed there) and
+// two found the DUT passing MaxRate: the size's NDR, their median, is a
+// found rate, not a generator-limited one.
+func TestRepeatedSearchesLabelTheMedian(t *testing.T) {
+	d := &slowAtFirst{slowGen: slowGen{limit: 5e5}, left: heldBackLimit}
+	res, err := Run(context.Background(), d, "sim", Options{
+		Search: SearchOptions{MaxRate: 1e6, Duration: 100 * time.Millisecond}, Sizes: []FrameSize{64}, Measures: []Measure{Throughput}, Repeats: 3,
+	})
+	require.NoError(t, err)
+	s := res.Size(64)
+	require.True(t, s.Searches[0].GeneratorLimited)
+	require.Equal(t, 1e6, s.NDR)
+	require.False(t, s.GeneratorLimited)
+}
+
+// slowAtFirst is slowGen for its first left trials, then a generator that
+// keeps any rate.
+type slowAtFirst struct {
+	slowGen
+	left int
+}
+
+func (d *slowAtFirst) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error) {
+	if d.left > 0 {
+		d.left--
+		return d.slowGen.Trial(ctx, spec)
+	}
+	n := spec.Count()
+	return TrialResult{Sent: n, Received: n, SendTime: time.Duration(float64(n) / spec.Rate * float64(time.Second))}, nil
 }

@@ -65,13 +65,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			}
 			// Layer 1: the frame plus preamble and inter-frame gap (20 B).
 			gbps := s.NDR * (s.Size.MeanBytes() + 20) * 8 / 1e9
-			limited := ""
-			for _, x := range s.Searches {
-				if x.GeneratorLimited {
-					limited = " (generator-limited)"
-				}
-			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f%s | %.0f | %.3f | %s | %d |\n", res.DUT, s.Size, s.NDR, limited, s.PDR, gbps, rep, trials)
+			fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.3f | %s | %d |\n", res.DUT, s.Size, s.NDRText(), s.PDR, gbps, rep, trials)
 		}
 	}
 	fmt.Fprintf(&b, "\n```\n")
@@ -85,6 +79,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "\n## %s\n", res.DUT)
 		for _, s := range res.Sizes {
 			fmt.Fprintf(&b, "\n### %s (offered up to %.0f frames/s)\n", s.Size, s.MaxRate)
+			if s.Ceiling > 0 {
+				fmt.Fprintf(&b, "\nThe generator's ceiling at this size: %.0f frames/s offered and received with no DUT in the way.\n", s.Ceiling)
+			}
 			if len(s.Latency) > 0 {
 				fmt.Fprintf(&b, "\nLatency (ns) at fractions of NDR %.0f frames/s:\n\n| load | rate | min | avg | p50 | p99 | p99.9 | max |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n", s.NDR)
 				var top float64

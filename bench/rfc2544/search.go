@@ -17,6 +17,9 @@ const (
 	DefaultExceedRatio = 0.5
 	DefaultSumFactor   = 2
 	DefaultMaxTrials   = 400
+	// DefaultOfferedTolerance: a trial that offered less than 95 % of its
+	// rate was held back.
+	DefaultOfferedTolerance = 0.05
 	// phases is how many times the trial duration doubles from
 	// InitialDuration to Duration by default (Duration/8 first).
 	defaultPhases = 4
@@ -57,6 +60,14 @@ type SearchOptions struct {
 	// MaxTrials bounds the search (default 400): a DUT so noisy that the
 	// bounds never settle ends in an error rather than a loop.
 	MaxTrials int
+	// OfferedTolerance: a trial whose generator offered less than
+	// (1 − OfferedTolerance) of its rate was held back (its CPU was
+	// taken) and says nothing about the DUT, which saw a lighter load:
+	// it is recorded but decides nothing, and the load is tried again.
+	// Default 0.05; negative takes every trial as evidence, as if the
+	// generator always kept its rate. Only Trialers that measure
+	// TrialResult.SendTime can be held back.
+	OfferedTolerance float64
 	// OnTrial, when set, is called after every trial (progress output).
 	OnTrial func(TrialRecord)
 }
@@ -73,6 +84,13 @@ type TrialRecord struct {
 	// Offered is the rate actually offered (sent ÷ send time) when the
 	// Trialer measured it, else Rate.
 	Offered float64 `json:"offered_fps"`
+	// HeldBack: Offered fell short of Rate by more than the tolerance
+	// with nothing refused: the generator's CPU was taken, and the trial
+	// decided nothing. Backpressure: it fell short because the DUT's side
+	// refused frames; the shortfall counts as loss (Loss is at least
+	// 1 − Offered ÷ Rate).
+	HeldBack     bool `json:"held_back,omitempty"`
+	Backpressure bool `json:"backpressure,omitempty"`
 }
 
 // GoalResult is what the search found for one goal.
@@ -82,8 +100,9 @@ type GoalResult struct {
 	// highest load that passed the goal at the final trial duration below
 	// every load that failed it. 0 when even MinRate failed.
 	Rate float64 `json:"rate_fps"`
-	// Upper is the lowest load that failed (0 when MaxRate passed: the
-	// DUT outran the offered load, AtMax).
+	// Upper is the lowest load that failed (0 when the search's ceiling
+	// passed: the DUT outran the offered load, AtMax, and Rate is a lower
+	// bound of its capacity).
 	Upper float64 `json:"upper_fps"`
 	AtMax bool    `json:"at_max"`
 	// Width is (Upper − Rate) ÷ Upper.
@@ -97,11 +116,18 @@ type SearchResult struct {
 	Size   FrameSize     `json:"-"`
 	Goals  []GoalResult  `json:"goals"`
 	Trials []TrialRecord `json:"trials"`
-	// TrialTime sums the trials' durations.
+	// TrialTime sums the trials' send times (their durations when the
+	// Trialer does not measure them).
 	TrialTime time.Duration `json:"trial_time_ns"`
-	// GeneratorLimited: some trial offered less than 97 % of its rate (the
-	// generator, not the DUT, set the pace), so a rate near it is
-	// overstated; lower MaxRate.
+	// HeldBack counts the trials whose generator was held back (they
+	// decided nothing and were run again).
+	HeldBack int `json:"held_back_trials"`
+	// Ceiling is the highest load the search offered: MaxRate, or lower
+	// when the generator was held back heldBackLimit times running at a
+	// load (it cannot offer that now), then the best it offered there.
+	Ceiling float64 `json:"ceiling_fps"`
+	// GeneratorLimited: the search lowered its ceiling below MaxRate; a
+	// goal AtMax is then bounded by the generator, not by the DUT.
 	GeneratorLimited bool `json:"generator_limited"`
 }
 
@@ -155,6 +181,12 @@ func (o *SearchOptions) Validate() error {
 	if o.MaxTrials == 0 {
 		o.MaxTrials = DefaultMaxTrials
 	}
+	if o.OfferedTolerance == 0 {
+		o.OfferedTolerance = DefaultOfferedTolerance
+	}
+	if o.OfferedTolerance >= 0.5 {
+		return fmt.Errorf("rfc2544: OfferedTolerance %g: give a shortfall below 0.5, e.g. 0.05 (negative: every trial is evidence)", o.OfferedTolerance)
+	}
 	return nil
 }
 
@@ -184,14 +216,31 @@ const (
 	upper
 )
 
+// backpressureSlack is the shortfall a trial whose frames were refused
+// may show and still count as having offered its rate: the send time is
+// measured to a loop iteration.
+const backpressureSlack = 0.001
+
+// heldBackLimit is how many held-back trials running at one load make the
+// search take it as out of the generator's reach, when they offered about
+// the same (within twice the tolerance: the generator's own ceiling);
+// trials held back by erratic amounts (its CPU taken now and then) take
+// three times as many.
+const heldBackLimit = 5
+
 // searcher holds one search's trials, keyed by exact offered load: every
 // load it offers again is a value it computed before, so equal loads are
-// equal floats.
+// equal floats. Held-back trials are not in loads: held counts them per
+// load since its last trial that was evidence, best their best offer.
 type searcher struct {
-	opts   SearchOptions
-	t      Trialer
-	loads  map[float64][]outcome
-	result SearchResult
+	opts        SearchOptions
+	t           Trialer
+	loads       map[float64][]outcome
+	held        map[float64]int
+	best, worst map[float64]float64
+	top         float64 // the ceiling: no load above it is offered or counted
+	retry       float64 // the load of the last trial, held back; 0: none
+	result      SearchResult
 }
 
 // Search finds each goal's rate for one frame size by MLRsearch's method
@@ -203,7 +252,7 @@ func Search(ctx context.Context, t Trialer, opts SearchOptions) (*SearchResult, 
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &searcher{opts: opts, t: t, loads: map[float64][]outcome{}}
+	s := &searcher{opts: opts, t: t, loads: map[float64][]outcome{}, held: map[float64]int{}, best: map[float64]float64{}, worst: map[float64]float64{}, top: opts.MaxRate}
 	s.result.Size = opts.Size
 	durs, widths := s.phases()
 	for _, g := range opts.Goals() {
@@ -233,6 +282,7 @@ func Search(ctx context.Context, t Trialer, opts SearchOptions) (*SearchResult, 
 		}
 		s.result.Goals = append(s.result.Goals, gr)
 	}
+	s.result.Ceiling = s.top
 	return &s.result, nil
 }
 
@@ -279,16 +329,17 @@ func (s *searcher) classify(load float64, g Goal, d time.Duration) class {
 }
 
 // bounds returns the lowest upper bound (+Inf when none) and the highest
-// lower bound below it (0 when none) at duration d.
+// lower bound below it (0 when none) at duration d, among the loads up to
+// the ceiling.
 func (s *searcher) bounds(g Goal, d time.Duration) (lo, up float64) {
 	up = math.Inf(1)
 	for x := range s.loads {
-		if x < up && s.classify(x, g, d) == upper {
+		if x < up && x <= s.top && s.classify(x, g, d) == upper {
 			up = x
 		}
 	}
 	for x := range s.loads {
-		if x > lo && x < up && s.classify(x, g, d) == lower {
+		if x > lo && x < up && x <= s.top && s.classify(x, g, d) == lower {
 			lo = x
 		}
 	}
@@ -303,8 +354,15 @@ func (s *searcher) phase(ctx context.Context, g Goal, i int, d time.Duration, wi
 		lo, up = s.bounds(g, d)
 		next, done := s.next(g, d, width, lo, up, &stepUp, &stepDown)
 		if done {
+			s.retry = 0
 			return lo, up, nil
 		}
+		// A held-back trial is run again where it was, while that load
+		// still lies between the bounds.
+		if x := s.retry; x > lo && x < up && x <= s.top {
+			next = x
+		}
+		s.retry = 0
 		if len(s.result.Trials) >= s.opts.MaxTrials {
 			return lo, up, ErrTooManyTrials
 		}
@@ -316,14 +374,14 @@ func (s *searcher) phase(ctx context.Context, g Goal, i int, d time.Duration, wi
 
 // next picks the load to try, in this order: a load between the bounds
 // still undecided at this duration (earlier phases' bounds being
-// re-measured: the highest one that passed somewhere, else the lowest);
-// MaxRate when nothing failed yet; a step down from the upper bound when
+// re-measured, or a trial held back: the highest one that passed
+// somewhere, else the lowest); the ceiling when nothing failed yet; a step down from the upper bound when
 // nothing passed (to the rate the DUT forwarded when that is lower: the
 // first guess at its capacity), or up from the lower one when nothing
 // failed, each step twice the last; else the midpoint while the bounds are
 // wider than width.
 func (s *searcher) next(g Goal, d time.Duration, width, lo, up float64, stepUp, stepDown *float64) (float64, bool) {
-	top := math.Min(up, s.opts.MaxRate)
+	top := math.Min(up, s.top)
 	var pick float64
 	pickPassed := false
 	for x, os := range s.loads {
@@ -340,13 +398,13 @@ func (s *searcher) next(g Goal, d time.Duration, width, lo, up float64, stepUp, 
 		return pick, false
 	}
 	if math.IsInf(up, 1) {
-		if lo == s.opts.MaxRate {
+		if lo == s.top {
 			return 0, true
 		}
 		if lo == 0 {
-			return s.opts.MaxRate, false
+			return s.top, false
 		}
-		next := math.Min(s.opts.MaxRate, lo/(1-*stepUp))
+		next := math.Min(s.top, lo/(1-*stepUp))
 		*stepUp = math.Min(2**stepUp, 0.5)
 		return next, false
 	}
@@ -383,20 +441,65 @@ func (s *searcher) trial(ctx context.Context, g Goal, phase int, rate float64, d
 		return fmt.Errorf("rfc2544: trial at %.0f fps for %v: %w", rate, d, err)
 	}
 	o := outcome{dur: d, loss: r.LossRatio(), rx: float64(r.Received) / d.Seconds()}
-	s.loads[rate] = append(s.loads[rate], o)
 	rec := TrialRecord{Goal: g.Name, Phase: phase, Rate: rate, Duration: d, Sent: r.Sent, Received: r.Received, Loss: o.loss, Offered: rate}
 	if r.SendTime > 0 {
 		rec.Offered = float64(r.Sent) / r.SendTime.Seconds()
-		if rec.Offered < generatorSlack*rate {
-			s.result.GeneratorLimited = true
+		short := s.opts.OfferedTolerance >= 0 && rec.Offered < (1-s.opts.OfferedTolerance)*rate
+		if r.Refused > 0 && rec.Offered < (1-backpressureSlack)*rate {
+			// The DUT did not take the load: what it held back, a wire
+			// would have seen it drop.
+			rec.Backpressure = true
+			o.loss = max(o.loss, 1-rec.Offered/rate)
+			rec.Loss = o.loss
+		} else {
+			rec.HeldBack = short
 		}
 	}
+	if rec.HeldBack {
+		s.heldBack(rate, rec.Offered)
+	} else {
+		s.held[rate] = 0
+		s.loads[rate] = append(s.loads[rate], o)
+	}
 	s.result.Trials = append(s.result.Trials, rec)
-	s.result.TrialTime += d
+	if r.SendTime > 0 {
+		s.result.TrialTime += r.SendTime
+	} else {
+		s.result.TrialTime += d
+	}
 	if s.opts.OnTrial != nil {
 		s.opts.OnTrial(rec)
 	}
 	return nil
+}
+
+// heldBack counts a held-back trial at load x that offered offered; the
+// heldBackLimit-th running (steady offers; erratic ones, thrice as many)
+// lowers the ceiling to the best the generator offered there, or the
+// highest load below x it did offer: asked for x it cannot deliver it
+// now, and a load it cannot offer is evidence of nothing.
+func (s *searcher) heldBack(x, offered float64) {
+	s.result.HeldBack++
+	s.retry = x
+	if s.held[x]++; s.held[x] == 1 {
+		s.best[x], s.worst[x] = offered, offered
+	}
+	s.best[x], s.worst[x] = max(s.best[x], offered), min(s.worst[x], offered)
+	steady := s.best[x] <= s.worst[x]*(1+2*max(s.opts.OfferedTolerance, 0))
+	if s.held[x] < heldBackLimit || !steady && s.held[x] < 3*heldBackLimit || x > s.top {
+		return
+	}
+	s.held[x], s.retry = 0, 0
+	top := max(s.best[x], s.opts.MinRate)
+	for y := range s.loads {
+		if y < x {
+			top = max(top, y)
+		}
+	}
+	if top < s.top {
+		s.top = top
+		s.result.GeneratorLimited = true
+	}
 }
 
 // Repeatability is max ÷ min of rates found by repeated searches (1 is

@@ -63,11 +63,13 @@ type TrialResult struct {
 	// SendTime, when the Trialer measures it, is how long sending took: a
 	// generator that could not keep the rate took longer than asked.
 	SendTime time.Duration
+	// Refused counts the frames the generator's port turned away for a
+	// while (its transmit ring full): the DUT's side did not take them as
+	// fast as offered — backpressure, which a veth exerts where a wire
+	// would drop — so a trial slowed by it is the DUT's failure, not the
+	// generator's.
+	Refused uint64
 }
-
-// generatorSlack is how far below the asked rate a trial may offer before
-// it counts as generator-limited.
-const generatorSlack = 0.97
 
 // LossRatio is the fraction of sent frames that did not arrive; more
 // arrivals than sends (duplicates) count as no loss.

@@ -1,6 +1,7 @@
 package rfc2544
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -43,9 +45,8 @@ var (
 	ExternalDstIP = netip.MustParseAddr("198.19.0.1")
 )
 
-// Defaults of VethOptions.
+// Placement of the loops.
 const (
-	DefaultVethMaxRate = 1e6
 	// trafficCPU runs the generator and the receiver; dutCPU the DUT's
 	// forwarding loop (testpmd: its forwarding lcore).
 	trafficCPU = 0
@@ -61,8 +62,8 @@ type VethOptions struct {
 	// Repeats are set here.
 	Method Options
 	// MaxRate is the highest load offered at every size, frames per
-	// second (default 1 Mfps: about what one AF_XDP copy-mode generator
-	// sends over veth).
+	// second; 0 (the default) offers up to the generator's ceiling,
+	// measured before each size (see Ceiling).
 	MaxRate float64
 	// Repeats searches at Method.RepeatSize for peregrine fwd, for
 	// search_repeatability (default 3); the other DUTs search once.
@@ -93,11 +94,8 @@ func (o *VethOptions) validate() error {
 	if o.Out == nil {
 		return errors.New("rfc2544: VethOptions.Out is nil (pass os.Stdout or a buffer)")
 	}
-	if o.MaxRate == 0 {
-		o.MaxRate = DefaultVethMaxRate
-	}
-	if !(o.MaxRate >= 100) || o.MaxRate > 100e6 {
-		return fmt.Errorf("rfc2544: MaxRate %g: give 100 to 1e8 frames per second", o.MaxRate)
+	if o.MaxRate != 0 && (!(o.MaxRate >= 100) || o.MaxRate > 100e6) {
+		return fmt.Errorf("rfc2544: MaxRate %g: give 100 to 1e8 frames per second, or 0 for the generator's ceiling", o.MaxRate)
 	}
 	if o.Repeats == 0 {
 		o.Repeats = 3
@@ -126,7 +124,8 @@ func (o *VethOptions) validate() error {
 		return fmt.Errorf("rfc2544: Prefix %q: at most 12 characters", o.Prefix)
 	}
 	m := o.Method
-	m.Search.MaxRate = o.MaxRate
+	// Auto: each size's ceiling, measured later; any rate checks the rest.
+	m.Search.MaxRate = cmp.Or(o.MaxRate, 1e6)
 	m.Repeats = o.Repeats
 	if err := m.validate(); err != nil {
 		return err
@@ -167,6 +166,13 @@ func RunVeth(ctx context.Context, opts VethOptions) (rep *Report, err error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
+	// The traffic loop and a peregrine fwd DUT each hold a P while they
+	// busy-poll: with GOMAXPROCS at two CPUs the controller and the
+	// runtime got one only when the scheduler preempted a loop, every 10
+	// ms or so, holding that loop — the generator's or the DUT's — back
+	// for as long. With Ps to spare they run as threads of their own,
+	// which the kernel slots in for microseconds.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 4)))
 	if slices.Contains(opts.DUTs, DUTTestpmd) {
 		if _, lerr := exec.LookPath("dpdk-testpmd"); lerr != nil {
 			fmt.Fprintf(opts.Out, "# dpdk-testpmd is not installed (hack/install-deps.sh installs it): measuring without it\n")
@@ -205,8 +211,12 @@ func RunVeth(ctx context.Context, opts VethOptions) (rep *Report, err error) {
 		results[d] = &Result{DUT: d}
 	}
 	for _, size := range opts.Method.Sizes {
+		ceiling, err := r.ceiling(ctx, size)
+		if err != nil {
+			return nil, fmt.Errorf("rfc2544: the generator's ceiling at %s: %w", size, err)
+		}
 		for _, d := range opts.DUTs {
-			res, err := r.measure(ctx, d, size)
+			res, err := r.measure(ctx, d, size, ceiling)
 			if err != nil {
 				return nil, fmt.Errorf("rfc2544: %s at %s: %w", d, size, err)
 			}
@@ -241,8 +251,10 @@ func Parameters(opts VethOptions) map[string]any {
 		sizes[i] = x.String()
 	}
 	p := map[string]any{
-		"duts": strings.Join(opts.DUTs, ","), "sizes": strings.Join(sizes, ","), "max_rate_fps": opts.MaxRate,
-		"trial_duration": s.Duration.String(), "initial_trial_duration": s.InitialDuration.String(), "width": s.Width,
+		"duts": strings.Join(opts.DUTs, ","), "sizes": strings.Join(sizes, ","), "max_rate_fps": cmp.Or(any(opts.MaxRate), any("the generator's ceiling")),
+		"generator_ceiling": "per size, before the DUTs: the best of " + fmt.Sprint(ceilingTrials) + " trials at no rate limit for the trial duration through the direct path (native XDP redirect between fwd's two ends; an external DUT: what the generator offered through it)",
+		"offered_tolerance": s.OfferedTolerance,
+		"trial_duration":    s.Duration.String(), "initial_trial_duration": s.InitialDuration.String(), "width": s.Width,
 		"pdr_loss": s.PDRLoss, "exceed_ratio": s.ExceedRatio, "sum_factor": s.SumFactor, "max_trials": s.MaxTrials,
 		"repeats_fwd": opts.Repeats, "repeat_size": m.RepeatSize.String(), "latency_loads_of_ndr": fmt.Sprint(m.LatencyLoads),
 		"loss_loads_of_max": fmt.Sprint(m.LossLoads), "burst_trials": m.BurstTrials, "burst_duration": m.BurstDuration.String(),
@@ -282,8 +294,9 @@ func (r *vethRun) openTraffic(ports [2]string) error {
 	return nil
 }
 
-// measure sets DUT d up, runs the method at one size and tears it down.
-func (r *vethRun) measure(ctx context.Context, d string, size FrameSize) (*Result, error) {
+// measure sets DUT d up, runs the method at one size, offering up to
+// ceiling unless MaxRate is set, and tears it down.
+func (r *vethRun) measure(ctx context.Context, d string, size FrameSize, ceiling float64) (*Result, error) {
 	say := func(format string, a ...any) { fmt.Fprintf(r.opts.Out, "# "+format+"\n", a...) }
 	say("%s %s: setting up", d, size)
 	teardown, err := r.setUp(ctx, d)
@@ -297,6 +310,9 @@ func (r *vethRun) measure(ctx context.Context, d string, size FrameSize) (*Resul
 	m := r.opts.Method
 	m.Sizes = []FrameSize{size}
 	m.Search.MaxRate = r.opts.MaxRate
+	if r.opts.MaxRate == 0 {
+		m.Search.MaxRate, m.MaxRate = ceiling, nil
+	}
 	m.Repeats = 1
 	if d == DUTFwd {
 		m.Repeats = r.opts.Repeats
@@ -305,7 +321,89 @@ func (r *vethRun) measure(ctx context.Context, d string, size FrameSize) (*Resul
 	if on := r.opts.OnTrial; on != nil {
 		m.Search.OnTrial = func(t TrialRecord) { on(d, size, t) }
 	}
-	return Run(ctx, r, d, m)
+	res, err := Run(ctx, r, d, m)
+	if res != nil {
+		for i := range res.Sizes {
+			sr := &res.Sizes[i]
+			sr.Ceiling = ceiling
+			// Within the resolution of the ceiling the search cannot tell
+			// the DUT's limit from the generator's.
+			if len(sr.Searches) > 0 && sr.NDR >= ceiling*(1-m.Search.Width) {
+				sr.GeneratorLimited = true
+			}
+		}
+	}
+	return res, err
+}
+
+// ceilingTrials is how many max-rate trials measure a ceiling: noise only
+// lowers what a generator manages, so the best counts.
+const ceilingTrials = 2
+
+// ceiling measures what the traffic side offers and receives at size with
+// nothing in the way: frames as fast as the generator's port takes them,
+// for the search's Duration, through the direct path, received frames per
+// second of send time, the best of ceilingTrials. With an external DUT
+// there is no path of ours to measure: it is what the generator offered
+// through the user's device.
+func (r *vethRun) ceiling(ctx context.Context, size FrameSize) (float64, error) {
+	if r.topo != nil {
+		remove, err := r.directPath()
+		if err != nil {
+			return 0, err
+		}
+		defer func() {
+			if err := remove(); err != nil {
+				fmt.Fprintf(r.opts.Out, "# removing the direct path: %v\n", err)
+			}
+		}()
+		if err := r.warmUp(ctx, size); err != nil {
+			return 0, fmt.Errorf("the direct path forwards nothing: %w", err)
+		}
+	}
+	var best float64
+	for range ceilingTrials {
+		offered, received, err := r.maxRateTrial(ctx, size, r.opts.Method.Search.Duration)
+		if err != nil {
+			return 0, err
+		}
+		if r.topo == nil {
+			received = offered
+		}
+		best = max(best, received)
+	}
+	if !(best >= 100) {
+		return 0, fmt.Errorf("the traffic side moved %.0f frames per second", best)
+	}
+	fmt.Fprintf(r.opts.Out, "# %s: the generator's ceiling is %.0f fps (offered and received at no rate limit, %v, %s)\n",
+		size, best, r.opts.Method.Search.Duration, map[bool]string{true: "through the direct path", false: "offered through the external DUT"}[r.topo != nil])
+	return best, nil
+}
+
+// maxRateTrial sends frames of size at no rate limit for d and returns the
+// rates offered and received, per second of the loop's send time.
+func (r *vethRun) maxRateTrial(ctx context.Context, size FrameSize, d time.Duration) (offered, received float64, err error) {
+	a, err := r.arm(size, 0, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	stop := time.Now().Add(d)
+	for time.Now().Before(stop) {
+		if err := wait(ctx, stop.Add(time.Second), time.Millisecond); err != nil {
+			r.close()
+			return 0, 0, err
+		}
+	}
+	a.gen.StopSending()
+	closed, err := r.finish(ctx, a, time.Now().Add(time.Second))
+	if err != nil {
+		return 0, 0, err
+	}
+	secs := closed.doneAt.Sub(closed.startAt).Seconds()
+	if !(secs > 0) {
+		return 0, 0, errors.New("the generator sent nothing")
+	}
+	return float64(a.gen.Stats().Sent) / secs, float64(closed.received) / secs, nil
 }
 
 // warmUp offers a few frames until some arrive: the DUT is forwarding.
@@ -328,33 +426,63 @@ func (r *vethRun) warmUp(ctx context.Context, size FrameSize) error {
 // trial, at spec.Rate; the trial ends once the generator is done and the
 // receiver has seen every frame or none for drainQuiet.
 func (r *vethRun) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error) {
-	sizes, err := sizesOf(spec.Size)
+	refused := r.tp.Port(0).Stats().TxDropped
+	a, err := r.arm(spec.Size, spec.Rate, spec.Count())
 	if err != nil {
 		return TrialResult{}, err
+	}
+	want := time.Duration(float64(spec.Count()) / spec.Rate * float64(time.Second))
+	closed, err := r.finish(ctx, a, time.Now().Add(5*want+2*time.Second))
+	if err != nil {
+		return TrialResult{}, err
+	}
+	// The loop's clock: from the first poll (whose burst goes at once, the
+	// rate limiter's allowance) to the last frame handed over.
+	res := TrialResult{Sent: a.gen.Stats().Sent, Received: closed.received, SendTime: closed.doneAt.Sub(closed.startAt),
+		Refused: r.tp.Port(0).Stats().TxDropped - refused}
+	if spec.Latency {
+		res.Latency = &closed.lat
+	}
+	return res, nil
+}
+
+// arm hands the loop a fresh generator of count frames (0: until stopped)
+// of one flow whose source port is new to this trial, at rate (0: as fast
+// as the port takes them).
+func (r *vethRun) arm(size FrameSize, rate float64, count uint64) (*armed, error) {
+	sizes, err := sizesOf(size)
+	if err != nil {
+		return nil, err
 	}
 	r.trial++
 	srcPort := uint16(traffic.BaseSrcPort + r.trial%4096)
 	gen, err := traffic.NewGenerator(traffic.GeneratorOptions{
-		Port: r.tp.Port(0), Pool: r.tp.Pool(), Cache: r.tp.Cache(0), Sizes: sizes, Rate: spec.Rate, Count: spec.Count(),
+		Port: r.tp.Port(0), Pool: r.tp.Pool(), Cache: r.tp.Cache(0), Sizes: sizes, Rate: rate, Count: count,
 		SrcMAC: r.srcMAC, DstMAC: r.dstMAC,
 		Addressing: &traffic.Addressing{SrcPort: srcPort, SrcIP: traffic.IPRange{Lo: r.srcIP, Hi: r.srcIP}, DstIP: traffic.IPRange{Lo: r.dstIP, Hi: r.dstIP}},
 	})
 	if err != nil {
-		return TrialResult{}, err
+		return nil, err
 	}
 	a := &armed{gen: gen, srcPort: srcPort}
 	r.stage.next.Store(a)
-	want := time.Duration(float64(spec.Count()) / spec.Rate * float64(time.Second))
-	bound := time.Now().Add(5*want + 2*time.Second)
+	return a, nil
+}
+
+// finish waits until a's generator is done (stopping it at bound: it
+// could not keep its rate, and its send time says so), drains the
+// receiver and closes the trial.
+func (r *vethRun) finish(ctx context.Context, a *armed, bound time.Time) (*armed, error) {
+	gen := a.gen
 	for !gen.Done() {
 		if err := wait(ctx, bound, time.Millisecond); err != nil {
 			if ctx.Err() != nil {
 				r.close()
-				return TrialResult{}, err
+				return nil, err
 			}
 			// The generator cannot keep the rate (its CPU is taken, or
 			// the DUT's side holds the veth back): end the trial with what
-			// it sent; its send time says so (GeneratorLimited).
+			// it sent; its send time says so (a held-back trial).
 			gen.StopSending()
 			bound = time.Now().Add(time.Second)
 		}
@@ -367,20 +495,14 @@ func (r *vethRun) Trial(ctx context.Context, spec TrialSpec) (TrialResult, error
 	last, since := a.rx.Load(), time.Now()
 	for a.rx.Load() < sent && time.Since(since) < drainQuiet {
 		if err := wait(ctx, time.Now().Add(time.Second), time.Millisecond); err != nil {
-			return TrialResult{}, err
+			r.close()
+			return nil, err
 		}
 		if n := a.rx.Load(); n != last {
 			last, since = n, time.Now()
 		}
 	}
-	closed := r.close()
-	// The loop's clock: from the first poll (whose burst goes at once, the
-	// rate limiter's allowance) to the last frame handed over.
-	res := TrialResult{Sent: sent, Received: closed.received, SendTime: closed.doneAt.Sub(closed.startAt)}
-	if spec.Latency {
-		res.Latency = &closed.lat
-	}
-	return res, nil
+	return r.close(), nil
 }
 
 // close asks the loop to close the current trial and waits for it.
@@ -417,13 +539,13 @@ func (r *vethRun) ratios(rep *Report, results map[string]*Result) {
 		out.Add(x)
 		rep.Ratios = append(rep.Ratios, RatioLine{Name: x.Name, Value: x.Value, Goal: fmt.Sprintf("%s %g", x.Op, x.Target), Pass: x.Pass()})
 	}
-	ndr := func(d string, s FrameSize) float64 {
+	ndr := func(d string, s FrameSize) (float64, string) {
 		if res := results[d]; res != nil {
 			if sr := res.Size(s); sr != nil {
-				return sr.NDR
+				return sr.NDR, sr.NDRText()
 			}
 		}
-		return 0
+		return 0, "0"
 	}
 	ratio := func(name string, a, b float64, op report.Op, target float64, detail string) {
 		v := math.NaN()
@@ -436,20 +558,25 @@ func (r *vethRun) ratios(rep *Report, results map[string]*Result) {
 		if !slices.Contains(r.opts.Method.Sizes, s) {
 			continue
 		}
+		f, fs := ndr(DUTFwd, s)
 		if results[DUTTestpmd] != nil {
-			f, tp := ndr(DUTFwd, s), ndr(DUTTestpmd, s)
-			ratio(fmt.Sprintf("ndr_%db_fwd_vs_testpmd", int(s)), f, tp, report.AtLeast, 1, fmt.Sprintf("NDR fwd %.0f fps, testpmd %.0f fps", f, tp))
+			tp, tps := ndr(DUTTestpmd, s)
+			ratio(fmt.Sprintf("ndr_%db_fwd_vs_testpmd", int(s)), f, tp, report.AtLeast, 1, fmt.Sprintf("NDR fwd %s fps, testpmd %s fps", fs, tps))
 		}
 		if s == 64 && results[DUTKernel] != nil {
-			f, k := ndr(DUTFwd, s), ndr(DUTKernel, s)
-			ratio("ndr_64b_fwd_vs_kernel_bridge", f, k, report.AtLeast, 2, fmt.Sprintf("NDR fwd %.0f fps, Linux bridge %.0f fps", f, k))
+			k, ks := ndr(DUTKernel, s)
+			ratio("ndr_64b_fwd_vs_kernel_bridge", f, k, report.AtLeast, 2, fmt.Sprintf("NDR fwd %s fps, Linux bridge %s fps", fs, ks))
 		}
 	}
 	if res := results[DUTFwd]; res != nil {
 		if sr := res.Size(r.opts.Method.RepeatSize); sr != nil && len(sr.Searches) > 1 {
 			var n []string
 			for _, s := range sr.Searches {
-				n = append(n, fmt.Sprintf("%.0f", s.NDR()))
+				x := fmt.Sprintf("%.0f", s.NDR())
+				if s.GeneratorLimited && s.Goals[0].AtMax || sr.Ceiling > 0 && s.NDR() >= sr.Ceiling*(1-r.opts.Method.Search.Width) {
+					x = "≥ " + x + " (generator-limited)"
+				}
+				n = append(n, x)
 			}
 			add(report.Ratio{Name: "search_repeatability", Value: sr.Repeatability, Op: report.AtMost, Target: 1.10,
 				Detail: fmt.Sprintf("fwd %s NDR of %d searches: %s fps", sr.Size, len(sr.Searches), strings.Join(n, ", "))})

@@ -17,9 +17,11 @@ import (
 // TestRunVethTinyTrials runs the whole harness as root with tiny trials:
 // the topology, the traffic loop, peregrine fwd and the Linux bridge as
 // DUTs, the search (twice at 64 B for fwd), latency and frame loss, the
-// ratio lines and the report. The offered rates are far below what either
-// DUT forwards, so both must pass MaxRate with no loss: the figures are
-// exact, whatever the machine's load.
+// ratio lines and the report, after measuring the generator's ceiling
+// through the direct path. The offered rates are far below what either
+// DUT forwards, so both must pass MaxRate with no loss — or, on a machine
+// so loaded that the generator cannot keep even 20 kfps, the search's own
+// lowered ceiling, said so (generator-limited): never a failure of the DUT.
 func TestRunVethTinyTrials(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: namespaces, veth, a bridge and AF_XDP sockets")
@@ -42,8 +44,7 @@ func TestRunVethTinyTrials(t *testing.T) {
 	for _, res := range rep.Results {
 		s := res.Size(64)
 		require.NotNil(t, s, res.DUT)
-		require.Equal(t, 20000.0, s.NDR, "%s: 20 kfps is far below what it forwards\n%s", res.DUT, out.String())
-		require.True(t, s.Searches[0].Goals[0].AtMax)
+		requireAtMax(t, s, 20000)
 		for _, p := range s.FrameLoss {
 			require.Zero(t, p.Loss, "%s at %.0f fps", res.DUT, p.Rate)
 			require.Equal(t, p.Sent, p.Received)
@@ -56,13 +57,14 @@ func TestRunVethTinyTrials(t *testing.T) {
 		}
 	}
 	text := out.String()
-	require.Contains(t, text, "RATIO ndr_64b_fwd_vs_kernel_bridge 1.000 goal >= 2 FAIL")
-	require.Contains(t, text, "RATIO search_repeatability 1.000 goal <= 1.1 PASS")
+	require.Contains(t, text, "64B: the generator's ceiling is ")
+	require.Contains(t, text, "RATIO ndr_64b_fwd_vs_kernel_bridge ")
+	require.Contains(t, text, "RATIO search_repeatability ")
 	lines := strings.Split(strings.TrimSpace(text), "\n")
-	require.True(t, strings.HasPrefix(lines[len(lines)-1], "BENCH-SUMMARY pass=1 fail=1"), text)
+	require.True(t, strings.HasPrefix(lines[len(lines)-1], "BENCH-SUMMARY pass="), text)
 	var md bytes.Buffer
 	require.NoError(t, rep.WriteMarkdown(&md))
-	require.Contains(t, md.String(), "| fwd | 64B | 20000")
+	require.Contains(t, md.String(), "| fwd | 64B | ")
 }
 
 // TestRunVethExternalDUT measures a device the harness did not build: the
@@ -97,12 +99,29 @@ func TestRunVethExternalDUT(t *testing.T) {
 	require.Len(t, rep.Results, 1)
 	s := rep.Results[0].Size(64)
 	require.NotNil(t, s)
-	require.Equal(t, 20000.0, s.NDR, out.String())
+	requireAtMax(t, s, 20000)
 	require.Len(t, trials, len(s.Searches[0].Trials))
 	require.Contains(t, rep.Parameters["topology"], "external DUT between afxdp:"+topo.GenIf)
 	// The user's topology is still there.
 	_, err = topo.Fwd.Exec("ip", "link", "show", br)
 	require.NoError(t, err)
+}
+
+// requireAtMax: every search at s passed maxRate — or, when the generator
+// was held back at it (a loaded machine), the lower ceiling it could offer,
+// said so: a DUT far faster than maxRate never fails a load.
+func requireAtMax(t *testing.T, s *SizeResult, maxRate float64) {
+	t.Helper()
+	require.Positive(t, s.Ceiling, s.SizeStr)
+	for _, x := range s.Searches {
+		require.True(t, x.Goals[0].AtMax, "%s: %.0f fps is far below what it forwards", s.SizeStr, maxRate)
+		if x.GeneratorLimited {
+			require.Equal(t, x.Ceiling, x.NDR())
+			require.True(t, s.GeneratorLimited)
+		} else {
+			require.Equal(t, maxRate, x.NDR())
+		}
+	}
 }
 
 func TestVethOptionsRefuseMixedPorts(t *testing.T) {

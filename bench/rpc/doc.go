@@ -5,11 +5,18 @@
 //
 //   - raw: core/rt/txn Sends on two endpoints that the measuring goroutine
 //     polls itself (no loop, no hand-off): the floor.
+//   - raw-loops: the same, each endpoint polled by its own goroutine locked
+//     to its thread and pinned to its CPU — the public API's layout, whose
+//     packets and ring indexes cross between the CPUs: the baseline of
+//     api_vs_raw_cost_1k (the floor is printed beside it). Both use the
+//     public package's transport settings (swift.SoftwareParams,
+//     rt.SoftwareMinRTO).
 //   - api: the public package in-process (peregrine.Host, Endpoint, Conn
 //     Send and Recv), each endpoint on its own poll loop.
 //   - api-caller: the same with Options.Poll PollCaller: the callers
 //     waiting for their ops poll the endpoints themselves. The ratio
-//     api_vs_raw_cost_1k takes the faster of the two API rows.
+//     api_vs_raw_cost_1k takes the faster of the two API rows, over
+//     raw-loops.
 //   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
 //     a host.Server (what `peregrine serve` runs) on the client's endpoint
 //     and its shared-memory channel; the echo server is in-process on the
@@ -23,8 +30,12 @@
 // echo server sends it back unchanged, so a response's round trip is read
 // from the response itself whichever caller receives it (32 callers share
 // one connection). Each row measures Options.Count round trips after a
-// tenth of that of warm-up: ops/s over the wall time between the two, and
-// the round trips' p50, p99 and p99.9.
+// tenth of that of warm-up, or Options.RowTime (5 s) after a tenth of that
+// when that comes first — a door that is slow on this machine (the
+// public API's own loops on two CPUs that its callers must share: a few
+// thousand round trips a second) reports its rate over a bounded time —:
+// ops/s over the wall time of the measured round trips, and their p50,
+// p99 and p99.9.
 //
 // Who owns a buffer: each caller goroutine owns its request and response
 // buffers; the raw door's region slots are the measuring goroutine's, a

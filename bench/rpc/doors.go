@@ -17,7 +17,7 @@ import (
 // door is one way in: it measures rows and, for the sidecar and kernel
 // TCP, a file transfer.
 type door interface {
-	rows(ctx context.Context, size, depth, count int) (result, error)
+	rows(ctx context.Context, size, depth int, n rowLen) (result, error)
 	// file moves size bytes one way and returns the goodput, bytes/s.
 	file(ctx context.Context, size int64) (float64, error)
 	close() error
@@ -27,6 +27,8 @@ func openDoor(o Options, m *media, name string) (door, error) {
 	switch name {
 	case "raw":
 		return &rawDoor{m: m}, nil
+	case "raw-loops":
+		return &rawDoor{m: m, loops: true, noPin: o.NoPin}, nil
 	case "tcp":
 		return &tcpDoor{m: m}, nil
 	}
@@ -133,8 +135,8 @@ func (d *msgDoor) connect(ctx context.Context, opts peregrine.ConnOptions) (cc, 
 	return cc, got.c, nil
 }
 
-func (d *msgDoor) rows(ctx context.Context, size, depth, count int) (result, error) {
-	ctx, cancel := context.WithTimeout(ctx, rowGuard(count))
+func (d *msgDoor) rows(ctx context.Context, size, depth int, n rowLen) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, rowGuard(n))
 	defer cancel()
 	cc, sc, err := d.connect(ctx, peregrine.ConnOptions{RecvSlots: min(64, max(8, 2*depth))})
 	if err != nil {
@@ -158,7 +160,7 @@ func (d *msgDoor) rows(ctx context.Context, size, depth, count int) (result, err
 			}
 		}()
 	}
-	m := newMeter(count, depth)
+	m := newMeter(n, depth)
 	var (
 		callers sync.WaitGroup
 		once    sync.Once
@@ -194,7 +196,7 @@ func (d *msgDoor) rows(ctx context.Context, size, depth, count int) (result, err
 	echoes.Wait()
 	err = errors.Join(failed, cc.Close(), sc.Close())
 	if failed != nil && ctx.Err() == context.DeadlineExceeded {
-		err = fmt.Errorf("%d of %d round trips after %v: %w", m.n.Load(), m.total, rowGuard(count), err)
+		err = fmt.Errorf("%d of %d round trips after %v: %w", m.n.Load(), n.count, rowGuard(n), err)
 	}
 	return m.result(), err
 }

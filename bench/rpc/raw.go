@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
 	"github.com/peregrine-net/peregrine/pmd"
 )
@@ -19,7 +24,49 @@ import (
 // rawDoor is the floor: two txn endpoints polled by the measuring
 // goroutine, no loop and no hand-off between goroutines. Each row opens
 // its own ports and endpoints.
-type rawDoor struct{ m *media }
+type rawDoor struct {
+	m *media
+	// loops polls each endpoint from its own goroutine, locked to its
+	// thread and pinned to its CPU (the raw-loops door): the public API's
+	// layout, so that the API's cost is compared with the transport's on
+	// the same cores. Without it one goroutine polls both (the floor).
+	loops bool
+	noPin bool
+}
+
+// cpu is where a loop of the raw-loops door runs: cpu, or anywhere (-1)
+// with Options.NoPin.
+func (d *rawDoor) cpu(cpu int) int {
+	if d.noPin {
+		return -1
+	}
+	return cpu
+}
+
+// pinHere locks the calling goroutine to its thread and, unless cpu < 0,
+// pins the thread to cpu; undo gives the thread its CPUs back and unlocks
+// it, so that no pinned thread returns to the runtime.
+func pinHere(cpu int) (undo func(), err error) {
+	runtime.LockOSThread()
+	var was unix.CPUSet
+	if cpu < 0 {
+		return runtime.UnlockOSThread, nil
+	}
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("reading the thread's CPUs: %w", err)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("pinning to CPU %d: %w", cpu, err)
+	}
+	return func() {
+		_ = unix.SchedSetaffinity(0, &was)
+		runtime.UnlockOSThread()
+	}, nil
+}
 
 // sendIndex is how the public package's dialled connections name a Send's
 // receive slot, so that both measure the same transport work.
@@ -40,7 +87,7 @@ type rawSide struct {
 	conn *txn.Conn
 }
 
-func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result, err error) {
+func (d *rawDoor) rows(ctx context.Context, size, depth int, n rowLen) (res result, err error) {
 	pool, err := mbuf.New(mbuf.Options{Name: "bench-rpc-raw", Frames: 16384})
 	if err != nil {
 		return res, err
@@ -73,8 +120,12 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 			return err
 		}
 		self := s
+		// The public package's endpoints' congestion control and least
+		// RTO, so that the doors differ in the API only.
+		sp := swift.SoftwareParams()
 		s.ep, err = txn.New(txn.Options{
-			Transport: rt.Options{Port: s.port, Pool: pool, Clock: clk, LocalIP: ip, LocalMAC: [6]byte(s.port.Info().MAC)},
+			Transport:  rt.Options{Port: s.port, Pool: pool, Clock: clk, LocalIP: ip, LocalMAC: [6]byte(s.port.Info().MAC), MinRTO: rt.SoftwareMinRTO},
+			Congestion: &sp,
 			OnConnEvent: func(ev txn.ConnEvent) {
 				if ev.Kind == txn.ConnEstablished && self.conn == nil {
 					self.conn = ev.Conn
@@ -114,7 +165,7 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 			return res, err
 		}
 	}
-	m := newMeter(count, 1)
+	m := newMeter(n, 1)
 	free := make([]uint64, 0, k) // the client's send slots not lent
 	for j := range k {
 		free = append(free, j)
@@ -127,16 +178,13 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 		}
 		return nil
 	}
-	guard := time.Now().Add(rowGuard(count))
-	for !m.finished() || inflight > 0 {
-		if time.Now().After(guard) || ctx.Err() != nil {
-			return res, errors.Join(ctx.Err(), fmt.Errorf("%d of %d round trips after %v", m.n.Load(), m.total, rowGuard(count)))
-		}
-		poll()
+	// client takes a's completions and sends what the window allows;
+	// server echoes what z received. Each touches its own endpoint only.
+	client := func(cq []txn.Completion) error {
 		n := a.ep.Completions(cq)
 		for _, c := range cq[:n] {
 			if err := check(c); err != nil {
-				return res, err
+				return err
 			}
 			switch c.Kind {
 			case txn.OpSend:
@@ -148,7 +196,7 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 					want++
 				}
 				if _, err := a.conn.PostRecv(txn.RecvWR{Local: a.reg, LocalAddr: at, Len: size, WRID: c.Tag}); err != nil {
-					return res, err
+					return err
 				}
 			}
 		}
@@ -159,27 +207,99 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 				if errors.Is(err, txn.ErrBusy) {
 					break
 				}
-				return res, err
+				return err
 			}
 			free = free[:len(free)-1]
 			want--
 			inflight++
 		}
-		n = z.ep.Completions(cq)
+		return nil
+	}
+	server := func(cq []txn.Completion) error {
+		n := z.ep.Completions(cq)
 		for _, c := range cq[:n] {
 			if err := check(c); err != nil {
-				return res, err
+				return err
 			}
 			switch c.Kind {
 			case txn.OpRecv:
 				if _, err := z.conn.Send(txn.Op{Local: z.reg, LocalAddr: c.Tag * slot, Len: c.Bytes, Tag: c.Tag}); err != nil {
-					return res, fmt.Errorf("echo: %w", err)
+					return fmt.Errorf("echo: %w", err)
 				}
 			case txn.OpSend:
 				if _, err := z.conn.PostRecv(txn.RecvWR{Local: z.reg, LocalAddr: c.Tag * slot, Len: size, WRID: c.Tag}); err != nil {
-					return res, err
+					return err
 				}
 			}
+		}
+		return nil
+	}
+	guard := time.Now().Add(rowGuard(n))
+	expired := func() error {
+		if time.Now().After(guard) || ctx.Err() != nil {
+			return errors.Join(ctx.Err(), fmt.Errorf("%d of %d round trips after %v", m.n.Load(), n.count, rowGuard(n)))
+		}
+		return nil
+	}
+	if !d.loops {
+		for !m.finished() || inflight > 0 {
+			if err := expired(); err != nil {
+				return res, err
+			}
+			poll()
+			if err := client(cq); err != nil {
+				return res, err
+			}
+			if err := server(cq); err != nil {
+				return res, err
+			}
+		}
+	} else {
+		// The public API's layout: each endpoint polled by its own
+		// goroutine, locked to its thread and pinned to its CPU.
+		var stop atomic.Bool
+		served := make(chan error, 1)
+		go func() {
+			served <- func() error {
+				undo, err := pinHere(d.cpu(d.m.cpuB))
+				if err != nil {
+					return err
+				}
+				defer undo()
+				cqz := make([]txn.Completion, 64)
+				for !stop.Load() {
+					z.ep.Poll(clk.Now())
+					if err := server(cqz); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+		}()
+		undo, err := pinHere(d.cpu(d.m.cpuA))
+		for err == nil && (!m.finished() || inflight > 0) {
+			if err = expired(); err == nil {
+				a.ep.Poll(clk.Now())
+				err = client(cq)
+			}
+			select {
+			case serr := <-served:
+				err = errors.Join(err, serr, errors.New("the server's loop ended"))
+			default:
+			}
+		}
+		if undo != nil {
+			undo()
+		}
+		stop.Store(true)
+		if err != nil {
+			<-served
+			ta, tz := a.ep.Transport().Stats(), z.ep.Transport().Stats()
+			return res, fmt.Errorf("%w (client: %d resent, %d abandoned; server: %d resent, %d abandoned; txn %+v / %+v)", err,
+				ta.TxRetransmit, ta.Abandoned, tz.TxRetransmit, tz.Abandoned, a.ep.Stats(), z.ep.Stats())
+		}
+		if err := <-served; err != nil {
+			return res, err
 		}
 	}
 	res = m.result()
@@ -199,4 +319,10 @@ func (d *rawDoor) rows(ctx context.Context, size, depth, count int) (res result,
 }
 
 // rowGuard bounds a row's run: a hang is an error, not a stuck bench.
-func rowGuard(count int) time.Duration { return time.Minute + time.Duration(count)*10*time.Millisecond }
+func rowGuard(n rowLen) time.Duration {
+	g := time.Duration(n.count) * 10 * time.Millisecond
+	if n.limit > 0 {
+		g = min(g, 2*n.limit)
+	}
+	return time.Minute + g
+}

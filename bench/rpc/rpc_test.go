@@ -107,7 +107,7 @@ func BenchmarkRow(b *testing.B) {
 			specA: fmt.Sprintf("mem:rpcb%d-%d/0", os.Getpid(), n), specB: fmt.Sprintf("mem:rpcb%d-%d/1", os.Getpid(), n)}
 		d, err := openDoor(o, m, doorName)
 		require.NoError(b, err)
-		res, err := d.rows(context.Background(), bytes, depth, count)
+		res, err := d.rows(context.Background(), bytes, depth, rowLen{count, 0})
 		require.NoError(b, errors.Join(err, d.close()))
 		b.ReportMetric(res.nsPerOp(), "ns/roundtrip")
 		b.ReportMetric(res.p99, "p99-µs")

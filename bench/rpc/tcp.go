@@ -73,8 +73,8 @@ func readMsg(r *bufio.Reader, buf []byte) ([]byte, error) {
 	return buf[:4+n], nil
 }
 
-func (d *tcpDoor) rows(ctx context.Context, size, depth, count int) (result, error) {
-	ctx, cancel := context.WithTimeout(ctx, rowGuard(count))
+func (d *tcpDoor) rows(ctx context.Context, size, depth int, n rowLen) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, rowGuard(n))
 	defer cancel()
 	cc, sc, err := d.connect(ctx)
 	if err != nil {
@@ -99,7 +99,7 @@ func (d *tcpDoor) rows(ctx context.Context, size, depth, count int) (result, err
 			}
 		}
 	}()
-	m := newMeter(count, 1)
+	m := newMeter(n, 1)
 	tokens := make(chan struct{}, depth) // one a request the client may send
 	for range depth {
 		tokens <- struct{}{}
@@ -141,7 +141,7 @@ func (d *tcpDoor) rows(ctx context.Context, size, depth, count int) (result, err
 	cancel()
 	wg.Wait()
 	if rerr != nil || werr != nil {
-		return result{}, fmt.Errorf("%d of %d round trips: %w", m.n.Load(), m.total, errors.Join(rerr, werr))
+		return result{}, fmt.Errorf("%d of %d round trips: %w", m.n.Load(), n.count, errors.Join(rerr, werr))
 	}
 	return m.result(), nil
 }

@@ -15,6 +15,12 @@
 //	                  1 % loss each way (the fabric polled on the target's loop)
 //	fabric1_send64    64 B Sends through the same
 //
+// The in-memory push row runs once more with both endpoints on one loop
+// pinned to one CPU (smallops_mem_push64_one_loop_ops_per_s and
+// _ops_per_cpu_s): with no exchange between two cores in it, its rate is
+// the CPU a push costs both ends together, apart from the cross-core
+// figures of the two-core rows.
+//
 // Every row prints its rate, the operations per CPU-second of the busier
 // endpoint loop's thread (what the loop got of its core), the
 // retransmissions of both endpoints, the frames the fabric dropped, the

@@ -51,6 +51,9 @@ type Options struct {
 	// loop: one goroutine does all the work, so a CPU profile's shares
 	// are the cost of an operation at both ends (BenchmarkRow).
 	oneLoop bool
+	// pinOne pins oneLoop's loop to the initiator's CPU, so that its
+	// thread's CPU time is read (the one-loop FIGURE row).
+	pinOne bool
 	// size overrides Size (BenchmarkRow's bulk profiles); label, when
 	// set, starts each pipeline's loops under the pprof label side=
 	// initiator or target, so that a CPU profile splits by endpoint.
@@ -167,6 +170,14 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		got[r.name] = res
 		printRow(o.Out, r.name, res)
 	}
+	one, err := runRow(ctx, Options{Duration: o.Duration, Window: o.Window, Prefix: o.Prefix, Seed: o.Seed, MinCwnd: o.MinCwnd, oneLoop: true, pinOne: true}, rows[0], cpuA, cpuB)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench smallops: %s on one loop: %w", rows[0].name, err)
+	}
+	fmt.Fprintf(o.Out, "FIGURE smallops_%s_one_loop_ops_per_s %.0f\n", rows[0].name, one.rate())
+	fmt.Fprintf(o.Out, "FIGURE smallops_%s_one_loop_ops_per_cpu_s %.0f\n", rows[0].name, one.perCPU())
+	rep.Note("smallops_%s_one_loop: both endpoints of the in-memory push row on one loop pinned to CPU %d (no cross-core exchange: the CPU a push costs both ends together), %d ops in %v, retransmissions %d timeout + %d early",
+		rows[0].name, cpuA, one.ops, one.wall.Round(time.Millisecond), one.retx, one.earlyR)
 	mpps, allocs, err := foundation.MemIOForward(cpuB, o.Duration)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench smallops: forwarding baseline: %w", err)
@@ -287,7 +298,11 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 		}
 		lcores, tl := []app.Lcore{{Name: "initiator", CPU: cpuA}, {Name: "target", CPU: cpuB}}, 1
 		if o.oneLoop {
-			lcores, tl = []app.Lcore{{Name: "both", CPU: -1}}, 0
+			cpu := -1
+			if o.pinOne {
+				cpu = cpuA
+			}
+			lcores, tl = []app.Lcore{{Name: "both", CPU: cpu}}, 0
 		}
 		p, err := newPipeline(r.name, ports, lcores, o.idle)
 		if err != nil {

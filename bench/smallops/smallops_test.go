@@ -46,6 +46,8 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	require.Contains(t, text, "FIGURE smallops_push64_vs_mem_forwarding ")
 	require.Contains(t, text, "FIGURE smallops_mem_forwarding_mpps ")
 	require.Contains(t, text, "FIGURE smallops_crosscore_pingpong_ns ")
+	require.Contains(t, text, "FIGURE smallops_mem_push64_one_loop_ops_per_s ")
+	require.Contains(t, text, "FIGURE smallops_mem_push64_one_loop_ops_per_cpu_s ")
 	require.Equal(t, 2, pass+fail)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])

@@ -128,15 +128,20 @@ func (c *rfc2544Config) check() error {
 	if slices.Contains(c.measureList, rfc2544.Latency) && !slices.Contains(c.measureList, rfc2544.Throughput) {
 		add("measures", errors.New("--measures: latency is measured at fractions of NDR: add throughput"))
 	}
-	r, err := units.ParseRate(c.maxRate)
-	if err == nil && r.IsZero() {
-		err = errors.New("a zero rate offers nothing")
-	}
-	if err != nil {
-		add("max-rate", fmt.Errorf("--max-rate %q: %w; give e.g. 1mpps, 500kpps or 10gbit", c.maxRate, err))
+	var r units.Rate
+	var err error
+	auto := c.maxRate == maxRateAuto
+	if !auto {
+		r, err = units.ParseRate(c.maxRate)
+		if err == nil && r.IsZero() {
+			err = errors.New("a zero rate offers nothing")
+		}
+		if err != nil {
+			add("max-rate", fmt.Errorf("--max-rate %q: %w; give e.g. auto, 1mpps, 500kpps or 10gbit", c.maxRate, err))
+		}
 	}
 	c.rate = r
-	if err == nil {
+	if err == nil && !auto {
 		for _, size := range c.sizeList {
 			if fps := r.FramesPerSecond(size.MeanBytes() + 20); fps < 100 || fps > 100e6 {
 				add("max-rate", fmt.Errorf("--max-rate %q: %.0f frames/s at %s; give 100 to 100,000,000 frames per second", c.maxRate, fps, size))
@@ -208,8 +213,16 @@ func (c *rfc2544Config) check() error {
 	return usage(errs...)
 }
 
+// maxRateAuto is --max-rate's value for the generator's ceiling.
+const maxRateAuto = "auto"
+
 func (c *rfc2544Config) options(out io.Writer) rfc2544.VethOptions {
 	rate := c.rate
+	lineRate := func(s rfc2544.FrameSize) float64 { return rate.FramesPerSecond(s.MeanBytes() + 20) }
+	if c.maxRate == maxRateAuto {
+		// Zero: each size's ceiling, measured before its DUTs.
+		lineRate = nil
+	}
 	return rfc2544.VethOptions{
 		Out: out, Repeats: c.repeats, DUTs: c.dutList, Prefix: c.prefix,
 		TxPort: c.txPort, RxPort: c.rxPort, DstMAC: c.mac,
@@ -219,7 +232,7 @@ func (c *rfc2544Config) options(out io.Writer) rfc2544.VethOptions {
 				ExceedRatio: c.exceed, SumFactor: c.sumFactor, MaxTrials: c.maxTrials},
 			// A bit rate is a line rate: frames of the size plus the 20 B
 			// of preamble and inter-frame gap per frame.
-			MaxRate:       func(s rfc2544.FrameSize) float64 { return rate.FramesPerSecond(s.MeanBytes() + 20) },
+			MaxRate:       lineRate,
 			Sizes:         c.sizeList,
 			Measures:      c.measureList,
 			BurstTrials:   c.burstTrials,
@@ -232,8 +245,8 @@ func (c *rfc2544Config) options(out io.Writer) rfc2544.VethOptions {
 
 // rfc2544Columns are the CSV columns of --format csv: a trial's, then a
 // result's (one per DUT and size), then the summary's.
-var rfc2544Columns = []string{"dut", "size", "goal", "phase", "rate_fps", "offered_fps", "duration_s", "sent", "received", "loss_ratio",
-	"ndr_fps", "pdr_fps", "generator_limited", "pass", "fail"}
+var rfc2544Columns = []string{"dut", "size", "goal", "phase", "rate_fps", "offered_fps", "held_back", "duration_s", "sent", "received", "loss_ratio",
+	"ndr_fps", "ndr_at_least_fps", "pdr_fps", "generator_limited", "pass", "fail"}
 
 // runRFC2544 runs the benchmark: the text goes to out, or with --format
 // jsonl|csv to errOut while out gets a record per trial, per DUT and size,
@@ -256,7 +269,7 @@ func (c *rfc2544Config) run(ctx context.Context, out, errOut io.Writer) error {
 		opts.OnTrial = func(dut string, size rfc2544.FrameSize, t rfc2544.TrialRecord) {
 			if werr == nil {
 				werr = stream.write("trial", map[string]any{"dut": dut, "size": size.String(), "goal": t.Goal, "phase": t.Phase,
-					"rate_fps": t.Rate, "offered_fps": t.Offered, "duration_s": t.Duration.Seconds(), "sent": t.Sent,
+					"rate_fps": t.Rate, "offered_fps": t.Offered, "held_back": t.HeldBack, "duration_s": t.Duration.Seconds(), "sent": t.Sent,
 					"received": t.Received, "loss_ratio": t.Loss})
 			}
 		}
@@ -276,9 +289,10 @@ func (c *rfc2544Config) run(ctx context.Context, out, errOut io.Writer) error {
 	}
 	for _, res := range rep.Results {
 		for _, sz := range res.Sizes {
-			f := map[string]any{"dut": res.DUT, "size": sz.Size.String(), "ndr_fps": sz.NDR, "pdr_fps": sz.PDR}
-			if len(sz.Searches) > 0 {
-				f["generator_limited"] = sz.Searches[0].GeneratorLimited
+			f := map[string]any{"dut": res.DUT, "size": sz.Size.String(), "ndr_fps": sz.NDR, "pdr_fps": sz.PDR, "generator_limited": sz.GeneratorLimited}
+			if sz.GeneratorLimited {
+				// A lower bound, not the DUT's NDR.
+				f["ndr_fps"], f["ndr_at_least_fps"] = nil, sz.NDR
 			}
 			if err := stream.write("result", f); err != nil {
 				return err
@@ -308,6 +322,14 @@ on CPU 1) and dpdk-testpmd (io over net_af_xdp, when installed), size by
 size, alternating. Traffic is peregrine's generator and receiver (AF_XDP,
 one loop on CPU 0), one flow per trial.
 
+Before each size the generator's ceiling is measured: frames at no rate
+limit through a native XDP redirect between fwd's two ends, no DUT in the
+way (with --duts external: what it offers through your device). --max-rate
+auto offers up to it; a DUT whose NDR reaches it is reported as ">= ceiling
+(generator-limited)", never as its NDR. A trial whose generator offered
+less than 95 % of its rate (its CPU was taken) decides nothing and is run
+again.
+
 --duts external measures your own device instead: nothing is created, the
 traffic leaves by --tx-port and comes back on --rx-port (any port spec),
 198.18.0.1 -> 198.19.0.1, to --rx-port's MAC or --dst-mac. --dut is --duts.
@@ -322,8 +344,8 @@ For each frame size (on the wire, with FCS; imix is 7:4:1 of 64/594/1518):
                 to --width; a load fails only when more than --exceed-ratio of
                 its trial time lost too much, so one noisy trial decides nothing
   latency       min/avg/p50/p99/p99.9/max at 10, 50, 90, 100 % of NDR
-  frame-loss    loss ratio at 10 % to 100 % of --max-rate
-  back-to-back  longest burst at --max-rate with no loss (--burst-trials)
+  frame-loss    loss ratio at 10 % to 100 % of --max-rate (or the ceiling)
+  back-to-back  longest burst at --max-rate (or the ceiling) with no loss
 
 peregrine fwd searches --repeats times at 64 B. Writes --markdown (the
 report, with text plots) and --json (every parameter, every trial), then
@@ -379,7 +401,7 @@ namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 	f.Float64Var(&c.sumFactor, "sum-factor", rfc2544.DefaultSumFactor, "trial time a load needs to be decided, in trial durations")
 	f.IntVar(&c.maxTrials, "max-trials", rfc2544.DefaultMaxTrials, "give up a search after this many trials")
 	f.IntVar(&c.repeats, "repeats", 3, "searches of peregrine fwd at 64 B, for search_repeatability")
-	f.StringVar(&c.maxRate, "max-rate", "1mpps", "highest load offered: frames per second (1mpps) or a line rate (10gbit, per size with 20 B of preamble and gap)")
+	f.StringVar(&c.maxRate, "max-rate", maxRateAuto, "highest load offered: auto (the generator's ceiling, measured per size with no DUT in the way), frames per second (1mpps) or a line rate (10gbit, per size with 20 B of preamble and gap)")
 	f.StringVar(&c.sizes, "sizes", "64,128,256,512,1024,1280,1518,imix", "frame sizes on the wire (with FCS), comma-separated, or imix")
 	f.StringVar(&c.duts, "duts", strings.Join(rfc2544.DUTs, ","), "devices under test, comma-separated")
 	f.StringVar(&c.measures, "measures", "throughput,latency,frame-loss,back-to-back", "measurements, comma-separated")

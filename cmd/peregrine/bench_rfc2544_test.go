@@ -217,6 +217,8 @@ func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
 			Sent     uint64         `json:"sent"`
 			Received uint64         `json:"received"`
 			NDR      float64        `json:"ndr_fps"`
+			AtLeast  float64        `json:"ndr_at_least_fps"`
+			Limited  bool           `json:"generator_limited"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
 		types[rec.Type]++
@@ -230,7 +232,14 @@ func TestBenchRFC2544ExternalDUTStreams(t *testing.T) {
 			require.Positive(t, rec.Sent)
 			require.Equal(t, rec.Sent, rec.Received, "a bridge at 20 kfps loses nothing: %s", l)
 		case "result":
-			require.Equal(t, 20000.0, rec.NDR, l)
+			if rec.Limited {
+				// The generator was held back at 20 kfps (a loaded
+				// machine): a lower bound, never an NDR.
+				require.Zero(t, rec.NDR, l)
+				require.Positive(t, rec.AtLeast, l)
+			} else {
+				require.Equal(t, 20000.0, rec.NDR, l)
+			}
 		}
 	}
 	require.Positive(t, types["trial"])

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,7 @@ import (
 func newBenchRPCCommand() *cobra.Command {
 	var (
 		count    int
+		rowTime  time.Duration
 		fileSize int
 		idle     string
 		noPin    bool
@@ -33,6 +35,8 @@ each door, in one run:
 
   raw      core/rt/txn Sends, both endpoints polled by the measuring
            goroutine (the floor)
+  raw-loops  the same, each endpoint polled by its own goroutine pinned to
+           its CPU: the public API's layout
   api      the public package in-process (Host, Endpoint, Conn Send/Recv),
            each endpoint on its own poll loop
   api-caller  the same, the endpoints polled by their callers (Options.Poll:
@@ -47,8 +51,8 @@ the same pair; root only, skipped otherwise), the endpoints' loops on the
 same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
 ` + strings.Join(benchrpc.Rows()[:2], ", ") + `. Ratios:
 
-  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw (goal <= 1.15;
-                                the faster of api and api-caller, both printed)
+  api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw-loops (goal <= 1.15;
+                                the faster of api and api-caller, both printed; raw beside it)
   sidecar_vs_inprocess_cost_1k  the same, sidecar ÷ in-process                      (goal <= 1.3)
   rpc_1k_vs_kernel_tcp_ops      32 in flight over veth, sidecar ÷ kernel TCP ops/s  (goal >= 2.0)
   rpc_1k_p99_vs_kernel_tcp      1 in flight over veth, sidecar ÷ kernel TCP p99     (goal <= 0.5)
@@ -65,6 +69,7 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(
 				checkInt("count", count, 10, 100_000_000),
+				checkPositiveDuration("row-time", rowTime, 100*time.Millisecond),
 				checkInt("file-size", fileSize, 1, 1<<30),
 				checkIdle(idle),
 			); err != nil {
@@ -91,13 +96,14 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchrpc.Run(ctx, benchrpc.Options{
-				Out: cmd.OutOrStdout(), Count: count, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
+				Out: cmd.OutOrStdout(), Count: count, RowTime: rowTime, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
 			})
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", benchrpc.DefaultCount, "round trips measured per row (after a tenth of it of warm-up)")
+	f.DurationVar(&rowTime, "row-time", benchrpc.DefaultRowTime, "longest a row measures: it ends after --count round trips or this, whichever comes first (its warm-up after a tenth of either)")
 	sizeVar(f, &fileSize, "file-size", benchrpc.DefaultFileSize, "bytes the file transfer moves (1GiB; smaller for a quick run)")
 	idleVar(f, &idle)
 	f.BoolVar(&noPin, "no-pin", false, "leave the endpoints' poll loops unpinned (default: one on each of the first two allowed CPUs)")

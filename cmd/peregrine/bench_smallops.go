@@ -44,7 +44,10 @@ io forwarding. Ratios:
 and FIGURE smallops_push64_vs_mem_forwarding (the push rate over the
 forwarding rate of two packets: a push and its ACK) and FIGURE
 smallops_crosscore_pingpong_ns (one cache line's round trip between the
-two CPUs, the floor under the two-core rows). The namespaces are
+two CPUs, the floor under the two-core rows). The mem push row runs once
+more with both endpoints on one pinned loop (FIGURE
+smallops_mem_push64_one_loop_ops_per_s and _ops_per_cpu_s): the CPU a
+push costs both ends, apart from the cross-core exchange. The namespaces are
 deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench smallops
   peregrine bench smallops --duration 500ms --window 64   # a quick look

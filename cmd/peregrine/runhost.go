@@ -42,12 +42,12 @@ func startSidecar(hc *config.Host, obs *observer) (s *runSidecar, err error) {
 	if s.h, err = peregrine.NewHost(peregrine.HostOptions{}); err != nil {
 		return s, err
 	}
-	if s.ep, err = s.h.Open(hc.Port, peregrine.Options{IP: hc.Addr()}); err != nil {
+	if s.ep, err = s.h.Open(hc.Port, peregrine.Options{IP: hc.Addr(), Shards: hc.Shards}); err != nil {
 		return s, err
 	}
 	q := host.Quota{Channels: hc.MaxChannels, Buffers: hc.MaxBuffers, BufSize: hc.MaxBufferSize, Conns: hc.MaxConns, Ring: hc.MaxRing}
 	if hc.Echo {
-		if s.echo, err = s.h.Open(hc.EchoPort(), peregrine.Options{IP: hc.Addr().Next()}); err != nil {
+		if s.echo, err = s.h.Open(hc.EchoPort(), peregrine.Options{IP: hc.Addr().Next(), Shards: hc.Shards}); err != nil {
 			return s, err
 		}
 		if err = runEcho(ctx, s.echo, q.BufSize); err != nil {

@@ -30,6 +30,7 @@ type serveConfig struct {
 	ring     int
 	quota    host.Quota
 	echo     bool
+	shards   int
 	duration time.Duration
 	period   time.Duration
 
@@ -61,7 +62,8 @@ The socket is created with --socket-mode (0660) and, when given, --owner and
 counters print every --stats-period and at the end (after --duration, or on
 SIGINT/SIGTERM).`,
 		Example: `  peregrine serve --socket /run/peregrine.sock --port afxdp:eth1?queue=0 --ip 198.18.0.1
-  peregrine serve --socket /tmp/p.sock --port mem:s/0 --echo   # try it without a network`,
+  peregrine serve --socket /tmp/p.sock --port mem:s/0 --echo   # try it without a network
+  peregrine serve --socket /tmp/p.sock --port mem:s/0 --echo --shards 2   # two poll loops, a queue each`,
 		Args:    cobra.NoArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error { return cfg.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,6 +89,7 @@ SIGINT/SIGTERM).`,
 	f.IntVar(&cfg.quota.Ring, "max-ring", 1024, "the largest ring an application may ask for")
 	f.IntVar(&cfg.quota.Regions, "max-regions", 16, "regions (Register) one channel may hold")
 	sizeVar(f, &cfg.quota.RegionBytes, "max-region-bytes", 1<<30, "bytes one channel may hold in regions")
+	f.IntVar(&cfg.shards, "shards", 1, "run the endpoint as N shards, one poll loop and port queue each (the port is opened with queues=N; --echo's peer gets N too)")
 	f.BoolVar(&cfg.echo, "echo", false, "with a mem: port, run an echo peer (IP --ip + 1) on the pair's other end")
 	f.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	f.DurationVar(&cfg.period, "stats-period", 10*time.Second, "how often to print per-application counters")
@@ -105,6 +108,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.echo && !strings.HasSuffix(c.port, "/0") && !strings.HasSuffix(c.port, "/1") {
 		return usage(fmt.Errorf("--echo needs --port mem:PAIR/0 or mem:PAIR/1, not %q", c.port))
+	}
+	if c.shards == 0 {
+		c.shards = 1
+	}
+	if c.shards < 1 || c.shards > 256 {
+		return usage(fmt.Errorf("--shards %d is out of range (use 1..256)", c.shards))
 	}
 	ip, err := netip.ParseAddr(c.ip)
 	if err != nil || !ip.Is4() {
@@ -189,7 +198,7 @@ func runServe(ctx context.Context, c *serveConfig, out io.Writer) error {
 		return err
 	}
 	defer h.Close()
-	ep, err := h.Open(c.port, peregrine.Options{IP: c.addr})
+	ep, err := h.Open(c.port, peregrine.Options{IP: c.addr, Shards: c.shards})
 	if err != nil {
 		return err
 	}
@@ -198,7 +207,7 @@ func runServe(ctx context.Context, c *serveConfig, out io.Writer) error {
 	if c.echo {
 		other := c.port[:len(c.port)-1] + map[byte]string{'0': "1", '1': "0"}[c.port[len(c.port)-1]]
 		peerIP := c.addr.Next()
-		pe, err := h.Open(other, peregrine.Options{IP: peerIP})
+		pe, err := h.Open(other, peregrine.Options{IP: peerIP, Shards: c.shards})
 		if err != nil {
 			return err
 		}

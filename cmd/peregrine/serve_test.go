@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,8 +27,14 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 // Messages go end to end through peregrine serve in memory: application
 // → client → rings → serve → transport → echo peer and back.
 func TestServeCarriesMessages(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { testServeCarriesMessages(t, shards) })
+	}
+}
+
+func testServeCarriesMessages(t *testing.T, shards int) {
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	cfg := serveConfig{socket: sock, port: "mem:servetest/0", ip: "198.18.0.1", mode: "0660", echo: true,
+	cfg := serveConfig{socket: sock, port: fmt.Sprintf("mem:servetest%d/0", shards), ip: "198.18.0.1", mode: "0660", echo: true, shards: shards,
 		buffers: 16, bufSize: 64 << 10, ring: 16, period: time.Hour,
 		quota: host.Quota{Channels: 4, Buffers: 64, BufSize: 1 << 20, Conns: 4, Ring: 64, Regions: 4, RegionBytes: 1 << 20}}
 	if err := cfg.validate(); err != nil {
@@ -56,24 +63,28 @@ func TestServeCarriesMessages(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 	defer ccancel()
-	c, err := ep.Dial(cctx, r.peer, peregrine.ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for i := range 20 {
-		msg := bytes.Repeat([]byte{byte(i)}, 100*i+1)
-		if err := c.Send(cctx, msg); err != nil {
+	// A connection per shard: serve's endpoint deals them round robin.
+	for k := range shards {
+		c, err := ep.Dial(cctx, r.peer, peregrine.ConnOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := c.Recv(cctx, buf)
-		if err != nil || !bytes.Equal(buf[:n], msg) {
-			t.Fatalf("round trip %d: %d bytes back, %v", i, n, err)
+		buf := make([]byte, 64<<10)
+		for i := range 20 {
+			msg := bytes.Repeat([]byte{byte(i + k)}, 100*i+1)
+			if err := c.Send(cctx, msg); err != nil {
+				t.Fatal(err)
+			}
+			n, err := c.Recv(cctx, buf)
+			if err != nil || !bytes.Equal(buf[:n], msg) {
+				t.Fatalf("connection %d, round trip %d: %d bytes back, %v", k, i, n, err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+
 	ep.Close()
 	cancel()
 	if err := <-done; err != nil {
@@ -91,6 +102,8 @@ func TestServeRefusesFlags(t *testing.T) {
 		{"--port", "null:"},
 		{"--port", "afxdp:eth0", "--echo"},
 		{"--ring", "3"},
+		{"--shards", "-1"},
+		{"--shards", "300"},
 		{"--buffers", "2000"},
 		{"--ip", "::1"},
 		{"--owner", "no-such-user-here"},

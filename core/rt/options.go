@@ -26,6 +26,12 @@ const (
 	DefaultAckEvery   = 4
 	DefaultAckDelay   = 10 * time.Microsecond
 	DefaultMinRTO     = 100 * time.Microsecond
+	// SoftwareMinRTO is the least retransmit timeout of an endpoint driven
+	// by a software poll loop (the appliance's transport stages, the
+	// public package's endpoints): DefaultMinRTO suits a hardware
+	// endpoint; a loop on a shared core is descheduled for longer, and a
+	// lossless row timed out 20-40 packets a second it had not lost.
+	SoftwareMinRTO    = time.Millisecond
 	DefaultMaxRTO     = 100 * time.Millisecond
 	DefaultInitialRTO = 1 * time.Millisecond
 	DefaultRetryLimit = 7

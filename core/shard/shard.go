@@ -1,7 +1,8 @@
 // Package shard splits one port among the shards of a sharded transport:
 // shard i is a transport endpoint on its own poll loop, driving queue i of
 // the port, and this package gives it a view of the port (Port) that keeps
-// on its queue only the frames whose destination CID names it.
+// on its queue only the frames it owns (Owner): those whose destination
+// CID names it.
 //
 // Steering is meant to happen before a frame reaches a queue (the sender
 // transmits on the queue that pairs with its peer's shard, or picks a UDP
@@ -15,14 +16,17 @@
 // nothing else is shared: each shard's counters are written by its own
 // loop only, on a cache line of their own, once per burst.
 //
-// A frame with destination CID 0 (a ConnOpen, which names no connection
-// yet) stays on the shard it arrived on: that shard accepts the
-// connection, its CID names that shard, and every later frame of the
-// connection is for it. A repeated ConnOpen of one initiator connection
-// comes on the same flow (same addresses, ports, sending queue), so it
-// lands on the same queue as the first, and the shard it reaches finds it
-// in its own table. A CID whose shard bits name no shard of the set stays
-// too: the endpoint counts it as unknown.
+// A frame with destination CID 0 (a ConnOpen, or data its initiator sends
+// before the ConnAccept) names no connection yet: it belongs to the shard
+// the opener's own CID names (the source-CID extension read in the same
+// bits, Owner), the same for every copy. So a retransmitted ConnOpen that
+// arrives on another queue than the first (the opener moved it to
+// another sending queue, the NIC's hash or a flow rule changed) still
+// reaches the shard that accepted the first, which finds the connection
+// in its table, instead of opening a second one on the shard it landed
+// on. A frame that names no shard (not a transport datagram, a CID whose
+// shard bits name no shard of the set, CID 0 without a source CID) stays
+// where it arrived: the endpoint counts it.
 //
 // Ownership: a handle the device hands shard i is shard i's; moved to
 // shard j, it belongs to the ring until j's RxBurst takes it out, then to
@@ -40,7 +44,6 @@ import (
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
-	"github.com/peregrine-net/peregrine/core/wire"
 	"github.com/peregrine-net/peregrine/rings"
 )
 
@@ -244,19 +247,10 @@ func (p *Port) RxBurst(queue int, bufs []mbuf.Handle) int {
 	return kept
 }
 
-// owner is the shard a frame's destination CID names; this one for
-// anything without a CID of the set's shards (CID 0, not a transport
-// frame, a shard out of range), which the endpoint decides on.
+// owner is the shard that owns a frame (Owner); this one for a frame
+// that names none, which the endpoint decides on.
 func (p *Port) owner(b []byte) int {
-	l4, ok := wire.L4Offset(b)
-	if !ok {
-		return p.i
-	}
-	cid, ok := wire.PeekCID(b, l4)
-	if !ok || cid == 0 {
-		return p.i
-	}
-	if j := rt.CIDShard(cid, p.set.bits); j < len(p.out) {
+	if j, ok := Owner(b, p.set.bits, len(p.set.ports)); ok {
 		return j
 	}
 	return p.i

@@ -1,12 +1,12 @@
 package shard_test
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/shard"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -17,15 +17,43 @@ import (
 // CID cid whose payload's first byte is tag.
 func frame(t *testing.T, pool *mbuf.Pool, cid uint32, tag byte) mbuf.Handle {
 	t.Helper()
+	return put(t, pool, encode(t, wire.Header{Type: wire.TypePushUnsolicitedData, DestCID: cid}, []byte{tag, 1, 2, 3}))
+}
+
+// put copies b into a new frame of pool.
+func put(t testing.TB, pool *mbuf.Pool, b []byte) mbuf.Handle {
+	t.Helper()
 	hs := make([]mbuf.Handle, 1)
 	require.Equal(t, 1, pool.AllocBulk(hs))
-	a := wire.Addrs{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2},
-		SrcIP: netip.MustParseAddr("198.18.0.1"), DstIP: netip.MustParseAddr("198.18.0.2")}
-	h := wire.Header{Version: wire.Version, Type: wire.TypePushUnsolicitedData, DestCID: cid}
-	n, err := wire.EncodeFrame(pool.Frame(hs[0])[pool.Headroom():], &a, &h, []byte{tag, 1, 2, 3})
-	require.NoError(t, err)
-	require.True(t, pool.SetLen(hs[0], n))
+	require.True(t, pool.SetLen(hs[0], len(b)))
+	copy(pool.Data(hs[0]), b)
 	return hs[0]
+}
+
+// newSet splits one end (dev) of a mem pair of n queues among n shards
+// with hand-off rings of ring slots (0: the default); peer is the other
+// end, and frames the pool's size.
+func newSet(t *testing.T, n, ring, frames int) (set *shard.Set, pool *mbuf.Pool, dev, peer port.Port) {
+	t.Helper()
+	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: frames})
+	require.NoError(t, err)
+	dev, peer, err = mem.NewPair(pool, mem.PairOptions{Name: t.Name(), Queues: n})
+	require.NoError(t, err)
+	set, err = shard.New(dev, pool, n, ring)
+	require.NoError(t, err)
+	return set, pool, dev, peer
+}
+
+// closeAll closes the set, the ports and the pool, which must have every
+// frame back.
+func closeAll(t *testing.T, set *shard.Set, pool *mbuf.Pool, ports ...port.Port) {
+	t.Helper()
+	require.NoError(t, set.Close())
+	for _, p := range ports {
+		require.NoError(t, p.Close())
+	}
+	require.Zero(t, pool.InUse(), "every frame is back in the pool")
+	require.NoError(t, pool.Close())
 }
 
 // cidOf is a CID of shard j of 1<<bits.
@@ -37,12 +65,7 @@ func cidOf(j int, bits uint, slot uint32) uint32 { return uint32(j)<<(24-bits) |
 // stays where it lands, a full ring drops and counts, and nothing leaks.
 func TestHandOff(t *testing.T) {
 	const n = 4
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 4096})
-	require.NoError(t, err)
-	dev, peer, err := mem.NewPair(pool, mem.PairOptions{Name: "handoff", Queues: n})
-	require.NoError(t, err)
-	set, err := shard.New(dev, pool, n, 0)
-	require.NoError(t, err)
+	set, pool, dev, peer := newSet(t, n, 0, 4096)
 	bits := set.Bits()
 	require.Equal(t, uint(2), bits)
 
@@ -105,22 +128,13 @@ func TestHandOff(t *testing.T) {
 		require.Equal(t, uint64(3*(n-1)), st.SteeredIn, "shard %d", i)
 	}
 	require.InDelta(t, float64(n*3*(n-1))/float64(len(want)), tot.SteeredFraction(), 1e-9)
-	require.NoError(t, set.Close())
-	require.NoError(t, dev.Close())
-	require.NoError(t, peer.Close())
-	require.Zero(t, pool.InUse(), "every frame is back in the pool")
-	require.NoError(t, pool.Close())
+	closeAll(t, set, pool, dev, peer)
 }
 
 // TestHandOffRingFull: frames for a shard whose ring is full are freed and
 // counted, the rest handed over; Close frees what the rings still hold.
 func TestHandOffRingFull(t *testing.T) {
-	pool, err := mbuf.New(mbuf.Options{Name: t.Name(), Frames: 1024})
-	require.NoError(t, err)
-	dev, peer, err := mem.NewPair(pool, mem.PairOptions{Name: "handofffull", Queues: 2})
-	require.NoError(t, err)
-	set, err := shard.New(dev, pool, 2, 4)
-	require.NoError(t, err)
+	set, pool, dev, peer := newSet(t, 2, 4, 1024)
 	var hs []mbuf.Handle
 	for k := range 10 {
 		hs = append(hs, frame(t, pool, cidOf(1, set.Bits(), 1), byte(k)))
@@ -132,9 +146,5 @@ func TestHandOffRingFull(t *testing.T) {
 	require.Equal(t, shard.Stats{Received: 10, SteeredOut: 4, HandoffDropped: 6}, st)
 	require.InDelta(t, 1.0, st.SteeredFraction(), 1e-9)
 	// Shard 1 never polls: Close frees the ring's frames.
-	require.NoError(t, set.Close())
-	require.NoError(t, dev.Close())
-	require.NoError(t, peer.Close())
-	require.Zero(t, pool.InUse())
-	require.NoError(t, pool.Close())
+	closeAll(t, set, pool, dev, peer)
 }

@@ -35,10 +35,12 @@ type Port struct {
 	zeroCopy bool
 	closed   atomic.Bool
 
-	// mu guards the sockets against Close while Stats reads their
-	// counters, and final, the counters read just before Close.
-	mu    sync.Mutex
-	final []KernelStats
+	// mu guards the sockets and the XDP program's map against Close while
+	// Stats and Missteered read their counters, and final and finalMiss,
+	// those counters read just before Close.
+	mu        sync.Mutex
+	final     []KernelStats
+	finalMiss []uint64
 }
 
 var _ port.Port = (*Port)(nil)
@@ -351,10 +353,24 @@ func (p *Port) Stats() port.Stats {
 // Missteered returns, per port queue, how many datagrams the XDP program
 // saw arrive there whose CID names another queue's shard (all zero unless
 // Options.ShardBits is set). The frames were delivered on the queue they
-// arrived on; a sharded transport hands them over in software.
+// arrived on; a sharded transport hands them over in software. After
+// Close it returns the counts read at Close (the program, which may have
+// been detached, holds them no longer).
 func (p *Port) Missteered() []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.finalMiss != nil {
+		return slices.Clone(p.finalMiss)
+	}
+	return p.readMissteered()
+}
+
+func (p *Port) readMissteered() []uint64 {
 	out := make([]uint64, len(p.queues))
 	for i := range out {
+		if p.att == nil {
+			break
+		}
 		out[i] = p.att.prog.missteered(p.opts.Queue + i)
 	}
 	return out
@@ -398,7 +414,7 @@ func (p *Port) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	p.final = p.readKernelStats()
+	p.final, p.finalMiss = p.readKernelStats(), p.readMissteered()
 	return p.teardown()
 }
 

@@ -74,9 +74,12 @@
 // rule per destination port). With shard_bits=B (and udp_port) the
 // program reads each datagram's destination CID and counts, per queue, the
 // ones whose shard (the CID's top B bits) is not the queue they arrived on;
-// Port.Missteered reads the counts, and a sharded transport reports them
-// beside steered_in_software. A datagram too short for the CID, or of
-// another version, is delivered uncounted.
+// a ConnOpen, which has CID 0, counts by the shard its opener's source CID
+// names, the shard core/shard hands it to. Port.Missteered reads the
+// counts (after Close, the counts read at Close), and a sharded transport
+// reports them beside steered_in_software. A datagram too short for the
+// CID, of another version, or to CID 0 without a source CID is delivered
+// uncounted.
 //
 // # Buffer ownership
 //

@@ -108,8 +108,9 @@ type Options struct {
 	// ShardBits, when not 0, makes the program read each redirected
 	// datagram's destination CID and count, per queue, those whose shard
 	// (the CID's top ShardBits bits, as the transport's Options.ShardBits)
-	// is not the queue they arrived on (Port.Missteered). The frame still
-	// goes to its own queue's socket. Needs UDPPort; 0..MaxShardBits.
+	// is not the queue they arrived on (Port.Missteered); a ConnOpen's
+	// shard is the one its source CID names. The frame still goes to its
+	// own queue's socket. Needs UDPPort; 0..MaxShardBits.
 	ShardBits int
 	// RingSize is the number of entries of each of the four rings of every
 	// socket, a power of two. Default 2048.

@@ -9,6 +9,8 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/peregrine-net/peregrine/core/wire"
 )
 
 // ProgramName is the name the XDP program is loaded under (bpftool prog).
@@ -56,8 +58,11 @@ func be16(v uint16) int32 {
 // when that shard is not the receiving queue, adds one to missFD[queue]:
 // the kernel would drop a frame redirected to another queue's socket, so
 // the frame still goes to its own queue's socket and the counter tells how
-// many the sender's steering missed. A frame too short for the word, or of
-// another version, is redirected uncounted.
+// many the sender's steering missed. A frame to CID 0 (a ConnOpen, or data
+// sent before the ConnAccept) belongs to the shard its opener's source CID
+// names (steerCheck), as core/shard decides; a frame with no owner (too
+// short for the word, of another version, CID 0 without a source CID) is
+// redirected uncounted.
 func programInstructions(xsksFD int, udpPort uint16, shardBits, missFD int) asm.Instructions {
 	const (
 		ctx     = asm.R6
@@ -140,28 +145,83 @@ func programInstructions(xsksFD int, udpPort uint16, shardBits, missFD int) asm.
 	return insns
 }
 
-// steerCheck counts a frame whose CID names another queue's shard; data
+// openerExts is how many extensions the program looks through for the
+// source CID of a frame to CID 0, as core/shard's Owner does
+// (shard.MaxOpenerExts; a test keeps them equal).
+const openerExts = 8
+
+// steerCheck counts a frame whose owner is another queue's shard; data
 // points IP-header-length bytes past the frame start, so the UDP header is
-// at data+ethHeaderLen, and R6 holds the context.
+// at data+ethHeaderLen, and R6 holds the context. The owner is the one
+// core/shard's Owner finds, step for step: the shard the destination CID
+// names, or, for a frame to CID 0 (a ConnOpen, or data sent before the
+// ConnAccept), the shard the opener's CID names in the source-CID
+// extension, found by walking the extension chain of a body-less type up
+// to openerExts TLVs. A frame with no owner is not counted. The shard is
+// the CID's top shardBits bits, read as one of 1<<shardBits shards.
 func steerCheck(shardBits, missFD int) asm.Instructions {
 	const (
 		data, dataEnd, end, w, rxq = asm.R2, asm.R3, asm.R4, asm.R5, asm.R7
-		cidOff                     = ethHeaderLen + udpHeaderLen
+		typ, left, n               = asm.R1, asm.R8, asm.R9
+		hdr                        = ethHeaderLen + udpHeaderLen // the transport header
+		ext                        = hdr + wire.BaseHeaderLen    // its extensions, for a body-less type
 	)
 	if shardBits == 0 {
 		return asm.Instructions{asm.Ja.Label("redirect").WithSymbol("steer")}
 	}
-	return asm.Instructions{
-		asm.Mov.Reg(end, data).WithSymbol("steer"),
-		asm.Add.Imm(end, cidOff+4),
-		asm.JGT.Reg(end, dataEnd, "redirect"),
-		asm.LoadMem(w, data, cidOff, asm.Word),
+	need := func(off int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(end, data),
+			asm.Add.Imm(end, off),
+			asm.JGT.Reg(end, dataEnd, "redirect"),
+		}
+	}
+	insns := need(hdr + 4)
+	insns[0] = insns[0].WithSymbol("steer")
+	insns = append(insns,
+		asm.LoadMem(w, data, hdr, asm.Word),
 		asm.HostTo(asm.BE, w, asm.Word),
 		asm.Mov.Reg(end, w),
 		asm.RSh.Imm(end, 28),
-		asm.JNE.Imm(end, 1, "redirect"), // wire.Version
-		asm.And.Imm(w, 1<<24-1),
-		asm.RSh.Imm(w, int32(24-shardBits)),
+		asm.JNE.Imm(end, wire.Version, "redirect"),
+		asm.And.Imm(w, wire.MaxCID),
+		asm.JNE.Imm(w, 0, "named"),
+	)
+	// CID 0: a body-less type, then the extension chain, TLV by TLV.
+	insns = append(insns, need(ext)...)
+	insns = append(insns, asm.LoadMem(typ, data, hdr+4, asm.Byte))
+	for _, t := range []wire.Type{wire.TypeInvalid, wire.TypeResync, wire.TypeAck, wire.TypeExtendedAck, wire.TypeNack} {
+		insns = append(insns, asm.JEq.Imm(typ, int32(t), "redirect"))
+	}
+	insns = append(insns,
+		asm.JGT.Imm(typ, int32(wire.TypeSend), "redirect"),
+		asm.LoadMem(left, data, hdr+7, asm.Byte), // ExtWords
+		asm.LSh.Imm(left, 2),
+	)
+	for range openerExts {
+		insns = append(insns, asm.JEq.Imm(left, 0, "redirect"))
+		insns = append(insns, need(ext+2)...)
+		insns = append(insns,
+			asm.LoadMem(n, data, ext+1, asm.Byte),
+			asm.LSh.Imm(n, 2),
+			asm.JEq.Imm(n, 0, "redirect"),
+			asm.JGT.Reg(n, left, "redirect"),
+			asm.LoadMem(typ, data, ext, asm.Byte),
+			asm.JEq.Imm(typ, int32(wire.ExtTypeSourceCID), "source"),
+			asm.Sub.Reg(left, n),
+			asm.Add.Reg(data, n), // the next TLV at data+ext
+		)
+	}
+	insns = append(insns,
+		asm.Ja.Label("redirect"),
+		asm.JLT.Imm(n, 8, "redirect").WithSymbol("source"),
+	)
+	insns = append(insns, need(ext+8)...)
+	insns = append(insns,
+		asm.LoadMem(w, data, ext+4, asm.Word),
+		asm.HostTo(asm.BE, w, asm.Word),
+		asm.And.Imm(w, wire.MaxCID),
+		asm.RSh.Imm(w, int32(24-shardBits)).WithSymbol("named"),
 		asm.LoadMem(rxq, asm.R6, xdpMdRxQueueIndex, asm.Word),
 		asm.JEq.Reg(w, rxq, "redirect"),
 		asm.StoreMem(asm.RFP, -4, rxq, asm.Word),
@@ -172,7 +232,8 @@ func steerCheck(shardBits, missFD int) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "redirect"),
 		asm.Mov.Imm(asm.R1, 1),
 		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-	}
+	)
+	return insns
 }
 
 // program is a loaded XDP program with its XSKMAP.

@@ -215,6 +215,13 @@ func (m *model) step(t testing.TB, b, a byte) {
 	}
 	require.Equal(t, len(m.entries), e.Len(), "Len")
 	require.Equal(t, m.stats, e.Stats(), "Stats")
+	var held [MaxSpaces + 1]int
+	for k := range m.entries {
+		held[k.Space]++
+	}
+	for sp := range held {
+		require.Equal(t, held[sp], e.Held(Space(sp)), "Held(%d)", sp)
+	}
 }
 
 func (m *model) cidIndex(cid uint32) int {

@@ -88,6 +88,9 @@ type Engine struct {
 	table *cam.Table[Key]
 	state []uint8
 	stats Stats
+	// held counts each space's registered transactions, so that a caller
+	// can tell without a CAM lookup that no key of a space can match.
+	held [MaxSpaces]int
 }
 
 // New builds an engine for opts.Capacity outstanding transactions. All of
@@ -137,7 +140,17 @@ func (e *Engine) Register(cid uint32, sp Space, seq uint32) (idx uint32, err err
 	}
 	e.state[idx] = statePending
 	e.stats.Registered++
+	e.held[sp]++
 	return idx, nil
+}
+
+// Held returns how many transactions of space sp are registered: while it
+// is 0 no key of sp can match, and a caller may skip its Lookup.
+func (e *Engine) Held(sp Space) int {
+	if !sp.Valid() {
+		return 0
+	}
+	return e.held[sp]
 }
 
 // Lookup returns the entry index of a registered transaction, ready or not,
@@ -186,6 +199,7 @@ func (e *Engine) PopReady(cid uint32, sp Space, base *uint32) (idx uint32, ok bo
 	}
 	e.table.DeleteIndex(idx)
 	e.state[idx] = stateFree
+	e.held[sp]--
 	*base++
 	e.stats.Released++
 	return idx, true
@@ -218,6 +232,7 @@ func (e *Engine) Take(cid uint32, sp Space, seq uint32) (idx uint32, ok bool) {
 		return 0, false
 	}
 	e.state[idx] = stateFree
+	e.held[sp]--
 	e.stats.Taken++
 	return idx, true
 }
@@ -237,4 +252,5 @@ func (e *Engine) KeyAt(idx uint32) (k Key, ok bool) { return e.table.KeyAt(idx) 
 func (e *Engine) Clear() {
 	e.table.Clear()
 	clear(e.state)
+	clear(e.held[:])
 }

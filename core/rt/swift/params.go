@@ -84,6 +84,28 @@ type Params struct {
 	CutOnEarlyRetransmit bool
 }
 
+// Software endpoints' defaults: a poll loop on a shared core is descheduled
+// for longer than a hardware transport's round trip, so its target holds
+// that delay and its window keeps a floor. SoftwareBaseTarget: Swift's 25
+// µs held `bench smallops`'s lossless in-memory push row at 18 packets
+// (srtt 34 µs). SoftwareMinCwnd (packets): at Swift's 0.01 the shipped
+// config trio moved 0.0065 Gbit/s with a p50 of 1.2–1.8 s on a quiet
+// machine (bench/trio.sh); at 8, 0.31–0.34 Gbit/s and a p50 of 6 ms.
+const (
+	SoftwareBaseTarget = 200 * time.Microsecond
+	SoftwareMinCwnd    = 8.0
+)
+
+// SoftwareParams returns DefaultParams with the software endpoints' base
+// target and least window: the appliance's transport stages' and the
+// public package's endpoints' congestion control.
+func SoftwareParams() Params {
+	p := DefaultParams()
+	p.BaseTarget = SoftwareBaseTarget
+	p.MinCwnd = SoftwareMinCwnd
+	return p
+}
+
 // DefaultParams returns the defaults Google published with its Falcon
 // simulator (isekai, rue/algorithm/swift.cc DefaultConfiguration, and
 // common/default_config_generator.cc for the initial window), converted

@@ -165,6 +165,10 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 		e.cnt.own[cMalformed]++
 		return rt.ULPError
 	}
+	if !solicited && h.Offset == 0 && uint64(len(p)) == uint64(h.ReqLen) && h.Phase == wire.PhaseNone &&
+		!h.Flags.Has(wire.FlagIOIInOrder) && e.ro.Held(spacePeerRSN) == 0 && (!c.peerOrdered || h.RSN == c.reqBase) {
+		return e.pushWhole(ci, c, h, p)
+	}
 	var x *xact
 	i := int32(-1)
 	if k, ok := e.ro.Lookup(c.cid, spacePeerRSN, h.RSN); ok {
@@ -232,6 +236,36 @@ func (e *Endpoint) onPushData(ci int32, c *conn, h *wire.Header, p []byte, solic
 	}
 	if x.received == x.length {
 		e.requestComplete(ci, c, i)
+	}
+	return rt.Accept
+}
+
+// pushWhole places and releases an unsolicited push that came whole in
+// one packet, in order if its connection is ordered, while the reorder
+// engine holds none of the peers' requests: no entry can match it and none
+// waits behind it, so the engine's lookup, insert and delete (a fifth of
+// the CPU of a 64 B push at both ends, the lookup a cache miss in a
+// target's large table) are skipped. It answers as onPushData does.
+func (e *Endpoint) pushWhole(ci int32, c *conn, h *wire.Header, p []byte) rt.Verdict {
+	span, why := e.span(h, RemoteWrite)
+	if why != refuseNone {
+		return e.refuse(ci, c, h, why)
+	}
+	if !e.admissible(false, 1) {
+		return rt.NoResources
+	}
+	// Released as it is placed, it needs no context either: what release
+	// does for a push, without one to allocate, link, clear and free.
+	copy(span, p)
+	e.cnt.own[cBytesPlaced] += uint64(len(p))
+	if c.peerOrdered {
+		c.reqBase++ // what the engine's PopReady did
+	}
+	e.cnt.own[cRequestsDelivered]++
+	if e.opts.OnRequest != nil {
+		e.req = Request{Conn: c.handle, Kind: OpPush, RSN: h.RSN, Region: h.Ext.Region, Data: span}
+		e.opts.OnRequest(&e.req)
+		e.req = Request{}
 	}
 	return rt.Accept
 }
