@@ -361,8 +361,8 @@ func (r *transportRun) Drain(ctx context.Context) string {
 
 func (r *transportRun) Report() ([]string, []Check) {
 	ts := r.t.Endpoint.Transport().Stats()
-	lines := []string{fmt.Sprintf("transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d)",
-		ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN)}
+	lines := []string{fmt.Sprintf("transport sent %d data + %d retransmitted (%d early; %d timeouts found spurious), received %d frames (bad checksum %d, duplicate %d, stale %d)",
+		ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.SpuriousRTO, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN)}
 	checks := []Check{{ts.Internal == 0, "no internal transport errors"}}
 	if r.t.Load == nil {
 		st := r.t.Endpoint.Stats()

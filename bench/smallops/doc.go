@@ -23,7 +23,13 @@
 //
 // Every row prints its rate, the operations per CPU-second of the busier
 // endpoint loop's thread (what the loop got of its core), the
-// retransmissions of both endpoints and the frames the fabric dropped.
+// retransmissions of both endpoints, the frames the fabric dropped, the
+// retransmit timeouts the transport found spurious (the packets were
+// waiting, not lost) and, beside them, how often each loop was off its
+// CPU for longer than the transport's RTO floor (a stage on each loop
+// measures the gaps between its iterations): a stall of the target's
+// loop is a time no ACK comes, so a row with timeouts and no loss shows
+// the stalls that caused them.
 // The same run measures the mem-port io forwarding rate (two pinned
 // forwarders moving handles, no copy): a push is a data packet and its
 // acknowledgement, so smallops_push64_vs_mem_forwarding divides the push

@@ -113,8 +113,12 @@ type result struct {
 	wall         time.Duration
 	cpu          time.Duration // the busier endpoint loop's thread
 	retx, earlyR uint64        // both endpoints
+	spurious     uint64        // timeouts found spurious (rt.Stats.SpuriousRTO), both endpoints
 	fabricLost   uint64
-	skipped      string
+	// stalls: each loop's gaps between iterations longer than the RTO
+	// floor in the window (stallMeter), in the order of sides.meters.
+	stalls  []stallCount
+	skipped string
 	// bytes is what the operations completed OK moved from start to
 	// drain (a profile's span).
 	bytes uint64
@@ -197,8 +201,9 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		if r.where == throughFabric || got[r.name].skipped != "" {
 			continue
 		}
-		retx += got[r.name].retx + got[r.name].earlyR
-		lossless = append(lossless, fmt.Sprintf("%s %d+%d", r.name, got[r.name].retx, got[r.name].earlyR))
+		g := got[r.name]
+		retx += g.retx + g.earlyR
+		lossless = append(lossless, fmt.Sprintf("%s %d+%d (%d spurious timeouts, %s)", r.name, g.retx, g.earlyR, g.spurious, g.stallText()))
 	}
 	rep.Add(report.Ratio{Name: "smallops_retransmits_without_loss", Value: float64(retx), Op: report.AtMost, Target: 0,
 		Detail: fmt.Sprintf("retransmissions (timeout+early, both endpoints) on the rows without loss: %v", lossless)})
@@ -217,11 +222,26 @@ func printRow(w io.Writer, name string, r result) {
 	}
 	fmt.Fprintf(w, "FIGURE smallops_%s_ops_per_s %.0f\n", name, r.rate())
 	fmt.Fprintf(w, "FIGURE smallops_%s_ops_per_cpu_s %.0f\n", name, r.perCPU())
-	fmt.Fprintf(w, "  # %s: %d ops in %v (%d failed), retransmissions %d timeout + %d early, fabric losses %d\n",
-		name, r.ops, r.wall.Round(time.Millisecond), r.failed, r.retx, r.earlyR, r.fabricLost)
+	fmt.Fprintf(w, "  # %s: %d ops in %v (%d failed), retransmissions %d timeout + %d early, fabric losses %d, spurious timeouts %d, %s\n",
+		name, r.ops, r.wall.Round(time.Millisecond), r.failed, r.retx, r.earlyR, r.fabricLost, r.spurious, r.stallText())
 	if r.drain != "" {
 		fmt.Fprintf(w, "  # %s drain: %s\n", name, r.drain)
 	}
+}
+
+// stallText says how often each loop was off its CPU for longer than the
+// RTO floor in the window: what can make a timeout fire with nothing lost.
+func (r result) stallText() string {
+	t := fmt.Sprintf("loop stalls > %v:", app.DefaultMinRTO)
+	var longest time.Duration
+	for _, c := range r.stalls {
+		t += fmt.Sprintf(" %s %d", c.loop, c.n)
+		longest = max(longest, c.longest)
+	}
+	if longest > 0 {
+		t += fmt.Sprintf(" (longest %v)", longest.Round(time.Microsecond))
+	}
+	return t
 }
 
 // twoCPUs picks the initiator's and the target's CPUs.
@@ -251,6 +271,7 @@ type sides struct {
 	pipes    []*app.Pipeline
 	ini, tgt *app.Transport
 	fab      *fabric.Fabric
+	meters   []*stallMeter
 	// cleanup deletes the namespaces, once the pipelines are stopped.
 	cleanup func()
 }
@@ -301,6 +322,11 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 		if err := s.addTransports(o, r, p, tgtPort, tl, p, iniPort, 0); err != nil {
 			return res, err
 		}
+		for i, l := range lcores {
+			if err := s.addMeter(p, i, l.Name); err != nil {
+				return res, err
+			}
+		}
 	case overAFXDP:
 		if os.Geteuid() != 0 {
 			return result{skipped: "needs root (namespaces, veth, AF_XDP sockets)"}, nil
@@ -321,6 +347,9 @@ func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, 
 		}
 		s.pipes = append(s.pipes, pi)
 		if err := s.addTransports(o, r, pt, 0, 0, pi, 0, 0); err != nil {
+			return res, err
+		}
+		if err := errors.Join(s.addMeter(pi, 0, "initiator"), s.addMeter(pt, 0, "target")); err != nil {
 			return res, err
 		}
 	}
@@ -380,6 +409,22 @@ func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi
 	return err
 }
 
+// addMeter puts a stall meter on loop i (named name) of pipeline p.
+func (s *sides) addMeter(p *app.Pipeline, i int, name string) error {
+	m := newStallMeter(name, app.DefaultMinRTO)
+	s.meters = append(s.meters, m)
+	return p.Add(app.Stage{Stage: m, Loop: i})
+}
+
+// stalls returns each meter's count so far.
+func (s *sides) stalls() []stallCount {
+	out := make([]stallCount, len(s.meters))
+	for i, m := range s.meters {
+		out[i] = stallCount{loop: m.loop, n: m.stalls.Load(), longest: time.Duration(m.longest.Load())}
+	}
+	return out
+}
+
 // counts returns the operations completed and failed so far.
 func (s *sides) counts(send bool) (done, failed uint64) {
 	if send {
@@ -390,13 +435,14 @@ func (s *sides) counts(send bool) (done, failed uint64) {
 	return st.Completed, st.Failed
 }
 
-func (s *sides) retransmits() (timeout, early uint64) {
+func (s *sides) retransmits() (timeout, early, spurious uint64) {
 	for _, t := range []*app.Transport{s.ini, s.tgt} {
 		st := t.Endpoint.Transport().Stats()
 		timeout += st.TxRetransmit
 		early += st.TxEarlyRetransmit
+		spurious += st.SpuriousRTO
 	}
-	return timeout, early
+	return timeout, early, spurious
 }
 
 func (s *sides) fabricLost() uint64 {
@@ -451,7 +497,8 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 		return result{}, err
 	}
 	d0, f0 := s.counts(r.send)
-	rt0, er0 := s.retransmits()
+	rt0, er0, sp0 := s.retransmits()
+	st0 := s.stalls()
 	l0 := s.fabricLost()
 	t0 := time.Now()
 	if err := wait(o.Duration); err != nil {
@@ -471,8 +518,12 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 	if err != nil {
 		return result{}, err
 	}
-	rt1, er1 := s.retransmits()
-	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, fabricLost: s.fabricLost() - l0}
+	rt1, er1, sp1 := s.retransmits()
+	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, spurious: sp1 - sp0, fabricLost: s.fabricLost() - l0}
+	res.stalls = s.stalls()
+	for i := range res.stalls {
+		res.stalls[i].n -= st0[i].n
+	}
 	for i := range cpu1 {
 		res.cpu = max(res.cpu, cpu1[i]-cpu0[i])
 	}
@@ -486,7 +537,7 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 		} else {
 			done, failed = s.counts(false)
 		}
-		t, e := s.retransmits()
+		t, e, _ := s.retransmits()
 		res.drain = fmt.Sprintf("%d of %d operations still outstanding 5s after posting stopped (%d failed; retransmissions so far %d timeout + %d early; %v)",
 			posted-done-failed, posted, failed, t, e, s.ini.ConnErr())
 	}

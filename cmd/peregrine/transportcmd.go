@@ -280,8 +280,8 @@ func runTransport(ctx context.Context, cfg transportConfig, out io.Writer) (bool
 	// Close's leak check is reported below (pool back to zero in use).
 	_ = pipe.Close()
 	ts := ep.Transport().Stats()
-	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
-		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
+	fmt.Fprintf(out, "\nsummary after %.2fs: transport sent %d data + %d retransmitted (%d early; %d timeouts found spurious), received %d frames (bad checksum %d, duplicate %d, stale %d), pool %d in use after stop\n",
+		elapsed.Seconds(), ts.TxData, ts.TxRetransmit, ts.TxEarlyRetransmit, ts.SpuriousRTO, ts.RxFrames, ts.RxBadChecksum, ts.RxDuplicate, ts.RxStalePSN, pool.InUse())
 	fmt.Fprintf(out, "  port %s: received %d, dropped %d (ring full or no buffer), no buffer %d; sent %d, refused %d (queue full, retried)\n",
 		p.Info().Name, ps.RxPackets, ps.RxDropped, ps.RxNoBuf, ps.TxPackets, ps.TxDropped)
 	if cfg.qpns {

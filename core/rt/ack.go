@@ -120,6 +120,9 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 			}
 		}
 	}
+	for k := range 2 {
+		e.frtoVerdict(c, k, rtt) // before OnAck: a spurious timeout's response is taken back first
+	}
 	c.cc.OnAck(e.now, rtt, total)
 	for k := range 2 {
 		e.detectLoss(c, k)

@@ -41,3 +41,15 @@ var _ CongestionControl = (*FixedWindow)(nil)
 type HopSetter interface {
 	SetHops(hops int)
 }
+
+// TimeoutUndoer is a CongestionControl that can take back its response
+// to a retransmit timeout the ACKs then showed spurious: the packets were
+// waiting (the peer's loop descheduled), not lost, so the path gave no
+// sign of congestion. The transport calls UndoTimeout once per timeout
+// it found spurious, before the OnAck of the ACK that showed it, and the
+// controller restores the window it had before the timeouts it was told
+// of (OnRetransmit with timeout true) since the last ACK that
+// acknowledged anything: RFC 4015's Eifel response.
+type TimeoutUndoer interface {
+	UndoTimeout(now clock.Time)
+}

@@ -199,6 +199,20 @@
 // stall within a few dozen packets, and every stall of a loop on a
 // shared machine cost a window of resends with nothing lost.
 //
+// A timeout is tested before the window is resent (F-RTO, RFC 5682):
+// the first expiry in a window of an established connection resends only
+// its oldest outstanding packet, the probe, and the window's other
+// expiries are held to the probe's next timeout while nothing is
+// acknowledged (one packet per timeout to a silent peer, its timer
+// doubling). The first ACK decides: a packet sent before the timeout and
+// never resent acknowledged makes it spurious (SpuriousRTO) — nothing
+// more is resent, a congestion controller that implements TimeoutUndoer
+// takes its response back (RFC 4015) and the RTO covers the ACK's RTT
+// sample, which spans the stall — while the probe's resend acknowledged
+// alone is a loss and the held packets are resent as before. Setup,
+// closing, resyncs and packets the peer asked to hold off keep the plain
+// rule.
+//
 // A Send that finds the window (WindowSize PSNs), the congestion window,
 // the CAM or the pool full is refused with an error matching ErrBusy and
 // changes nothing; the caller retries after a Poll.

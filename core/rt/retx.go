@@ -37,6 +37,7 @@ type retxCtx struct {
 	// (detectLoss), not for the retransmit timeout; 0 when it is not.
 	rackDue clock.Time
 	early   bool // queued as an early retransmit
+	held    bool // its timer expired during its window's F-RTO episode and waits for the verdict (frtoHold)
 	resync  bool // the frame is a resync standing in for the abandoned packet
 	nacked  bool // the resync stands in for a packet the peer's ULP refused
 	// refunds: transmissions given back because the peer refused them as
@@ -89,6 +90,9 @@ func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
 			// last ACK that made progress (rtoDue).
 			if due := e.rtoDue(&e.conns[x.conn], x); e.now < due {
 				e.armRetx(uint32(idx), x, due)
+				return
+			}
+			if e.frtoHold(uint32(idx), x) {
 				return
 			}
 		}
@@ -158,9 +162,153 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 		return
 	}
 	c.cc.OnRetransmit(e.now, true)
-	x.early = false
+	x.early, x.held = false, false
 	x.prevAt, x.earlyDecl = x.sentAt, false
 	e.retxQ.push(int32(idx))
+}
+
+// frtoHold applies F-RTO (frtoEpisode) to the expiry of packet x's
+// retransmit timer, which is due: it reports true if the expiry is held
+// (nothing is sent for it now), false if the caller handles it as a
+// timeout. The first expiry in a window starts an episode: its oldest
+// outstanding packet is resent alone, as the probe, and every other
+// expiry is held to the probe's next timeout, again and again while
+// nothing is acknowledged — a silent peer gets one packet per timeout
+// (the probe, its timer doubling), as TCP's window of one after a
+// timeout does; the first ACK decides (frtoVerdict). Outside the rule
+// stay the packets whose expiry is no plain timeout or whose resend would
+// not be one: before the connection is established (its setup must not
+// wait on a probe), while it closes (ConnClose keeps its own retry rule),
+// a resync, a packet past its retries, and one the peer asked to hold off
+// (an RNR or out-of-window NACK: the peer has it or refused it). A probe
+// that leaves the rule ends the episode as a loss.
+func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
+	c := &e.conns[x.conn]
+	k := c.window(x.win)
+	f := &c.rtt.frto[k]
+	if c.state != StateEstablished || !frtoEligible(e, x) {
+		if f.at != 0 && x.psn == f.probe {
+			x.held = false
+			e.frtoEnd(c, k, false)
+		}
+		return false
+	}
+	if f.at != 0 {
+		if x.psn == f.probe {
+			return false // resent again, alone
+		}
+		pidx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(x.win), PSN: f.probe})
+		if !ok || !frtoEligible(e, &e.ctx[pidx]) {
+			x.held = false
+			e.frtoEnd(c, k, false)
+			return false
+		}
+		e.frtoHoldTo(c, idx, x, pidx, &e.ctx[pidx])
+		return true
+	}
+	pidx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(x.win), PSN: c.tx[k].bsn})
+	if !ok {
+		return false // ConnClose's retry state, or a bug counted elsewhere
+	}
+	p := &e.ctx[pidx]
+	if !frtoEligible(e, p) || e.retxQ.contains(int32(pidx)) {
+		return false // the oldest is no probe, or already going out
+	}
+	*f = frtoEpisode{at: e.now, probe: p.psn}
+	if pidx == idx {
+		return false
+	}
+	e.onRetxTimeout(pidx, p)
+	e.frtoHoldTo(c, idx, x, pidx, p)
+	return true
+}
+
+// frtoHoldTo holds packet x until the next timeout of probe p (context
+// pidx): the one its resend will arm if p is queued for it or due now (its
+// timer fires in this Poll). x keeps a timer, so no held packet is ever
+// left without one.
+func (e *Endpoint) frtoHoldTo(c *conn, idx uint32, x *retxCtx, pidx uint32, p *retxCtx) {
+	n := p.timeouts
+	due := e.rtoDue(c, p)
+	switch {
+	case e.retxQ.contains(int32(pidx)):
+		due = e.now.Add(c.rtt.backoff(uint8(min(n, 255)), e.opts.MaxRTO))
+	case due <= e.now:
+		due = e.now.Add(c.rtt.backoff(uint8(min(n+1, 255)), e.opts.MaxRTO))
+	}
+	x.held = true
+	e.armRetx(idx, x, due)
+}
+
+// frtoEligible reports whether packet x's timeout may be tested by F-RTO
+// (frtoHold).
+func frtoEligible(e *Endpoint, x *retxCtx) bool {
+	return x.sends > 0 && !x.resync && x.holdUntil == 0 && !e.retriesSpent(x)
+}
+
+// frtoVerdict ends window k's timeout under test once an ACK brought
+// evidence (rackAcked): an acknowledged first copy sent before the
+// timeout makes it spurious, the probe's resend acknowledged alone a loss.
+func (e *Endpoint) frtoVerdict(c *conn, k int, rtt time.Duration) {
+	f := &c.rtt.frto[k]
+	switch {
+	case f.at == 0:
+	case f.orig:
+		e.cnt.own[cSpuriousRTO]++
+		if u, ok := c.cc.(TimeoutUndoer); ok {
+			u.UndoTimeout(e.now)
+		}
+		// RFC 4015's response: the timeout covers the wait just seen,
+		// as the ACK's RTT sample measures it (rttEstimator.stall, which
+		// wears off by halves). The sample echoes the latest first copy
+		// the peer took, so after its loop stalled it spans the stall,
+		// while an original acknowledged late because its first ACK was
+		// lost gives no long one: the time the packet waited would
+		// ratchet the timeout up by each wait on a lossy ACK path.
+		c.rtt.stalled(rtt, e.now, &e.opts)
+		e.frtoEnd(c, k, true)
+	case f.probeAcked:
+		e.frtoEnd(c, k, false)
+	}
+}
+
+// frtoEnd ends window k's episode and releases its held packets: with a
+// spurious timeout each one's timer runs again from the ACK that showed
+// it (rtoDue), otherwise each expiry is handled as the timeout it was.
+func (e *Endpoint) frtoEnd(c *conn, k int, spurious bool) {
+	c.rtt.frto[k] = frtoEpisode{}
+	e.eachOutstanding(c, k, func(idx uint32, x *retxCtx) bool {
+		if !x.held {
+			return true
+		}
+		x.held = false
+		if spurious {
+			e.armRetx(idx, x, e.rtoDue(c, x))
+		} else {
+			e.onRetxTimeout(idx, x)
+		}
+		return true
+	})
+}
+
+// eachOutstanding calls fn with the context of every unacknowledged PSN
+// of window k of c, oldest first, until fn returns false; a PSN with no
+// context (ConnClose's retry state, or a bug counted elsewhere) is
+// passed over. fn does not escape, so the call allocates nothing.
+func (e *Endpoint) eachOutstanding(c *conn, k int, fn func(idx uint32, x *retxCtx) bool) {
+	tw := &c.tx[k]
+	w := wire.Window(k + 1)
+	for i := range tw.acked {
+		z := ^tw.acked[i] & lowMask(i, tw.inFlight())
+		for z != 0 {
+			b := uint32(bits.TrailingZeros64(z))
+			z &= z - 1
+			idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.bsn + uint32(i)*64 + b})
+			if ok && !fn(idx, &e.ctx[idx]) {
+				return
+			}
+		}
+	}
 }
 
 // startResync replaces an abandoned packet by a resync with the same PSN,
@@ -200,7 +348,7 @@ func (e *Endpoint) startResync(idx uint32, x *retxCtx, c *conn, code wire.Resync
 	x.timeouts = 0
 	x.tx = 0
 	x.holdUntil = 0
-	x.early = false
+	x.early, x.held = false, false
 	e.cnt.own[cResyncSent]++
 	e.retxQ.push(int32(idx))
 }
@@ -233,26 +381,21 @@ func (h *Conn) Abandon(cookie, ignore uint64, why wire.ResyncCode) int {
 		return 0
 	}
 	e := h.e
-	n := 0
+	n, failed := 0, false
 	for k := range c.tx {
-		tw := &c.tx[k]
-		w := wire.Window(k + 1)
-		for i := range tw.acked {
-			z := ^tw.acked[i] & lowMask(i, tw.inFlight())
-			for z != 0 {
-				b := uint32(bits.TrailingZeros64(z))
-				z &= z - 1
-				idx, ok := e.retx.Lookup(cam.TransportKey{CID: c.localCID, Win: uint32(w), PSN: tw.bsn + uint32(i)*64 + b})
-				if !ok {
-					continue // ConnClose's retry state, or a bug counted elsewhere
-				}
-				if x := &e.ctx[idx]; x.cookie&^ignore == cookie && !x.resync {
-					if !e.giveUp(idx, x, c, why) {
-						return n // the connection failed
-					}
-					n++
-				}
+		e.eachOutstanding(c, k, func(idx uint32, x *retxCtx) bool {
+			if x.cookie&^ignore != cookie || x.resync {
+				return true
 			}
+			if !e.giveUp(idx, x, c, why) {
+				failed = true // the connection failed
+				return false
+			}
+			n++
+			return true
+		})
+		if failed {
+			break
 		}
 	}
 	return n
@@ -287,7 +430,7 @@ func (e *Endpoint) giveUp(idx uint32, x *retxCtx, c *conn, why wire.ResyncCode) 
 	x.timeouts = 0
 	x.tx = 0
 	x.holdUntil = 0
-	x.early = false
+	x.early, x.held = false, false
 	e.cnt.own[cGivenUp]++
 	if x.sends > 0 {
 		e.retxQ.push(int32(idx)) // at once: nothing of the peer's hold-off applies to a resync's purpose
@@ -318,7 +461,7 @@ func (e *Endpoint) holdOff(c *conn, w wire.Window, psn uint32, d time.Duration) 
 			}
 			if x := &e.ctx[idx]; x.sends > 0 {
 				e.retxQ.remove(int32(idx))
-				x.early = false
+				x.early, x.held = false, false
 				x.holdUntil = at
 				e.armRetx(idx, x, at)
 			}
@@ -378,6 +521,7 @@ func (e *Endpoint) retriesSpent(x *retxCtx) bool { return int(x.tx) > e.opts.Ret
 // after it acknowledged — lost refusal NACKs cannot make a packet resend
 // forever.
 func (e *Endpoint) detectLoss(c *conn, k int) {
+	e.frtoVerdict(c, k, 0)
 	dist := uint32(e.opts.EarlyRetransmitDistance)
 	m := &c.rtt.rack.win[k]
 	tw := &c.tx[k]
@@ -427,7 +571,7 @@ func (e *Endpoint) rackCheck(c *conn, idx uint32, x *retxCtx, m *rackMark, wnd t
 		due = max(due, m.drainAck.Add(wnd))
 	}
 	if e.now >= due {
-		x.early = true
+		x.early, x.held = true, false // lost by the reordering rule: no timeout's verdict needed
 		x.prevAt, x.earlyDecl = x.sentAt, true
 		c.cc.OnRetransmit(e.now, false)
 		e.retxQ.push(int32(idx))
@@ -532,14 +676,31 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	m.progress = e.now
 	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
 	resent, fresh := x.sends > 1, x.sends == 1
+	probe := false // x is the probe of its window's timeout under test
+	if f := &c.rtt.frto[k]; f.at != 0 {
+		probe = x.psn == f.probe
+		// Evidence for the window's timeout under test (frtoVerdict).
+		switch {
+		case fresh && x.sentAt < f.at,
+			x.psn == f.probe && resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0: // the probe's first copy
+			f.orig = true
+		case x.psn == f.probe:
+			f.probeAcked = true
+		}
+	}
 	if resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 {
 		// Too soon to acknowledge the latest transmission: an earlier one
 		// arrived, and the resend was not needed.
 		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
 		if !x.earlyDecl {
-			// The timer's resend: the first copy took this long.
+			// The timer's resend: the first copy took this long. Not
+			// a probe's: frtoVerdict takes the wait from the ACK's echo,
+			// as that time includes the probe's own timer when the first
+			// copy's ACK was lost.
 			e.cnt.own[cSpuriousTimeout]++
-			c.rtt.stalled(rtt, e.now, &e.opts)
+			if !probe {
+				c.rtt.stalled(rtt, e.now, &e.opts)
+			}
 		} else {
 			e.cnt.own[cSpuriousEarly]++
 			if m.overtaken(at, x.psn) {
@@ -571,7 +732,7 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		// duplicate report, if one follows, says which (onDupReport).
 		if x.earlyDecl {
 			r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
-		} else {
+		} else if !probe { // as above: frtoVerdict learns a probe's wait
 			r.tmo.note(x.win, x.psn, e.now.Sub(x.prevAt), e.now, c.rtt.rto, c.stats.AcksReceived)
 		}
 	}

@@ -34,6 +34,31 @@ type rttEstimator struct {
 	// from the spurious one's sample for the same reason).
 	stall   time.Duration
 	stallAt clock.Time
+	// frto: per window, the retransmit timeout under test (frtoEpisode).
+	frto [2]frtoEpisode
+}
+
+// frtoEpisode is a window's retransmit timeout whose verdict is not in
+// yet (F-RTO, RFC 5682, with Eifel's response, RFC 4015). When a packet's
+// timer expires only the window's oldest outstanding packet, the probe,
+// is resent; every other timer of the window that expires meanwhile is
+// held to the probe's next timeout, while the probe alone is resent at
+// each of its own. The next ACK that acknowledges anything of the window
+// decides: a packet sent before the timeout and never resent (or the
+// probe's first copy: an ACK too soon for the resend) shows the timeout
+// fired for packets that were only waiting — the peer's poll loop off its
+// CPU — and nothing more is resent, the congestion response is taken
+// back and the timeout covers the wait the ACK's RTT sample measured
+// (rttEstimator.stalled); the probe's resend acknowledged alone is a
+// loss, and the held packets are resent as every expiry used to be.
+// Without it a receiver descheduled for longer than the RTO cost a whole
+// window of resends, each one a copy the receiver already had.
+type frtoEpisode struct {
+	at    clock.Time // when the timer expired; 0: no episode
+	probe uint32     // the probe's PSN
+	// orig: an ACK since acknowledged a packet's first copy sent before
+	// at; probeAcked: the probe's resend was acknowledged.
+	orig, probeAcked bool
 }
 
 // stallHalfLife is how long a learnt stall keeps the timeout up at full

@@ -67,6 +67,7 @@ const (
 	cGiveUpNotices
 	cReclaimProbes
 	cSpuriousTimeout
+	cSpuriousRTO
 	cRxBadSeal
 	cInternal
 	numCounters
@@ -157,6 +158,12 @@ type Stats struct {
 	// packet was waiting, not lost, and the timeout learns to cover such
 	// a wait (rtt.go, rttEstimator.stall).
 	SpuriousTimeout uint64
+	// SpuriousRTO counts retransmit timeouts the next ACK showed spurious
+	// (F-RTO: it acknowledged a packet sent before the timeout and never
+	// resent): only the window's oldest packet had been resent, the rest
+	// were held and not sent, and the congestion response was taken back
+	// (retx.go, frtoHold). One per timeout, not per packet.
+	SpuriousRTO uint64
 	// Refunds counts transmissions given back to a packet's retry budget
 	// because the peer refused them as out of window (an in-order packet
 	// past a gap: it arrived, it was not lost).
@@ -230,8 +237,8 @@ func (c *counters) snapshot() Stats {
 		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
 		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
-		SpuriousTimeout: v[cSpuriousTimeout],
-		Internal:        v[cInternal],
+		SpuriousTimeout: v[cSpuriousTimeout], SpuriousRTO: v[cSpuriousRTO],
+		Internal: v[cInternal],
 	}
 }
 

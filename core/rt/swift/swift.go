@@ -23,6 +23,7 @@ type Stats struct {
 	Resets           uint64 // drops to MinCwnd after RetxResetThreshold timeout episodes
 	Timeouts         uint64 // OnRetransmit(timeout=true) calls
 	TimeoutEpisodes  uint64 // timeouts counted towards RetxResetThreshold
+	TimeoutUndos     uint64 // timeout episodes taken back as spurious (UndoTimeout)
 	EarlyRetransmits uint64 // OnRetransmit(timeout=false) calls
 	HopChanges       uint64 // SetHops calls that changed the hop count
 }
@@ -48,7 +49,19 @@ type Controller struct {
 	lastTimeout  clock.Time // start of the current timeout episode
 	retxCount    int        // timeout episodes since the last ACK
 
+	// undo is the state before the latest timeout episode began, for
+	// UndoTimeout; undoOK while it may be restored.
+	undo   undoState
+	undoOK bool
+
 	stats Stats
+}
+
+// undoState is what a timeout episode changes.
+type undoState struct {
+	cwnd                      float64
+	lastDecrease, lastTimeout clock.Time
+	retxCount                 int
 }
 
 // rttSmoothing is the weight of the old SRTT in each update (Google's
@@ -107,6 +120,7 @@ func (c *Controller) clamp(now clock.Time, old float64) bool {
 func (c *Controller) OnAck(now clock.Time, rtt time.Duration, acked int) {
 	if acked > 0 {
 		c.retxCount = 0
+		c.undoOK = false // the episode is over: nothing left to take back
 	}
 	if rtt <= 0 {
 		return
@@ -180,6 +194,7 @@ func (c *Controller) OnRetransmit(now clock.Time, timeout bool) {
 	if !timeout {
 		c.stats.EarlyRetransmits++
 		c.retxCount = 0
+		c.undoOK = false
 		if c.p.CutOnEarlyRetransmit {
 			c.cut(now)
 		}
@@ -194,6 +209,13 @@ func (c *Controller) OnRetransmit(now clock.Time, timeout bool) {
 	if c.retxCount > 0 && (c.srtt == 0 || now.Sub(c.lastTimeout) < c.srtt) {
 		return
 	}
+	if !c.undoOK {
+		// The first episode since an ACK: what UndoTimeout goes back to,
+		// past every later one (the probe's own timeouts while the peer
+		// is still silent).
+		c.undo = undoState{cwnd: c.cwnd, lastDecrease: c.lastDecrease, lastTimeout: c.lastTimeout, retxCount: c.retxCount}
+		c.undoOK = true
+	}
 	c.lastTimeout = now
 	c.retxCount++
 	c.stats.TimeoutEpisodes++
@@ -205,6 +227,20 @@ func (c *Controller) OnRetransmit(now clock.Time, timeout bool) {
 		return
 	}
 	c.cut(now)
+}
+
+// UndoTimeout takes back the timeout episodes since the last ACK that
+// acknowledged anything (rt.TimeoutUndoer): the transport found them
+// spurious, so the window, the decrease guard and the episode count are
+// what they were before the first.
+func (c *Controller) UndoTimeout(clock.Time) {
+	if !c.undoOK {
+		return
+	}
+	c.undoOK = false
+	u := &c.undo
+	c.cwnd, c.lastDecrease, c.lastTimeout, c.retxCount = max(c.cwnd, u.cwnd), u.lastDecrease, u.lastTimeout, u.retxCount
+	c.stats.TimeoutUndos++
 }
 
 // cut shrinks cwnd by MaxMDF unless it went down less than SRTT ago.

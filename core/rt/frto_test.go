@@ -1,0 +1,126 @@
+package rt
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+	"github.com/peregrine-net/peregrine/core/rt/swift"
+	"github.com/peregrine-net/peregrine/core/wire"
+)
+
+// frtoHarness is a pair whose initiator runs Swift with a window wide
+// enough for a test's whole burst, returning its controller. Its delay
+// target is far above any delay here, so the window moves on timeouts
+// alone (the RTT a stall's ACK carries is a delay signal of its own).
+func frtoHarness(t *testing.T) (*harness, *Conn, *swift.Controller) {
+	var sw *swift.Controller
+	h := newHarness(t, func(a, _ *Options) {
+		a.Congestion = func() CongestionControl {
+			p := swift.DefaultParams()
+			p.InitialCwnd = 128
+			p.BaseTarget = 10 * time.Millisecond
+			sw = &swift.Controller{}
+			require.NoError(t, sw.Init(p))
+			return sw
+		}
+	})
+	ca, _ := h.connect()
+	h.sendAll(ca, wire.TypePushUnsolicitedData, 0, 200, 64) // RTT samples: the timeout is the estimator's
+	h.run(h.quiet, time.Second)
+	return h, ca, sw
+}
+
+// pollAlone polls only a from now until end, jumping to a's deadlines:
+// b's loop is off its CPU.
+func (h *harness) pollAlone(end clock.Time) {
+	for now := h.clk.Now(); now < end; {
+		if h.a.Poll(now) > 0 {
+			continue
+		}
+		next, ok := h.a.NextDeadline()
+		if !ok || next > end {
+			break
+		}
+		now = max(next, now.Add(time.Microsecond))
+		require.NoError(h.t, h.clk.Set(now))
+	}
+	require.NoError(h.t, h.clk.Set(end))
+}
+
+// A receiver whose loop stops for five timeouts with 64 packets of ours
+// outstanding, then runs again, lost nothing: the timeout may cost one
+// resend per expiry (the probe), not the window, and the first ACK after
+// the stop, acknowledging packets sent once, shows the timeout spurious —
+// the congestion window is what it was, and the timeout covers such a
+// stop from then on (its RTT sample spans it). Every timer used to resend its
+// packet: 64 copies per expiry, each one the receiver had.
+func TestStalledPeerCostsOneProbePerTimeout(t *testing.T) {
+	h, ca, sw := frtoHarness(t)
+	const n = 64
+	before, rto, delivered := sw.Cwnd(), ca.RTO(), len(h.gotB)
+	require.GreaterOrEqual(t, before, float64(n))
+	for i := range n {
+		_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, RSN: uint32(i)}, payload(uint64(1000+i), 64))
+		require.NoError(t, err)
+	}
+	h.pollAlone(h.clk.Now().Add(5 * rto))
+	// Expiries of one timer in five timeouts: at 1, 3 (doubling), 7 > 5.
+	expiries := 0
+	for at, d := rto, rto; at <= 5*rto; d, at = 2*d, at+2*d {
+		expiries++
+	}
+	mid := h.a.Stats()
+	require.Positive(t, mid.TxRetransmit, "no timer expired in the stop")
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	t.Logf("RTO %v: resent %d (%d during the stop), spurious timeouts %d, cwnd %.1f -> %.1f", rto,
+		st.TxRetransmit, mid.TxRetransmit, st.SpuriousRTO, before, sw.Cwnd())
+	require.LessOrEqual(t, st.TxRetransmit, uint64(expiries), "more than one resend per expiry")
+	require.Zero(t, st.TxEarlyRetransmit)
+	require.EqualValues(t, 1, st.SpuriousRTO)
+	require.GreaterOrEqual(t, sw.Cwnd(), before, "the spurious timeout's window cut stayed")
+	require.EqualValues(t, 1, sw.Stats().TimeoutUndos)
+	require.GreaterOrEqual(t, ca.RTO(), 5*rto, "the timeout does not cover the stop it just saw")
+	require.Len(t, h.gotB, delivered+n, "delivered exactly once")
+	require.Zero(t, st.Internal+h.b.Stats().Internal)
+}
+
+// Real loss of a burst in the middle of a window and of the window's tail
+// is still recovered: the probe's resend acknowledged without any first
+// copy sent before the timeout is a loss, and the held packets go at
+// once; every packet is delivered exactly once.
+func TestFRTORecoversBurstLoss(t *testing.T) {
+	h, ca, sw := frtoHarness(t)
+	const n = 64
+	delivered := len(h.gotB)
+	first := uint32(0)
+	dropped := map[uint32]bool{}
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type != wire.TypePushUnsolicitedData || f.Header.Flags&wire.FlagRetransmission != 0 {
+			return 1
+		}
+		if off := f.Header.PSN - first; off >= 20 && off < 26 || off >= n-8 {
+			dropped[f.Header.PSN] = true
+			return 0
+		}
+		return 1
+	}
+	psns := h.sendAll(ca, wire.TypePushUnsolicitedData, 5000, 1, 64)
+	first = psns[0]
+	h.sendAll(ca, wire.TypePushUnsolicitedData, 5001, n-1, 64)
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	t.Logf("dropped %d, resent %d+%d early, spurious timeouts %d, cwnd %.1f", len(dropped), st.TxRetransmit, st.TxEarlyRetransmit, st.SpuriousRTO, sw.Cwnd())
+	require.Len(t, dropped, 6+8)
+	require.Zero(t, st.SpuriousRTO, "a real loss taken for a stall")
+	require.Len(t, h.gotB, delivered+n, "delivered exactly once")
+	seen := map[uint64]bool{}
+	for _, d := range h.gotB[delivered:] {
+		require.False(t, seen[d.seq], "seq %d twice", d.seq)
+		seen[d.seq] = true
+	}
+	require.Zero(t, st.Internal+h.b.Stats().Internal)
+}
