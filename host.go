@@ -196,8 +196,9 @@ func (h *Host) newEngine(spec string, opts Options, pt port.Port, sh shardOf) (*
 			return nil, errors.Join(err, e.tx.Close())
 		}
 	}
-	if opts.MCSQ && sh.shard == 0 {
-		// A sharded endpoint's send queues run on its first shard's loop.
+	if opts.MCSQ {
+		// Every shard of a sharded endpoint runs a queue engine of its
+		// own: NewSendQueue deals the queues over the shards.
 		if e.mq, err = newMQEngine(e); err != nil {
 			return nil, errors.Join(err, e.tx.Close(), pt.Close())
 		}

@@ -99,12 +99,16 @@ type SendQueueOptions struct {
 type SendQueue struct{ q sendQueue }
 
 // NewSendQueue makes a send queue on an endpoint opened with Options.MCSQ
-// (on a sharded one, Options.Shards, it runs on the first shard's loop:
-// the regions are every shard's). Through the sidecar it is ErrNotSupported: the appliance runs no send
+// (on a sharded one, Options.Shards, the queues are dealt round robin over
+// the shards, as Dial deals connections: queue k runs on shard k mod N's
+// loop, with the regions every shard knows). Through the sidecar it is ErrNotSupported: the appliance runs no send
 // queue for attached applications.
 func (ep *Endpoint) NewSendQueue(opts SendQueueOptions) (*SendQueue, error) {
 	if ep.sc != nil {
 		return nil, &Error{Op: "send queue", Status: StatusNotSupported, Cause: errors.New("an attached endpoint has no send queue: the appliance's poll loop runs none for its applications (open the endpoint in-process with Options.MCSQ)")}
+	}
+	if ep.g != nil {
+		return ep.g.newSendQueue(opts)
 	}
 	return ep.e.newSendQueue(opts)
 }
@@ -416,7 +420,7 @@ func (s *sendQueue) check(kind opKind, peer Addr, r *Region, off, n int) error {
 	switch {
 	case !peer.IP.IsValid():
 		return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("the peer's IP is required")}
-	case r == nil || r.r.e != s.e:
+	case r == nil || !s.e.owns(r):
 		return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("the local region is not registered with the send queue's endpoint")}
 	case off < 0 || n < 0 || off > len(r.r.mem) || n > len(r.r.mem)-off:
 		return &Error{Op: kind.String(), Status: StatusInvalid, Cause: invalidf("span [%d, +%d) is outside the %d-byte local region", off, n, len(r.r.mem))}

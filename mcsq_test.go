@@ -582,17 +582,14 @@ func TestSendQueueBesideConnections(t *testing.T) {
 	})
 }
 
-// On a sharded endpoint the send queue runs on the first shard's loop,
-// with the regions every shard knows.
+// On a sharded endpoint the send queues are dealt over the shards: each
+// pushes and pulls with the regions every shard knows, and every shard of
+// both ends carried connections of its own.
 func TestSendQueueOnShardedEndpoint(t *testing.T) {
 	h := testHost(t, HostOptions{})
-	a, b := pair(t, h, Options{MCSQ: true, Shards: 2}, Options{})
+	a, b := pair(t, h, Options{MCSQ: true, Shards: 2}, Options{Shards: 2})
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	listenForQueues(t, b)
-	sq, err := a.NewSendQueue(SendQueueOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	src, err := a.Register([]byte("from a sharded endpoint"), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -602,17 +599,37 @@ func TestSendQueueOnShardedEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
-	if err := sq.Push(ctx, b.Addr(), src, 0, src.Len(), dst.Remote(0)); err != nil {
-		t.Fatal(err)
+	for q := range 2 {
+		sq, err := a.NewSendQueue(SendQueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(dst.Bytes())
+		if err := sq.Push(ctx, b.Addr(), src, 0, src.Len(), dst.Remote(0)); err != nil {
+			t.Fatalf("queue %d: %v", q, err)
+		}
+		if got := string(dst.Bytes()[:src.Len()]); got != "from a sharded endpoint" {
+			t.Fatalf("queue %d pushed %q", q, got)
+		}
+		back, err := a.Register(make([]byte, src.Len()), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sq.Pull(ctx, b.Addr(), back, 0, src.Len(), dst.Remote(0)); err != nil || !bytes.Equal(back.Bytes(), src.Bytes()) {
+			t.Fatalf("queue %d pull: %q, %v", q, back.Bytes(), err)
+		}
+		if err := sq.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := string(dst.Bytes()[:src.Len()]); got != "from a sharded endpoint" {
-		t.Fatalf("pushed %q", got)
+	for i, st := range a.ShardStats() {
+		if st.Dialled == 0 {
+			t.Errorf("shard %d of the queues' endpoint opened no connection: %+v", i, a.ShardStats())
+		}
 	}
-	back, err := a.Register(make([]byte, src.Len()), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sq.Pull(ctx, b.Addr(), back, 0, src.Len(), dst.Remote(0)); err != nil || !bytes.Equal(back.Bytes(), src.Bytes()) {
-		t.Fatalf("pull: %q, %v", back.Bytes(), err)
+	for i, st := range b.ShardStats() {
+		if st.Accepted == 0 {
+			t.Errorf("shard %d of the peer accepted no connection: %+v", i, b.ShardStats())
+		}
 	}
 }

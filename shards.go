@@ -36,6 +36,8 @@ type group struct {
 	engines []*engine
 	pub     *Endpoint
 	next    atomic.Uint64 // the next Dial's shard, modulo the count
+	// nextQueue is the next NewSendQueue's shard, modulo the count.
+	nextQueue atomic.Uint64
 
 	// Registrations go to every shard one after the other, under mu, so
 	// that every shard's table sees the same sequence on each user slot.
@@ -288,6 +290,14 @@ func (e *engine) owns(r *Region) bool {
 func (g *group) dial(ctx context.Context, peer Addr, opts ConnOptions) (*Conn, error) {
 	i := (g.next.Add(1) - 1) % uint64(len(g.engines))
 	return g.engines[i].dial(ctx, peer, opts)
+}
+
+// newSendQueue deals send queues round robin, as dial does connections:
+// queue k runs on shard k mod N's loop, and the connections its SQs open
+// live on that shard and the peer's shard of the same index.
+func (g *group) newSendQueue(o SendQueueOptions) (*SendQueue, error) {
+	i := (g.nextQueue.Add(1) - 1) % uint64(len(g.engines))
+	return g.engines[i].newSendQueue(o)
 }
 
 // listen makes every shard accept, into one channel: Accept takes the
