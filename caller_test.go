@@ -108,3 +108,36 @@ func TestCallerBlockedWhileAnotherCancels(t *testing.T) {
 		t.Fatalf("blocked Recv ended with %v, want ErrCancelled", err)
 	}
 }
+
+// A panic inside the engine's poll — on a caller's goroutine holding the
+// poll token, or on the loop — must not leave the token held: Close would
+// wait for it forever. The call that panicked (or, when the loop took the
+// panic, the call waiting on it) returns, and Close ends the endpoint.
+func TestCallerPanicInPollLeavesNoTokenHeld(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{Poll: PollCaller}, Options{Poll: PollCaller})
+	defer b.Close()
+	ca, _, _ := connect(t, a, b, ConnOptions{RecvSlots: 4})
+	ctx := ctxT(t)
+	a.e.panicOnPoll.Store(true)
+	sent := make(chan any, 1)
+	go func() {
+		defer func() { sent <- recover() }()
+		_ = ca.Send(ctx, []byte("into a poll that panics"))
+	}()
+	select {
+	case <-sent:
+	case <-ctx.Done():
+		t.Fatal("the Send into a panicking poll never returned")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close never returned: the poll token stayed with the poll that panicked")
+	}
+	if _, err := ca.Recv(ctx, make([]byte, 8)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a call after Close: %v, want ErrClosed", err)
+	}
+}

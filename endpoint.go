@@ -53,11 +53,14 @@ type engine struct {
 	// The poll token (PollCaller): held by whoever runs poll. parked counts
 	// callers waiting for it, woken through tokenFree when it is released;
 	// stopping tells callers to leave it to Stop.
-	caller    bool
-	token     atomic.Bool
-	parked    atomic.Int32
-	tokenFree chan struct{}
-	closing   atomic.Bool
+	caller bool
+	token  atomic.Bool
+	// panicOnPoll makes the next poll panic: tests of what a panic in the
+	// engine leaves behind.
+	panicOnPoll atomic.Bool
+	parked      atomic.Int32
+	tokenFree   chan struct{}
+	closing     atomic.Bool
 
 	// owned by the token holder
 	locked   bool
@@ -103,7 +106,7 @@ func (e *engine) Poll(now clock.Time) int {
 		if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
 			return 0
 		}
-		n := e.poll(now)
+		n := e.pollHolding(now)
 		e.release() // a caller parked for the token takes over
 		return n
 	}
@@ -135,6 +138,9 @@ func (e *engine) Poll(now clock.Time) int {
 // for now, runs the transport and hands its completions back. The caller
 // holds the token.
 func (e *engine) poll(now clock.Time) int {
+	if e.panicOnPoll.Load() && e.panicOnPoll.CompareAndSwap(true, false) {
+		panic("peregrine: the poll panics (a test asked for it)")
+	}
 	n := e.retryBacklog()
 	n += e.intake()
 	if e.mq != nil {
@@ -154,10 +160,29 @@ func (e *engine) tryPoll() (n int, ok bool) {
 	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
 		return 0, false
 	}
-	n = e.poll(e.host.h.clock.Now())
+	n = e.pollHolding(e.host.h.clock.Now())
 	e.woke = false
 	e.release()
 	return n, true
+}
+
+// pollHolding is poll for a holder of the token that must not keep it
+// past a panic: a panic in poll (on a caller's goroutine, or on the loop,
+// whose lcore recovers it and runs Stop) marks the endpoint closing — its
+// state is not to be trusted, so no one polls it again — and gives the
+// token back before the panic goes on, so that Stop and Close can take it
+// and end every op rather than wait for it forever.
+func (e *engine) pollHolding(now clock.Time) int {
+	ok := false
+	defer func() {
+		if !ok {
+			e.closing.Store(true)
+			e.release()
+		}
+	}()
+	n := e.poll(now)
+	ok = true
+	return n
 }
 
 // release gives the token back and wakes a caller parked for it.
