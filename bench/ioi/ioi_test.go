@@ -58,9 +58,13 @@ func TestPathDeathRows(t *testing.T) {
 		require.Zero(t, row.Dead.Abandoned+row.Healthy.Abandoned, r.name)
 		require.GreaterOrEqual(t, row.Dead.DeadPath, 0)
 		require.Positive(t, row.Dead.DetectedAfter, r.name)
-		// A move needs a packet lost twice on the path (the in-order row:
-		// two timeouts, 1 ms and 2 ms), and comes soon after.
-		require.Less(t, row.Dead.DetectedAfter, 5*time.Millisecond, r.name)
+		// A move needs two packets each lost twice on the path. While
+		// nothing is acknowledged a timeout resends only the window's
+		// oldest packet (F-RTO: a silent peer may be a descheduled one),
+		// so in the in-order row the move comes at the probe's third
+		// timeout (1, 2 and 4 ms: 7.2 ms; 3.2 ms when every timeout
+		// resent the whole window), and soon after it in the others.
+		require.Less(t, row.Dead.DetectedAfter, 8*time.Millisecond, r.name)
 	}
 }
 
