@@ -37,6 +37,11 @@
 // ops/s over the wall time of the measured round trips, and their p50,
 // p99 and p99.9.
 //
+// Before the rows, two FIGURE lines give the floor under every door that
+// hands work between goroutines: a channel round trip between two
+// goroutines, and with the answering one locked to its OS thread as an
+// endpoint's loop is (each hand-off then wakes that thread).
+//
 // Who owns a buffer: each caller goroutine owns its request and response
 // buffers; the raw door's region slots are the measuring goroutine's, a
 // send slot lent to the transport from its Send to its completion and a

@@ -168,6 +168,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	rep := report.New(o.Out)
 	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d",
 		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0))
+	handoffFloor(o.Out)
 	got := map[string]result{}
 	files := map[string]float64{} // door/where -> goodput, bytes/s
 	fileErrs := map[string]error{}
