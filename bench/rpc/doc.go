@@ -32,8 +32,9 @@
 // one connection). Each row measures Options.Count round trips after a
 // tenth of that of warm-up, or Options.RowTime (5 s) after a tenth of that
 // when that comes first — a door that is slow on this machine (the
-// public API's own loops on two CPUs that its callers must share: a few
-// thousand round trips a second) reports its rate over a bounded time —:
+// public API's loop door, whose hand-offs each wake a locked loop thread:
+// a few thousand round trips a second) reports its rate over a bounded
+// time —:
 // ops/s over the wall time of the measured round trips, and their p50,
 // p99 and p99.9.
 //
