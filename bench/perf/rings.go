@@ -9,8 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 	"github.com/peregrine-net/peregrine/internal/release"
 	"github.com/peregrine-net/peregrine/rings"
 )
@@ -105,7 +104,7 @@ func RingTwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerEle
 		defer wg.Done()
 		runtime.LockOSThread()
 		if len(cpus) == 2 {
-			if err := pinThread(cpus[i]); err != nil {
+			if err := benchtopo.PinThread(cpus[i]); err != nil {
 				errs[i] = err
 				failed.Store(true)
 			}
@@ -137,15 +136,4 @@ func RingTwoCoreBulk(kind string, burst int, elems int, cpus []int) (enqNsPerEle
 	}
 	n := float64(bulks) * float64(burst)
 	return float64(elapsed[0].Nanoseconds()) / n, float64(elapsed[1].Nanoseconds()) / n, nil
-}
-
-// pinThread restricts the calling OS thread (which must be locked to its
-// goroutine) to cpu.
-func pinThread(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		return fmt.Errorf("perf: pin thread to cpu %d: %w", cpu, err)
-	}
-	return nil
 }

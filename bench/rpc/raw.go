@@ -9,8 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/dix"
 	"github.com/peregrine-net/peregrine/core/mbuf"
@@ -32,40 +31,6 @@ type rawDoor struct {
 	// the same cores. Without it one goroutine polls both (the floor).
 	loops bool
 	noPin bool
-}
-
-// cpu is where a loop of the raw-loops door runs: cpu, or anywhere (-1)
-// with Options.NoPin.
-func (d *rawDoor) cpu(cpu int) int {
-	if d.noPin {
-		return -1
-	}
-	return cpu
-}
-
-// pinHere locks the calling goroutine to its thread and, unless cpu < 0,
-// pins the thread to cpu; undo gives the thread its CPUs back and unlocks
-// it, so that no pinned thread returns to the runtime.
-func pinHere(cpu int) (undo func(), err error) {
-	runtime.LockOSThread()
-	var was unix.CPUSet
-	if cpu < 0 {
-		return runtime.UnlockOSThread, nil
-	}
-	if err := unix.SchedGetaffinity(0, &was); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("reading the thread's CPUs: %w", err)
-	}
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("pinning to CPU %d: %w", cpu, err)
-	}
-	return func() {
-		_ = unix.SchedSetaffinity(0, &was)
-		runtime.UnlockOSThread()
-	}, nil
 }
 
 // sendIndex is how the public package's dialled connections name a Send's
@@ -256,50 +221,49 @@ func (d *rawDoor) rows(ctx context.Context, size, depth int, n rowLen) (res resu
 		}
 	} else {
 		// The public API's layout: each endpoint polled by its own
-		// goroutine, locked to its thread and pinned to its CPU.
+		// goroutine, locked to its thread and pinned to its CPU. Neither
+		// unlocks: a goroutine that ends locked ends its pinned thread
+		// rather than handing it back to the runtime.
 		var stop atomic.Bool
-		served := make(chan error, 1)
-		go func() {
-			served <- func() error {
-				undo, err := pinHere(d.cpu(d.m.cpuB))
-				if err != nil {
+		loop := func(cpu int, step func() error) error {
+			runtime.LockOSThread()
+			if !d.noPin {
+				if err := benchtopo.PinThread(cpu); err != nil {
 					return err
 				}
-				defer undo()
-				cqz := make([]txn.Completion, 64)
-				for !stop.Load() {
-					z.ep.Poll(clk.Now())
-					if err := server(cqz); err != nil {
-						return err
-					}
+			}
+			for !stop.Load() {
+				if err := step(); err != nil {
+					return err
 				}
-				return nil
-			}()
+			}
+			return nil
+		}
+		served, asked := make(chan error, 1), make(chan error, 1)
+		cqz := make([]txn.Completion, 64)
+		go func() {
+			served <- loop(d.m.cpuB, func() error { z.ep.Poll(clk.Now()); return server(cqz) })
 		}()
-		undo, err := pinHere(d.cpu(d.m.cpuA))
-		for err == nil && (!m.finished() || inflight > 0) {
-			if err = expired(); err == nil {
+		go func() {
+			err := loop(d.m.cpuA, func() error {
+				if m.finished() && inflight == 0 {
+					stop.Store(true)
+					return nil
+				}
+				if err := expired(); err != nil {
+					return err
+				}
 				a.ep.Poll(clk.Now())
-				err = client(cq)
-			}
-			select {
-			case serr := <-served:
-				err = errors.Join(err, serr, errors.New("the server's loop ended"))
-			default:
-			}
-		}
-		if undo != nil {
-			undo()
-		}
-		stop.Store(true)
+				return client(cq)
+			})
+			stop.Store(true) // the server's loop too, when the client's failed
+			asked <- err
+		}()
+		err := errors.Join(<-asked, <-served)
 		if err != nil {
-			<-served
 			ta, tz := a.ep.Transport().Stats(), z.ep.Transport().Stats()
 			return res, fmt.Errorf("%w (client: %d resent, %d abandoned; server: %d resent, %d abandoned; txn %+v / %+v)", err,
 				ta.TxRetransmit, ta.Abandoned, tz.TxRetransmit, tz.Abandoned, a.ep.Stats(), z.ep.Stats())
-		}
-		if err := <-served; err != nil {
-			return res, err
 		}
 	}
 	res = m.result()

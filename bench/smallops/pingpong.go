@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 )
 
 // pingPong measures what one cache line costs to cross between CPUs a and
@@ -38,10 +38,8 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 		// Never unlocked: the goroutine exits locked, which ends its
 		// pinned thread instead of handing it back to the runtime.
 		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			errs[i] = fmt.Errorf("pin to cpu %d: %w", cpu, err)
+		if err := benchtopo.PinThread(cpu); err != nil {
+			errs[i] = err
 			ready.Add(1)
 			return
 		}

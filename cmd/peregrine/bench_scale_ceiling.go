@@ -73,18 +73,15 @@ func machineScaling(cpus []int, d time.Duration) (float64, error) {
 
 // spinWork runs a dependent walk over its own working set on a thread
 // pinned to cpu until stop, and returns the steps it took.
+// It runs on a goroutine of its own and never unlocks its thread, so the
+// pinned thread ends with it rather than returning to the runtime.
 func spinWork(cpu int, stop *atomic.Bool) (uint64, error) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var was, set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &was); err != nil {
-		return 0, err
-	}
+	var set unix.CPUSet
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return 0, fmt.Errorf("pinning to CPU %d: %w", cpu, err)
 	}
-	defer func() { _ = unix.SchedSetaffinity(0, &was) }()
 	words := make([]uint64, ceilingWorkingSet/8)
 	for i := range words {
 		words[i] = uint64(i)*0x9e3779b97f4a7c15 + 1

@@ -58,3 +58,16 @@ func VethPair(prefix, ifA, ifB string, addrA, addrB netip.Prefix) (a, b *netns.N
 	}
 	return a, b, cleanup, nil
 }
+
+// PinThread restricts the calling OS thread, which the caller has locked
+// to its goroutine (runtime.LockOSThread), to cpu. A goroutine that pins
+// its thread should end without unlocking it: the runtime then ends the
+// pinned thread instead of running other goroutines on it.
+func PinThread(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pinning a thread to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
