@@ -15,6 +15,7 @@ import (
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
+	"github.com/peregrine-net/peregrine/internal/inloop"
 )
 
 // Quota bounds what one application may hold. Zero fields take defaults.
@@ -178,9 +179,20 @@ func (s *Server) Close() error {
 
 // Poll moves data for every attached channel: a bounded batch each, never
 // blocking. It returns the descriptors and completions it handled. One
-// goroutine calls Poll.
-func (s *Server) Poll() int {
-	s.mu.Lock()
+// goroutine calls Poll (Run, or a test's).
+func (s *Server) Poll() int { return s.poll(false) }
+
+// poll is Poll; with try it also never waits for a lock: an application
+// whose control request holds its state is skipped this round (on the
+// endpoint's loop, which must never wait for another goroutine).
+func (s *Server) poll(try bool) int {
+	if try {
+		if !s.mu.TryLock() {
+			return 0
+		}
+	} else {
+		s.mu.Lock()
+	}
 	s.scratch = s.scratch[:0]
 	for a := range s.apps {
 		s.scratch = append(s.scratch, a)
@@ -188,15 +200,25 @@ func (s *Server) Poll() int {
 	s.mu.Unlock()
 	work := 0
 	for _, a := range s.scratch {
-		work += a.poll()
+		work += a.poll(try)
 	}
 	clear(s.scratch)
 	return work
 }
 
-// Run calls Poll until ctx ends, spinning while there is work and backing
-// off (yield, then sleeps up to 50 µs) while there is none.
+// Run polls the channels until ctx ends. On an endpoint with a poll loop
+// of its own (every in-process endpoint) the loop runs the channels' poll
+// after its own, so that descriptors, the transport and completions meet
+// on one goroutine and no hand-off between threads costs a wake-up; the
+// loop's idle policy counts the channels' work. Otherwise Run polls on the
+// calling goroutine, spinning while there is work and backing off (yield,
+// then sleeps up to 50 µs) while there is none.
 func (s *Server) Run(ctx context.Context) {
+	if detach, err := inloop.Attach(s.ep, s.pollLoop); err == nil {
+		<-ctx.Done()
+		detach()
+		return
+	}
 	idle := 0
 	for ctx.Err() == nil {
 		if s.Poll() > 0 {
@@ -213,6 +235,9 @@ func (s *Server) Run(ctx context.Context) {
 		}
 	}
 }
+
+// pollLoop is poll on the endpoint's loop.
+func (s *Server) pollLoop() int { return s.poll(true) }
 
 // Attached returns how many applications are attached now.
 func (s *Server) Attached() int {
