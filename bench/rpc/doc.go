@@ -60,6 +60,18 @@
 // one processor per CPU, Go's default, so that its goroutines switch as
 // goroutines rather than the OS time-slicing their threads.
 //
+// Machnet (a DPDK sidecar with the same two doors' shape) is not run
+// beside the rows as a live anchor: it does not build here. Its build
+// (docs/INTERNAL.md of microsoft/machnet, April 2026) wants DPDK 23.11 and
+// rdma-core's stable-v40 built from their sources (Debian 12 packages
+// DPDK 22.11) and six git submodules from GitHub (glog, gflags,
+// googletest, google benchmark, HdrHistogram_c, xxHash); this machine
+// reaches only Debian's archive and the Go module proxy. Run elsewhere, it
+// finds its NIC by the PCIe address of an interface's MAC in sysfs (or
+// one in its config), which a veth pair does not have. Its published
+// figures (1 KiB RPCs at 753 K-1.0 M a second, p50 18 µs, on bare-metal
+// NICs) are quoted in bench/RESULTS.md as a far anchor, not a ratio.
+//
 // The veth rows create two network namespaces joined by a veth pair
 // (198.18.0.0/15) and delete them at the end; they need root and are
 // skipped, with a message, without it.
