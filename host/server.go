@@ -112,7 +112,10 @@ type Server struct {
 	lstApp  *app
 	nextID  uint64
 	closed  bool
-	scratch []*app // Poll's copy of apps
+	// polled is apps as a list for Poll, replaced (under mu) whenever
+	// apps changes: Poll reads it without the lock, and a map's range
+	// costs Poll a random start every call.
+	polled atomic.Pointer[[]*app]
 
 	attached, detached, refused atomic.Uint64
 	wg                          sync.WaitGroup
@@ -186,24 +189,26 @@ func (s *Server) Poll() int { return s.poll(false) }
 // whose control request holds its state is skipped this round (on the
 // endpoint's loop, which must never wait for another goroutine).
 func (s *Server) poll(try bool) int {
-	if try {
-		if !s.mu.TryLock() {
-			return 0
-		}
-	} else {
-		s.mu.Lock()
+	list := s.polled.Load()
+	if list == nil {
+		return 0
 	}
-	s.scratch = s.scratch[:0]
-	for a := range s.apps {
-		s.scratch = append(s.scratch, a)
-	}
-	s.mu.Unlock()
 	work := 0
-	for _, a := range s.scratch {
+	for _, a := range *list {
 		work += a.poll(try)
 	}
-	clear(s.scratch)
 	return work
+}
+
+// listApps renews the list Poll reads (s.mu held). A detached app may be
+// polled once more by a Poll that loaded the old list: it is marked dead
+// first, and its poll does nothing.
+func (s *Server) listApps() {
+	list := make([]*app, 0, len(s.apps))
+	for a := range s.apps {
+		list = append(list, a)
+	}
+	s.polled.Store(&list)
 }
 
 // Run polls the channels until ctx ends. On an endpoint with a poll loop
@@ -394,6 +399,7 @@ func (s *Server) attach(c *net.UnixConn, uid uint32, pid int32, m *ctl.Msg) (*ap
 	}
 	s.mu.Lock()
 	s.apps[a] = struct{}{}
+	s.listApps()
 	s.mu.Unlock()
 	s.attached.Add(1)
 	return a, nil
@@ -455,6 +461,7 @@ func (s *Server) detach(a *app) {
 	a.ch.Close()
 	s.mu.Lock()
 	delete(s.apps, a)
+	s.listApps()
 	s.byUser[a.uid]--
 	if s.byUser[a.uid] == 0 {
 		delete(s.byUser, a.uid)
