@@ -1,6 +1,7 @@
 package rt
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -131,53 +132,57 @@ func halfOpenSeeds() int {
 func TestNoHalfOutlivesItsPeer(t *testing.T) {
 	faults := []string{"a→b dead", "b→a dead", "b restarts", "b aborts", "close, b's close lost", "both down a while", "none"}
 	for seed := range halfOpenSeeds() {
-		rng := rand.New(rand.NewPCG(uint64(seed), 0x4a1f))
-		fault := rng.IntN(len(faults))
-		h := newHarness(t, func(a, b *Options) { a.Seed, b.Seed = uint64(2*seed+1), uint64(2*seed+2) })
-		h.check = seed%16 == 0
-		ca, cb := h.connect()
-		h.sendAll(ca, wire.TypePushUnsolicitedData, 1, 1+rng.IntN(8), 64)
-		h.sendAll(cb, wire.TypePushUnsolicitedData, 1, rng.IntN(8), 64)
-		h.idle(time.Duration(rng.IntN(2000)) * time.Microsecond)
-		drop := func(*wire.Frame) int { return 0 }
-		switch fault {
-		case 0:
-			h.pa.tap = drop
-		case 1:
-			h.pb.tap = drop
-		case 2:
-			h.restartB(nil)
-		case 3:
-			cb.Abort()
-		case 4:
-			h.pb.tap = func(f *wire.Frame) int {
-				if f.Header.Type == wire.TypeConnClose || f.Header.Type == wire.TypeResync {
-					return 0
+		// A subtest a seed: each harness's pool (16 MiB) is freed at its
+		// end, not the sweep's.
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0x4a1f))
+			fault := rng.IntN(len(faults))
+			h := newHarness(t, func(a, b *Options) { a.Seed, b.Seed = uint64(2*seed+1), uint64(2*seed+2) })
+			h.check = seed%16 == 0
+			ca, cb := h.connect()
+			h.sendAll(ca, wire.TypePushUnsolicitedData, 1, 1+rng.IntN(8), 64)
+			h.sendAll(cb, wire.TypePushUnsolicitedData, 1, rng.IntN(8), 64)
+			h.idle(time.Duration(rng.IntN(2000)) * time.Microsecond)
+			drop := func(*wire.Frame) int { return 0 }
+			switch fault {
+			case 0:
+				h.pa.tap = drop
+			case 1:
+				h.pb.tap = drop
+			case 2:
+				h.restartB(nil)
+			case 3:
+				cb.Abort()
+			case 4:
+				h.pb.tap = func(f *wire.Frame) int {
+					if f.Header.Type == wire.TypeConnClose || f.Header.Type == wire.TypeResync {
+						return 0
+					}
+					return 1
 				}
-				return 1
+				require.NoError(t, ca.Close())
+			case 5:
+				h.pa.tap, h.pb.tap = drop, drop
 			}
-			require.NoError(t, ca.Close())
-		case 5:
-			h.pa.tap, h.pb.tap = drop, drop
-		}
-		if fault != 4 && ca.State() == StateEstablished && rng.IntN(2) == 0 {
-			h.sendAll(ca, wire.TypePushUnsolicitedData, 100, 1+rng.IntN(4), 64)
-		}
-		if fault == 5 {
-			h.idle(time.Duration(rng.IntN(15_000)) * time.Millisecond)
-			h.pa.tap, h.pb.tap = nil, nil
-		}
-		h.idle(DefaultIdleTimeout + 3*DefaultKeepAlive)
-		na, nb := h.a.Conns(), h.b.Conns()
-		ok := na == 0 && nb == 0
-		if na == 1 && nb == 1 && ca.State() == StateEstablished {
-			for i := range h.b.conns {
-				if c := &h.b.conns[i]; c.state == StateEstablished && c.localCID == ca.PeerCID() && c.peerCID == ca.LocalCID() {
-					ok = true
+			if fault != 4 && ca.State() == StateEstablished && rng.IntN(2) == 0 {
+				h.sendAll(ca, wire.TypePushUnsolicitedData, 100, 1+rng.IntN(4), 64)
+			}
+			if fault == 5 {
+				h.idle(time.Duration(rng.IntN(15_000)) * time.Millisecond)
+				h.pa.tap, h.pb.tap = nil, nil
+			}
+			h.idle(DefaultIdleTimeout + 3*DefaultKeepAlive)
+			na, nb := h.a.Conns(), h.b.Conns()
+			ok := na == 0 && nb == 0
+			if na == 1 && nb == 1 && ca.State() == StateEstablished {
+				for i := range h.b.conns {
+					if c := &h.b.conns[i]; c.state == StateEstablished && c.localCID == ca.PeerCID() && c.peerCID == ca.LocalCID() {
+						ok = true
+					}
 				}
 			}
-		}
-		require.True(t, ok, "seed %d, fault %q: a holds %d (%v), b holds %d", seed, faults[fault], na, ca.State(), nb)
-		require.Zero(t, h.a.Stats().Internal+h.b.Stats().Internal, "seed %d", seed)
+			require.True(t, ok, "seed %d, fault %q: a holds %d (%v), b holds %d", seed, faults[fault], na, ca.State(), nb)
+			require.Zero(t, h.a.Stats().Internal+h.b.Stats().Internal, "seed %d", seed)
+		})
 	}
 }
