@@ -222,7 +222,12 @@ func (s *Sender) Begun() bool { return s.begun }
 // It returns true when the message uses IOI (it may still stay in order
 // if its first response finds it small).
 func (s *Sender) Begin(m Mode, total uint32, size uint64, idempotent bool, est *Estimator, now clock.Time, salt uint32) bool {
-	*s = Sender{begun: true, total: total, size: size, start: now, salt: salt}
+	// Zeroed in place and filled field by field (once per message): a
+	// composite literal stored through a pointer is built in a temporary
+	// and copied, and the copy's wide loads stall on the narrow stores
+	// that built it.
+	*s = Sender{}
+	s.begun, s.total, s.size, s.start, s.salt = true, total, size, now, salt
 	switch {
 	case m == ModeOff:
 		s.kind = kindPlain

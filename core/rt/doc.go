@@ -29,8 +29,9 @@
 // old incarnation's packet, or another host's, never touches the
 // connection. (An IOI sprayed data packet, not flagged in order, may come
 // from any port in IOIEntropyPorts: its source port is ECMP entropy.) The frame that
-// carries nearly all traffic — IPv4, a reliable packet without extensions,
-// addressed to us, for a live connection — takes wire.DecodeFastIPv4 (fixed
+// carries nearly all traffic — IPv4, a reliable packet or an ACK with no
+// extension but a delivery index, a region and the seal, addressed to us,
+// for a live connection, from its peer's port — takes wire.DecodeFastIPv4 (fixed
 // offsets, the same checks and the same header as the general decoder)
 // instead; anything else, or anything wrong, falls back on the general
 // path, which decodes the frame again and counts what is wrong, so the

@@ -83,8 +83,8 @@ type qpnState struct {
 	cam qpx.Stats
 }
 
-// initQPN builds the CAM when the option is on. The fast path decodes only
-// packets without extensions, and every reliable packet carries one now.
+// initQPN builds the CAM when the option is on. The fast path decodes no
+// QPN extension, and every reliable packet carries one now.
 func (e *Endpoint) initQPN() error {
 	if !e.opts.QPN.Enabled {
 		return nil

@@ -56,10 +56,11 @@ const touchLines = 3
 
 // receiveBurst processes the frames of one burst (Poll counts them in
 // RxFrames and frees them once the burst is done). On an IPv4 endpoint the
-// common frame (a reliable packet without extensions, to us, for a live
-// connection) is decoded at fixed offsets; anything else, or anything
-// wrong, takes receive, which decodes again and counts what is wrong: the
-// fast path changes nothing before it has the connection.
+// common frame (a reliable packet or an ACK with the data path's
+// extensions, to us, for a live connection, from its peer's address) is
+// decoded at fixed offsets; anything else, or anything wrong, takes
+// receive, which decodes again and counts what is wrong: the fast path
+// changes nothing before it has the connection.
 func (e *Endpoint) receiveBurst(data [][]byte) {
 	if !e.fast4 {
 		for _, b := range data {
@@ -79,7 +80,7 @@ func (e *Endpoint) receiveBurst(data [][]byte) {
 				if !e.unsealed(c, hd) {
 					continue
 				}
-				if c.state == StateEstablished && hd.Type != wire.TypeConnClose {
+				if c.state == StateEstablished && hd.Type != wire.TypeConnClose && hd.Type.Window() != wire.WindowNone {
 					e.onEstablishedData(c, hd, payload)
 				} else {
 					e.onPacket(c, hd, payload)
@@ -293,9 +294,9 @@ func (e *Endpoint) onPacket(c *conn, hd *wire.Header, payload []byte) {
 
 // onEstablishedData is onPacket for the packet that carries nearly all
 // traffic: a connection in StateEstablished receiving a reliable type
-// other than ConnClose (wire.DecodeFastIPv4 lets through only reliable
-// types without a body; ConnClose changes the connection's state and
-// takes onPacket). It does what onPacket does for it, without the
+// other than ConnClose (wire.DecodeFastIPv4 lets through the reliable
+// types without a body, and ACKs, which take onPacket; ConnClose changes
+// the connection's state and takes onPacket too). It does what onPacket does for it, without the
 // dispatch on state and type.
 func (e *Endpoint) onEstablishedData(c *conn, hd *wire.Header, payload []byte) {
 	c.lastRx = e.now

@@ -16,21 +16,25 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	if tw.full() || int(tw.outstanding) >= c.cc.Window() {
 		return 0, ErrWindowFull
 	}
+	// The header, the context and the send fields below are zeroed in
+	// place and filled field by field, on every packet: a composite
+	// literal stored through a pointer (or whose address is taken) is
+	// built in a temporary and copied, and the copy's wide loads stall on
+	// the narrow stores that built it.
 	hd := &e.txHdr
-	*hd = wire.Header{
-		Version: wire.Version,
-		DestCID: c.peerCID,
-		Type:    sh.Type,
-		Flags:   sh.Flags &^ (wire.FlagRetransmission | wire.FlagHasExtension),
-		Phase:   sh.Phase,
-		PSN:     tw.nsn,
-		RSN:     sh.RSN,
-		SSN:     sh.SSN,
-		ReqLen:  sh.ReqLen,
-		Offset:  sh.Offset,
-		Desc:    sh.Desc,
-		Ext:     sh.Ext,
-	}
+	*hd = wire.Header{}
+	hd.Version = wire.Version
+	hd.DestCID = c.peerCID
+	hd.Type = sh.Type
+	hd.Flags = sh.Flags &^ (wire.FlagRetransmission | wire.FlagHasExtension)
+	hd.Phase = sh.Phase
+	hd.PSN = tw.nsn
+	hd.RSN = sh.RSN
+	hd.SSN = sh.SSN
+	hd.ReqLen = sh.ReqLen
+	hd.Offset = sh.Offset
+	hd.Desc = sh.Desc
+	hd.Ext = sh.Ext
 	hd.Ext.Present &^= wire.ExtSourceCID
 	e.stampQPN(c, &hd.Ext)
 	c.seal(hd, len(payload))
@@ -76,7 +80,11 @@ func (e *Endpoint) enqueue(c *conn, w wire.Window, sh *SendHeader, payload []byt
 	}
 	e.pool.SetLen(f, n)
 	psn := tw.assign()
-	e.ctx[idx] = retxCtx{frame: f, payload: kept, conn: c.idx, win: w, psn: psn, cookie: sh.Cookie, route: routeOf(sh)}
+	x := &e.ctx[idx]
+	*x = retxCtx{}
+	x.frame, x.payload, x.cookie = f, kept, sh.Cookie
+	x.conn, x.win, x.psn = c.idx, w, psn
+	x.route = routeOf(sh)
 	e.newQ.push(int32(idx))
 	c.stats.Sent++
 	return psn, nil
@@ -189,13 +197,10 @@ func (e *Endpoint) sendCtx(idx uint32) bool {
 
 	k := c.window(x.win)
 	tw := &c.tx[k]
-	send := wire.SendFields{
-		Retry:    uint8(min(x.sends, wire.MaxRetry)),
-		ReqEBSN:  c.rx[0].bsn,
-		DataEBSN: c.rx[1].bsn,
-		TxTime:   e.now32,
-		TxEcho:   c.peerTx,
-	}
+	var send wire.SendFields // field by field: see enqueue
+	send.Retry = uint8(min(x.sends, wire.MaxRetry))
+	send.ReqEBSN, send.DataEBSN = c.rx[0].bsn, c.rx[1].bsn
+	send.TxTime, send.TxEcho = e.now32, c.peerTx
 	if x.sends > 0 {
 		send.Flags |= wire.FlagRetransmission | wire.FlagAckRequested
 	}

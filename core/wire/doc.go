@@ -19,8 +19,9 @@
 // assert it) and decoders never panic on any input (fuzz targets check it).
 //
 // Two shortcuts serve the per-packet paths. DecodeFastIPv4 decodes the frame
-// most packets are (IPv4 without options, a reliable type with no body and
-// no extension but the seal, to a given address) at fixed offsets, and otherwise
+// most packets are (IPv4 without options, a reliable type with no body or an
+// ACK, with no extension but a delivery index, a region and the seal, in
+// their encoded order, to a given address) at fixed offsets, and otherwise
 // declines and leaves the frame to DecodeFrame; whenever it accepts, the
 // result is DecodeFrame's (a fuzz target checks it). A FrameTemplate holds a
 // peer's Ethernet, IP and UDP headers prebuilt, so that building a frame to
@@ -284,7 +285,7 @@
 //	packet and that its receiver acts on, not the payload, and not what
 //	a resend rewrites in place). The receiver drops a packet of a sealed
 //	connection whose tag is missing or wrong, unacknowledged (core/rt
-//	seal.go). DecodeFastIPv4 takes a frame whose only extension is this.
+//	seal.go).
 //	A ConnAccept's tag is Header.HelloTag under the key its ConnOpen
 //	announced, bound to that ConnOpen's fields as the target received
 //	them; the initiator checks it. A ConnOpen carries none.

@@ -212,7 +212,7 @@ func (e *Ext) Decode(b []byte) error {
 				return ErrExtension
 			}
 			bit = ExtPlacement
-			e.Placement = Placement{Mode: PlacementMode(tlv[2]), Index: be.Uint32(tlv[4:])}
+			e.Placement = placementAt(tlv)
 			if !e.Placement.Mode.Valid() {
 				return ErrExtension
 			}
@@ -233,13 +233,13 @@ func (e *Ext) Decode(b []byte) error {
 				return ErrExtension
 			}
 			bit = ExtRegion
-			e.Region = RegionRef{Key: be.Uint32(tlv[4:]), Addr: be.Uint64(tlv[8:])}
+			e.Region = regionAt(tlv)
 		case ExtTypeSeal:
 			if n < extSealLen {
 				return ErrExtension
 			}
 			bit = ExtSeal
-			e.Seal = uint64(be.Uint16(tlv[2:]))<<32 | uint64(be.Uint32(tlv[4:]))
+			e.Seal = sealAt(tlv)
 		case ExtTypeSealKey:
 			if n < extSealKeyLen {
 				return ErrExtension
@@ -256,6 +256,18 @@ func (e *Ext) Decode(b []byte) error {
 	}
 	return nil
 }
+
+// placementAt, regionAt and sealAt read the value of a delivery-index, a
+// region and a seal TLV (at least as long as its kind encodes).
+func placementAt(tlv []byte) Placement {
+	return Placement{Mode: PlacementMode(tlv[2]), Index: be.Uint32(tlv[4:])}
+}
+
+func regionAt(tlv []byte) RegionRef {
+	return RegionRef{Key: be.Uint32(tlv[4:]), Addr: be.Uint64(tlv[8:])}
+}
+
+func sealAt(tlv []byte) uint64 { return uint64(be.Uint16(tlv[2:]))<<32 | uint64(be.Uint32(tlv[4:])) }
 
 func (e *Ext) String() string {
 	var b strings.Builder

@@ -376,17 +376,7 @@ func (h *Header) Decode(b []byte) (int, error) {
 	body := b[BaseHeaderLen : BaseHeaderLen+bl]
 	switch t {
 	case TypeAck, TypeExtendedAck:
-		h.Ack.OOW = OOWFlags(body[0]) & oowKnown
-		if d := Window(body[0]>>ackDupShift) & 3; d <= WindowData {
-			h.Ack.Dup = d // 3 is reserved: no report
-		}
-		h.Ack.RxBufLevel = body[1]
-		h.Ack.OOWCount = be.Uint16(body[2:])
-		h.Ack.RxTime = be.Uint32(body[4:])
-		if t == TypeExtendedAck {
-			h.Ack.ReqBitmap = Bitmap128{be.Uint64(body[8:]), be.Uint64(body[16:])}
-			h.Ack.DataBitmap = Bitmap128{be.Uint64(body[24:]), be.Uint64(body[32:])}
-		}
+		h.Ack.decode(body)
 	case TypeNack:
 		h.Nack = NackBody{
 			Code:             NackCode(body[0]),
@@ -449,6 +439,23 @@ func (h *Header) setBase(b []byte, w0 uint32, t Type, flags Flags, payloadLen ui
 	h.Desc = 0
 	if t == TypeSend {
 		h.Desc = b[offDesc]
+	}
+}
+
+// decode fills the body of an ACK (AckBodyLen bytes) or an extended ACK
+// (ExtendedAckBodyLen bytes, the length of body says which) from body; a
+// fresh AckBody is zero, and decode leaves the bitmaps of an ACK so.
+func (a *AckBody) decode(body []byte) {
+	a.OOW = OOWFlags(body[0]) & oowKnown
+	if d := Window(body[0]>>ackDupShift) & 3; d <= WindowData {
+		a.Dup = d // 3 is reserved: no report
+	}
+	a.RxBufLevel = body[1]
+	a.OOWCount = be.Uint16(body[2:])
+	a.RxTime = be.Uint32(body[4:])
+	if len(body) == ExtendedAckBodyLen {
+		a.ReqBitmap = Bitmap128{be.Uint64(body[8:]), be.Uint64(body[16:])}
+		a.DataBitmap = Bitmap128{be.Uint64(body[24:]), be.Uint64(body[32:])}
 	}
 }
 

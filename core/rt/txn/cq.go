@@ -192,12 +192,25 @@ type cq struct {
 }
 
 func (q *cq) push(c Completion) bool {
-	if q.size == len(q.buf) {
+	p := q.slot()
+	if p == nil {
 		return false
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = c
-	q.size++
+	*p = c
 	return true
+}
+
+// slot queues a zero completion and returns it for the caller to fill in
+// place (nil when the queue is full): a Completion built as a value and
+// pushed is copied, and the copy's wide loads stall on the narrow stores
+// that just built it. Its slot is zero already: pop clears what it takes.
+func (q *cq) slot() *Completion {
+	if q.size == len(q.buf) {
+		return nil
+	}
+	p := &q.buf[(q.head+q.size)%len(q.buf)]
+	q.size++
+	return p
 }
 
 func (q *cq) pop(out []Completion) int {

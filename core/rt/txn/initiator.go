@@ -234,10 +234,14 @@ func (e *Endpoint) complete(i int32, st Status) {
 		e.ro.Take(c.cid, spaceRSN, x.rsn)
 		x.rsnHeld = false
 	}
-	cp := Completion{
-		Conn: c.handle, Tag: x.tag, Kind: x.kind, RSN: x.rsn, Bytes: int(x.length), Status: st,
-		RemoteKey: x.remote.Key, RemoteAddr: x.remote.Addr, Posted: x.posted, Done: e.now,
+	cp := e.cq.slot()
+	if cp == nil {
+		panic("txn: completion queue overflow despite reservation") // a bug, never the peer's doing
 	}
+	cp.Conn, cp.Tag, cp.Kind, cp.RSN = c.handle, x.tag, x.kind, x.rsn
+	cp.Bytes, cp.Status = int(x.length), st
+	cp.RemoteKey, cp.RemoteAddr = x.remote.Key, x.remote.Addr
+	cp.Posted, cp.Done = x.posted, e.now
 	if st == StatusRemoteAccess || st == StatusRemoteInvalid {
 		cp.Refusal = x.refusal
 	}
@@ -246,9 +250,6 @@ func (e *Endpoint) complete(i int32, st Status) {
 		e.cnt.own[cBytesCompleted] += uint64(x.length)
 	} else {
 		e.cnt.own[cCompletedErr]++
-	}
-	if !e.cq.push(cp) {
-		panic("txn: completion queue overflow despite reservation") // a bug, never the peer's doing
 	}
 	ci := x.conn
 	if (x.noticePending() || x.givenUp && x.unresolved > 0) && !e.tearing {

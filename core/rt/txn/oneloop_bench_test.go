@@ -11,6 +11,7 @@ import (
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/mbuf"
+	"github.com/peregrine-net/peregrine/core/port"
 	"github.com/peregrine-net/peregrine/core/rt"
 	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
@@ -35,22 +36,33 @@ type oneLoop struct {
 // inflight/conns operations' worth of congestion window, as the smallops
 // scenario's in-memory rows configure theirs.
 func newOneLoop(tb testing.TB, conns, inflight int) *oneLoop {
+	return newOneLoopTapped(tb, conns, inflight, nil)
+}
+
+// newOneLoopTapped is newOneLoop with every frame an endpoint receives
+// shown to tap first (nil: none), with the receiving endpoint's address.
+func newOneLoopTapped(tb testing.TB, conns, inflight int, tap func(frame []byte, dst netip.Addr)) *oneLoop {
 	tb.Helper()
 	pool, err := mbuf.New(mbuf.Options{Name: tb.Name(), Frames: 16384, CacheSize: 256})
 	require.NoError(tb, err)
 	pa, pb, err := mem.NewPair(pool, mem.PairOptions{Name: "oneloop", Size: 4096})
 	require.NoError(tb, err)
 	l := &oneLoop{clk: clock.NewReal(), pool: pool, cq: make([]Completion, 256)}
+	var portA, portB port.Port = pa, pb
+	if tap != nil {
+		portA = &tapPort{Port: pa, pool: pool, dst: ipA, tap: tap}
+		portB = &tapPort{Port: pb, pool: pool, dst: ipB, tap: tap}
+	}
 	sp := swift.DefaultParams()
 	sp.BaseTarget = 200 * time.Microsecond
 	sp.MinCwnd = float64(inflight / conns)
 	sp.InitialCwnd = sp.MinCwnd
-	ropts := func(name string, p *mem.Port, ip netip.Addr, seed uint64, maxConns int) rt.Options {
+	ropts := func(name string, p port.Port, ip netip.Addr, seed uint64, maxConns int) rt.Options {
 		return rt.Options{Name: name, Port: p, Pool: pool, Clock: l.clk, LocalIP: ip, LocalMAC: [6]byte(p.Info().MAC),
 			MaxConns: maxConns, MinRTO: time.Millisecond, RetryLimit: 20, Seed: seed}
 	}
-	oa := Options{Transport: ropts("a", pa, ipA, 1, max(2*conns, 4)), Congestion: &sp, MaxOps: max(2*inflight, 512)}
-	ob := Options{Transport: ropts("b", pb, ipB, 2, 64), Congestion: &sp, OnRequest: func(*Request) {}}
+	oa := Options{Transport: ropts("a", portA, ipA, 1, max(2*conns, 4)), Congestion: &sp, MaxOps: max(2*inflight, 512)}
+	ob := Options{Transport: ropts("b", portB, ipB, 2, 64), Congestion: &sp, OnRequest: func(*Request) {}}
 	l.a, err = New(oa)
 	require.NoError(tb, err)
 	l.b, err = New(ob)
@@ -90,6 +102,23 @@ func newOneLoop(tb testing.TB, conns, inflight int) *oneLoop {
 		_ = pool.Close()
 	})
 	return l
+}
+
+// tapPort shows every frame its port receives to tap before the endpoint
+// sees it.
+type tapPort struct {
+	*mem.Port
+	pool *mbuf.Pool
+	dst  netip.Addr
+	tap  func(frame []byte, dst netip.Addr)
+}
+
+func (p *tapPort) RxBurst(queue int, bufs []mbuf.Handle) int {
+	n := p.Port.RxBurst(queue, bufs)
+	for _, h := range bufs[:n] {
+		p.tap(p.pool.Data(h), p.dst)
+	}
+	return n
 }
 
 // iterate is one iteration of the loop: one clock reading, the initiator
@@ -169,4 +198,29 @@ func TestOneLoopPushesAllocateNothing(t *testing.T) {
 	l := newOneLoop(t, 2, 2*rt.DefaultWindowSize)
 	l.run(5000, 64, 256)
 	require.Zero(t, testing.AllocsPerRun(20, func() { l.run(1000, 64, 256) }))
+}
+
+// TestOneLoopPushesTakeFastDecode: in steady state every frame of 64 B
+// pushes, at either end (the data packets and the ACKs), is one
+// wire.DecodeFastIPv4 takes; the general decoder is for the rest.
+func TestOneLoopPushesTakeFastDecode(t *testing.T) {
+	var slow, all map[wire.Type]int
+	var hd wire.Header
+	tap := func(b []byte, dst netip.Addr) {
+		if all == nil {
+			return // connection setup
+		}
+		f, err := wire.DecodeFrame(b)
+		require.NoError(t, err)
+		all[f.Header.Type]++
+		if _, ok := wire.DecodeFastIPv4(b, dst.As4(), wire.DefaultPort, &hd); !ok {
+			slow[f.Header.Type]++
+		}
+	}
+	l := newOneLoopTapped(t, 2, 2*rt.DefaultWindowSize, tap)
+	l.run(2000, 64, 256)
+	slow, all = map[wire.Type]int{}, map[wire.Type]int{}
+	l.run(5000, 64, 256)
+	require.NotEmpty(t, all)
+	require.Empty(t, slow, "frames that took the general decoder, by type, of %v", all)
 }

@@ -263,8 +263,10 @@ func (e *Endpoint) pushWhole(ci int32, c *conn, h *wire.Header, p []byte) rt.Ver
 	}
 	e.cnt.own[cRequestsDelivered]++
 	if e.opts.OnRequest != nil {
-		e.req = Request{Conn: c.handle, Kind: OpPush, RSN: h.RSN, Region: h.Ext.Region, Data: span}
-		e.opts.OnRequest(&e.req)
+		r := &e.req // field by field, as allocX fills a context
+		r.Conn, r.Kind, r.RSN = c.handle, OpPush, h.RSN
+		r.Region, r.Data = h.Ext.Region, span
+		e.opts.OnRequest(r)
 		e.req = Request{}
 	}
 	return rt.Accept

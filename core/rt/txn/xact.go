@@ -203,7 +203,13 @@ func (e *Endpoint) allocX(ci int32, r role) (int32, *xact) {
 	if gen == 0 {
 		gen = 1
 	}
-	*x = xact{live: true, gen: gen, role: r, state: initActive, conn: ci, prev: -1, next: -1}
+	// Zeroed in place and filled field by field: a composite literal
+	// stored through a pointer is built in a temporary and copied, and
+	// the copy's wide loads stall on the narrow stores that built it.
+	*x = xact{}
+	x.live, x.gen, x.role, x.conn = true, gen, r, ci
+	x.prev, x.next = -1, -1
+	x.state = initActive
 	if r == roleTarget {
 		x.state = targetAdmitted
 	}
