@@ -256,7 +256,7 @@ func (sc *sidecarConn) blocking(ctx context.Context, kind opKind, buf []byte, r 
 // within either, and a long wait (a Recv with no sender) keeps no CPU.
 const (
 	sidecarIdlePolls = 1 << 14
-	sidecarSpin      = time.Millisecond
+	sidecarSpin      = 200 * time.Microsecond
 )
 
 // wait waits for op, started on this endpoint, reaping the completion ring
