@@ -39,8 +39,9 @@ import (
 //     soon as the start returned, before the op completes.
 //   - Recv: the appliance's transport places the message's packets in its
 //     own receive slot by delivery index and copies it into the run (the
-//     in-process asynchronous Recv's copy); the completion goroutine then
-//     copies it out of the run into buf (the caller's heap, again).
+//     in-process asynchronous Recv's copy); whoever reaps the completion
+//     (the waiting caller, most often) then copies it out of the run into
+//     buf (the caller's heap, again).
 //   - Push and Pull copy nothing in the appliance or here: the region is a
 //     memfd both sides map, the transport reads and writes it in place.
 

@@ -31,8 +31,10 @@
 //
 // The socket's end of file marks the client dead: Dead is closed, control
 // calls and submissions fail with ErrGone, and the callback given to Start
-// for the death runs once, after the completion goroutine has stopped, so
-// that the layer above can end every operation still in flight.
+// for the death runs once, after the completion goroutine has stopped and
+// taken the reaper token for good (a reaper's batch in progress ends
+// first, and no reaper starts another), so that the layer above can end
+// every operation still in flight and no completion comes after.
 package sidecar
 
 import (
