@@ -219,9 +219,15 @@ func closeFd(fd int) {
 // the goroutine of the token's holder), onDead runs once when the
 // appliance is gone or the client closed, after the last onComp.
 func (c *Client) Start(onComp func(shm.Comp), onDead func()) {
-	c.onComp = onComp
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.readLoop()
+	c.startCompletions(onComp, onDead)
+}
+
+// startCompletions runs the completion goroutine.
+func (c *Client) startCompletions(onComp func(shm.Comp), onDead func()) {
+	c.onComp = onComp
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		c.completeLoop()
