@@ -575,8 +575,7 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 	var watched *[]*sidecarEP
 	for {
 		if n := q.poll(out); n > 0 || len(out) == 0 {
-			unwatchAll(watched)
-			watched = nil
+			unwatch(&watched)
 			return n, nil
 		}
 		p, sp := q.engines.Load(), q.sidecars.Load()
@@ -585,8 +584,7 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			// attached ones: reap their rings, until a while of finding
 			// nothing; then the loops' pace (the completion goroutines').
 			if err := ctx.Err(); err != nil {
-				unwatchAll(watched)
-				watched = nil
+				unwatch(&watched)
 				return 0, cancelled("completion queue wait", ctx)
 			}
 			work := 0
@@ -598,7 +596,7 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			}
 			if sp != nil {
 				if watched != sp {
-					unwatchAll(watched)
+					unwatch(&watched)
 					watched = sp
 					for _, s := range *sp {
 						s.cl.Watch()
@@ -616,8 +614,7 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			}
 			continue
 		}
-		unwatchAll(watched)
-		watched = nil
+		unwatch(&watched)
 		idle = 0
 		select {
 		case <-q.wake:
@@ -627,11 +624,13 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 	}
 }
 
-func unwatchAll(l *[]*sidecarEP) {
-	if l != nil {
-		for _, s := range *l {
+// unwatch ends a completion queue wait's watches, if any.
+func unwatch(l **[]*sidecarEP) {
+	if *l != nil {
+		for _, s := range **l {
 			s.cl.Unwatch()
 		}
+		*l = nil
 	}
 }
 
