@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/lcore"
@@ -55,6 +56,9 @@ type engine struct {
 	// stopping tells callers to leave it to Stop.
 	caller bool
 	token  atomic.Bool
+	// callerAt is when a caller last polled (PollCaller): the loop keeps
+	// off while callers poll, within callersActive of it.
+	callerAt atomic.Int64
 	// panicOnPoll makes the next poll panic: tests of what a panic in the
 	// engine leaves behind.
 	panicOnPoll atomic.Bool
@@ -62,8 +66,16 @@ type engine struct {
 	tokenFree   chan struct{}
 	closing     atomic.Bool
 
+	// Work others run on the loop after its own poll (inloop.go): the
+	// sidecar server's. loopRuns counts the loop's polls, loopEnded is
+	// set once it ran its last.
+	pollMu    sync.Mutex
+	pollers   atomic.Pointer[[]*poller]
+	loopRuns  atomic.Uint64
+	loopEnded atomic.Bool
+
 	// owned by the token holder
-	locked   bool
+	pinned   bool // the loop runs on a thread of its own, pinned to a CPU (Options.Pin)
 	stopping bool
 	woke     bool // a caller was handed its op this poll
 	idle     uint32
@@ -98,36 +110,49 @@ var (
 // Name names the stage.
 func (e *engine) Name() string { return "peregrine:" + e.name }
 
+// callersActive is how long after a caller's last poll the loop of a
+// PollCaller endpoint keeps off the engine.
+const callersActive = time.Millisecond
+
 // Poll is one round of the loop. Under PollCaller it runs only when no
 // caller holds the token: the loop keeps timers, accepts and closes going
 // between calls.
 func (e *engine) Poll(now clock.Time) int {
 	if e.caller {
-		if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
-			return 0
+		n := e.runPollers()
+		if now.Sub(clock.Time(e.callerAt.Load())) < callersActive {
+			// The callers are polling: the loop leaves the engine to
+			// them and goes on backing off (work here would reset its
+			// sleep, and each short sleep of a pinned loop wakes a thread).
+			return n
 		}
-		n := e.pollHolding(now)
+		if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
+			return n
+		}
+		n += e.pollHolding(now)
 		e.release() // a caller parked for the token takes over
 		return n
 	}
-	if !e.locked {
-		// The loop's goroutine stays on its thread (pinned or not) so
-		// that the port's per-thread state and caches stay warm; it is
-		// never unlocked, and its thread ends with it.
-		runtime.LockOSThread()
-		e.locked = true
-	}
-	n := e.poll(now)
+	n := e.poll(now) + e.runPollers()
 	if n == 0 {
 		e.idle++
 	}
+	if e.pinned {
+		// A pinned loop is locked to its thread (lcore): a yield would
+		// hand the thread's processor to another thread and wake this one
+		// again through futexes, tens of microseconds on a virtual
+		// machine. It never yields here: a caller it woke is taken by
+		// another processor (the process needs more processors than
+		// pinned loops), and its idle policy yields when it is idle.
+		e.woke = false
+		return n
+	}
 	if e.woke || e.idle&31 == 31 {
-		// The callers' goroutines share the processors with this loop,
-		// and a caller it just woke waits in this loop's run queue: a poll
-		// that woke one (and every 32nd idle poll, for the others) lets
-		// them run now rather than at the scheduler's next preemption.
-		// On a locked thread a yield hands the processor over, so it is
-		// not done on every idle poll.
+		// An unpinned loop is an ordinary goroutine sharing processors
+		// with the callers, and a caller it just woke waits in this
+		// loop's run queue: a poll that woke one (and every 32nd idle
+		// poll, for the others) lets them run now rather than at the
+		// scheduler's next preemption. A goroutine switch, no thread's.
 		e.woke = false
 		runtime.Gosched()
 	}
@@ -160,7 +185,9 @@ func (e *engine) tryPoll() (n int, ok bool) {
 	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
 		return 0, false
 	}
-	n = e.pollHolding(e.host.h.clock.Now())
+	now := e.host.h.clock.Now()
+	e.callerAt.Store(int64(now))
+	n = e.pollHolding(now)
 	e.woke = false
 	e.release()
 	return n, true
@@ -424,8 +451,9 @@ func (e *engine) completed(c *txn.Completion) {
 
 // finish completes op on the loop.
 func (e *engine) finish(op *Op, n int, st Status, why error) {
-	op.complete(n, st, why)
-	e.woke = true
+	if op.complete(n, st, why) {
+		e.woke = true
+	}
 }
 
 // cancelOp stops op if it is still the generation the canceller saw.
@@ -475,6 +503,8 @@ func (e *engine) inBacklog(op *Op) bool {
 // Stop runs once as the loop ends (Close): the transport stops, every
 // operation completes with ErrClosed, whatever is still submitted too.
 func (e *engine) Stop(now clock.Time) {
+	// The loop runs no poller from here on.
+	e.loopEnded.Store(true)
 	// Close set this already; a loop that ends otherwise (a stage panic)
 	// refuses new submissions from here on too, and the last submitter is
 	// waited for, so that nothing enqueued is left unanswered.

@@ -223,6 +223,7 @@ func (e *engine) start() error {
 	lo := lcore.Options{Name: "peregrine " + e.name, CPU: -1, Clock: h.h.clock, Stages: []lcore.Stage{e}}
 	if opts.Pin {
 		lo.CPU = opts.CPU + e.shard // shard i on the i-th CPU from Options.CPU
+		e.pinned = true
 	}
 	switch {
 	case opts.Poll == PollCaller:

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/core/clock"
 	"github.com/peregrine-net/peregrine/core/rt/txn"
@@ -76,6 +77,11 @@ type opState struct {
 	sc    *sidecarEP            // or (through the sidecar)
 	cause atomic.Pointer[error] // why it was cancelled (the context's cause)
 	done  chan struct{}         // one token per completion
+	// parked: a goroutine may be waiting on done (Op.Done handed it out,
+	// or a waiter parks), so the loop that completes the op lets it run;
+	// a waiter that spins is left to find the state itself.
+	parked  atomic.Bool
+	watched atomic.Bool // Op.Done handed the channel out
 
 	// The request.
 	kind   opKind
@@ -258,7 +264,9 @@ func (op *Op) prepare() error {
 
 // complete publishes op's result: results first, then the state (a
 // release store the waiter's acquire load pairs with), then the wake-ups.
-func (op *Op) complete(n int, st Status, why error) {
+// It reports whether a goroutine may have been woken: one parked on the
+// op or on its completion queue.
+func (op *Op) complete(n int, st Status, why error) (woke bool) {
 	o := &op.o
 	o.n, o.status = n, st
 	o.err = nil
@@ -268,12 +276,15 @@ func (op *Op) complete(n int, st Status, why error) {
 	q := op.CQ
 	o.state.Store(stateDone)
 	if q != nil {
-		q.q.push(op)
+		woke = q.q.push(op)
 	}
 	select {
 	case o.done <- struct{}{}:
 	default:
 	}
+	// After the state's store: a waiter marks itself parked before its
+	// last look at the state, so one of the two sees the other.
+	return woke || o.parked.Load() || o.watched.Load()
 }
 
 // spareOps are an endpoint's ops for its blocking calls, made once (each
@@ -320,10 +331,34 @@ func (o *opState) reset() {
 	o.cause.Store(nil)
 }
 
-// spinChecks is how many times a waiter looks at the op's state (yielding
-// between looks) before it parks on the channel: a round trip in memory
-// ends within them, and parking costs a wake-up by the loop.
+// spinChecks is how many times a caller that finds the poll token taken
+// looks at its op's state (yielding between looks) before it parks.
 const spinChecks = 64
+
+// waitSpin is how long a waiter looks at its op's state (yielding between
+// looks) before it parks on the op's channel: longer than a round trip over
+// a veth pair, because a parked waiter costs a thread's wake-up to wake
+// (tens of microseconds on a virtual machine) and a spinning one nothing.
+const waitSpin = 200 * time.Microsecond
+
+// spinDone yields until the op is done (true) or waitSpin passed; it
+// reads the clock every few looks only.
+func (o *opState) spinDone() bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if o.state.Load() == stateDone {
+			return true
+		}
+		if i&15 == 0 {
+			if i == 0 {
+				start = time.Now()
+			} else if time.Since(start) > waitSpin {
+				return false
+			}
+		}
+		runtime.Gosched()
+	}
+}
 
 func (op *Op) wait(ctx context.Context) (int, error) {
 	o := &op.o
@@ -339,18 +374,17 @@ func (op *Op) wait(ctx context.Context) (int, error) {
 	if s := o.sc; s != nil {
 		return s.wait(ctx, op, false)
 	}
-	for range spinChecks {
-		if o.state.Load() == stateDone {
-			return op.result()
+	o.spinDone()
+	o.parked.Store(true)
+	if o.state.Load() != stateDone {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			op.cancelWith(ctx)
+			<-o.done
 		}
-		runtime.Gosched()
 	}
-	select {
-	case <-o.done:
-	case <-ctx.Done():
-		op.cancelWith(ctx)
-		<-o.done
-	}
+	o.parked.Store(false)
 	return op.result()
 }
 
@@ -422,6 +456,11 @@ func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
 // context (done != nil): true when it cancelled the op for the context.
 func (op *Op) park(ctx context.Context, done, free <-chan struct{}) bool {
 	o := &op.o
+	o.parked.Store(true)
+	defer o.parked.Store(false)
+	if o.state.Load() == stateDone {
+		return false
+	}
 	select {
 	case <-o.done:
 		// Put the token back for Op.Done's readers: the op stays done.
@@ -490,6 +529,7 @@ type region struct {
 type cqueue struct {
 	ring     *rings.MPSC[*Op]
 	wake     chan struct{}
+	parked   atomic.Int32 // reapers waiting on wake
 	size     int
 	inflight atomic.Int64
 
@@ -552,14 +592,16 @@ func (q *cqueue) reserve() bool {
 
 func (q *cqueue) unreserve() { q.inflight.Add(-1) }
 
-// push is called by a loop; a slot was reserved at the start.
-func (q *cqueue) push(op *Op) {
+// push is called by a loop; a slot was reserved at the start. It reports
+// whether a reaper may be waiting.
+func (q *cqueue) push(op *Op) bool {
 	one := [1]*Op{op}
 	q.ring.EnqueueBulk(one[:])
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	return q.parked.Load() > 0
 }
 
 func (q *cqueue) poll(out []*Op) int {
@@ -616,11 +658,18 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 		}
 		unwatch(&watched)
 		idle = 0
+		q.parked.Add(1)
+		if n := q.poll(out); n > 0 {
+			q.parked.Add(-1)
+			return n, nil
+		}
 		select {
 		case <-q.wake:
 		case <-ctx.Done():
+			q.parked.Add(-1)
 			return 0, cancelled("completion queue wait", ctx)
 		}
+		q.parked.Add(-1)
 	}
 }
 

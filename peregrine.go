@@ -100,8 +100,11 @@ func (p Poll) String() string {
 type Options struct {
 	// IP is the endpoint's address (198.18.0.0/15 in tests).
 	IP netip.Addr
-	// CPU pins the poll loop's thread to this CPU when Pin is set. The
-	// loop's goroutine is locked to its OS thread either way.
+	// CPU pins the poll loop's thread to this CPU when Pin is set: the
+	// loop's goroutine is then locked to that thread and never yields its
+	// processor while it has work, so the process needs more processors
+	// (GOMAXPROCS) than pinned loops for its callers. Unpinned, the loop is
+	// an ordinary goroutine that shares the processors with the callers.
 	CPU int
 	Pin bool
 	// Idle is the poll loop's idle policy (default IdleAdaptive).
@@ -468,7 +471,11 @@ func (op *Op) Wait(ctx context.Context) (int, error) { return op.wait(ctx) }
 // Done delivers one value when the op completes (nil before the op's
 // first start): select on it beside other channels, then take the result
 // with Result.
-func (op *Op) Done() <-chan struct{} { return op.o.done }
+func (op *Op) Done() <-chan struct{} {
+	// Whoever holds the channel may wait on it: its loop wakes it.
+	op.o.watched.Store(true)
+	return op.o.done
+}
 
 // Result returns the op's result once it completed (Completed reports
 // whether it has): the bytes moved and the error, if any.

@@ -52,7 +52,7 @@ func TestPollAllocsNothingPerDescriptor(t *testing.T) {
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for k := 0; k < len(descs); {
-			a.poll()
+			a.poll(false)
 			n, _ := comps.Dequeue(got[k:])
 			k += n
 			if n == 0 {

@@ -106,9 +106,15 @@ func newApp(s *Server, c *net.UnixConn, id uint64, uid uint32, pid int32, l shm.
 
 func (a *app) reply(m *ctl.Msg, fd int) error { return sendMsg(a.sock, &a.wmu, m, fd) }
 
-// poll is one channel's share of Server.Poll.
-func (a *app) poll() int {
-	a.mu.Lock()
+// poll is one channel's share of Server.Poll (try: see Server.poll).
+func (a *app) poll(try bool) int {
+	if try {
+		if !a.mu.TryLock() {
+			return 0
+		}
+	} else {
+		a.mu.Lock()
+	}
 	defer a.mu.Unlock()
 	if a.dead {
 		return 0

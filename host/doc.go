@@ -51,10 +51,14 @@
 // channel's finished operations into the completion ring, then takes at
 // most as many descriptors as the completion ring can still answer (so a
 // completion is never dropped for want of room) and at most Options.Batch.
-// Poll runs on one goroutine (the serve loop); control requests run on each
-// application's own goroutine and share an application's state with Poll
-// under that application's mutex, taken once per Poll, never per
-// descriptor.
+// Run has the endpoint's own poll loop call Poll after each of the
+// transport's polls, so that a descriptor, the operation it starts and its
+// completion meet on one goroutine and no hand-off between threads costs a
+// wake-up; there Poll never waits for a lock either (an application whose
+// control request holds its state is skipped for a round). Control
+// requests run on each application's own goroutine and share an
+// application's state with Poll under that application's mutex, taken once
+// per Poll, never per descriptor.
 //
 // # Isolation and faults
 //

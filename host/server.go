@@ -15,6 +15,7 @@ import (
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
+	"github.com/peregrine-net/peregrine/internal/inloop"
 )
 
 // Quota bounds what one application may hold. Zero fields take defaults.
@@ -111,7 +112,10 @@ type Server struct {
 	lstApp  *app
 	nextID  uint64
 	closed  bool
-	scratch []*app // Poll's copy of apps
+	// polled is apps as a list for Poll, replaced (under mu) whenever
+	// apps changes: Poll reads it without the lock, and a map's range
+	// costs Poll a random start every call.
+	polled atomic.Pointer[[]*app]
 
 	attached, detached, refused atomic.Uint64
 	wg                          sync.WaitGroup
@@ -178,25 +182,48 @@ func (s *Server) Close() error {
 
 // Poll moves data for every attached channel: a bounded batch each, never
 // blocking. It returns the descriptors and completions it handled. One
-// goroutine calls Poll.
-func (s *Server) Poll() int {
-	s.mu.Lock()
-	s.scratch = s.scratch[:0]
-	for a := range s.apps {
-		s.scratch = append(s.scratch, a)
+// goroutine calls Poll (Run, or a test's).
+func (s *Server) Poll() int { return s.poll(false) }
+
+// poll is Poll; with try it also never waits for a lock: an application
+// whose control request holds its state is skipped this round (on the
+// endpoint's loop, which must never wait for another goroutine).
+func (s *Server) poll(try bool) int {
+	list := s.polled.Load()
+	if list == nil {
+		return 0
 	}
-	s.mu.Unlock()
 	work := 0
-	for _, a := range s.scratch {
-		work += a.poll()
+	for _, a := range *list {
+		work += a.poll(try)
 	}
-	clear(s.scratch)
 	return work
 }
 
-// Run calls Poll until ctx ends, spinning while there is work and backing
-// off (yield, then sleeps up to 50 µs) while there is none.
+// listApps renews the list Poll reads (s.mu held). A detached app may be
+// polled once more by a Poll that loaded the old list: it is marked dead
+// first, and its poll does nothing.
+func (s *Server) listApps() {
+	list := make([]*app, 0, len(s.apps))
+	for a := range s.apps {
+		list = append(list, a)
+	}
+	s.polled.Store(&list)
+}
+
+// Run polls the channels until ctx ends. On an endpoint with a poll loop
+// of its own (every in-process endpoint) the loop runs the channels' poll
+// after its own, so that descriptors, the transport and completions meet
+// on one goroutine and no hand-off between threads costs a wake-up; the
+// loop's idle policy counts the channels' work. Otherwise Run polls on the
+// calling goroutine, spinning while there is work and backing off (yield,
+// then sleeps up to 50 µs) while there is none.
 func (s *Server) Run(ctx context.Context) {
+	if detach, err := inloop.Attach(s.ep, s.pollLoop); err == nil {
+		<-ctx.Done()
+		detach()
+		return
+	}
 	idle := 0
 	for ctx.Err() == nil {
 		if s.Poll() > 0 {
@@ -213,6 +240,9 @@ func (s *Server) Run(ctx context.Context) {
 		}
 	}
 }
+
+// pollLoop is poll on the endpoint's loop.
+func (s *Server) pollLoop() int { return s.poll(true) }
 
 // Attached returns how many applications are attached now.
 func (s *Server) Attached() int {
@@ -369,6 +399,7 @@ func (s *Server) attach(c *net.UnixConn, uid uint32, pid int32, m *ctl.Msg) (*ap
 	}
 	s.mu.Lock()
 	s.apps[a] = struct{}{}
+	s.listApps()
 	s.mu.Unlock()
 	s.attached.Add(1)
 	return a, nil
@@ -430,6 +461,7 @@ func (s *Server) detach(a *app) {
 	a.ch.Close()
 	s.mu.Lock()
 	delete(s.apps, a)
+	s.listApps()
 	s.byUser[a.uid]--
 	if s.byUser[a.uid] == 0 {
 		delete(s.byUser, a.uid)

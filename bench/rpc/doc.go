@@ -19,9 +19,10 @@
 //     raw-loops.
 //   - sidecar: the same calls on an Endpoint from peregrine.Attach, through
 //     a host.Server (what `peregrine serve` runs) on the client's endpoint
-//     and its shared-memory channel; the echo server is in-process on the
-//     other endpoint, as in the api rows, so the two differ only in the
-//     client's door.
+//     and its shared-memory channel, polled on that endpoint's pinned loop
+//     as the appliance polls it; the echo server is in-process on the
+//     other endpoint in the api-caller rows' mode (its callers poll it), so
+//     the sidecar and api-caller rows differ only in the client's door.
 //   - tcp: Go's net, 4-byte length-prefixed messages, one connection; over
 //     loopback for the in-memory rows, over the same veth pair (between the
 //     kernel's addresses of its two ends) for the veth rows.
@@ -51,9 +52,25 @@
 // landed in and posts that slot again once the response's Send completes.
 //
 // The endpoints' loops are pinned to the first two CPUs the process may
-// use (Options.NoPin leaves them free); the callers, the echo servers, the
-// sidecar's poller and kernel TCP's goroutines run wherever Go puts them on
-// the same CPUs.
+// use (Options.NoPin leaves them free); the callers, the echo servers and
+// kernel TCP's goroutines run wherever Go puts them on the same CPUs. A
+// pinned loop holds a processor while it works and never yields it (a
+// yield on a locked thread wakes threads), so the api door, with two
+// pinned loops, runs with GOMAXPROCS of at least 6; every other door with
+// one processor per CPU, Go's default, so that its goroutines switch as
+// goroutines rather than the OS time-slicing their threads.
+//
+// Machnet (a DPDK sidecar with the same two doors' shape) is not run
+// beside the rows as a live anchor: it does not build here. Its build
+// (docs/INTERNAL.md of microsoft/machnet, April 2026) wants DPDK 23.11 and
+// rdma-core's stable-v40 built from their sources (Debian 12 packages
+// DPDK 22.11) and six git submodules from GitHub (glog, gflags,
+// googletest, google benchmark, HdrHistogram_c, xxHash); this machine
+// reaches only Debian's archive and the Go module proxy. Run elsewhere, it
+// finds its NIC by the PCIe address of an interface's MAC in sysfs (or
+// one in its config), which a veth pair does not have. Its published
+// figures (1 KiB RPCs at 753 K-1.0 M a second, p50 18 µs, on bare-metal
+// NICs) are quoted in bench/RESULTS.md as a far anchor, not a ratio.
 //
 // The veth rows create two network namespaces joined by a veth pair
 // (198.18.0.0/15) and delete them at the end; they need root and are

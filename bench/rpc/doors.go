@@ -65,7 +65,15 @@ func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll) (_ *msg
 	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
 		return nil, err
 	}
-	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
+	pollB := poll
+	if sidecar {
+		// The echo server is an in-process application in either door:
+		// it runs as the in-process rows' faster mode on few CPUs, its
+		// callers polling, so that the appliance's loop (a, pinned, the
+		// channels polled on it) and the client have the CPUs.
+		pollB = peregrine.PollCaller
+	}
+	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle, Poll: pollB}); err != nil {
 		return nil, err
 	}
 	if !sidecar {

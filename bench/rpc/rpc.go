@@ -162,12 +162,9 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench rpc: %w", err)
 	}
-	// Two loops may hold a P each; the callers, the echo server and the
-	// sidecar's poller need theirs.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 6)))
 	rep := report.New(o.Out)
-	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d",
-		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0))
+	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each)",
+		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), doorProcs("api"))
 	handoffFloor(o.Out)
 	got := map[string]result{}
 	files := map[string]float64{} // door/where -> goodput, bytes/s
@@ -209,8 +206,10 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		procs := runtime.GOMAXPROCS(doorProcs(door))
 		d, err := openDoor(o, m, door)
 		if err != nil {
+			runtime.GOMAXPROCS(procs)
 			return fmt.Errorf("bench rpc: %s %s: %w", m.where, door, err)
 		}
 		err = func() error {
@@ -243,6 +242,7 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 			return nil
 		}()
 		err = errors.Join(err, d.close())
+		runtime.GOMAXPROCS(procs)
 		if err != nil {
 			return err
 		}
@@ -440,4 +440,17 @@ func (m *media) vethPair(prefix string) (cleanup func(), err error) {
 	m.specB = fmt.Sprintf("afxdp:%s?netns=%s", ifB, m.nsB.Name)
 	m.tcpAddr = vethB.Addr().String()
 	return cleanup, nil
+}
+
+// doorProcs is the processors a door's rows run with. A pinned loop holds
+// one while it works: the api door's two leave none to its callers unless
+// there are more. The others have at most one pinned busy loop (the
+// sidecar's appliance), and their goroutines share the processors: one
+// per CPU, Go's default, so that they switch as goroutines rather than
+// the OS time-slicing their threads.
+func doorProcs(door string) int {
+	if door == "api" {
+		return max(runtime.NumCPU(), 6)
+	}
+	return runtime.NumCPU()
 }

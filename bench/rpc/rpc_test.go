@@ -99,7 +99,11 @@ func BenchmarkRow(b *testing.B) {
 	}
 	cpuA, cpuB, err := benchtopo.TwoCPUs()
 	require.NoError(b, err)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 6)))
+	procs := doorProcs(doorName)
+	if v := os.Getenv("RPC_PROCS"); v != "" {
+		procs, _ = strconv.Atoi(v)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	b.ReportAllocs()
 	for range b.N {
 		n := memSeq.Add(1)
@@ -107,10 +111,34 @@ func BenchmarkRow(b *testing.B) {
 			specA: fmt.Sprintf("mem:rpcb%d-%d/0", os.Getpid(), n), specB: fmt.Sprintf("mem:rpcb%d-%d/1", os.Getpid(), n)}
 		d, err := openDoor(o, m, doorName)
 		require.NoError(b, err)
+		sw0 := threadSwitches()
 		res, err := d.rows(context.Background(), bytes, depth, rowLen{count, 0})
+		b.ReportMetric(float64(threadSwitches()-sw0)/float64(count), "sleeps/roundtrip")
 		require.NoError(b, errors.Join(err, d.close()))
 		b.ReportMetric(res.nsPerOp(), "ns/roundtrip")
 		b.ReportMetric(res.p99, "p99-µs")
 		b.ReportMetric(res.allocs, "allocs/roundtrip")
 	}
+}
+
+// threadSwitches sums the voluntary context switches of the process's
+// threads: each is a thread that went to sleep (a futex wait, a sleep), so
+// their count per round trip shows the hand-offs that wake threads,
+// however loaded the machine.
+func threadSwitches() int64 {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
 }
