@@ -546,7 +546,9 @@ func (c *Client) Begin() {
 func (c *Client) End() { c.busy.Add(-1) }
 
 // Submit publishes one descriptor, waiting for ring room (cancels may fill
-// it for a moment); false once the appliance is gone.
+// it for a moment); false once the appliance is gone. While it waits it
+// reaps: the appliance takes no more descriptors than the completion ring
+// can answer, and the caller may be the one watching that ring.
 func (c *Client) Submit(d *shm.Desc) bool {
 	c.smu.Lock()
 	defer c.smu.Unlock()
@@ -558,6 +560,7 @@ func (c *Client) Submit(d *shm.Desc) bool {
 		if c.dead.Load() {
 			return false
 		}
+		c.TryReap()
 		runtime.Gosched()
 	}
 }

@@ -137,3 +137,64 @@ func TestReapersDeliverEachCompletionOnce(t *testing.T) {
 		t.Fatalf("the completion produced after death was handed over %d times", n)
 	}
 }
+
+// The appliance takes no more descriptors than the completion ring can
+// answer. A caller that watches the ring (so the completion goroutine
+// leaves it alone) and waits for room in a full submit ring, while the
+// completion ring is full too, must reap while it waits, or both wait for
+// ever.
+func TestSubmitReapsWhileTheRingsAreFull(t *testing.T) {
+	c, prod := newReapClient(t, 2)
+	c.sub = c.Ch.SubmitProducer()
+	cons := c.Ch.SubmitConsumer()
+	var delivered atomic.Int64
+	c.startCompletions(func(shm.Comp) { delivered.Add(1); c.End() }, func() {})
+	c.Watch() // this goroutine waits for an op, as a cancelling waiter does
+	for i := range 2 {
+		c.Begin()
+		if n, _ := prod.Enqueue([]shm.Comp{{Cookie: uint64(i)}}); n != 1 {
+			t.Fatal("the completion ring refused a completion")
+		}
+		if !c.Submit(&shm.Desc{Op: shm.OpCancel, Cookie: uint64(i)}) {
+			t.Fatal("a submission refused")
+		}
+	}
+	// The appliance: a descriptor taken for each completion it can make.
+	stop := make(chan struct{})
+	appliance := make(chan struct{})
+	go func() {
+		defer close(appliance)
+		one := make([]shm.Desc, 1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if prod.Free() > 0 {
+				if n, _ := cons.Dequeue(one); n == 1 {
+					prod.Enqueue([]shm.Comp{{Cookie: one[0].Cookie}})
+				}
+			}
+			runtime.Gosched()
+		}
+	}()
+	submitted := make(chan bool, 1)
+	go func() { submitted <- c.Submit(&shm.Desc{Op: shm.OpCancel, Cookie: 2}) }()
+	select {
+	case ok := <-submitted:
+		if !ok {
+			t.Fatal("the submission was refused")
+		}
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("Submit waits for room that only its own reaping can make")
+	}
+	if delivered.Load() == 0 {
+		t.Fatal("no completion was reaped")
+	}
+	c.Unwatch()
+	close(stop)
+	<-appliance
+	c.die()
+	c.wg.Wait()
+}
