@@ -217,8 +217,11 @@
 // Through the sidecar, control calls (Dial, Listen, Accept, Close,
 // Register) are requests on the socket and data operations are descriptors
 // on the channel's rings (internal/sidecar, host/shm, host/ctl); every data
-// call is an Op there too, finished by a goroutine that reads the
-// completion ring. Where the sidecar copies:
+// call is an Op there too, finished by whoever reads the completion ring:
+// the caller waiting for it (a blocking call, Op.Wait, a CompletionQueue's
+// Wait reap the ring themselves, on their own goroutines, so a completion
+// wakes no other thread), or a goroutine of the client's for the ops
+// nobody is waiting on. Where the sidecar copies:
 //
 //   - Send copies msg into a run of the channel's buffers as it starts
 //     (the caller's heap is not shared with the appliance); the appliance
@@ -226,8 +229,8 @@
 //     consecutive buffers as it needs (up to the pool, AttachOptions),
 //     which both sides map as one span, so 8 MiB is one descriptor.
 //   - Recv: the appliance's transport places the message in its receive
-//     slot and copies it into the run; the completion goroutine copies it
-//     out into buf.
+//     slot and copies it into the run; whoever reaps its completion
+//     copies it out into buf.
 //   - Push and Pull copy nothing: a sidecar Region is a memfd both sides
 //     map, made with mem's bytes by Register; the region's memory is
 //     Region.Bytes from then on.

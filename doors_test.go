@@ -79,6 +79,13 @@ func openInProcessCaller(t *testing.T, opts peregrine.Options) (*peregrine.Endpo
 // openSidecar runs an appliance (a host.Server polling over an endpoint
 // opened with opts) and attaches to it.
 func openSidecar(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *peregrine.Endpoint) {
+	mine, peer, _ := openSidecarServer(t, opts)
+	return mine, peer
+}
+
+// openSidecarServer is openSidecar that also returns the appliance, for
+// tests that take it away.
+func openSidecarServer(t *testing.T, opts peregrine.Options) (mine, peer *peregrine.Endpoint, srv *host.Server) {
 	h := doorHost(t)
 	a, b := doorPair(t, h, opts)
 	sock := filepath.Join(t.TempDir(), "p.sock")
@@ -89,7 +96,7 @@ func openSidecar(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *pe
 	ctx, stop := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); srv.Run(ctx) }()
-	mine, err := peregrine.Attach(sock, peregrine.AttachOptions{})
+	mine, err = peregrine.Attach(sock, peregrine.AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +111,7 @@ func openSidecar(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *pe
 			t.Errorf("host close: %v", err)
 		}
 	})
-	return mine, b
+	return mine, b, srv
 }
 
 func doorCtx(t *testing.T) context.Context {

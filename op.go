@@ -207,7 +207,7 @@ func (cn *conn) start(op *Op, kind opKind, buf []byte, r *Region, off int, remot
 		return &Error{Op: kind.String(), Status: StatusBusy, Cause: errors.New("the op is in flight (start it again once it completed)")}
 	}
 	if cn.sc != nil {
-		return cn.sc.start(nil, op, kind, buf, r, off, remote)
+		return cn.sc.start(nil, op, kind, buf, r, off, remote, false)
 	}
 	if err := cn.check(kind, buf, r, off, remote); err != nil {
 		return err
@@ -371,6 +371,9 @@ func (op *Op) wait(ctx context.Context) (int, error) {
 	if e := o.e; e != nil && e.caller {
 		return op.drive(ctx, e)
 	}
+	if s := o.sc; s != nil {
+		return s.wait(ctx, op, false)
+	}
 	o.spinDone()
 	o.parked.Store(true)
 	if o.state.Load() != stateDone {
@@ -460,7 +463,7 @@ func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
 
 // park waits for the op's completion, the token (free != nil) or the
 // context (done != nil): true when it cancelled the op for the context.
-func (op *Op) park(ctx context.Context, done <-chan struct{}, free chan struct{}) bool {
+func (op *Op) park(ctx context.Context, done, free <-chan struct{}) bool {
 	o := &op.o
 	o.parked.Store(true)
 	defer o.parked.Store(false)
@@ -543,28 +546,38 @@ type cqueue struct {
 	mu      sync.Mutex
 	last    atomic.Pointer[engine]
 	engines atomic.Pointer[[]*engine]
+	// The attached endpoints whose ops it has taken: Wait reaps their
+	// completion rings.
+	lastSC   atomic.Pointer[sidecarEP]
+	sidecars atomic.Pointer[[]*sidecarEP]
 }
 
-// drives notes that ops of e complete here (once per endpoint; the common
-// case, the same endpoint as the last start, is one atomic load).
-func (q *cqueue) drives(e *engine) {
-	if q.last.Load() == e {
+// drives notes that ops of e complete here.
+func (q *cqueue) drives(e *engine) { noteOnce(&q.mu, &q.last, &q.engines, e) }
+
+// reaps notes that ops of s complete here.
+func (q *cqueue) reaps(s *sidecarEP) { noteOnce(&q.mu, &q.lastSC, &q.sidecars, s) }
+
+// noteOnce adds x to list unless it is there (once per endpoint; the
+// common case, the same endpoint as the last start, is one atomic load).
+func noteOnce[T any](mu *sync.Mutex, last *atomic.Pointer[T], list *atomic.Pointer[[]*T], x *T) {
+	if last.Load() == x {
 		return
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.last.Store(e)
-	var list []*engine
-	if p := q.engines.Load(); p != nil {
-		list = *p
+	mu.Lock()
+	defer mu.Unlock()
+	last.Store(x)
+	var l []*T
+	if p := list.Load(); p != nil {
+		l = *p
 	}
-	for _, x := range list {
-		if x == e {
+	for _, y := range l {
+		if y == x {
 			return
 		}
 	}
-	grown := append(append(make([]*engine, 0, len(list)+1), list...), e)
-	q.engines.Store(&grown)
+	grown := append(append(make([]*T, 0, len(l)+1), l...), x)
+	list.Store(&grown)
 }
 
 func newCQ(size int) (*CompletionQueue, error) {
@@ -608,20 +621,42 @@ func (q *cqueue) poll(out []*Op) int {
 
 func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 	idle := 0
+	// The attached endpoints this wait watches (Client.Watch) while it
+	// reaps their rings.
+	var watched *[]*sidecarEP
 	for {
 		if n := q.poll(out); n > 0 || len(out) == 0 {
+			unwatch(&watched)
 			return n, nil
 		}
-		if p := q.engines.Load(); p != nil && idle < idlePolls {
-			// PollCaller endpoints: poll them here, as Op.Wait does,
-			// until a while of finding nothing; then the loops' pace.
+		p, sp := q.engines.Load(), q.sidecars.Load()
+		if (p != nil || sp != nil) && idle < idlePolls {
+			// PollCaller endpoints: poll them here, as Op.Wait does, and
+			// attached ones: reap their rings, until a while of finding
+			// nothing; then the loops' pace (the completion goroutines').
 			if err := ctx.Err(); err != nil {
+				unwatch(&watched)
 				return 0, cancelled("completion queue wait", ctx)
 			}
 			work := 0
-			for _, e := range *p {
-				n, _ := e.tryPoll()
-				work += n
+			if p != nil {
+				for _, e := range *p {
+					n, _ := e.tryPoll()
+					work += n
+				}
+			}
+			if sp != nil {
+				if watched != sp {
+					unwatch(&watched)
+					watched = sp
+					for _, s := range *sp {
+						s.cl.Watch()
+					}
+				}
+				for _, s := range *sp {
+					n, _ := s.cl.TryReap()
+					work += n
+				}
 			}
 			if idle++; work != 0 {
 				idle = 0
@@ -630,6 +665,7 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			}
 			continue
 		}
+		unwatch(&watched)
 		idle = 0
 		q.parked.Add(1)
 		if n := q.poll(out); n > 0 {
@@ -643,6 +679,16 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			return 0, cancelled("completion queue wait", ctx)
 		}
 		q.parked.Add(-1)
+	}
+}
+
+// unwatch ends a completion queue wait's watches, if any.
+func unwatch(l **[]*sidecarEP) {
+	if *l != nil {
+		for _, s := range **l {
+			s.cl.Unwatch()
+		}
+		*l = nil
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
@@ -22,8 +24,12 @@ import (
 // of the endpoint's spare ops and waits for it. Starting an op takes an
 // operation slot (its cookie names the slot and the start's generation)
 // and, for a Send or a Recv, a run of consecutive buffers of the channel's
-// pool big enough for the whole message. The completion goroutine
-// finishes it.
+// pool big enough for the whole message. Whoever reaps the channel's
+// completion ring finishes it: the caller waiting for an op reaps the ring
+// itself, on its own goroutine, so that its completion needs no hand-off
+// from another goroutine (a wake-up of a parked thread, tens of
+// microseconds where threads park); the client's completion goroutine
+// reaps for the ops nobody waits on (internal/sidecar).
 //
 // Where bytes are copied, and why:
 //   - Send copies msg into its run when it starts: the caller's memory is
@@ -33,8 +39,9 @@ import (
 //     soon as the start returned, before the op completes.
 //   - Recv: the appliance's transport places the message's packets in its
 //     own receive slot by delivery index and copies it into the run (the
-//     in-process asynchronous Recv's copy); the completion goroutine then
-//     copies it out of the run into buf (the caller's heap, again).
+//     in-process asynchronous Recv's copy); whoever reaps the completion
+//     (the waiting caller, most often) then copies it out of the run into
+//     buf (the caller's heap, again).
 //   - Push and Pull copy nothing in the appliance or here: the region is a
 //     memfd both sides map, the transport reads and writes it in place.
 
@@ -52,6 +59,11 @@ type sidecarEP struct {
 
 	rmu     sync.Mutex
 	regions map[uint32]*Region // registered, by the appliance's id
+
+	// Tests' hooks (nil otherwise): each poll of the ring by a waiter, and
+	// each park of a waiter that found nothing for a while.
+	onWaitPoll func(*Op)
+	onIdlePark func(*Op)
 }
 
 // sidecarSlot is one operation in flight: the op, claimed exactly once by
@@ -143,8 +155,8 @@ func (s *sidecarEP) close() error {
 	return nil
 }
 
-// complete finishes the op a completion names (on the completion
-// goroutine).
+// complete finishes the op a completion names (on the goroutine that holds
+// the client's reaper token).
 func (s *sidecarEP) complete(c shm.Comp) {
 	i := uint32(c.Cookie)
 	if uint64(i) >= uint64(len(s.slots)) {
@@ -230,19 +242,102 @@ func (sc *sidecarConn) check(kind opKind, buf []byte, r *Region, off int, remote
 func (sc *sidecarConn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) (int, error) {
 	s := sc.s
 	op := s.spare.take()
-	if err := sc.start(ctx, op, kind, buf, r, off, remote); err != nil {
+	if err := sc.start(ctx, op, kind, buf, r, off, remote, true); err != nil {
 		s.spare.put(op)
 		return 0, err
 	}
-	n, err := op.wait(ctx)
+	n, err := s.wait(ctx, op, true)
 	s.spare.put(op)
 	return n, err
 }
 
+// A waiter that reaps and finds nothing parks after sidecarIdlePolls
+// polls or sidecarSpin of them, whichever comes first, and leaves its op to
+// the completion goroutine: a round trip through the appliance ends well
+// within either, and a long wait (a Recv with no sender) keeps no CPU.
+const (
+	sidecarIdlePolls = 1 << 14
+	sidecarSpin      = 200 * time.Microsecond
+)
+
+// wait waits for op, started on this endpoint, reaping the completion ring
+// itself while it holds the client's token; while another goroutine holds
+// it (and reaps for everyone), it looks at the op (yielding) and then
+// parks until the op completes or the token is free. watching: the caller
+// watches the ring already (start's watch).
+func (s *sidecarEP) wait(ctx context.Context, op *Op, watching bool) (int, error) {
+	o := &op.o
+	cl := s.cl
+	if !watching {
+		cl.Watch()
+	}
+	done := ctx.Done()
+	misses, idle := 0, 0
+	var spun time.Time
+	for o.state.Load() != stateDone {
+		select {
+		case <-done:
+			op.cancelWith(ctx)
+			done = nil // the op ends Cancelled, or as it was ending
+		default:
+		}
+		if n, ok := cl.TryReap(); ok {
+			if s.onWaitPoll != nil {
+				s.onWaitPoll(op)
+			}
+			misses = 0
+			if n != 0 {
+				idle = 0
+				continue
+			}
+			if idle++; idle&31 != 0 {
+				continue
+			}
+			if idle == 32 {
+				spun = time.Now()
+			} else if idle >= sidecarIdlePolls || time.Since(spun) >= sidecarSpin {
+				cl.Unwatch() // the completion goroutine polls from here on
+				if s.onIdlePark != nil {
+					s.onIdlePark(op)
+				}
+				if op.park(ctx, done, nil) {
+					done = nil
+				}
+				if o.state.Load() == stateDone {
+					return op.result()
+				}
+				cl.Watch()
+				idle = 0
+				continue
+			}
+			runtime.Gosched()
+			continue
+		}
+		if misses++; misses < spinChecks {
+			runtime.Gosched()
+			continue
+		}
+		misses = 0
+		if !cl.ParkForToken() {
+			continue
+		}
+		if op.park(ctx, done, cl.TokenFree()) {
+			done = nil
+		}
+		cl.Unpark()
+	}
+	cl.PassWake()
+	cl.Unwatch()
+	return op.result()
+}
+
 // start begins a data op; with a nil ctx (an *Async call) it does not wait
-// for a free slot or buffers, and fails with ErrBusy instead.
-// conn.start has checked op.
-func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) error {
+// for a free slot or buffers, and fails with ErrBusy instead. conn.start
+// has checked op. watch: when start succeeds the caller watches the
+// completion ring (Client.Watch), from before the op is counted in flight,
+// so that the completion goroutine is not woken for it; not before, for a
+// wait for a slot or buffers needs the completions someone else reaps.
+func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr, watch bool) error {
 	if err := sc.check(kind, buf, r, off, remote); err != nil {
 		return err
 	}
@@ -312,12 +407,18 @@ func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byt
 		s.free <- i
 		return err
 	}
+	if q := op.CQ; q != nil {
+		q.q.reaps(s)
+	}
 	sl := &s.slots[i]
 	d.Cookie = uint64(sl.gen.Add(1))<<32 | uint64(i)
 	o.cookie = d.Cookie
 	sl.cookie.Store(d.Cookie)
 	o.state.Store(statePosted)
 	sl.op.Store(op)
+	if watch {
+		s.cl.Watch()
+	}
 	s.cl.Begin()
 	if !s.cl.Submit(&d) || s.cl.IsDead() {
 		// The appliance is gone: whoever swaps the op out (here, or the

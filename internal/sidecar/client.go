@@ -16,17 +16,25 @@
 //
 // # Completions
 //
-// One goroutine reads the completion ring and hands each completion to the
-// callback given to Start, on that goroutine. It spins while operations are
-// in flight (Begin, End) and parks when none are, so an idle client costs
-// no CPU.
+// Whoever holds the reaper token reads the completion ring and hands each
+// completion to the callback given to Start, on its own goroutine: a caller
+// waiting for an operation (TryReap, between Watch and Unwatch) or, while
+// no caller watches, the completion goroutine. A waiter that reaps its own
+// completion takes it without a hand-off between goroutines, which on a
+// machine whose threads park costs a thread's wake-up. The completion
+// goroutine polls only while operations are in flight (Begin, End) and no
+// caller watches, and parks otherwise, so an idle client costs no CPU.
+// The ring's consumer is single-consumer: the token is what lets several
+// goroutines take turns at it.
 //
 // # When the appliance goes away
 //
 // The socket's end of file marks the client dead: Dead is closed, control
 // calls and submissions fail with ErrGone, and the callback given to Start
-// for the death runs once, after the completion goroutine has stopped, so
-// that the layer above can end every operation still in flight.
+// for the death runs once, after the completion goroutine has stopped and
+// taken the reaper token for good (a reaper's batch in progress ends
+// first, and no reaper starts another), so that the layer above can end
+// every operation still in flight and no completion comes after.
 package sidecar
 
 import (
@@ -98,6 +106,23 @@ type Client struct {
 	kick chan struct{}
 	wg   sync.WaitGroup
 
+	// The reaper token: held by whoever reads the completion ring. The
+	// consumer and the batch are the holder's alone; the CAS that takes
+	// the token and the store that gives it back order one holder's
+	// reads and writes before the next's. After death the completion
+	// goroutine keeps it, so no completion is taken after death's sweep
+	// and nothing reads the ring once it may be unmapped. parked counts
+	// waiters parked for the token, woken through tokenFree; reapers the
+	// callers watching the ring (the completion goroutine polls while
+	// there are none).
+	token     atomic.Bool
+	parked    atomic.Int32
+	tokenFree chan struct{}
+	reapers   atomic.Int32
+	cc        *shm.Consumer[shm.Comp]
+	comps     []shm.Comp
+	onComp    func(shm.Comp)
+
 	// The pool's free map: bit i set while buffer i is taken.
 	amu   sync.Mutex
 	taken []uint64
@@ -144,7 +169,8 @@ func Attach(socket string, opts Options) (*Client, error) {
 	}
 	cl := &Client{Ch: ch, IP: rep.Addr(), MAC: rep.MAC, sock: c, deadCh: make(chan struct{}),
 		pending: map[uint32]chan reply{}, nextReq: 1, forgot: map[uint32]struct{}{}, accepted: make(chan ctl.Msg, 64), sub: ch.SubmitProducer(), kick: make(chan struct{}, 1),
-		taken: make([]uint64, (ch.Layout.Buffers+63)/64)}
+		taken:     make([]uint64, (ch.Layout.Buffers+63)/64),
+		tokenFree: make(chan struct{}, 1), cc: ch.CompleteConsumer(), comps: make([]shm.Comp, 64)}
 	return cl, nil
 }
 
@@ -190,14 +216,26 @@ func closeFd(fd int) {
 }
 
 // Start runs the client's goroutines: onComp receives every completion (on
-// the completion goroutine), onDead runs once when the appliance is gone or
-// the client closed, after the last onComp.
+// the goroutine of the token's holder), onDead runs once when the
+// appliance is gone or the client closed, after the last onComp.
 func (c *Client) Start(onComp func(shm.Comp), onDead func()) {
-	c.wg.Add(2)
+	c.wg.Add(1)
 	go c.readLoop()
+	c.startCompletions(onComp, onDead)
+}
+
+// startCompletions runs the completion goroutine.
+func (c *Client) startCompletions(onComp func(shm.Comp), onDead func()) {
+	c.onComp = onComp
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.completeLoop(onComp)
+		c.completeLoop()
+		// Keep the token from here on: a reaper in the middle of a batch
+		// finishes it first, and none starts another.
+		for !c.token.CompareAndSwap(false, true) {
+			runtime.Gosched()
+		}
 		onDead()
 	}()
 }
@@ -381,21 +419,19 @@ func (c *Client) call(ctx context.Context, m *ctl.Msg, alt <-chan ctl.Msg) (ctl.
 	}
 }
 
-// completeLoop hands each completion to onComp.
-func (c *Client) completeLoop(onComp func(shm.Comp)) {
-	cc := c.Ch.CompleteConsumer()
-	comps := make([]shm.Comp, 64)
+// completeLoop reaps for the operations nobody watches: while some are in
+// flight and no caller reaps, it polls (yielding, then sleeping); else it
+// parks until Begin or the last Unwatch kicks it.
+func (c *Client) completeLoop() {
 	idle := 0
 	for !c.dead.Load() {
-		n, _ := cc.Dequeue(comps)
-		for i := range comps[:n] {
-			onComp(comps[i])
+		if c.reapers.Load() == 0 {
+			if n, _ := c.TryReap(); n > 0 {
+				idle = 0
+				continue
+			}
 		}
-		if n > 0 {
-			idle = 0
-			continue
-		}
-		if c.busy.Load() > 0 {
+		if c.busy.Load() > 0 && c.reapers.Load() == 0 {
 			idle++
 			if idle < 512 {
 				runtime.Gosched()
@@ -412,14 +448,96 @@ func (c *Client) completeLoop(onComp func(shm.Comp)) {
 	}
 }
 
-// Begin counts an operation in flight (before its descriptor is
-// submitted): the completion goroutine polls while any is.
-func (c *Client) Begin() {
-	if c.busy.Add(1) == 1 {
+// TryReap takes a batch of completions off the ring and hands each to
+// onComp, if the token is free: ok false when another goroutine holds it
+// or the client is dead (then nobody reaps again).
+func (c *Client) TryReap() (n int, ok bool) {
+	if !c.token.CompareAndSwap(false, true) {
+		return 0, false
+	}
+	if c.dead.Load() {
+		c.release()
+		return 0, false
+	}
+	n, _ = c.cc.Dequeue(c.comps)
+	for i := range c.comps[:n] {
+		c.onComp(c.comps[i])
+	}
+	c.release()
+	return n, true
+}
+
+// release gives the token back and wakes a waiter parked for it.
+func (c *Client) release() {
+	c.token.Store(false)
+	if c.parked.Load() > 0 {
 		select {
-		case c.kick <- struct{}{}:
+		case c.tokenFree <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// Watch marks a caller that reaps until its operation completed (or it
+// parks: Unwatch first), so the completion goroutine need not poll. A
+// blocking call watches before Begin, which then wakes nobody.
+func (c *Client) Watch() { c.reapers.Add(1) }
+
+// Unwatch ends a Watch; the last one hands the operations still in flight
+// to the completion goroutine.
+func (c *Client) Unwatch() {
+	if c.reapers.Add(-1) == 0 && c.busy.Load() > 0 {
+		c.kickLoop()
+	}
+}
+
+func (c *Client) kickLoop() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ParkForToken announces a waiter about to park until the token is free
+// (TokenFree): false when it is free already, and the waiter should try
+// again instead. A true is paired with Unpark. Once the client is dead the
+// token stays taken: the waiter parks until death's sweep ends its
+// operation.
+func (c *Client) ParkForToken() bool {
+	// Announce before the last look: a holder that releases after the
+	// look sees parked and wakes a parker.
+	c.parked.Add(1)
+	if !c.token.Load() && !c.dead.Load() {
+		c.parked.Add(-1)
+		return false
+	}
+	return true
+}
+
+// Unpark ends ParkForToken's park.
+func (c *Client) Unpark() { c.parked.Add(-1) }
+
+// TokenFree delivers a value when the token was given back while a waiter
+// was parked for it.
+func (c *Client) TokenFree() <-chan struct{} { return c.tokenFree }
+
+// PassWake passes on a wake-up for the token that its waiter left unused
+// (its operation completed meanwhile), so another parked waiter takes it.
+func (c *Client) PassWake() {
+	if c.parked.Load() > 0 && !c.token.Load() {
+		select {
+		case c.tokenFree <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Begin counts an operation in flight (before its descriptor is
+// submitted): the completion goroutine polls while any is and no caller
+// watches.
+func (c *Client) Begin() {
+	if c.busy.Add(1) == 1 && c.reapers.Load() == 0 {
+		c.kickLoop()
 	}
 }
 
@@ -428,7 +546,9 @@ func (c *Client) Begin() {
 func (c *Client) End() { c.busy.Add(-1) }
 
 // Submit publishes one descriptor, waiting for ring room (cancels may fill
-// it for a moment); false once the appliance is gone.
+// it for a moment); false once the appliance is gone. While it waits it
+// reaps: the appliance takes no more descriptors than the completion ring
+// can answer, and the caller may be the one watching that ring.
 func (c *Client) Submit(d *shm.Desc) bool {
 	c.smu.Lock()
 	defer c.smu.Unlock()
@@ -440,6 +560,7 @@ func (c *Client) Submit(d *shm.Desc) bool {
 		if c.dead.Load() {
 			return false
 		}
+		c.TryReap()
 		runtime.Gosched()
 	}
 }

@@ -1,0 +1,12 @@
+package peregrine
+
+// SidecarIdlePolls is how many idle polls a waiter of an attached
+// endpoint runs at most before it parks.
+const SidecarIdlePolls = sidecarIdlePolls
+
+// SetSidecarWaitHooks has an attached endpoint call poll on each poll of
+// its completion ring by a waiter, and park as a waiter parks for want of
+// completions, each with the waiter's op. Set them before any op starts.
+func SetSidecarWaitHooks(ep *Endpoint, poll, park func(*Op)) {
+	ep.sc.onWaitPoll, ep.sc.onIdlePark = poll, park
+}
