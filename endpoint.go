@@ -193,6 +193,29 @@ func (e *engine) tryPoll() (n int, ok bool) {
 	return n, true
 }
 
+// tryIntake takes the submissions on the caller's goroutine if the token
+// is free, without polling the transport: what the engine can answer at
+// once (a Recv of a queued message) completes; a Send waits in the
+// transport for the next poll to schedule it. false: not taken.
+func (e *engine) tryIntake() bool {
+	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
+		return false
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			e.closing.Store(true)
+		}
+		e.woke = false
+		e.release()
+	}()
+	e.retryBacklog()
+	e.intake()
+	e.postSlots()
+	ok = true
+	return true
+}
+
 // pollHolding is poll for a holder of the token that must not keep it
 // past a panic: a panic in poll (on a caller's goroutine, or on the loop,
 // whose lcore recovers it and runs Stop) marks the endpoint closing — its

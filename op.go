@@ -397,12 +397,21 @@ func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
 	o := &op.o
 	done := ctx.Done()
 	misses, idle := 0, 0
-	for o.state.Load() != stateDone {
-		select {
-		case <-done:
-			op.cancelWith(ctx)
-			done = nil // the op ends Cancelled, or as it was ending
-		default:
+	// A first look that leaves the transport alone: an op the engine ends
+	// at once (a Recv whose message is queued) needs no transport poll,
+	// the costliest part of a round trip's polls.
+	if e.tryIntake() && o.state.Load() == stateDone {
+		return op.result()
+	}
+	for i := 0; o.state.Load() != stateDone; i++ {
+		if i&7 == 0 {
+			// Every few polls: a poll is short, a channel look is not.
+			select {
+			case <-done:
+				op.cancelWith(ctx)
+				done = nil // the op ends Cancelled, or as it was ending
+			default:
+			}
 		}
 		if n, ok := e.tryPoll(); ok {
 			misses = 0

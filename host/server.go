@@ -105,13 +105,13 @@ type Server struct {
 	ln   *net.UnixListener
 	addr peregrine.Addr
 
-	mu      sync.Mutex
-	apps    map[*app]struct{}
-	byUser  map[uint32]int
-	lst     *peregrine.Listener // the endpoint's one listener, and its owner
-	lstApp  *app
-	nextID  uint64
-	closed  bool
+	mu     sync.Mutex
+	apps   map[*app]struct{}
+	byUser map[uint32]int
+	lst    *peregrine.Listener // the endpoint's one listener, and its owner
+	lstApp *app
+	nextID uint64
+	closed bool
 	// polled is apps as a list for Poll, replaced (under mu) whenever
 	// apps changes: Poll reads it without the lock, and a map's range
 	// costs Poll a random start every call.
