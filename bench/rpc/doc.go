@@ -44,6 +44,27 @@
 // goroutines, and with the answering one locked to its OS thread as an
 // endpoint's loop is (each hand-off then wakes that thread).
 //
+// Before the veth rows, FIGURE rpc_veth_afxdp_frame_ceiling_gbps gives
+// the ceiling of the path the file transfer takes, measured in the same
+// run: the endpoints' two ports opened in an app.Pipeline (the library
+// under `peregrine gen` and `gen --rx`), a generator on one sending frames
+// of the transport's full size (the pair's MTU plus the Ethernet header)
+// from its AF_XDP socket as fast as the socket takes them, a sink on the
+// other counting the generated frames that arrive at its AF_XDP socket,
+// each loop on its endpoint's CPU with the endpoints' idle policy, for
+// CeilingTime (1.5 s; in proportion to a smaller Options.Count, at least
+// 100 ms, at most Options.RowTime) after a tenth of that of warm-up. It
+// counts, per frame that arrived, the transport payload such a frame
+// carries (the segment the transport itself computes for that port and
+// pool), so it compares with goodput: the file ratio's detail gives the
+// sidecar's share of it. Kernel TCP over the same pair moves 64 KiB GSO
+// segments where AF_XDP moves one MTU frame a descriptor: the ceiling
+// holds the AF_XDP transport, not kernel TCP. The in-memory rows have no
+// such ceiling (no kernel between mem: ports) and print none. The
+// ceiling's frames come from its pipeline's own pool (the generator and
+// the sink own them as package app/traffic says), and its pool, loops and
+// sockets are gone before the first veth row opens the ports.
+//
 // Who owns a buffer: each caller goroutine owns its request and response
 // buffers; the raw door's region slots are the measuring goroutine's, a
 // send slot lent to the transport from its Send to its completion and a

@@ -48,8 +48,13 @@ func TestRunSmall(t *testing.T) {
 		ratios = append(ratios, "rpc_1k_vs_kernel_tcp_ops", "rpc_1k_p99_vs_kernel_tcp", "file_transfer_262144b_vs_kernel_tcp")
 		require.Contains(t, text, "FIGURE rpc_veth_sidecar_file_transfer_gbps ")
 		require.Contains(t, text, "FIGURE rpc_veth_tcp_file_transfer_gbps ")
+		// The transfer's ceiling, measured in the same run, and its share
+		// in the ratio's detail.
+		ceil, _ := ceilingFigure(t, text)
+		require.Regexp(t, `(?m)^RATIO file_transfer_262144b_vs_kernel_tcp .*\n  # .*sidecar [0-9.]+ Gbit/s \([0-9]+ % of the AF_XDP frame ceiling `+regexp.QuoteMeta(ceil)+` Gbit/s measured in this run\)`, text)
 	} else {
 		require.Contains(t, text, "veth rows skipped: needs root")
+		require.NotContains(t, text, "FIGURE rpc_veth_afxdp_frame_ceiling_gbps")
 	}
 	for _, name := range ratios {
 		require.Regexp(t, "(?m)^RATIO "+name+` [0-9.]+ goal (<=|>=) [0-9.]+ (PASS|FAIL)$`, text)
