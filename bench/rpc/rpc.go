@@ -296,9 +296,15 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn, each endpoint on its own CPU, %.0f (one goroutine polling both: %.0f)",
 				best, mode, got[a].nsPerOp(), got[c].nsPerOp(), got[r].nsPerOp(), got[f].nsPerOp())})
 	}
-	if s, a := "mem_sidecar_1k_x1", "mem_api_1k_x1"; have(s, a) {
-		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / got[a].nsPerOp(), Op: report.AtMost, Target: 1.3,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f", got[s].nsPerOp(), got[a].nsPerOp())})
+	if s, a, c := "mem_sidecar_1k_x1", "mem_api_1k_x1", "mem_api-caller_1k_x1"; have(s, a, c) {
+		// Against the in-process door's faster mode, as above: the
+		// sidecar's own echo server runs in it.
+		in, mode := got[a].nsPerOp(), "loop"
+		if v := got[c].nsPerOp(); v < in {
+			in, mode = v, "caller"
+		}
+		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / in, Op: report.AtMost, Target: 1.3,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f (the faster mode, %s)", got[s].nsPerOp(), in, mode)})
 	}
 	if s, t := "veth_sidecar_1k_x32", "veth_tcp_1k_x32"; have(s, t) {
 		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: got[s].rate() / got[t].rate(), Op: report.AtLeast, Target: 2.0,

@@ -53,7 +53,7 @@ same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
 
   api_vs_raw_cost_1k            ns per 1 KiB round trip in memory, public API ÷ raw-loops (goal <= 1.15;
                                 the faster of api and api-caller, both printed; raw beside it)
-  sidecar_vs_inprocess_cost_1k  the same, sidecar ÷ in-process                      (goal <= 1.3)
+  sidecar_vs_inprocess_cost_1k  the same, sidecar ÷ in-process (its faster mode)  (goal <= 1.3)
   rpc_1k_vs_kernel_tcp_ops      32 in flight over veth, sidecar ÷ kernel TCP ops/s  (goal >= 2.0)
   rpc_1k_p99_vs_kernel_tcp      1 in flight over veth, sidecar ÷ kernel TCP p99     (goal <= 0.5)
   sidecar_allocs_per_op         heap allocations a round trip, whole process        (goal = 0)
