@@ -221,7 +221,11 @@ func (h *Host) newEngine(spec string, opts Options, pt port.Port, sh shardOf) (*
 func (e *engine) start() error {
 	opts, h := e.opts, e.host
 	lo := lcore.Options{Name: "peregrine " + e.name, CPU: -1, Clock: h.h.clock, Stages: []lcore.Stage{e}}
-	if opts.Pin {
+	if opts.Pin && opts.Poll != PollCaller {
+		// Under PollCaller the callers poll, on threads the application
+		// places; the loop only sleeps between calls, and a pinned one
+		// would wake a thread on the CPU of a polling caller at each
+		// sleep's end (a quarter of a thread wake-up per round trip).
 		lo.CPU = opts.CPU + e.shard // shard i on the i-th CPU from Options.CPU
 		e.pinned = true
 	}

@@ -105,6 +105,7 @@ type Options struct {
 	// processor while it has work, so the process needs more processors
 	// (GOMAXPROCS) than pinned loops for its callers. Unpinned, the loop is
 	// an ordinary goroutine that shares the processors with the callers.
+	// Under PollCaller the loop is never pinned: the callers poll.
 	CPU int
 	Pin bool
 	// Idle is the poll loop's idle policy (default IdleAdaptive).
