@@ -23,7 +23,8 @@ type door interface {
 	close() error
 }
 
-func openDoor(o Options, m *media, name string) (door, error) {
+// openDoor opens a door for rows of depth requests in flight.
+func openDoor(o Options, m *media, name string, depth int) (door, error) {
 	switch name {
 	case "raw":
 		return &rawDoor{m: m}, nil
@@ -36,7 +37,7 @@ func openDoor(o Options, m *media, name string) (door, error) {
 	if name == "api-caller" {
 		poll = peregrine.PollCaller
 	}
-	return openMsgDoor(o, m, name == "sidecar", poll)
+	return openMsgDoor(o, m, name == "sidecar", poll, depth)
 }
 
 // msgDoor is the public API in-process or, with a sidecar, the client
@@ -52,7 +53,7 @@ type msgDoor struct {
 	polled chan struct{}
 }
 
-func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll) (_ *msgDoor, err error) {
+func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll, depth int) (_ *msgDoor, err error) {
 	d := &msgDoor{}
 	defer func() {
 		if err != nil {
@@ -65,15 +66,21 @@ func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll) (_ *msg
 	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
 		return nil, err
 	}
-	pollB := poll
+	pollB, pinB := poll, !o.NoPin
 	if sidecar {
-		// The echo server is an in-process application in either door:
-		// it runs as the in-process rows' faster mode on few CPUs, its
-		// callers polling, so that the appliance's loop (a, pinned, the
-		// channels polled on it) and the client have the CPUs.
+		// The echo server is an in-process application behind the
+		// sidecar's client, set up as such an application would be on
+		// two CPUs shared with the appliance's pinned loop: with one
+		// request in flight its one caller polls it (the api-caller
+		// rows' mode); with many, an unpinned loop of its own polls it
+		// and its callers hand it their ops (32 callers contending to
+		// poll cost four times as much a round trip).
 		pollB = peregrine.PollCaller
+		if depth > 1 {
+			pollB, pinB = peregrine.PollLoop, false
+		}
 	}
-	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: !o.NoPin, Idle: o.Idle, Poll: pollB}); err != nil {
+	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: pinB, Idle: o.Idle, Poll: pollB}); err != nil {
 		return nil, err
 	}
 	if !sidecar {

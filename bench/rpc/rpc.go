@@ -210,46 +210,55 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 
 // runMedia measures every door's rows on one medium.
 func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[string]result, files map[string]float64, fileErrs map[string]error) error {
-	for _, door := range doors {
+	for _, name := range doors {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		procs := runtime.GOMAXPROCS(doorProcs(door))
-		d, err := openDoor(o, m, door)
-		if err != nil {
-			runtime.GOMAXPROCS(procs)
-			return fmt.Errorf("bench rpc: %s %s: %w", m.where, door, err)
+		procs := runtime.GOMAXPROCS(doorProcs(name))
+		// A door is opened for each depth (its echo server set up for
+		// that many callers: see openMsgDoor) and once more for the file.
+		with := func(depth int, run func(d door) error) error {
+			d, err := openDoor(o, m, name, depth)
+			if err != nil {
+				return fmt.Errorf("bench rpc: %s %s: %w", m.where, name, err)
+			}
+			return errors.Join(run(d), d.close())
 		}
-		err = func() error {
-			for _, size := range Sizes {
-				for _, depth := range Depths {
-					name := rowName(m.where, door, size, depth)
+		var err error
+		for _, depth := range Depths {
+			if err = with(depth, func(d door) error {
+				for _, size := range Sizes {
+					row := rowName(m.where, name, size, depth)
 					res, err := d.rows(ctx, size, depth, rowLen{o.Count, o.RowTime})
 					if err != nil {
-						return fmt.Errorf("bench rpc: %s: %w", name, err)
+						return fmt.Errorf("bench rpc: %s: %w", row, err)
 					}
-					got[name] = res
-					printRow(o.Out, name, res)
+					got[row] = res
+					printRow(o.Out, row, res)
 				}
+				return nil
+			}); err != nil {
+				break
 			}
-			if door == "sidecar" || door == "tcp" {
-				// A transfer that fails is a result, not the end of the run:
-				// its ratio fails and says why.
+		}
+		if err == nil && (name == "sidecar" || name == "tcp") {
+			err = with(chunksInFlight, func(d door) error {
+				// A transfer that fails is a result, not the end of the
+				// run: its ratio fails and says why.
 				bps, err := d.file(ctx, o.FileSize)
 				if err != nil {
 					if ctx.Err() != nil {
 						return err
 					}
-					fileErrs[door+"/"+m.where] = err
-					fmt.Fprintf(o.Out, "  # %s %s file transfer failed: %v\n", m.where, door, err)
+					fileErrs[name+"/"+m.where] = err
+					fmt.Fprintf(o.Out, "  # %s %s file transfer failed: %v\n", m.where, name, err)
 				} else {
-					files[door+"/"+m.where] = bps
-					fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, door, bps*8/1e9)
+					files[name+"/"+m.where] = bps
+					fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, name, bps*8/1e9)
 				}
-			}
-			return nil
-		}()
-		err = errors.Join(err, d.close())
+				return nil
+			})
+		}
 		runtime.GOMAXPROCS(procs)
 		if err != nil {
 			return err

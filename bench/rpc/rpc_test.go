@@ -114,7 +114,7 @@ func BenchmarkRow(b *testing.B) {
 		n := memSeq.Add(1)
 		m := &media{where: "mem", cpuA: cpuA, cpuB: cpuB, tcpAddr: "127.0.0.1",
 			specA: fmt.Sprintf("mem:rpcb%d-%d/0", os.Getpid(), n), specB: fmt.Sprintf("mem:rpcb%d-%d/1", os.Getpid(), n)}
-		d, err := openDoor(o, m, doorName)
+		d, err := openDoor(o, m, doorName, depth)
 		require.NoError(b, err)
 		sw0 := threadSwitches()
 		res, err := d.rows(context.Background(), bytes, depth, rowLen{count, 0})
