@@ -317,11 +317,13 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 	}
 	if s, t := "veth_sidecar_1k_x32", "veth_tcp_1k_x32"; have(s, t) {
 		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: got[s].rate() / got[t].rate(), Op: report.AtLeast, Target: 2.0,
-			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f", got[s].rate(), got[t].rate())})
+			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f%s", got[s].rate(), got[t].rate(),
+				floor(got, "veth_raw-loops_1k_x32", func(r result) float64 { return r.rate() / got[t].rate() }, "%.2f× kernel TCP"))})
 	}
 	if s, t := "veth_sidecar_1k_x1", "veth_tcp_1k_x1"; have(s, t) {
 		rep.Add(report.Ratio{Name: "rpc_1k_p99_vs_kernel_tcp", Value: got[s].p99 / got[t].p99, Op: report.AtMost, Target: 0.5,
-			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs", got[s].p99, got[t].p99)})
+			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs%s", got[s].p99, got[t].p99,
+				floor(got, "veth_raw-loops_1k_x1", func(r result) float64 { return r.p99 / got[t].p99 }, "p99 %.2f× kernel TCP's"))})
 	}
 	if s := "mem_sidecar_1k_x1"; have(s) {
 		rep.Add(report.Ratio{Name: "sidecar_allocs_per_op", Value: got[s].allocs, Op: report.AtMost, Target: 0,
@@ -476,4 +478,14 @@ func doorProcs(door string) int {
 		return max(runtime.NumCPU(), 6)
 	}
 	return runtime.NumCPU()
+}
+
+// floor describes the transport's own figure under a door's ratio, the
+// raw-loops row of the same run: what no door over it can beat.
+func floor(got map[string]result, row string, ratio func(result) float64, format string) string {
+	r, ok := got[row]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (the transport alone, %s, in this run: "+format+")", row, ratio(r))
 }
