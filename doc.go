@@ -18,11 +18,16 @@
 // A Host is a process's packet pool (off the Go heap) and driver
 // environment. Host.Open opens a port by its spec (pmd: "mem:PAIR/END" for
 // in-memory pairs, the two ends from the same Host; "afxdp:IFACE?…";
-// "afpacket:IFACE?…") and starts the endpoint's poll loop: one goroutine,
-// locked to its OS thread and, with Options.Pin, pinned to Options.CPU
-// (core/lcore), that runs the transport and nothing else. Every call of
-// this package may be made from any goroutine; none touches the transport:
-// it hands an op to the loop and waits for the loop to hand it back.
+// "afpacket:IFACE?…") and starts the endpoint's poll loop: one goroutine
+// (core/lcore) that runs the transport and nothing else. With Options.Pin
+// it is locked to its OS thread, pinned to Options.CPU, and never yields
+// its processor while it works (a yield on a locked thread would wake
+// threads through futexes); unpinned, it is an ordinary goroutine that
+// yields to the callers after waking one. Every call of this package may
+// be made from any goroutine; none touches the transport: it hands an op
+// to the loop and waits for the loop to hand it back — looking at the op,
+// yielding, for up to 200 µs, then parked on it (the loop wakes only a
+// parked waiter).
 //
 // With Options.Poll set to PollCaller the waiting runs the engine instead:
 // a blocking call, Op.Wait and CompletionQueue.Wait take the endpoint's
@@ -30,9 +35,11 @@
 // the transport on their own goroutine until their op completes, with no
 // goroutine hand-off on the way. A caller that finds the token taken looks
 // at its op, yielding, and then parks until the op completes or the token
-// is free. The loop still runs, idling with the sleep policy, and polls
-// only while no caller holds the token: timers, accepts and closes go on
-// between calls. Below, "the loop" means the token's holder in this mode:
+// is free. A waiter's first look takes the submissions without polling the
+// transport, so a Recv of a message already queued costs no transport
+// poll. The loop still runs, never pinned, idling with the sleep policy,
+// and polls only while no caller has polled for a millisecond: timers,
+// accepts and closes go on between calls. Below, "the loop" means the token's holder in this mode:
 // what the loop owns (the transport, the backlog, the connections' receive
 // slots, a Send's registration) is owned by whichever goroutine holds the
 // token, one at a time, and Close ends with the loop holding it for good.
