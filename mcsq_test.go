@@ -298,7 +298,10 @@ func TestSendQueueOrderedCompletions(t *testing.T) {
 func TestSendQueueDeadTarget(t *testing.T) {
 	eachPoll(t, func(t *testing.T) {
 		h := testHost(t, HostOptions{})
-		net := newMQNet(t, h, 3, Options{RetryLimit: 4}, Options{})
+		// The default retry limit: with 4, a live target whose loop a
+		// loaded machine kept off its CPU for a few RTOs was given up too
+		// (its SQ failed "unreachable"); the dead one is found either way.
+		net := newMQNet(t, h, 3, Options{}, Options{})
 		sq, err := net.init.NewSendQueue(SendQueueOptions{SQs: 3})
 		if err != nil {
 			t.Fatal(err)
