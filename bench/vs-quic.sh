@@ -25,6 +25,12 @@
 # them), and prints
 #
 #   # quic ... / # tcp ... / # peregrine ...     figures, as comments
+#   FIGURE bulk_cpu_cycles_per_byte_{initiator,fabric,target}
+#                                                 (the lossless bulk runs' CPU time,
+#                                                  from the kernel's accounting, per
+#                                                  byte of goodput, at the CPU's clock;
+#                                                  the fabric's and target's over the
+#                                                  runs, the initiators' whole lives)
 #   RATIO <name> <value> goal >= <goal> <PASS|FAIL>  (one per comparison)
 #   SERIES <figure> <impl> <loss %> <value> ...   (goodput, p99 against loss;
 #                                                  bench render --report plots them)
@@ -266,9 +272,13 @@ declare -A quic_bulk quic_p50 quic_p99 quic_p999
 bulk_runs() {
 	local ns=$1 what=$2 i gs=()
 	shift 2
+	bulk_bytes=0
 	for ((i = 0; i < runs; i++)); do
 		client "$ns" "$what, run $((i + 1))" "$@"
 		gs+=("$(field goodput_gbps "$result")")
+		if [[ $result == *" bytes="* ]]; then
+			bulk_bytes=$((bulk_bytes + $(field bytes "$result")))
+		fi
 	done
 	median=$(median "${gs[@]}")
 	all="${gs[*]}"
@@ -396,15 +406,52 @@ $(cat "$tmp/gen-tx.log" "$tmp/gen-rx.log")"
 	path_ceiling=$(median "${gs[@]}")
 	echo "# path ceiling loss=0% frames_gbps=$path_ceiling (median of $runs: ${gs[*]}; 1514-byte frames gen -> gen --rx, AF_XDP, via fabric)"
 }
+# proc_cpu PID: the process's CPU time so far (user + system), in
+# seconds, from the kernel's accounting.
+proc_cpu() {
+	awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / hz}' "/proc/$1/stat"
+}
+# children_cpu: the CPU time of this shell's reaped children (user + system),
+# in seconds: an initiator run's, as a difference around it. times runs in
+# this shell (in a pipe or $(...) it would count a subshell's children).
+children_cpu() {
+	times >"$tmp/times"
+	awk 'NR == 2 {
+		n = split($0, f, " "); t = 0
+		for (i = 1; i <= n; i++) { split(f[i], ms, "m"); sub(/s$/, "", ms[2]); t += ms[1] * 60 + ms[2] }
+		printf "%.3f\n", t }' "$tmp/times"
+}
+# cpu_per_byte: the CPU each process of the lossless bulk runs spent per
+# byte of goodput (the target's and the fabric's CPU time over the runs,
+# the initiators' own), in ns and in cycles at the CPU's clock.
+cpu_per_byte() { # T0_TARGET T0_FABRIC T0_CHILDREN
+	local mhz t f i
+	mhz=$(awk -F: '/^cpu MHz/ {printf "%.0f\n", $2; exit}' /proc/cpuinfo)
+	t=$(awk -v a="$1" -v b="$(proc_cpu "$target_pid")" 'BEGIN {print b - a}')
+	f=$(awk -v a="$2" -v b="$(proc_cpu "$fabric_pid")" 'BEGIN {print b - a}')
+	children_cpu >"$tmp/children"
+	i=$(awk -v a="$3" 'NR == 1 {print $1 - a}' "$tmp/children")
+	((bulk_bytes > 0)) || return 0
+	awk -v t="$t" -v f="$f" -v i="$i" -v n="$bulk_bytes" -v mhz="$mhz" 'BEGIN {
+		printf "# cpu per byte, peregrine bulk loss=0%%: %d bytes; CPU s initiator %.2f, fabric %.2f, target %.2f; at %d MHz\n", n, i, f, t, mhz
+		printf "FIGURE bulk_cpu_cycles_per_byte_initiator %.2f\n", i * mhz * 1e6 / n
+		printf "FIGURE bulk_cpu_cycles_per_byte_fabric %.2f\n", f * mhz * 1e6 / n
+		printf "FIGURE bulk_cpu_cycles_per_byte_target %.2f\n", t * mhz * 1e6 / n
+	}'
+}
 peregrine_side() {
-	local loss i a50 a99 a999
+	local loss i a50 a99 a999 c0
 	for loss in 0% 1% 5%; do
 		fabric_start "loss=$loss"
 		[[ $loss == 0% ]] && path_ceiling
 		pg_target
+		children_cpu >"$tmp/children"
+		c0="$(proc_cpu "$target_pid") $(proc_cpu "$fabric_pid") $(cat "$tmp/children")"
 		pg_bulk "peregrine bulk (loss $loss)"
 		peregrine_bulk[$loss]=$median
 		echo "# peregrine bulk loss=$loss goodput_gbps=$median (median of $runs: $all; 64 KiB pushes, window 32, AF_XDP, via fabric)"
+		# shellcheck disable=SC2086 # three numbers
+		[[ $loss == 0% ]] && cpu_per_byte $c0
 		if [[ $loss != 5% ]]; then
 			a50=() a99=() a999=()
 			for ((i = 0; i < runs; i++)); do
