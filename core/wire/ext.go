@@ -91,27 +91,19 @@ func (e *Ext) Len() int { return int(extLens[e.Present&extKnown]) }
 // encoder asks for it on every packet, and a lookup costs less than six
 // tests. Unknown bits add nothing (Validate refuses them).
 var extLens = func() (t [extKnown + 1]uint8) {
+	each := [...]struct {
+		bit ExtMask
+		n   uint8
+	}{
+		{ExtPlacement, extPlacementLen}, {ExtQPN, extQPNLen}, {ExtSourceCID, extSourceCIDLen},
+		{ExtRegion, extRegionLen}, {ExtSeal, extSealLen}, {ExtSealKey, extSealKeyLen},
+	}
 	for m := range t {
-		n := 0
-		if ExtMask(m)&ExtPlacement != 0 {
-			n += extPlacementLen
+		for _, e := range each {
+			if ExtMask(m)&e.bit != 0 {
+				t[m] += e.n
+			}
 		}
-		if ExtMask(m)&ExtQPN != 0 {
-			n += extQPNLen
-		}
-		if ExtMask(m)&ExtSourceCID != 0 {
-			n += extSourceCIDLen
-		}
-		if ExtMask(m)&ExtRegion != 0 {
-			n += extRegionLen
-		}
-		if ExtMask(m)&ExtSeal != 0 {
-			n += extSealLen
-		}
-		if ExtMask(m)&ExtSealKey != 0 {
-			n += extSealKeyLen
-		}
-		t[m] = uint8(n)
 	}
 	return t
 }()
