@@ -47,3 +47,25 @@ func TestExtRoundTripAndForwardCompatibility(t *testing.T) {
 	require.ErrorIs(t, err, wire.ErrShort)
 	require.Equal(t, "ext{placement=absolute:256 scid=0x000009}", got.String())
 }
+
+// The length of every set of extensions, unknown bits included (they add
+// nothing), is the sum of the TLVs the wire format defines.
+func TestExtLenEveryMask(t *testing.T) {
+	lens := []struct {
+		bit wire.ExtMask
+		n   int
+	}{
+		{wire.ExtPlacement, 8}, {wire.ExtQPN, 8}, {wire.ExtSourceCID, 8},
+		{wire.ExtRegion, 16}, {wire.ExtSeal, 8}, {wire.ExtSealKey, 20},
+	}
+	for m := 0; m < 256; m++ {
+		want := 0
+		for _, l := range lens {
+			if wire.ExtMask(m)&l.bit != 0 {
+				want += l.n
+			}
+		}
+		e := wire.Ext{Present: wire.ExtMask(m)}
+		require.Equal(t, want, e.Len(), "mask %#02x", m)
+	}
+}

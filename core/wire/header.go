@@ -279,9 +279,10 @@ func (h *Header) Encode(b []byte) (int, error) {
 // put writes a validated header with the given payload length; b holds
 // Len() bytes.
 func (h *Header) put(b []byte, payloadLen uint16) {
-	b = b[:h.Len()]
-	flags := h.Flags &^ FlagHasExtension
 	extLen := h.Ext.Len()
+	bl := bodyLen(h.Type)
+	b = b[:BaseHeaderLen+bl+extLen]
+	flags := h.Flags &^ FlagHasExtension
 	if extLen > 0 {
 		flags |= FlagHasExtension
 	}
@@ -330,7 +331,7 @@ func (h *Header) put(b []byte, payloadLen uint16) {
 		body[1] = byte(h.Resync.OrigType)
 		body[2], body[3] = 0, 0
 	}
-	h.Ext.put(body[bodyLen(h.Type):])
+	h.Ext.put(body[bl:])
 }
 
 // DecodeHeader decodes the transport header at the start of b, which must
