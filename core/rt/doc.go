@@ -210,14 +210,9 @@
 // more is resent, a congestion controller that implements TimeoutUndoer
 // takes its response back (RFC 4015) and the RTO covers the ACK's RTT
 // sample, which spans the stall — while the probe's resend acknowledged
-// alone is a loss and the held packets are resent as before. A dead path
-// delays neither: the probe of in-order packets leaves on another path
-// than the ordered one (a sprayed resend never takes the value it was
-// lost on), each held expiry counts against its packet's path as the
-// resend it stands for, and a move of the ordered path is a loss verdict
-// (paths.go), so the path is found as soon as when every expiry resent.
-// Setup, closing, resyncs and packets the peer asked to hold off keep
-// the plain rule.
+// alone is a loss and the held packets are resent as before. Setup,
+// closing, resyncs and packets the peer asked to hold off keep the plain
+// rule.
 //
 // A Send that finds the window (WindowSize PSNs), the congestion window,
 // the CAM or the pool full is refused with an error matching ErrBusy and

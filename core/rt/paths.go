@@ -27,24 +27,14 @@ import (
 // robin or adaptively, and the values then tell nothing).
 //
 // Packets flagged in order keep one path, the one the connection's flow
-// hashes to, but for the probe of a retransmit timeout (F-RTO, retx.go):
-// while nothing is acknowledged it is the only packet that moves, and
-// resent on the path that lost it, it would be lost again and again
-// before the path is found dead. It leaves on a good entropy value other
-// than the ordered path's, and other than the one its last probe took
-// (the fabric may hash that one onto the dead path too): a detour whose
-// loss or acknowledgement speaks for that value, not for the ordered
-// path. It is the window's oldest packet, the one the receiver waits
-// for, so the detour reorders nothing. When orderedMoveAfter flagged
-// packets are each lost twice, the second time on it, without one
-// acknowledged in between (a single resend may be spurious: an original
-// late behind a queue, a timer that fired while the loop was
-// descheduled), the connection moves its ordered path: from then on
-// every flagged packet (resends included) leaves with the source port of
-// one of its good entropy values — first the one a probe's detour just
-// reached the peer on, else one no probe tried since it last lost a
-// packet — a new flow for the fabric's hash. The receiver accepts a data
-// packet from any port in IOIEntropyPorts (sprayedFrom).
+// hashes to. When orderedMoveAfter flagged packets are each lost twice,
+// the second time on it, without one acknowledged in between (a single
+// resend may be spurious: an original late behind a queue, a timer that
+// fired while the loop was descheduled), the connection moves its
+// ordered path: from then on every flagged packet (resends included)
+// leaves with the source port of one of its good entropy values, a new
+// flow for the fabric's hash. The receiver accepts a data packet from any
+// port in IOIEntropyPorts (sprayedFrom).
 //
 // The ACKs of a receiver take one path too, the one its 5-tuple hashes
 // to. When the peer resends packets we had (stale or duplicate), each
@@ -59,22 +49,16 @@ import (
 // so that the sender's fast receive path takes them; it accepts ACKs and
 // NACKs from any port of IOIEntropyPorts.
 //
-// A loss is a resend, early or by the timer, or an expiry of a packet's
-// timer that F-RTO holds instead of resending it: the timeout's evidence
-// against the path is the same whether the packet goes again or waits
-// for the probe's verdict, so a dead path is found as soon as when every
-// expiry resent (each expiry of a held packet counts as the resend it
-// stands for, and its release after the verdict is not counted again).
-// A resend the peer asked for by holding it off (an RNR or out-of-window
-// NACK) is not a loss of the path. A sprayed packet lost while packets
-// sent with it were acknowledged was lost to its path, which the fabric
-// may have chosen by itself (round robin, at random, adaptively): such a
-// loss does not spend the packet's retry budget (Options.RetryLimit),
-// which is there to find a dead peer, up to rerouteBudget budgets in
-// all; with one of four paths dead, a packet spent its eight
-// transmissions on it once in a few tens of thousands of packets, in well
-// under a millisecond of early resends, and its message was abandoned.
-// Steering rewrites the source port of the copy being sent (its UDP
+// A loss is a resend, early or by the timer; a resend the peer asked for
+// by holding it off (an RNR or out-of-window NACK) is not a loss of the
+// path. A sprayed packet lost while packets sent with it were
+// acknowledged was lost to its path, which the fabric may have chosen by
+// itself (round robin, at random, adaptively): such a loss does not spend
+// the packet's retry budget (Options.RetryLimit), which is there to find
+// a dead peer, up to rerouteBudget budgets in all; with one of four paths
+// dead, a packet spent its eight transmissions on it once in a few tens
+// of thousands of packets, in well under a millisecond of early resends,
+// and its message was abandoned. Steering rewrites the source port of the copy being sent (its UDP
 // checksum updated incrementally) and allocates nothing.
 
 const (
@@ -105,12 +89,8 @@ type pathSet struct {
 	ev      [numEV]uint16
 	fails   [numEV]uint8 // losses in a row
 	suspect uint32       // bit i: value i is suspect
-	next    uint8        // the slot the next sprayed packet (or detour, or move of the ordered path) starts from
+	next    uint8        // the slot the next sprayed packet starts from
 	probe   uint8        // the suspect slot the next probe starts from
-	// proven is the slot+1 of the value an in-order probe's detour last
-	// reached the peer on (0: none since it lost a packet): where the
-	// ordered path moves first.
-	proven  uint8
 	ready   bool
 	probeAt clock.Time // no probe before then
 
@@ -147,23 +127,19 @@ type PathStats struct {
 	// OrderedMoves: times a connection moved its ordered path;
 	// AckMoves: times a receiver moved the path of its ACKs.
 	OrderedMoves, AckMoves uint64
-	// Detours: timeout probes of in-order packets sent on an entropy
-	// value instead of the ordered path.
-	Detours uint64
 }
 
 // pathCounters are updated when a path's standing changes, never per
 // packet, so they are atomics written at once.
 type pathCounters struct {
-	reroutes, suspects, probes, restored, orderedMoves, ackMoves, detours atomic.Uint64
+	reroutes, suspects, probes, restored, orderedMoves, ackMoves atomic.Uint64
 }
 
 // PathStats returns the multipath-health counters; any goroutine.
 func (e *Endpoint) PathStats() PathStats {
 	p := &e.pathCnt
 	return PathStats{Reroutes: p.reroutes.Load(), Suspects: p.suspects.Load(), Probes: p.probes.Load(),
-		Restored: p.restored.Load(), OrderedMoves: p.orderedMoves.Load(), AckMoves: p.ackMoves.Load(),
-		Detours: p.detours.Load()}
+		Restored: p.restored.Load(), OrderedMoves: p.orderedMoves.Load(), AckMoves: p.ackMoves.Load()}
 }
 
 // routeOf is how a new packet described by sh is steered.
@@ -245,29 +221,19 @@ func (p *pathSet) pick(avoid int, probe bool) (slot int, probed bool) {
 // frame, learning from it when it is a resend (its previous one was lost).
 func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 	if x.resync {
-		x.detour, x.heldN = 0, 0
 		return // a resync is no data packet: the connection's port
 	}
 	p := &c.paths
 	lost := x.sends > 0 && x.holdUntil == 0
-	if lost && x.heldN == 0 {
-		// The expiry (or early loss) behind this resend; a held packet's
-		// expiries were counted when they were held (frtoHoldTo).
-		e.pathLost(c, x)
-	}
-	x.heldN = 0
 	if x.route == routeOrdered {
-		prev := int(x.detour) - 1
-		x.detour = 0
-		if f := &c.rtt.frto[c.window(x.win)]; lost && f.at != 0 && f.probe == x.psn {
-			if !p.ready {
-				p.init(e.hashSeed, c.localCID)
-			}
-			if s := p.freshSlot(prev); s >= 0 {
-				x.detour = uint8(s + 1)
-				e.pathCnt.detours.Add(1)
-				wire.SetClass(frame, p.ev[s], 0)
-				return
+		// Only a packet lost twice, the second time on this path, speaks
+		// against the path: a single resend may be a spurious one (the
+		// original late behind a queue, a timer that fired while the
+		// loop was descheduled), and on a healthy fabric with reordering
+		// those moved the path every few tens of milliseconds.
+		if lost && x.sends >= 2 && x.sentAt >= p.ordSince {
+			if p.ordFails++; p.ordFails >= orderedMoveAfter {
+				e.moveOrdered(c)
 			}
 		}
 		if p.ordPort != 0 {
@@ -282,6 +248,13 @@ func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 	if x.route != routeSprayed {
 		avoid = int(x.route&^routeProbe) - 1
 		if lost {
+			if p.fails[avoid] < 255 {
+				p.fails[avoid]++
+			}
+			if p.fails[avoid] >= suspectAfter && p.suspect&(1<<avoid) == 0 {
+				p.suspect |= 1 << avoid
+				e.pathCnt.suspects.Add(1)
+			}
 			e.pathCnt.reroutes.Add(1)
 			if x.tx > 0 && int(x.sends) < rerouteBudget*(e.opts.RetryLimit+1) &&
 				c.rtt.rack.win[c.window(x.win)].progress > x.sentAt {
@@ -306,107 +279,12 @@ func (e *Endpoint) steer(c *conn, x *retxCtx, frame []byte) {
 	wire.SetClass(frame, p.ev[slot], 0)
 }
 
-// pathLost counts a loss of x's latest transmission (an expiry of its
-// timer, resent or held, or an early resend) against the path it took:
-// the ordered path (only a packet lost twice, the second time on it,
-// speaks against it: a single resend may be a spurious one — the
-// original late behind a queue, a timer that fired while the loop was
-// descheduled — and on a healthy fabric with reordering those moved the
-// path every few tens of milliseconds), or an entropy value (sprayed, or
-// an in-order probe's detour). Each expiry of a held packet stands for
-// the resend it would have been (x.heldN of them so far).
-func (e *Endpoint) pathLost(c *conn, x *retxCtx) {
-	if x.resync || x.sends == 0 {
-		return
-	}
-	p := &c.paths
-	switch r := x.route; {
-	case r == routeNone || r == routeSprayed:
-	case r == routeOrdered && x.detour != 0:
-		e.valueLost(c, int(x.detour)-1)
-	case r == routeOrdered:
-		if int(x.sends)+int(x.heldN) >= 2 && x.sentAt >= p.ordSince {
-			if p.ordFails++; p.ordFails >= orderedMoveAfter {
-				e.moveOrdered(c)
-			}
-		}
-	default:
-		e.valueLost(c, int(r&^routeProbe)-1)
-	}
-}
-
-// valueLost counts a loss on entropy value s: suspectAfter in a row make
-// it suspect.
-func (e *Endpoint) valueLost(c *conn, s int) {
-	p := &c.paths
-	if p.fails[s] < 255 {
-		p.fails[s]++
-	}
-	if int(p.proven) == s+1 {
-		p.proven = 0
-	}
-	if p.fails[s] >= suspectAfter && p.suspect&(1<<s) == 0 {
-		p.suspect |= 1 << s
-		e.pathCnt.suspects.Add(1)
-	}
-}
-
-// freshSlot returns the slot of the next entropy value from p.next on
-// that is in good standing, neither the ordered path's nor avoid (or -1),
-// and, when one is, has lost nothing since its last acknowledgement; it
-// moves the cursor past it. It returns -1 when no value is in good
-// standing: the connection has no other path to try. The probes'
-// detours and the ordered path's moves share the cursor, so each tries a
-// value the last one did not.
-func (p *pathSet) freshSlot(avoid int) int {
-	mask := ^p.suspect & (1<<numEV - 1)
-	if p.ordPort != 0 {
-		mask &^= 1 << ((int(p.ordSlot) + numEV - 1) % numEV)
-	}
-	if avoid >= 0 {
-		mask &^= 1 << avoid
-	}
-	clean := mask
-	for m := mask; m != 0; m &= m - 1 {
-		if i := bits.TrailingZeros32(m); p.fails[i] != 0 {
-			clean &^= 1 << i
-		}
-	}
-	s := nextIn(clean, p.next)
-	if s < 0 {
-		s = nextIn(mask, p.next)
-	}
-	if s >= 0 {
-		p.next = uint8(s+1) % numEV
-	}
-	return s
-}
-
 // moveOrdered gives the connection's ordered path a new flow: the port of
-// its next entropy value in good standing. The move is a timeout's
-// verdict: the packets an F-RTO episode holds were lost with the path,
-// and go now on the new one, as every expiry resent before F-RTO.
+// its next entropy value in good standing.
 func (e *Endpoint) moveOrdered(c *conn) {
 	p := &c.paths
-	if !p.ready {
-		p.init(e.hashSeed, c.localCID)
-	}
-	// The value a probe's detour just reached the peer on, else one no
-	// probe has tried since it last lost a packet.
-	s := int(p.proven) - 1
-	if s < 0 || p.suspect&(1<<s) != 0 || p.ev[s] == p.ordPort {
-		s = p.freshSlot(-1)
-	}
-	if s < 0 {
-		s = int(p.ordSlot) % numEV // none in good standing: any
-	}
-	p.ordPort, p.ordSlot, p.ordFails, p.ordSince = p.ev[s], uint8(s+1)%numEV, 0, e.now
+	p.ordPort, p.ordFails, p.ordSince = e.newFlow(c, &p.ordSlot), 0, e.now
 	e.pathCnt.orderedMoves.Add(1)
-	for k := range c.rtt.frto {
-		if c.rtt.frto[k].at != 0 {
-			e.frtoEnd(c, k, false)
-		}
-	}
 }
 
 // newFlow returns the port of the connection's next entropy value in good
@@ -431,13 +309,6 @@ func (e *Endpoint) pathAcked(c *conn, x *retxCtx) {
 	p := &c.paths
 	switch r := x.route; {
 	case r == routeNone || r == routeSprayed:
-	case r == routeOrdered && x.detour != 0:
-		// A probe's detour: it speaks for its value, not for the
-		// ordered path.
-		if s := int(x.detour) - 1; p.suspect&(1<<s) == 0 {
-			p.fails[s] = 0
-			p.proven = uint8(s + 1)
-		}
 	case r == routeOrdered:
 		if x.sentAt >= p.ordSince {
 			p.ordFails = 0

@@ -44,14 +44,8 @@ type retxCtx struct {
 	// out of window (refund), at most RetryLimit.
 	refunds uint16
 
-	// route: how its transmissions are steered over the paths (paths.go);
-	// detour: an in-order timeout probe's latest transmission took
-	// entropy value detour-1 instead of the ordered path (0: it did not);
-	// heldN: expiries held by F-RTO since the latest transmission, each
-	// counted against its path as the resend it stands for (pathLost).
-	route  uint8
-	detour uint8
-	heldN  uint8
+	// route: how its transmissions are steered over the paths (paths.go).
+	route uint8
 }
 
 // releaseCtx frees a context whose CAM entry was deleted.
@@ -181,19 +175,13 @@ func (e *Endpoint) onRetxTimeout(idx uint32, x *retxCtx) {
 // expiry is held to the probe's next timeout, again and again while
 // nothing is acknowledged — a silent peer gets one packet per timeout
 // (the probe, its timer doubling), as TCP's window of one after a
-// timeout does; the first ACK decides (frtoVerdict). A dead path must
-// not delay that ACK, nor hide behind the held expiries: an in-order
-// probe leaves on another path than the ordered one (paths.go), a
-// sprayed one never takes the value it was lost on, each held expiry
-// counts against its packet's path as the resend it stands for would
-// have, and a move of the ordered path ends the episode as a loss.
-// Outside the rule stay the packets whose expiry is no plain timeout or
-// whose resend would not be one: before the connection is established
-// (its setup must not wait on a probe), while it closes (ConnClose keeps
-// its own retry rule), a resync, a packet past its retries, and one the
-// peer asked to hold off (an RNR or out-of-window NACK: the peer has it
-// or refused it). A probe that leaves the rule ends the episode as a
-// loss.
+// timeout does; the first ACK decides (frtoVerdict). Outside the rule
+// stay the packets whose expiry is no plain timeout or whose resend would
+// not be one: before the connection is established (its setup must not
+// wait on a probe), while it closes (ConnClose keeps its own retry rule),
+// a resync, a packet past its retries, and one the peer asked to hold off
+// (an RNR or out-of-window NACK: the peer has it or refused it). A probe
+// that leaves the rule ends the episode as a loss.
 func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
 	c := &e.conns[x.conn]
 	k := c.window(x.win)
@@ -204,12 +192,6 @@ func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
 			e.frtoEnd(c, k, false)
 		}
 		return false
-	}
-	if e.retxQ.contains(int32(idx)) {
-		// Released for a resend in this Poll already (an episode that
-		// ended with its timer due): the resend re-arms the timer, and
-		// this expiry is not another timeout.
-		return true
 	}
 	if f.at != 0 {
 		if x.psn == f.probe {
@@ -246,19 +228,6 @@ func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
 // timer fires in this Poll). x keeps a timer, so no held packet is ever
 // left without one.
 func (e *Endpoint) frtoHoldTo(c *conn, idx uint32, x *retxCtx, pidx uint32, p *retxCtx) {
-	if x.route != routeNone {
-		// The expiry is a loss of the path as the resend it stands for
-		// would have been (paths.go, pathLost): held or not, a dead path
-		// is found as soon. A move of the ordered path ends the episode.
-		e.pathLost(c, x)
-		if x.heldN < 255 {
-			x.heldN++
-		}
-		if c.rtt.frto[c.window(x.win)].at == 0 {
-			e.onRetxTimeout(idx, x)
-			return
-		}
-	}
 	n := p.timeouts
 	due := e.rtoDue(c, p)
 	switch {
@@ -314,7 +283,6 @@ func (e *Endpoint) frtoEnd(c *conn, k int, spurious bool) {
 		}
 		x.held = false
 		if spurious {
-			x.heldN = 0 // those expiries were no losses: its next one counts
 			e.armRetx(idx, x, e.rtoDue(c, x))
 		} else {
 			e.onRetxTimeout(idx, x)
@@ -708,24 +676,19 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	m.progress = e.now
 	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
 	resent, fresh := x.sends > 1, x.sends == 1
-	// soon: the ACK came too soon for the latest transmission, so an
-	// earlier one arrived. Only on the path the least RTT was measured
-	// on: an in-order probe's detour (paths.go) may be the faster path,
-	// and its ACK taken for its first copy's made every timeout of a dead
-	// ordered path spurious — the held packets never went.
-	soon := resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 && x.detour == 0
 	probe := false // x is the probe of its window's timeout under test
 	if f := &c.rtt.frto[k]; f.at != 0 {
 		probe = x.psn == f.probe
 		// Evidence for the window's timeout under test (frtoVerdict).
 		switch {
-		case fresh && x.sentAt < f.at, probe && soon: // a first copy; the probe's first copy
+		case fresh && x.sentAt < f.at,
+			x.psn == f.probe && resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0: // the probe's first copy
 			f.orig = true
-		case probe:
+		case x.psn == f.probe:
 			f.probeAcked = true
 		}
 	}
-	if soon {
+	if resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 {
 		// Too soon to acknowledge the latest transmission: an earlier one
 		// arrived, and the resend was not needed.
 		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
