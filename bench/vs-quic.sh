@@ -407,9 +407,10 @@ $(cat "$tmp/gen-tx.log" "$tmp/gen-rx.log")"
 	echo "# path ceiling loss=0% frames_gbps=$path_ceiling (median of $runs: ${gs[*]}; 1514-byte frames gen -> gen --rx, AF_XDP, via fabric)"
 }
 # proc_cpu PID: the process's CPU time so far (user + system), in
-# seconds, from the kernel's accounting.
+# seconds, from the kernel's accounting (/proc counts it in USER_HZ ticks,
+# 100 a second on Linux whatever the kernel's own tick).
 proc_cpu() {
-	awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / hz}' "/proc/$1/stat"
+	awk -v hz=100 '{sub(/^.*\) /, ""); printf "%.3f\n", ($12 + $13) / hz}' "/proc/$1/stat"
 }
 # children_cpu: the CPU time of this shell's reaped children (user + system),
 # in seconds: an initiator run's, as a difference around it. times runs in
