@@ -157,3 +157,23 @@ func BenchmarkRawTxnRoundTrip1K(b *testing.B) {
 	_ = pa.Close()
 	_ = pb.Close()
 }
+
+// What a caller's poll costs when there is nothing to do (an established
+// connection, nothing in flight): a PollCaller waiter runs one between
+// each look at its op, and a loop one an idle iteration.
+func BenchmarkIdlePoll(b *testing.B) {
+	h := testHost(b, HostOptions{})
+	ea, eb := pair(b, h, Options{Poll: PollCaller}, Options{Poll: PollCaller})
+	b.Cleanup(func() { _ = ea.Close(); _ = eb.Close() })
+	connect(b, ea, eb, ConnOptions{})
+	e := ea.e
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		for {
+			if _, ok := e.tryPoll(); ok {
+				break
+			}
+		}
+	}
+}

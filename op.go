@@ -389,7 +389,7 @@ func (op *Op) wait(ctx context.Context) (int, error) {
 }
 
 // idlePolls is how many polls in a row that find nothing a caller runs
-// (yielding every 32nd) before it stops polling and leaves its op to the
+// (yielding after each) before it stops polling and leaves its op to the
 // endpoint's loop: a long wait (a Recv with no sender) does not keep a CPU.
 const idlePolls = 4096
 
@@ -422,16 +422,20 @@ func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
 				idle = 0
 				continue
 			}
-			if idle++; idle&31 == 31 {
-				if idle >= idlePolls {
-					if op.park(ctx, done, nil) {
-						done = nil
-					}
-					idle = 0
-					continue
+			if idle++; idle >= idlePolls {
+				if op.park(ctx, done, nil) {
+					done = nil
 				}
-				runtime.Gosched()
+				idle = 0
+				continue
 			}
+			// Every idle poll yields: the goroutine this op waits for
+			// (the peer's, the client's) may share this processor, and
+			// its turn is the round trip's critical path. Yielding every
+			// 32nd (tens of microseconds of polls) doubled the sidecar's
+			// round trip on two CPUs; with nothing else runnable a
+			// yield costs about a poll.
+			runtime.Gosched()
 			continue
 		}
 		if misses++; misses < spinChecks {
@@ -660,7 +664,9 @@ func (q *cqueue) wait(ctx context.Context, out []*Op) (int, error) {
 			}
 			if idle++; work != 0 {
 				idle = 0
-			} else if idle&31 == 31 {
+			} else if p != nil || idle&31 == 31 {
+				// After each idle poll of an engine (as drive does); a
+				// ring's reap is short, so after every 32nd of those.
 				runtime.Gosched()
 			}
 			continue
