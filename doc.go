@@ -237,7 +237,12 @@
 //     which both sides map as one span, so 8 MiB is one descriptor.
 //   - Recv: the appliance's transport places the message in its receive
 //     slot and copies it into the run; whoever reaps its completion
-//     copies it out into buf.
+//     copies it out into buf. After a blocking Recv with a message, the
+//     connection's next Recv is posted ahead, as long as that buffer:
+//     the next message waits in its run for the call that takes it, and
+//     a request-response loop crosses the appliance once a round trip,
+//     not twice (one such Recv a connection, in at most an eighth of the
+//     pool; the calls see what they would without it).
 //   - Push and Pull copy nothing: a sidecar Region is a memfd both sides
 //     map, made with mem's bytes by Register; the region's memory is
 //     Region.Bytes from then on.

@@ -10,3 +10,14 @@ const SidecarIdlePolls = sidecarIdlePolls
 func SetSidecarWaitHooks(ep *Endpoint, poll, park func(*Op)) {
 	ep.sc.onWaitPoll, ep.sc.onIdlePark = poll, park
 }
+
+// SidecarAhead reports whether an attached connection has a Recv posted
+// ahead (aheadOut), and the buffers of its endpoint's channel taken and
+// the ops its client counts in flight.
+func SidecarAhead(c *Conn) (out bool, taken int, busy int64) {
+	sc := c.c.sc
+	sc.amu.Lock()
+	out = sc.aheadOut
+	sc.amu.Unlock()
+	return out, sc.s.cl.BuffersTaken(), sc.s.cl.Busy()
+}

@@ -114,6 +114,14 @@ type opState struct {
 	cookie uint64
 	run    uint32
 	nrun   int
+	// A Recv posted ahead of its call (sidecarConn.postAhead): its
+	// connection and size; its completion keeps the run for the Recv
+	// that takes it. counted: whether the client counts it in flight
+	// (uncounted, counted, ended), so that exactly one End answers a
+	// Begin whoever ends it.
+	ahead    *sidecarConn
+	aheadLen int
+	counted  atomic.Int32
 
 	// A send queue's: the queue a WR of the op went to (its slot in
 	// slot), or what an opCall runs on the loop.
@@ -328,6 +336,7 @@ func (o *opState) reset() {
 	o.buf, o.region, o.c, o.res, o.err, o.lst = nil, nil, nil, nil, nil, nil
 	o.borrow, o.lent = false, false
 	o.nrun = 0
+	o.ahead, o.aheadLen = nil, 0
 	o.cause.Store(nil)
 }
 

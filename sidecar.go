@@ -41,7 +41,9 @@ import (
 //     own receive slot by delivery index and copies it into the run (the
 //     in-process asynchronous Recv's copy); whoever reaps the completion
 //     (the waiting caller, most often) then copies it out of the run into
-//     buf (the caller's heap, again).
+//     buf (the caller's heap, again). A blocking Recv posted ahead
+//     (sidecar_ahead.go) keeps its run until a call takes it, which then
+//     copies it out.
 //   - Push and Pull copy nothing in the appliance or here: the region is a
 //     memfd both sides map, the transport reads and writes it in place.
 
@@ -59,6 +61,9 @@ type sidecarEP struct {
 
 	rmu     sync.Mutex
 	regions map[uint32]*Region // registered, by the appliance's id
+
+	// aheadBufs: the channel's buffers that Recvs posted ahead hold.
+	aheadBufs atomic.Int64
 
 	// Tests' hooks (nil otherwise): each poll of the ring by a waiter, and
 	// each park of a waiter that found nothing for a while.
@@ -79,6 +84,13 @@ type sidecarConn struct {
 	s      *sidecarEP
 	id     uint32
 	closed atomic.Bool
+
+	// The Recv posted ahead of the next call (one at most): ahead while
+	// nobody took it, posted or ended; aheadOut from its post until the
+	// Recv that took it (or the close) released it.
+	amu      sync.Mutex
+	ahead    *Op
+	aheadOut bool
 }
 
 type sidecarListener struct {
@@ -170,18 +182,25 @@ func (s *sidecarEP) complete(c shm.Comp) {
 	if op == nil {
 		return
 	}
-	s.cl.End()
 	o := &op.o
+	s.uncount(o)
 	n, st := int(c.Len), Status(c.Status)
+	ahead, gen := o.ahead, o.gen.Load() // read before the op is the taker's again
 	var why error
 	switch {
 	case st == StatusOK && o.kind == opRecv:
-		if n > len(o.buf) || n > o.nrun*s.cl.Ch.Layout.BufSize {
-			st, why = StatusLocalLength, fmt.Errorf("the appliance reported a %d-byte message for a %d-byte buffer", n, len(o.buf))
+		room := len(o.buf)
+		if ahead != nil {
+			room = o.aheadLen
+		}
+		if n > room || n > o.nrun*s.cl.Ch.Layout.BufSize {
+			st, why = StatusLocalLength, fmt.Errorf("the appliance reported a %d-byte message for a %d-byte buffer", n, room)
 			n = 0
 			break
 		}
-		copy(o.buf, s.cl.Ch.Bytes(o.run, 0, uint32(n)))
+		if ahead == nil {
+			copy(o.buf, s.cl.Ch.Bytes(o.run, 0, uint32(n)))
+		} // else the Recv that takes it copies it out of the run
 	case st == StatusCancelled:
 		why = o.causeOf()
 	case st == StatusLocalLength:
@@ -189,12 +208,23 @@ func (s *sidecarEP) complete(c shm.Comp) {
 	case st != StatusOK:
 		why = errors.New("through the appliance")
 	}
-	if o.nrun > 0 {
+	if o.nrun > 0 && (ahead == nil || st != StatusOK) {
 		s.cl.Free(o.run, o.nrun)
 		o.nrun = 0
 	}
 	s.free <- i
 	op.complete(n, st, why)
+	if ahead != nil {
+		ahead.aheadEnded(op, gen)
+	}
+}
+
+// uncount ends the client's count of an op in flight, once whoever ends
+// it (its completion, the appliance's death, a failed submit).
+func (s *sidecarEP) uncount(o *opState) {
+	if o.counted.Swap(2) == 1 {
+		s.cl.End()
+	}
 }
 
 // died ends every op still in flight once the appliance is gone (after
@@ -202,7 +232,7 @@ func (s *sidecarEP) complete(c shm.Comp) {
 func (s *sidecarEP) died() {
 	for i := range s.slots {
 		if op := s.slots[i].op.Swap(nil); op != nil {
-			s.cl.End()
+			s.uncount(&op.o)
 			op.complete(0, StatusClosed, s.goneErr(op.o.kind.String()))
 		}
 	}
@@ -240,6 +270,14 @@ func (sc *sidecarConn) check(kind opKind, buf []byte, r *Region, off int, remote
 
 // blocking runs a data op with a spare op and waits for it.
 func (sc *sidecarConn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) (int, error) {
+	if kind == opRecv {
+		return sc.recv(ctx, buf)
+	}
+	return sc.run(ctx, kind, buf, r, off, remote)
+}
+
+// run starts a data op with a spare op and waits for it.
+func (sc *sidecarConn) run(ctx context.Context, kind opKind, buf []byte, r *Region, off int, remote RemoteAddr) (int, error) {
 	s := sc.s
 	op := s.spare.take()
 	if err := sc.start(ctx, op, kind, buf, r, off, remote, true); err != nil {
@@ -352,6 +390,10 @@ func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byt
 	o := &op.o
 	o.kind, o.buf, o.region, o.off, o.remote, o.n = kind, buf, r, off, remote, remote.n
 	o.e, o.sc = nil, s
+	want := len(buf)
+	if o.ahead != nil {
+		want = o.aheadLen // no caller's buffer yet
+	}
 	// A slot, then the buffers.
 	var i uint32
 	select {
@@ -368,10 +410,10 @@ func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byt
 			return cancelled(kind.String(), ctx)
 		}
 	}
-	d := shm.Desc{Op: shm.OpSend, Conn: sc.id, Len: uint32(len(buf))}
+	d := shm.Desc{Op: shm.OpSend, Conn: sc.id, Len: uint32(want)}
 	switch kind {
 	case opSend, opRecv:
-		k := s.cl.Buffers(len(buf))
+		k := s.cl.Buffers(want)
 		first, ok := s.cl.TryAlloc(k)
 		if !ok {
 			if ctx == nil {
@@ -391,6 +433,9 @@ func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byt
 			o.n = len(buf)
 		} else {
 			d.Op = shm.OpRecv
+			if o.ahead != nil {
+				d.Flags = shm.FlagAhead
+			}
 		}
 	case opPush, opPull:
 		d.Op = shm.OpPush
@@ -415,16 +460,24 @@ func (sc *sidecarConn) start(ctx context.Context, op *Op, kind opKind, buf []byt
 	o.cookie = d.Cookie
 	sl.cookie.Store(d.Cookie)
 	o.state.Store(statePosted)
-	sl.op.Store(op)
 	if watch {
 		s.cl.Watch()
 	}
-	s.cl.Begin()
+	// Counted in flight before anyone can end it; a Recv posted ahead is
+	// not (nobody waits for it yet: the completion goroutine need not
+	// reap for it) until a Recv takes it.
+	if o.ahead == nil {
+		o.counted.Store(1)
+		s.cl.Begin()
+	} else {
+		o.counted.Store(0)
+	}
+	sl.op.Store(op)
 	if !s.cl.Submit(&d) || s.cl.IsDead() {
 		// The appliance is gone: whoever swaps the op out (here, or the
 		// death's sweep) ends it.
 		if sl.op.Swap(nil) == op {
-			s.cl.End()
+			s.uncount(o)
 			op.complete(0, StatusClosed, s.goneErr(kind.String()))
 		}
 	}
@@ -541,6 +594,7 @@ func (sc *sidecarConn) close() error {
 		return nil
 	}
 	err := sc.s.request("close", &ctl.Msg{Type: ctl.TClose, Conn: sc.id})
+	sc.closeAhead()
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}

@@ -57,6 +57,7 @@ type slot struct {
 	cookie uint64
 	busy   bool
 	recv   bool
+	ahead  bool       // a Recv posted ahead (shm.FlagAhead)
 	bufs   int        // pool buffers a send's or a recv's span covers
 	region *appRegion // a push's or a pull's, held until it completes
 }
@@ -176,6 +177,8 @@ func (a *app) finish(op *peregrine.Op) shm.Comp {
 		} else {
 			a.stats.BytesSent.Add(uint64(n))
 		}
+	} else if sl.ahead {
+		a.stats.OpsUnused.Add(1)
 	} else {
 		a.stats.OpsFailed.Add(1)
 	}
@@ -264,7 +267,8 @@ func (a *app) start(d *shm.Desc) (c shm.Comp, answer bool) {
 	if rg != nil {
 		rg.refs++
 	}
-	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: d.Op == shm.OpRecv, bufs: nbufs, region: rg}
+	recv := d.Op == shm.OpRecv
+	a.slots[i] = slot{cookie: d.Cookie, busy: true, recv: recv, ahead: recv && d.Flags&shm.FlagAhead != 0, bufs: nbufs, region: rg}
 	a.inflight++
 	a.bufs += nbufs
 	return shm.Comp{}, false

@@ -6,6 +6,7 @@ import "sync/atomic"
 // control requests run; read them through Server.Stats.
 type AppCounters struct {
 	OpsOK, OpsFailed          atomic.Uint64 // operations completed, by outcome (refusals included in failed)
+	OpsUnused                 atomic.Uint64 // Recvs posted ahead (shm.FlagAhead) that ended without a message
 	BytesSent, BytesReceived  atomic.Uint64 // message bytes of successful Sends and Recvs
 	BadOp, BadConn, BadBuffer atomic.Uint64 // descriptors refused: unknown op, connection not the application's, buffer span outside its pool
 	BadRegion                 atomic.Uint64 // descriptors refused: a push's or a pull's region not the application's, or its span outside it
@@ -23,7 +24,7 @@ type AppStats struct {
 	PID                                                                                           int32
 	InFlight                                                                                      int // operations in flight now
 	Buffers                                                                                       int // pool buffers the operations in flight span now (the appliance reads or writes them until they complete)
-	OpsOK, OpsFailed, BytesSent, BytesReceived                                                    uint64
+	OpsOK, OpsFailed, OpsUnused, BytesSent, BytesReceived                                         uint64
 	BadOp, BadConn, BadBuffer, BadRegion, BadRingIndex, LostCompletions, BadControl, QuotaRefused uint64
 	Conns                                                                                         int64
 }
@@ -57,7 +58,7 @@ func (s *Server) Stats(fn func(AppStats)) ServerStats {
 		a.mu.Unlock()
 		c := &a.stats
 		fn(AppStats{ID: a.id, UID: a.uid, PID: a.pid, InFlight: inflight, Buffers: bufs,
-			OpsOK: c.OpsOK.Load(), OpsFailed: c.OpsFailed.Load(), BytesSent: c.BytesSent.Load(), BytesReceived: c.BytesReceived.Load(),
+			OpsOK: c.OpsOK.Load(), OpsFailed: c.OpsFailed.Load(), OpsUnused: c.OpsUnused.Load(), BytesSent: c.BytesSent.Load(), BytesReceived: c.BytesReceived.Load(),
 			BadOp: c.BadOp.Load(), BadConn: c.BadConn.Load(), BadBuffer: c.BadBuffer.Load(), BadRegion: c.BadRegion.Load(), BadRingIndex: c.BadRingIndex.Load(),
 			LostCompletions: c.LostCompletions.Load(), BadControl: c.BadControl.Load(), QuotaRefused: c.QuotaRefused.Load(),
 			Conns: c.Conns.Load()})

@@ -331,7 +331,7 @@ type App struct {
 	Buffers  int   // channel buffers the appliance holds for operations in flight
 	Conns    int64 // connections open
 	InFlight int   // operations in flight
-	OpsOK, OpsFailed,
+	OpsOK, OpsFailed, OpsUnused,
 	BytesSent, BytesReceived uint64
 	// Drops are the descriptors and control messages the appliance
 	// refused, by reason.
@@ -365,6 +365,7 @@ func (r *Registry) Apps(sample func(app func(App)) Sidecar) error {
 			lo := append(l[:len(l):len(l)], "outcome")
 			ch <- counter("peregrine_sidecar_app_ops_total", "The application's operations completed, by outcome.", lo, float64(a.OpsOK), append(v, "ok")...)
 			ch <- counter("peregrine_sidecar_app_ops_total", "The application's operations completed, by outcome.", lo, float64(a.OpsFailed), append(v, "failed")...)
+			ch <- counter("peregrine_sidecar_app_ops_total", "The application's operations completed, by outcome.", lo, float64(a.OpsUnused), append(v, "unused")...)
 			ld := append(l[:len(l):len(l)], "direction")
 			ch <- counter("peregrine_sidecar_app_bytes_total", "Message bytes of the application's successful sends and receives.", ld, float64(a.BytesSent), append(v, "sent")...)
 			ch <- counter("peregrine_sidecar_app_bytes_total", "Message bytes of the application's successful sends and receives.", ld, float64(a.BytesReceived), append(v, "received")...)

@@ -82,7 +82,7 @@ func TestServeRefuses(t *testing.T) {
 func TestAppsLabelsEachApplication(t *testing.T) {
 	reg := metrics.New()
 	require.NoError(t, reg.Apps(func(app func(metrics.App)) metrics.Sidecar {
-		app(metrics.App{ID: 1, UID: 1000, PID: 42, Channels: 1, Buffers: 3, Conns: 2, InFlight: 3, OpsOK: 10, OpsFailed: 1,
+		app(metrics.App{ID: 1, UID: 1000, PID: 42, Channels: 1, Buffers: 3, Conns: 2, InFlight: 3, OpsOK: 10, OpsFailed: 1, OpsUnused: 2,
 			BytesSent: 4096, BytesReceived: 2048, Drops: map[string]uint64{"bad_buffer": 5, "quota": 0}})
 		app(metrics.App{ID: 7, UID: 0, PID: 43, Channels: 1})
 		return metrics.Sidecar{Attached: 2, Attaches: 3, Detaches: 1, Refused: 4}
@@ -94,6 +94,7 @@ func TestAppsLabelsEachApplication(t *testing.T) {
 		`peregrine_sidecar_app_connections{app="1",pid="42",uid="1000"} 2`,
 		`peregrine_sidecar_app_ops_total{app="1",outcome="ok",pid="42",uid="1000"} 10`,
 		`peregrine_sidecar_app_ops_total{app="1",outcome="failed",pid="42",uid="1000"} 1`,
+		`peregrine_sidecar_app_ops_total{app="1",outcome="unused",pid="42",uid="1000"} 2`,
 		`peregrine_sidecar_app_bytes_total{app="1",direction="sent",pid="42",uid="1000"} 4096`,
 		`peregrine_sidecar_app_drops_total{app="1",pid="42",reason="bad_buffer",uid="1000"} 5`,
 		`peregrine_sidecar_app_drops_total{app="1",pid="42",reason="quota",uid="1000"} 0`,

@@ -73,7 +73,7 @@ func startSidecar(hc *config.Host, obs *observer) (s *runSidecar, err error) {
 func (s *runSidecar) sample(app func(metrics.App)) metrics.Sidecar {
 	st := s.srv.Stats(func(a host.AppStats) {
 		app(metrics.App{ID: a.ID, UID: a.UID, PID: a.PID, Channels: 1, Buffers: a.Buffers, Conns: a.Conns, InFlight: a.InFlight,
-			OpsOK: a.OpsOK, OpsFailed: a.OpsFailed, BytesSent: a.BytesSent, BytesReceived: a.BytesReceived,
+			OpsOK: a.OpsOK, OpsFailed: a.OpsFailed, OpsUnused: a.OpsUnused, BytesSent: a.BytesSent, BytesReceived: a.BytesReceived,
 			Drops: map[string]uint64{"bad_op": a.BadOp, "bad_conn": a.BadConn, "bad_buffer": a.BadBuffer, "bad_ring_index": a.BadRingIndex,
 				"lost_completion": a.LostCompletions, "bad_control": a.BadControl, "quota": a.QuotaRefused}})
 	})

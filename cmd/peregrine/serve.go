@@ -253,8 +253,8 @@ func runServe(ctx context.Context, c *serveConfig, out io.Writer) error {
 
 func printServeStats(out io.Writer, srv *host.Server) {
 	st := srv.Stats(func(a host.AppStats) {
-		fmt.Fprintf(out, "  app %d (uid %d pid %d): ops %d ok %d failed, %d B sent %d B received, %d conns, %d in flight (%d buffers), refused: op %d conn %d buffer %d ring %d control %d quota %d\n",
-			a.ID, a.UID, a.PID, a.OpsOK, a.OpsFailed, a.BytesSent, a.BytesReceived, a.Conns, a.InFlight, a.Buffers,
+		fmt.Fprintf(out, "  app %d (uid %d pid %d): ops %d ok %d failed %d unused, %d B sent %d B received, %d conns, %d in flight (%d buffers), refused: op %d conn %d buffer %d ring %d control %d quota %d\n",
+			a.ID, a.UID, a.PID, a.OpsOK, a.OpsFailed, a.OpsUnused, a.BytesSent, a.BytesReceived, a.Conns, a.InFlight, a.Buffers,
 			a.BadOp, a.BadConn, a.BadBuffer, a.BadRingIndex, a.BadControl, a.QuotaRefused)
 	})
 	fmt.Fprintf(out, "applications: %d attached, %d attaches, %d detaches, %d refused\n", st.Attached, st.Attaches, st.Detaches, st.Refused)

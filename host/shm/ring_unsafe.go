@@ -9,9 +9,10 @@ import (
 // layout is the wire format of the submit ring (48 bytes, little-endian on
 // the machine both sides run on).
 type Desc struct {
-	Op   uint8
-	_    [3]uint8
-	Conn uint32 // the connection's id, as the control socket gave it
+	Op    uint8
+	Flags uint8 // FlagAhead; the appliance ignores bits it does not know
+	_     [2]uint8
+	Conn  uint32 // the connection's id, as the control socket gave it
 	// Buf is the first buffer of the span (OpSend, OpRecv: the span may run
 	// on over the following buffers of the pool) or the region's id
 	// (OpPush, OpPull: as the control socket gave it).

@@ -224,5 +224,10 @@ const (
 	opEnd
 )
 
+// FlagAhead marks an OpRecv the application posted before any call asked
+// for it (a Recv posted ahead): its end without a message (the connection
+// closed, its Timeout, a cancel) is counted unused, not failed.
+const FlagAhead uint8 = 1
+
 // KnownOp reports whether op is an operation of this version.
 func KnownOp(op uint8) bool { return op != 0 && op < opEnd }

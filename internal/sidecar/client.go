@@ -638,6 +638,20 @@ func (c *Client) Alloc(ctx context.Context, k int) (uint32, error) {
 	}
 }
 
+// BuffersTaken counts the pool's buffers taken now.
+func (c *Client) BuffersTaken() int {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	n := 0
+	for _, w := range c.taken {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Busy counts the operations in flight the client counts (Begin, End).
+func (c *Client) Busy() int64 { return c.busy.Load() }
+
 // Free gives a run back and wakes Alloc's waiters.
 func (c *Client) Free(first uint32, k int) {
 	c.amu.Lock()
