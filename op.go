@@ -198,8 +198,10 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 		e.submit(entry{repost: cn, slot: int32(o.slot)})
 		if e.caller {
 			// Post the slot now: under PollCaller nobody else may poll
-			// soon, and a peer sending meanwhile finds no slot.
-			e.tryPoll()
+			// soon, and a peer sending meanwhile finds no slot. The
+			// intake alone posts it; a transport poll here would sit on
+			// the round trip's path (an echo server's Recv, then its Send).
+			e.tryIntake()
 		}
 	}
 	e.putOp(op)
