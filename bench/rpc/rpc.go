@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,13 @@ type Options struct {
 	// Only, when set, runs the rows of these doors alone (raw, api,
 	// sidecar, tcp); the ratios that need another door are not printed.
 	Only []string
+	// Rounds runs every row (and the file transfers) this many times,
+	// one round of them after another (0: once); the figures and ratios
+	// are each row's medians. On a shared or virtual machine a row's
+	// wall time drifts by tens of percent from one minute to the next:
+	// rounds interleave the doors a ratio compares, and its median is
+	// the drift's, not one unlucky row's.
+	Rounds int
 }
 
 const (
@@ -162,15 +171,64 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench rpc: %w", err)
 	}
+	rounds := max(1, o.Rounds)
 	rep := report.New(o.Out)
-	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each)",
-		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), doorProcs("api"))
+	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each); %d round(s), figures and ratios from each row's medians",
+		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), doorProcs("api"), rounds)
 	handoffFloor(o.Out)
-	got := map[string]result{}
-	files := map[string]float64{} // door/where -> goodput, bytes/s
+	rows := map[string][]result{}
+	fileRuns := map[string][]float64{} // door/where -> goodput of each round, bytes/s
 	fileErrs := map[string]error{}
 	var ceil *ceiling // the veth pair's AF_XDP frame ceiling (nil: not measured)
 	var ceilErr error
+	show := func(row string, r result) { printRow(o.Out, row, r) }
+	if rounds > 1 {
+		show = func(row string, r result) { noteRow(o.Out, row, r) }
+	}
+	for round := range rounds {
+		if rounds > 1 {
+			fmt.Fprintf(o.Out, "  # round %d of %d\n", round+1, rounds)
+		}
+		c, err := runRound(ctx, o, doors, cpuA, cpuB, rep, rows, fileRuns, fileErrs, show)
+		if err != nil {
+			return 0, 0, err
+		}
+		if c.c != nil || c.err != nil {
+			ceil, ceilErr = c.c, c.err
+		}
+	}
+	got := map[string]result{}
+	for _, row := range Rows() {
+		if rs := rows[row]; len(rs) > 0 {
+			got[row] = medianOf(rs)
+			if rounds > 1 {
+				printRow(o.Out, row, got[row])
+			}
+		}
+	}
+	files := map[string]float64{}
+	for k, v := range fileRuns {
+		slices.Sort(v)
+		files[k] = v[len(v)/2]
+		if rounds > 1 {
+			door, where, _ := strings.Cut(k, "/")
+			fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", where, door, files[k]*8/1e9)
+		}
+	}
+	ratios(rep, o, got, files, fileErrs, ceil, ceilErr)
+	pass, fail = rep.Summary()
+	return pass, fail, nil
+}
+
+// roundCeiling is a round's veth frame ceiling (c nil: not measured).
+type roundCeiling struct {
+	c   *ceiling
+	err error
+}
+
+// runRound measures every row once, on each medium, adding each row's
+// result to rows and each file transfer's goodput to files.
+func runRound(ctx context.Context, o Options, doors []string, cpuA, cpuB int, rep *report.Report, rows map[string][]result, files map[string][]float64, fileErrs map[string]error, show func(string, result)) (ceil roundCeiling, err error) {
 	for _, where := range Wheres {
 		m := &media{where: where, cpuA: cpuA, cpuB: cpuB}
 		if where == "veth" {
@@ -180,18 +238,18 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 			}
 			cleanup, err := m.vethPair(o.Prefix)
 			if err != nil {
-				return 0, 0, fmt.Errorf("bench rpc: %w", err)
+				return ceil, fmt.Errorf("bench rpc: %w", err)
 			}
 			// Before the doors: the ceiling opens the endpoints' ports.
-			ceil, ceilErr = vethCeiling(ctx, o, m)
+			ceil.c, ceil.err = vethCeiling(ctx, o, m)
 			if ctx.Err() != nil {
 				cleanup()
-				return 0, 0, ctx.Err()
+				return ceil, ctx.Err()
 			}
-			err = runMedia(ctx, o, m, doors, got, files, fileErrs)
+			err = runMedia(ctx, o, m, doors, rows, files, fileErrs, show)
 			cleanup()
 			if err != nil {
-				return 0, 0, err
+				return ceil, err
 			}
 			continue
 		}
@@ -199,17 +257,39 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		m.specA = fmt.Sprintf("mem:rpc%d-%d/0", os.Getpid(), n)
 		m.specB = fmt.Sprintf("mem:rpc%d-%d/1", os.Getpid(), n)
 		m.tcpAddr = "127.0.0.1"
-		if err := runMedia(ctx, o, m, doors, got, files, fileErrs); err != nil {
-			return 0, 0, err
+		if err := runMedia(ctx, o, m, doors, rows, files, fileErrs, show); err != nil {
+			return ceil, err
 		}
 	}
-	ratios(rep, o, got, files, fileErrs, ceil, ceilErr)
-	pass, fail = rep.Summary()
-	return pass, fail, nil
+	return ceil, nil
+}
+
+// medianOf is a row's median over rounds: the round trip's cost (ops and
+// wall) of the round with the median cost, and each latency percentile's
+// median; the allocations, the most any round made.
+func medianOf(rs []result) result {
+	mid := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	byCost := slices.Clone(rs)
+	slices.SortFunc(byCost, func(a, b result) int { return cmp.Compare(a.nsPerOp(), b.nsPerOp()) })
+	m := byCost[len(byCost)/2]
+	m.p50 = mid(func(r result) float64 { return r.p50 })
+	m.p99 = mid(func(r result) float64 { return r.p99 })
+	m.p999 = mid(func(r result) float64 { return r.p999 })
+	for _, r := range rs {
+		m.allocs = max(m.allocs, r.allocs)
+	}
+	return m
 }
 
 // runMedia measures every door's rows on one medium.
-func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[string]result, files map[string]float64, fileErrs map[string]error) error {
+func runMedia(ctx context.Context, o Options, m *media, doors []string, rows map[string][]result, files map[string][]float64, fileErrs map[string]error, show func(string, result)) error {
 	for _, name := range doors {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -233,8 +313,8 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 					if err != nil {
 						return fmt.Errorf("bench rpc: %s: %w", row, err)
 					}
-					got[row] = res
-					printRow(o.Out, row, res)
+					rows[row] = append(rows[row], res)
+					show(row, res)
 				}
 				return nil
 			}); err != nil {
@@ -253,8 +333,12 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 					fileErrs[name+"/"+m.where] = err
 					fmt.Fprintf(o.Out, "  # %s %s file transfer failed: %v\n", m.where, name, err)
 				} else {
-					files[name+"/"+m.where] = bps
-					fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, name, bps*8/1e9)
+					files[name+"/"+m.where] = append(files[name+"/"+m.where], bps)
+					if o.Rounds > 1 {
+						fmt.Fprintf(o.Out, "  # %s %s file transfer: %.3f Gbit/s\n", m.where, name, bps*8/1e9)
+					} else {
+						fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", m.where, name, bps*8/1e9)
+					}
 				}
 				return nil
 			})
@@ -270,6 +354,12 @@ func runMedia(ctx context.Context, o Options, m *media, doors []string, got map[
 // printRow prints a row's figures, e.g. FIGURE rpc_mem_api_1k_x1_ops_per_s 210000.
 func printRow(w io.Writer, name string, r result) {
 	fmt.Fprintf(w, "FIGURE rpc_%s_ops_per_s %.0f\n", name, r.rate())
+	noteRow(w, name, r)
+}
+
+// noteRow prints a row's measurement as a note (a round's, when the
+// figures are the rounds' medians).
+func noteRow(w io.Writer, name string, r result) {
 	fmt.Fprintf(w, "  # %s: %d round trips in %v, %.0f ns each; p50/p99/p99.9 %.1f/%.1f/%.1f µs; %.3f allocations a round trip (whole process)\n",
 		name, r.ops, r.wall.Round(time.Millisecond), r.nsPerOp(), r.p50, r.p99, r.p999, r.allocs)
 }

@@ -8,9 +8,11 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,6 +65,49 @@ func TestRunSmall(t *testing.T) {
 	require.Equal(t, len(ratios), pass+fail)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
+}
+
+// TestRounds: with Rounds, every row runs once a round (each noted with
+// its round) and its FIGURE is printed once, from the rounds' median.
+func TestRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the raw rows three times; -short skips it")
+	}
+	var out bytes.Buffer
+	_, _, err := Run(context.Background(), Options{
+		Out: &out, Count: 200, Rounds: 3, Only: []string{"raw"}, Prefix: fmt.Sprintf("pgrpcr%d", os.Getpid()),
+	})
+	text := out.String()
+	t.Log(text)
+	require.NoError(t, err)
+	for i := 1; i <= 3; i++ {
+		require.Contains(t, text, fmt.Sprintf("  # round %d of 3\n", i))
+	}
+	row := "mem_raw_1k_x1"
+	rounds := regexp.MustCompile(`(?m)^  # ` + row + `: 200 round trips in \S+, ([0-9]+) ns each`).FindAllStringSubmatch(text, -1)
+	require.Len(t, rounds, 4, "three rounds' notes and the median's") // the median's note follows its FIGURE
+	require.Equal(t, 1, strings.Count(text, "FIGURE rpc_"+row+"_ops_per_s "))
+	var ns []int
+	for _, m := range rounds[:3] {
+		v, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		ns = append(ns, v)
+	}
+	slices.Sort(ns)
+	require.Equal(t, strconv.Itoa(ns[1]), rounds[3][1], "the figure is the middle round's")
+}
+
+// medianOf takes the middle round's cost, each percentile's median and the
+// most allocations any round made.
+func TestMedianOf(t *testing.T) {
+	rs := []result{
+		{ops: 100, wall: 900 * time.Microsecond, p50: 5, p99: 30, p999: 90, allocs: 0},
+		{ops: 100, wall: 300 * time.Microsecond, p50: 2, p99: 10, p999: 99, allocs: 0.5},
+		{ops: 100, wall: 600 * time.Microsecond, p50: 9, p99: 20, p999: 10, allocs: 0},
+	}
+	m := medianOf(rs)
+	require.Equal(t, 600*time.Microsecond, m.wall)
+	require.Equal(t, result{ops: 100, wall: 600 * time.Microsecond, p50: 5, p99: 20, p999: 90, allocs: 0.5}, m)
 }
 
 // TestOnlyUnknownDoor: a misspelt door is an error before anything runs.

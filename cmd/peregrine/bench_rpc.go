@@ -18,6 +18,7 @@ import (
 func newBenchRPCCommand() *cobra.Command {
 	var (
 		count    int
+		rounds   int
 		rowTime  time.Duration
 		fileSize int
 		idle     string
@@ -61,14 +62,22 @@ same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
                                 --file-size bytes over veth, sidecar ÷ kernel TCP goodput
                                 (goal >= 1.0; named by the size when it is not 1 GiB)
 
+With --rounds N every row and file transfer runs N times, one round
+after another (each round's rows printed as notes), and the FIGURE lines
+and ratios are each row's medians: on a shared or virtual machine a
+row's wall time drifts by tens of percent from minute to minute, and
+rounds put the doors a ratio compares through the same drift.
+
 The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rpc
   peregrine bench rpc --count 2000 --file-size 16MiB   # a quick look
-  peregrine bench rpc --only raw,api,api-caller --count 20000   # the public API's cost alone`,
+  peregrine bench rpc --only raw,api,api-caller --count 20000   # the public API's cost alone
+  sudo peregrine bench rpc --rounds 3 --row-time 2s   # medians of three rounds`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			if err := usage(
 				checkInt("count", count, 10, 100_000_000),
+				checkInt("rounds", rounds, 1, 100),
 				checkPositiveDuration("row-time", rowTime, 100*time.Millisecond),
 				checkInt("file-size", fileSize, 1, 1<<30),
 				checkIdle(idle),
@@ -96,13 +105,14 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := benchrpc.Run(ctx, benchrpc.Options{
-				Out: cmd.OutOrStdout(), Count: count, RowTime: rowTime, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
+				Out: cmd.OutOrStdout(), Count: count, Rounds: rounds, RowTime: rowTime, FileSize: int64(fileSize), Idle: mode, NoPin: noPin, Only: only, Prefix: prefix,
 			})
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", benchrpc.DefaultCount, "round trips measured per row (after a tenth of it of warm-up)")
+	f.IntVar(&rounds, "rounds", 1, "run every row (and the file transfers) this many times, round after round; figures and ratios are each row's medians (3 on a shared or virtual machine, whose rows drift by tens of percent from minute to minute)")
 	f.DurationVar(&rowTime, "row-time", benchrpc.DefaultRowTime, "longest a row measures: it ends after --count round trips or this, whichever comes first (its warm-up after a tenth of either)")
 	sizeVar(f, &fileSize, "file-size", benchrpc.DefaultFileSize, "bytes the file transfer moves (1GiB; smaller for a quick run)")
 	idleVar(f, &idle)
