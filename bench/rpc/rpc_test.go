@@ -84,7 +84,7 @@ func TestRounds(t *testing.T) {
 		require.Contains(t, text, fmt.Sprintf("  # round %d of 3\n", i))
 	}
 	row := "mem_raw_1k_x1"
-	rounds := regexp.MustCompile(`(?m)^  # ` + row + `: 200 round trips in \S+, ([0-9]+) ns each`).FindAllStringSubmatch(text, -1)
+	rounds := regexp.MustCompile(`(?m)^  # `+row+`: 200 round trips in \S+, ([0-9]+) ns each`).FindAllStringSubmatch(text, -1)
 	require.Len(t, rounds, 4, "three rounds' notes and the median's") // the median's note follows its FIGURE
 	require.Equal(t, 1, strings.Count(text, "FIGURE rpc_"+row+"_ops_per_s "))
 	var ns []int
