@@ -22,9 +22,13 @@
 # then the peregrine side (peregrine_side: `peregrine transport` target and
 # initiator as two processes, AF_XDP ports, the same fabric profiles; the
 # largest-frame run on the TCP ceiling's bare pair, as the issue compares
-# them), and prints
+# them, and that pair's AF_XDP frame ceiling at the same MTU, gen to gen
+# --rx), and prints
 #
 #   # quic ... / # tcp ... / # peregrine ...     figures, as comments
+#   FIGURE bulk_largest_frame_afxdp_ceiling_gbps (what AF_XDP carries over the
+#                                                  TCP pair at MTU 16000, the
+#                                                  largest-frame ratio's anchor)
 #   FIGURE bulk_cpu_cycles_per_byte_{initiator,fabric,target}
 #                                                 (the lossless bulk runs' CPU time,
 #                                                  from the kernel's accounting, per
@@ -369,24 +373,26 @@ pg_bulk() {
 	pg_argv
 	bulk_runs "$pg_i_ns" "$what" "${argv[@]}" --sizes 64KiB --window 32 --conns 2 --duration "$duration" "$@"
 }
-# path_ceiling: RUNS runs of `gen` (gen namespace, CPU 0) to `gen --rx`
-# (sink namespace, the target's CPU) through the running fabric, on the
-# AF_XDP ports of the same veths the transport uses, frames of the MTU.
-# The figure is what arrived, in frame bits, over the sender's own time
-# (the receiver's also holds its start-up and its idle exit); $path_ceiling
-# is the median.
-path_ceiling() {
+# frame_ceiling RX_NS RX_PORT TX_NS TX_PORT SRC_MAC DST_MAC SRC_IP DST_IP
+# SIZE [GEN_FLAGS...]: RUNS runs of `gen` (TX_NS, CPU 0) sending SIZE-byte
+# frames as fast as its AF_XDP socket takes them to `gen --rx` (RX_NS, the
+# target's CPU). A run's figure is what arrived, in frame bits, over the
+# sender's own time (the receiver's also holds its start-up and its idle
+# exit); sets $ceiling (the median) and $ceiling_all.
+frame_ceiling() {
+	local rx_ns=$1 rx_port=$2 tx_ns=$3 tx_port=$4 src_mac=$5 dst_mac=$6 src_ip=$7 dst_ip=$8 size=$9
+	shift 9
 	local i rx_pid rc frames secs gs=()
 	rx_pid=
 	for ((i = 0; i < runs; i++)); do
-		start "$sink" "$tmp/gen-rx.log" "$tmp/peregrine" gen --rx --port "afxdp:$sink_if" --lcores "$fabric_cpu" --idle yield \
-			--idle-exit 1s --stats-period 1h --quiet
+		start "$rx_ns" "$tmp/gen-rx.log" "$tmp/peregrine" gen --rx --port "$rx_port" --lcores "$fabric_cpu" --idle yield \
+			--idle-exit 1s --stats-period 1h --quiet "$@"
 		rx_pid=$started
 		wait_line "$tmp/gen-rx.log" '^peregrine gen --rx:' "$rx_pid" "peregrine gen --rx"
 		# In the background and waited for, as client() runs its commands.
-		timeout 120 ip netns exec "$gen" "$tmp/peregrine" gen --port "afxdp:$gen_if" --lcores 0 --idle yield \
-			--size 1514 --rate max --duration "$duration" --src-mac "$gen_mac" --dst-mac "$sink_mac" \
-			--src-ip "$gen_addr" --dst-ip "$sink_addr" --stats-period 1h --quiet >"$tmp/gen-tx.log" 2>&1 &
+		timeout 120 ip netns exec "$tx_ns" "$tmp/peregrine" gen --port "$tx_port" --lcores 0 --idle yield \
+			--size "$size" --rate max --duration "$duration" --src-mac "$src_mac" --dst-mac "$dst_mac" \
+			--src-ip "$src_ip" --dst-ip "$dst_ip" --stats-period 1h --quiet "$@" >"$tmp/gen-tx.log" 2>&1 &
 		client_pid=$!
 		rc=0
 		wait "$client_pid" || rc=$?
@@ -401,10 +407,18 @@ $(cat "$tmp/gen-rx.log")"
 		frames=$(sed -n 's/^  received \([0-9]*\) stamped frames.*/\1/p' "$tmp/gen-rx.log")
 		[[ -n $secs && -n $frames ]] || die "no summary from gen or gen --rx:
 $(cat "$tmp/gen-tx.log" "$tmp/gen-rx.log")"
-		gs+=("$(awk -v n="$frames" -v s="$secs" 'BEGIN {printf "%.4f\n", n * 1514 * 8 / s / 1e9}')")
+		gs+=("$(awk -v n="$frames" -v s="$secs" -v b="$size" 'BEGIN {printf "%.4f\n", n * b * 8 / s / 1e9}')")
 	done
-	path_ceiling=$(median "${gs[@]}")
-	echo "# path ceiling loss=0% frames_gbps=$path_ceiling (median of $runs: ${gs[*]}; 1514-byte frames gen -> gen --rx, AF_XDP, via fabric)"
+	ceiling=$(median "${gs[@]}")
+	ceiling_all=${gs[*]}
+}
+# path_ceiling: the fabric path's ceiling, through the running fabric, on
+# the AF_XDP ports of the same veths the transport uses, frames of the
+# MTU: $path_ceiling.
+path_ceiling() {
+	frame_ceiling "$sink" "afxdp:$sink_if" "$gen" "afxdp:$gen_if" "$gen_mac" "$sink_mac" "$gen_addr" "$sink_addr" 1514
+	path_ceiling=$ceiling
+	echo "# path ceiling loss=0% frames_gbps=$path_ceiling (median of $runs: $ceiling_all; 1514-byte frames gen -> gen --rx, AF_XDP, via fabric)"
 }
 # proc_cpu PID: the process's CPU time so far (user + system), in
 # seconds, from the kernel's accounting (/proc counts it in USER_HZ ticks,
@@ -488,6 +502,16 @@ peregrine_side() {
 	peregrine_bulk_jumbo=$median
 	echo "# peregrine bulk loss=0% MTU $jumbo goodput_gbps=$median (median of $runs: $all; 16 KiB pool frames, four UMEM chunks each over AF_XDP; the TCP pair, no middlebox)"
 	pg_target_stop
+	# The same pair's AF_XDP frame ceiling at that MTU, the same ports and
+	# XDP modes: what any AF_XDP transport could carry there, against
+	# kernel TCP's 64 KiB GSO segments.
+	local i_mac
+	i_mac=$(ip netns exec "$tcp_client_ns" cat "/sys/class/net/$i_if/address")
+	frame_ceiling "$pg_t_ns" "$pg_t_port" "$pg_i_ns" "$pg_i_port" "$i_mac" "$pg_t_mac" "$pg_i_addr" "$pg_t_addr" $((jumbo + 14)) \
+		--frame-size 16384 --frames 8192
+	jumbo_ceiling=$ceiling
+	echo "# largest-frame ceiling MTU $jumbo frames_gbps=$jumbo_ceiling (median of $runs: $ceiling_all; $((jumbo + 14))-byte frames gen -> gen --rx, AF_XDP, the TCP pair, no middlebox)"
+	echo "FIGURE bulk_largest_frame_afxdp_ceiling_gbps $jumbo_ceiling"
 	# Informational: the same jumbo frames through the fabric at 1 % loss.
 	# The loss ratios above stay at MTU 1500, the frames quic-go can use
 	# (it sends at most 1452-byte packets whatever the path's MTU).
@@ -529,6 +553,7 @@ ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk["1%"]}" "${quic_bulk["
 ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk["1%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.9
 ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk["5%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.5
 ratio bulk_goodput_noloss_largest_frame_vs_kernel_tcp "$(div "$peregrine_bulk_jumbo" "$tcp_ceiling")" ">=" 1.0
+echo "# the largest frame: peregrine $peregrine_bulk_jumbo Gbit/s is $(div "$peregrine_bulk_jumbo" "$jumbo_ceiling") of the pair's AF_XDP frame ceiling at MTU $jumbo ($jumbo_ceiling Gbit/s, measured in this run), which is $(div "$jumbo_ceiling" "$tcp_ceiling") of kernel TCP's $tcp_ceiling"
 ratio push4k_p99_loss1_vs_own_noloss "$(div "${peregrine_p99["1%"]}" "${peregrine_p99["0%"]}")" "<=" 3
 echo "# informational: with MTU $jumbo frames through the same fabric at 1 % loss, peregrine's goodput is $(div "$peregrine_bulk_jumbo_loss1" "${quic_bulk["1%"]}")x quic-go's at 1452-byte packets (the ratio above keeps MTU 1500)"
 echo "# informational: bulk goodput vs quic-go without loss $(div "${peregrine_bulk["0%"]}" "${quic_bulk["0%"]}"), at 5 % loss $(div "${peregrine_bulk["5%"]}" "${quic_bulk["5%"]}"); push4k p99 quic-go/peregrine at 1 % loss $(div "${quic_p99["1%"]}" "${peregrine_p99["1%"]}")"

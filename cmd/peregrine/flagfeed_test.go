@@ -63,6 +63,7 @@ func TestEveryFlagRefusesBadValues(t *testing.T) {
 			{"expect", []string{"-1"}},
 			{"idle-exit", durations},
 			{"frames", []string{"0", "-1", "10", "16777216", "1000000000"}},
+			{"frame-size", []string{"0", "-1", "1000", "1000000"}},
 		}},
 		{"gen --rx", []string{"gen", "--rx", "--port", "null:"}, []flagCase{
 			{"flows", []string{"0", "-1", "70000"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/peregrine-net/peregrine/core/mbuf"
 	"math"
 	"strconv"
 	"strings"
@@ -133,10 +134,32 @@ func checkIdle(s string) error {
 // second with the mean frame size.
 func parseRate(s string, meanFrame float64) (float64, error) { return config.ParseRate(s, meanFrame) }
 
-// checkSizesAndRate validates a --size spec and a --rate for generated
-// traffic.
-func checkSizesAndRate(size, rate string) error {
-	sizes, err := traffic.ParseSizes(size, traffic.MaxFrame)
+// genMaxFrame is the largest frame gen generates: what a 16 KiB pool frame
+// holds after its headroom (AF_XDP carries it as several chunks).
+const genMaxFrame = 16384 - mbuf.DefaultHeadroom
+
+// checkGenFrames validates gen's --size and --rate, and that its largest
+// frame fits a pool frame of --frame-size (not checked when gen receives or
+// replays, which generate nothing).
+func checkGenFrames(size, rate string, frameSize int, generates bool) error {
+	if err := checkSizesAndRate(size, rate, genMaxFrame); err != nil || generates {
+		return err
+	}
+	sizes, _ := traffic.ParseSizes(size, genMaxFrame)
+	if room := frameSize - mbuf.DefaultHeadroom; frameSize > 0 && sizes.Max() > room {
+		need := 2048
+		for need-mbuf.DefaultHeadroom < sizes.Max() {
+			need *= 2
+		}
+		return fmt.Errorf("--size %s: a %d-byte frame does not fit a %d-byte pool frame (%d after its headroom): give --frame-size %d", size, sizes.Max(), frameSize, room, need)
+	}
+	return nil
+}
+
+// checkSizesAndRate validates a --size spec (frames up to maxFrame) and a
+// --rate for generated traffic.
+func checkSizesAndRate(size, rate string, maxFrame int) error {
+	sizes, err := traffic.ParseSizes(size, maxFrame)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
 	}

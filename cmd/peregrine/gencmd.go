@@ -36,6 +36,7 @@ type genConfig struct {
 	expect   uint64
 	idleExit time.Duration
 	frames   int
+	frameSz  int
 	quiet    bool
 	// Addresses, ports and VLAN of generated frames (addressing()).
 	srcMAC, dstMAC, srcIP, dstIP, dstPort string
@@ -116,6 +117,7 @@ at the capture's own timing (original) or its gaps divided by N
 	f.Uint64Var(&cfg.expect, "expect", 0, "receive: frames the sender sent, for exact loss")
 	f.DurationVar(&cfg.idleExit, "idle-exit", 0, "receive: stop once frames have arrived and none came for this long")
 	f.IntVar(&cfg.frames, "frames", 16384, "frames in the packet pool (at least 1024 per lcore)")
+	sizeVar(f, &cfg.frameSz, "frame-size", 2048, "bytes per pool frame: 2048, 4096, 8192 or 16384; a generated frame fits one (less its headroom): above 4096 AF_XDP carries it as several chunks, and the receiver needs as large a --frame-size")
 	f.BoolVar(&cfg.quiet, "quiet", false, "no live per-period lines")
 	f.StringVar(&cfg.srcMAC, "src-mac", config.DefaultSrcMAC, "source MAC of generated frames")
 	f.StringVar(&cfg.dstMAC, "dst-mac", config.DefaultDstMAC, "destination MAC of generated frames")
@@ -150,7 +152,7 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	sizes, err := traffic.ParseSizes(cfg.size, traffic.MaxFrame)
+	sizes, err := traffic.ParseSizes(cfg.size, genMaxFrame) // checkGenFrames held it to --frame-size
 	if err != nil {
 		return false, fmt.Errorf("--size: %w", err)
 	}
@@ -172,13 +174,13 @@ func runGenTx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
-		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSz},
 		Ports:  specs,
 		Lcores: app.OnCPUs(cpus...),
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return false, flagError(err, map[string]string{"Pool": "--frames", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Ports[1]": "--replay", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	out0 := p.Port(0)
@@ -264,13 +266,13 @@ func runGenRx(ctx context.Context, cfg genConfig, out io.Writer) (bool, error) {
 	}
 	defer obs.close()
 	p, err := app.New(app.Options{
-		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames},
+		Pool:   mbuf.Options{Name: "peregrine", Frames: cfg.frames, FrameSize: cfg.frameSz},
 		Ports:  []string{cfg.port},
 		Lcores: app.OnCPUs(cpus...),
 		Idle:   lcore.IdlePolicy{Mode: idle},
 	})
 	if err != nil {
-		return false, flagError(err, map[string]string{"Pool": "--frames", "Lcores": "--lcores", "Idle": "--idle"})
+		return false, flagError(err, map[string]string{"Pool": "--frames/--frame-size", "Lcores": "--lcores", "Idle": "--idle"})
 	}
 	obs.watchPipeline(p)
 	in := p.Port(0)

@@ -65,3 +65,15 @@ func TestGenRxHintsAtFlows(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.False(t, strings.Contains(out, "hint:"), out)
 }
+
+// TestGenJumboFrames: a frame larger than the default pool frame needs
+// --frame-size, and the refusal names the one that holds it; with it, gen
+// generates the frames whole.
+func TestGenJumboFrames(t *testing.T) {
+	out, code := runCLI(t, "gen", "--port", "null:", "--size", "16014", "--count", "10", "--stats-period", "1h")
+	require.Equal(t, exitUsage, code, out)
+	require.Contains(t, out, "--size 16014: a 16014-byte frame does not fit a 2048-byte pool frame (1792 after its headroom): give --frame-size 16384")
+	out, code = runCLI(t, "gen", "--port", "null:", "--size", "16014", "--frame-size", "16384", "--count", "10", "--stats-period", "1h")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "generated 10 frames, 160140 bytes")
+}

@@ -68,12 +68,12 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 		addressing = fmt.Errorf("--src-port 0: give 1..%d, the UDP source port of flow 0", 65536-max(c.flows, 1))
 	} else if addr, _, _, err := c.addressing(); err != nil {
 		addressing = errors.Unwrap(err)
-	} else if sizes, err := traffic.ParseSizes(c.size, traffic.MaxFrame); err == nil && !c.rx && c.replay == "" {
+	} else if sizes, err := traffic.ParseSizes(c.size, genMaxFrame); err == nil && !c.rx && c.replay == "" {
 		addressing = flagged("size", config.CheckFrameFits(c.size, sizes, addr))
 	}
 	return usage(
 		addressing,
-		checkSizesAndRate(c.size, c.rate),
+		checkGenFrames(c.size, c.rate, c.frameSz, c.rx || c.replay != ""),
 		checkInt("flows", c.flows, 1, maxFlows),
 		checkInt("burst", c.burst, 1, maxBurst),
 		checkIdle(c.idle),
@@ -82,7 +82,8 @@ func (c *genConfig) validate(fs *pflag.FlagSet) error {
 		checkDuration("idle-exit", c.idleExit, "never stop for idleness"),
 		checkInt("loop", c.loop, 0, 1<<30),
 		replay,
-		checkFrames(c.frames, len(cpus), 0, 0),
+		checkFrameSize(c.frameSz),
+		checkFrames(c.frames, len(cpus), 0, c.frameSz),
 	)
 }
 
@@ -110,9 +111,9 @@ func (c *fwdConfig) validate(fs *pflag.FlagSet) error {
 	if err != nil {
 		return usage(err)
 	}
-	var mode, peer, traffic error
+	var mode, peer, txonly error
 	if c.mode == "txonly" {
-		traffic = checkSizesAndRate(c.size, c.rate)
+		txonly = checkSizesAndRate(c.size, c.rate, traffic.MaxFrame)
 	} else if _, err := fwd.ParseMode(c.mode); err != nil {
 		mode = fmt.Errorf("--mode: %w (or txonly)", err)
 	}
@@ -122,7 +123,7 @@ func (c *fwdConfig) validate(fs *pflag.FlagSet) error {
 		}
 	}
 	return usage(
-		mode, peer, traffic,
+		mode, peer, txonly,
 		checkInt("flows", c.flows, 1, maxFlows),
 		checkInt("burst", c.burst, 1, maxBurst),
 		checkIdle(c.idle),
@@ -365,7 +366,7 @@ func (c *demoConfig) validate(fs *pflag.FlagSet) error {
 	}
 	return usage(
 		workload, driver, prof,
-		checkSizesAndRate(c.size, c.rate),
+		checkSizesAndRate(c.size, c.rate, traffic.MaxFrame),
 		checkInt("burst", c.burst, 1, maxBurst),
 		checkIdle(c.idle),
 		checkInt("window", c.window, 1, 4096),
