@@ -59,12 +59,20 @@ func (c ceiling) payloadBps() float64 {
 	return float64(c.arrived) * float64(c.segment) * 8 / c.window.Seconds()
 }
 
-func (c ceiling) print(w io.Writer) {
+// print prints the ceiling's note, after its FIGURE line when figure (a
+// round's ceiling is a note only: the figure is the rounds' median).
+func (c ceiling) print(w io.Writer, figure bool) {
 	secs := c.window.Seconds()
-	fmt.Fprintf(w, "FIGURE rpc_veth_afxdp_frame_ceiling_gbps %.3f\n", c.payloadBps()/1e9)
+	if figure {
+		c.figure(w)
+	}
 	fmt.Fprintf(w, "  # veth AF_XDP frame ceiling: %d frames of %d B (the pair's MTU %d plus the Ethernet header, the transport's full frame) arrived at an AF_XDP socket on %s from one on %s in %v, %.3f Mframes/s (%d sent, %.3f Gbit/s of frames); counted: the transport's payload per such frame, %d B, times the frames that arrived\n",
 		c.arrived, c.frameLen, c.mtu, ifB, ifA, c.window.Round(time.Millisecond), float64(c.arrived)/secs/1e6, c.sent,
 		float64(c.arrived)*float64(c.frameLen)*8/secs/1e9, c.segment)
+}
+
+func (c ceiling) figure(w io.Writer) {
+	fmt.Fprintf(w, "FIGURE rpc_veth_afxdp_frame_ceiling_gbps %.3f\n", c.payloadBps()/1e9)
 }
 
 // share says what part of the ceiling a goodput (bytes/s) is, for a
@@ -86,7 +94,7 @@ func vethCeiling(ctx context.Context, o Options, m *media) (*ceiling, error) {
 		fmt.Fprintf(o.Out, "  # %v\n", err)
 		return nil, err
 	}
-	c.print(o.Out)
+	c.print(o.Out, o.Rounds <= 1)
 	return &c, nil
 }
 

@@ -179,7 +179,8 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	rows := map[string][]result{}
 	fileRuns := map[string][]float64{} // door/where -> goodput of each round, bytes/s
 	fileErrs := map[string]error{}
-	var ceil *ceiling // the veth pair's AF_XDP frame ceiling (nil: not measured)
+	var ceils []*ceiling // the veth pair's AF_XDP frame ceiling, each round's
+	var ceil *ceiling    // their median (nil: not measured)
 	var ceilErr error
 	show := func(row string, r result) { printRow(o.Out, row, r) }
 	if rounds > 1 {
@@ -193,8 +194,17 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		if c.c != nil || c.err != nil {
-			ceil, ceilErr = c.c, c.err
+		if c.c != nil {
+			ceils = append(ceils, c.c)
+		} else if c.err != nil {
+			ceilErr = c.err
+		}
+	}
+	if len(ceils) > 0 {
+		slices.SortFunc(ceils, func(a, b *ceiling) int { return cmp.Compare(a.payloadBps(), b.payloadBps()) })
+		ceil = ceils[len(ceils)/2]
+		if rounds > 1 {
+			ceil.figure(o.Out)
 		}
 	}
 	got := map[string]result{}

@@ -87,6 +87,10 @@ func TestRounds(t *testing.T) {
 	rounds := regexp.MustCompile(`(?m)^  # `+row+`: 200 round trips in \S+, ([0-9]+) ns each`).FindAllStringSubmatch(text, -1)
 	require.Len(t, rounds, 4, "three rounds' notes and the median's") // the median's note follows its FIGURE
 	require.Equal(t, 1, strings.Count(text, "FIGURE rpc_"+row+"_ops_per_s "))
+	if os.Geteuid() == 0 { // the veth pair's ceiling: a note a round, one figure
+		require.Equal(t, 3, strings.Count(text, "  # veth AF_XDP frame ceiling: "))
+		require.Equal(t, 1, strings.Count(text, "FIGURE rpc_veth_afxdp_frame_ceiling_gbps "))
+	}
 	var ns []int
 	for _, m := range rounds[:3] {
 		v, err := strconv.Atoi(m[1])
