@@ -45,7 +45,11 @@
 # the fabric's poll loop on CPU FABRIC_CPU (1); busy takes a whole CPU from
 # the two endpoints on this 2-CPU machine and sleep adds up to 1 ms per
 # idle wake-up to p99), FABRIC_PORT (afxdp|afpacket, default afxdp; afpacket
-# adds its ~1 ms receive-block timeout to every latency), SEED (1).
+# adds its ~1 ms receive-block timeout to every latency), SEED (1),
+# TARGET_DELAY (unset: the transport's default, Swift's software base target
+# of 200 µs; e.g. 2ms: both peregrine ends' --target-delay — on two CPUs
+# shared by three busy processes the kernel's time slices hold the bulk
+# path's round trip at milliseconds, above that target).
 #
 # Why the fabric path needs setup beyond topo.sh (found running quic-go
 # through it):
@@ -84,7 +88,7 @@ if [[ $(id -u) -ne 0 ]]; then
 	echo "vs-quic.sh: needs root (namespaces, veth, AF_XDP ports: CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_NET_RAW, CAP_BPF) and sudo is not installed" >&2
 	exit 1
 fi
-[[ $# -eq 0 ]] || { echo "vs-quic.sh: takes no arguments (configure with RUNS, DURATION, LAT_COUNT, FABRIC_IDLE, FABRIC_CPU, FABRIC_PORT, SEED)" >&2; exit 2; }
+[[ $# -eq 0 ]] || { echo "vs-quic.sh: takes no arguments (configure with RUNS, DURATION, LAT_COUNT, FABRIC_IDLE, FABRIC_CPU, FABRIC_PORT, SEED, TARGET_DELAY)" >&2; exit 2; }
 
 runs=${RUNS:-3}
 duration=${DURATION:-3s}
@@ -93,11 +97,15 @@ fabric_idle=${FABRIC_IDLE:-yield}
 fabric_cpu=${FABRIC_CPU:-1}
 fabric_port=${FABRIC_PORT:-afxdp}
 seed=${SEED:-1}
+target_delay=${TARGET_DELAY:-}
 [[ $runs =~ ^[1-9][0-9]?$ ]] || { echo "vs-quic.sh: RUNS=$runs must be 1..99" >&2; exit 2; }
 [[ $duration =~ ^[0-9]+(ms|s)$ ]] || { echo "vs-quic.sh: DURATION=$duration must look like 3s or 500ms" >&2; exit 2; }
 [[ $lat_count =~ ^[1-9][0-9]*$ ]] || { echo "vs-quic.sh: LAT_COUNT=$lat_count must be a positive number" >&2; exit 2; }
 [[ $fabric_idle =~ ^(busy|yield|sleep)$ ]] || { echo "vs-quic.sh: FABRIC_IDLE=$fabric_idle must be busy, yield or sleep" >&2; exit 2; }
 [[ $fabric_port =~ ^(afxdp|afpacket)$ ]] || { echo "vs-quic.sh: FABRIC_PORT=$fabric_port must be afxdp or afpacket" >&2; exit 2; }
+[[ -z $target_delay || $target_delay =~ ^[0-9]+(us|ms)$ ]] || { echo "vs-quic.sh: TARGET_DELAY=$target_delay must look like 200us or 2ms" >&2; exit 2; }
+pg_cc=() # the peregrine ends' congestion-control flags
+[[ -z $target_delay ]] || pg_cc=(--target-delay "$target_delay")
 
 go=$(bench_go)
 command -v ethtool >/dev/null || { echo "vs-quic.sh: ethtool not found (apt-get install ethtool)" >&2; exit 1; }
@@ -236,7 +244,7 @@ ip -n "$sink" route add "$gen_addr/32" dev "$sink_if"
 ip -n "$sink" neigh replace "$gen_addr" lladdr "$gen_mac" dev "$sink_if" nud permanent
 export QUIC_GO_DISABLE_GSO=true
 
-echo "# machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; fabric: $fabric_port ports, idle=$fabric_idle on CPU $fabric_cpu; $runs runs of $duration (bulk) and $lat_count requests (latency) per figure"
+echo "# machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; fabric: $fabric_port ports, idle=$fabric_idle on CPU $fabric_cpu; $runs runs of $duration (bulk) and $lat_count requests (latency) per figure; peregrine target delay ${target_delay:-default (200µs)}"
 
 # ---- servers (they serve every run; --lifetime only guards a lost script) ----
 start "$sink" "$tmp/quic-server.log" "$quicpeer" quic-server --listen "$sink_addr:4433" --timeout 2m --lifetime 15m
@@ -344,7 +352,7 @@ pg_t_ns=$sink pg_t_port="afxdp:$sink_if" pg_t_addr=$sink_addr pg_t_mac=$sink_mac
 pg_i_ns=$gen pg_i_port="afxdp:$gen_if" pg_i_addr=$gen_addr
 pg_target() {
 	start "$pg_t_ns" "$tmp/pg-target.log" "$tmp/peregrine" transport target --port "$pg_t_port" --ip "$pg_t_addr" \
-		--sizes 4KiB,64KiB --window 32 --duration 0 --lcores "$fabric_cpu" --idle yield --quiet "$@"
+		--sizes 4KiB,64KiB --window 32 --duration 0 --lcores "$fabric_cpu" --idle yield --quiet "${pg_cc[@]}" "$@"
 	target_pid=$started
 	wait_line "$tmp/pg-target.log" '^READY' "$target_pid" "peregrine transport target"
 	region_key=$(sed -n 's/^READY key=\([^ ]*\).*/\1/p' "$tmp/pg-target.log")
@@ -356,7 +364,7 @@ pg_target_stop() {
 # pg_argv sets $argv to the initiator's command against the current target.
 pg_argv() {
 	argv=("$tmp/peregrine" transport initiator --port "$pg_i_port" --ip "$pg_i_addr"
-		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcores 0 --idle yield --quiet)
+		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcores 0 --idle yield --quiet "${pg_cc[@]}")
 }
 # pg_initiator WHAT ARGS...: one initiator run; $result is its RESULT line.
 pg_initiator() {
