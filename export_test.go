@@ -21,7 +21,3 @@ func SidecarAhead(c *Conn) (out bool, taken int, busy int64) {
 	sc.amu.Unlock()
 	return out, sc.s.cl.BuffersTaken(), sc.s.cl.Busy()
 }
-
-// SidecarCompletionIdlePolls counts an attached endpoint's completion
-// goroutine's polls that found nothing while operations were in flight.
-func SidecarCompletionIdlePolls(ep *Endpoint) uint64 { return ep.sc.cl.IdlePolls() }

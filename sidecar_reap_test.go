@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/peregrine-net/peregrine"
 )
@@ -338,56 +337,5 @@ func TestSidecarGoneMidWait(t *testing.T) {
 				t.Fatalf("send after: %v, want ErrClosed", err)
 			}
 		})
-	}
-}
-
-// A Recv parked with no sender costs its client little while it waits:
-// the completion goroutine, which polls the ring for it, backs off to a
-// poll a millisecond (it slept 20 µs between polls for as long as the Recv
-// waited: 1,123 polls in 300 ms here, where timers round such a sleep up
-// to about half a millisecond, and up to 50,000 a second where they do
-// not), and still delivers the message when it comes.
-func TestSidecarParkedRecvCostsLittle(t *testing.T) {
-	mine, peer := openSidecar(t, peregrine.Options{})
-	ctx := doorCtx(t)
-	parked := make(chan struct{}, 1)
-	peregrine.SetSidecarWaitHooks(mine, nil, func(*peregrine.Op) {
-		select {
-		case parked <- struct{}{}:
-		default:
-		}
-	})
-	c, pc := dialPeer(t, mine, peer, peregrine.ConnOptions{})
-	got := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 64)
-		n, err := c.Recv(ctx, buf)
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		got <- string(buf[:n])
-	}()
-	select {
-	case <-parked:
-	case <-ctx.Done():
-		t.Fatal("the Recv never parked")
-	}
-	// The rate of polls over a stretch of the wait (the time passing is
-	// what is measured): its first 512 are yields, then sleeps of 20 µs
-	// doubling to 1 ms.
-	const stretch = 300 * time.Millisecond
-	before := peregrine.SidecarCompletionIdlePolls(mine)
-	time.Sleep(stretch)
-	polls := peregrine.SidecarCompletionIdlePolls(mine) - before
-	t.Logf("%d polls in %v of a parked Recv's wait", polls, stretch)
-	if limit := uint64(512 + 16 + stretch/time.Millisecond); polls > limit {
-		t.Fatalf("the completion goroutine polled %d times in %v while a Recv waited, want at most %d", polls, stretch, limit)
-	}
-	if err := pc.Send(ctx, []byte("wake")); err != nil {
-		t.Fatal(err)
-	}
-	if s := <-got; s != "wake" {
-		t.Fatalf("the parked Recv got %q, want wake", s)
 	}
 }

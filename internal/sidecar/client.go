@@ -103,11 +103,8 @@ type Client struct {
 	sub  *shm.Producer[shm.Desc]
 	one  [1]shm.Desc
 	busy atomic.Int64 // operations in flight
-	// idlePolls counts the completion goroutine's polls that found
-	// nothing while operations were in flight (IdlePolls).
-	idlePolls atomic.Uint64
-	kick      chan struct{}
-	wg        sync.WaitGroup
+	kick chan struct{}
+	wg   sync.WaitGroup
 
 	// The reaper token: held by whoever reads the completion ring. The
 	// consumer and the batch are the holder's alone; the CAS that takes
@@ -422,42 +419,28 @@ func (c *Client) call(ctx context.Context, m *ctl.Msg, alt <-chan ctl.Msg) (ctl.
 	}
 }
 
-// The completion goroutine's back-off while operations are in flight and
-// nobody reaps: completeSpins yields, then sleeps from completeNapMin
-// doubling to completeNapMax — an operation nobody waits on for long (a
-// parked Recv with no sender) costs a wake-up a millisecond, not one every
-// 20 µs (every half millisecond where timers round that up), and
-// its completion is delivered within that (the poll loops' own idle
-// policy sleeps up to a millisecond too).
-const (
-	completeSpins  = 512
-	completeNapMin = 20 * time.Microsecond
-	completeNapMax = time.Millisecond
-)
-
 // completeLoop reaps for the operations nobody watches: while some are in
-// flight and no caller reaps, it polls (yielding, then sleeping longer
-// and longer); else it parks until Begin or the last Unwatch kicks it.
+// flight and no caller reaps, it polls (yielding, then sleeping); else it
+// parks until Begin or the last Unwatch kicks it.
 func (c *Client) completeLoop() {
-	idle, nap := 0, completeNapMin
+	idle := 0
 	for !c.dead.Load() {
 		if c.reapers.Load() == 0 {
 			if n, _ := c.TryReap(); n > 0 {
-				idle, nap = 0, completeNapMin
+				idle = 0
 				continue
 			}
 		}
 		if c.busy.Load() > 0 && c.reapers.Load() == 0 {
-			c.idlePolls.Add(1)
-			if idle++; idle < completeSpins {
+			idle++
+			if idle < 512 {
 				runtime.Gosched()
 			} else {
-				time.Sleep(nap)
-				nap = min(2*nap, completeNapMax)
+				time.Sleep(20 * time.Microsecond)
 			}
 			continue
 		}
-		idle, nap = 0, completeNapMin
+		idle = 0
 		select {
 		case <-c.kick:
 		case <-c.deadCh:
@@ -668,11 +651,6 @@ func (c *Client) BuffersTaken() int {
 
 // Busy counts the operations in flight the client counts (Begin, End).
 func (c *Client) Busy() int64 { return c.busy.Load() }
-
-// IdlePolls counts the completion goroutine's polls of the ring that found
-// nothing while operations were in flight: what an operation nobody waits
-// on costs while it waits.
-func (c *Client) IdlePolls() uint64 { return c.idlePolls.Load() }
 
 // Free gives a run back and wakes Alloc's waiters.
 func (c *Client) Free(first uint32, k int) {
