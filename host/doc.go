@@ -40,7 +40,9 @@
 // by delivery index into the application's buffer, as the in-process
 // asynchronous Recv copies it into the caller's. The client copies a
 // caller's []byte into a buffer on Send and out of one on Recv (the
-// blocking calls take caller buffers, as in-process). A region is a memfd
+// blocking calls take caller buffers, as in-process); a Recv it posts ahead
+// of the call that will take it (shm.FlagAhead) is an ordinary Recv here,
+// counted unused rather than failed when it ends without a message. A region is a memfd
 // of its own that both sides map: the transport pushes from it, pulls into
 // it and takes the peers' pushes in place, no copy on either side; the
 // appliance unmaps it once it is deregistered and no operation names it.
