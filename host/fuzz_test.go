@@ -203,6 +203,8 @@ func descsOf(b []byte) []shm.Desc {
 		d := shm.Desc{Op: b[0] % 7, Conn: binary.LittleEndian.Uint32(b[1:]) % 4, Buf: binary.LittleEndian.Uint32(b[5:]),
 			Off: binary.LittleEndian.Uint32(b[9:]), Len: binary.LittleEndian.Uint32(b[13:]),
 			Cookie: uint64(binary.LittleEndian.Uint32(b[17:]))}
+		// Any flags, known (FlagAhead) or not: they change no check.
+		d.Flags = b[1] >> 2
 		// The peer's side of a push or a pull is the peer's to check: any
 		// key and offset, mostly ones it does not have.
 		d.Key, d.Addr = uint32(d.Cookie), uint64(d.Off)<<3
