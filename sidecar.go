@@ -589,10 +589,19 @@ func (sl *sidecarListener) close() error {
 	return err
 }
 
+// closeDrain bounds a close's wait for the appliance to take the
+// descriptors submitted before it.
+const closeDrain = time.Second
+
 func (sc *sidecarConn) close() error {
 	if sc.closed.Swap(true) {
 		return nil
 	}
+	// The descriptors already submitted (the Recv posted ahead, most
+	// often) reach the appliance before the close: a descriptor it took
+	// after would name a connection it no longer has (refused, a bad
+	// connection), or, its id given to a newer one, that one.
+	sc.s.cl.WaitConsumed(closeDrain)
 	err := sc.s.request("close", &ctl.Msg{Type: ctl.TClose, Conn: sc.id})
 	sc.closeAhead()
 	if errors.Is(err, ErrClosed) {

@@ -95,6 +95,13 @@ func (p *Producer[T]) Enqueue(src []T) (n int, bad bool) {
 	return int(free), false
 }
 
+// Published counts the items the producer has published, ever.
+func (p *Producer[T]) Published() uint64 { return p.head }
+
+// Consumed reports whether the consumer has taken the first n items
+// published (by the index it publishes).
+func (p *Producer[T]) Consumed(n uint64) bool { return p.r.cons.Load() >= n }
+
 // Free returns how many descriptors Enqueue would take now (0 when the
 // consumer's index is impossible).
 func (p *Producer[T]) Free() int {

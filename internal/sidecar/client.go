@@ -565,6 +565,27 @@ func (c *Client) Submit(d *shm.Desc) bool {
 	}
 }
 
+// WaitConsumed waits until the appliance has taken every descriptor
+// submitted before the call, reaping meanwhile so that it has room to, at
+// most timeout; false if it has not (or it is gone). A control request
+// that must come after them (a connection's close after the Recv posted
+// ahead on it) waits for it: the socket and the rings are two paths, and
+// the appliance reads them on two goroutines.
+func (c *Client) WaitConsumed(timeout time.Duration) bool {
+	c.smu.Lock()
+	mark := c.sub.Published()
+	c.smu.Unlock()
+	deadline := time.Now().Add(timeout)
+	for !c.sub.Consumed(mark) {
+		if c.dead.Load() || time.Now().After(deadline) {
+			return false
+		}
+		c.TryReap()
+		runtime.Gosched()
+	}
+	return true
+}
+
 // Buffers returns how many buffers a span of n bytes takes (at least one).
 func (c *Client) Buffers(n int) int {
 	bs := c.Ch.Layout.BufSize
