@@ -16,8 +16,17 @@ import (
 // target is far above any delay here, so the window moves on timeouts
 // alone (the RTT a stall's ACK carries is a delay signal of its own).
 func frtoHarness(t *testing.T) (*harness, *Conn, *swift.Controller) {
+	return frtoHarnessWith(t, nil)
+}
+
+// frtoHarnessWith is frtoHarness with the initiator's options tweaked
+// further.
+func frtoHarnessWith(t *testing.T, tweak func(a *Options)) (*harness, *Conn, *swift.Controller) {
 	var sw *swift.Controller
 	h := newHarness(t, func(a, _ *Options) {
+		if tweak != nil {
+			tweak(a)
+		}
 		a.Congestion = func() CongestionControl {
 			p := swift.DefaultParams()
 			p.InitialCwnd = 128
@@ -35,12 +44,16 @@ func frtoHarness(t *testing.T) (*harness, *Conn, *swift.Controller) {
 
 // pollAlone polls only a from now until end, jumping to a's deadlines:
 // b's loop is off its CPU.
-func (h *harness) pollAlone(end clock.Time) {
+func (h *harness) pollAlone(end clock.Time) { h.pollOnly(h.a, end) }
+
+// pollOnly polls e alone from now until end, jumping to its deadlines: the
+// other end's loop is off its CPU.
+func (h *harness) pollOnly(e *Endpoint, end clock.Time) {
 	for now := h.clk.Now(); now < end; {
-		if h.a.Poll(now) > 0 {
+		if e.Poll(now) > 0 {
 			continue
 		}
-		next, ok := h.a.NextDeadline()
+		next, ok := e.NextDeadline()
 		if !ok || next > end {
 			break
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/peregrine-net/peregrine/core/rt/swift"
 	"github.com/peregrine-net/peregrine/core/wire"
 )
 
@@ -20,21 +19,9 @@ import (
 // stops, which TestStalledPeerCostsOneProbePerTimeout covers.)
 func TestStalledSenderReadsItsAcksBeforeItsTimers(t *testing.T) {
 	const burst = 1
-	var sw *swift.Controller
-	h := newHarness(t, func(a, _ *Options) {
+	h, ca, sw := frtoHarnessWith(t, func(a *Options) {
 		a.Burst = burst // fewer frames a poll than the ACKs the stop leaves
-		a.Congestion = func() CongestionControl {
-			p := swift.DefaultParams()
-			p.InitialCwnd = 128
-			p.BaseTarget = 10 * time.Millisecond
-			sw = &swift.Controller{}
-			require.NoError(t, sw.Init(p))
-			return sw
-		}
 	})
-	ca, _ := h.connect()
-	h.sendAll(ca, wire.TypePushUnsolicitedData, 0, 200, 64) // RTT samples: the timeout is the estimator's
-	h.run(h.quiet, time.Second)
 	const n = 64
 	require.GreaterOrEqual(t, sw.Cwnd(), float64(n))
 	rto, delivered, before := ca.RTO(), len(h.gotB), h.a.Stats()
@@ -48,18 +35,7 @@ func TestStalledSenderReadsItsAcksBeforeItsTimers(t *testing.T) {
 	}
 	// a's loop stops; b's runs on and acknowledges everything.
 	end := h.clk.Now().Add(5 * rto)
-	for now := h.clk.Now(); now < end; {
-		if h.b.Poll(now) > 0 {
-			continue
-		}
-		next, ok := h.b.NextDeadline()
-		if !ok || next > end {
-			break
-		}
-		now = max(next, now.Add(time.Microsecond))
-		require.NoError(t, h.clk.Set(now))
-	}
-	require.NoError(t, h.clk.Set(end))
+	h.pollOnly(h.b, end)
 	require.Len(t, h.gotB, delivered+n)
 	acks := h.b.Stats().TxAck - acksBefore
 	require.Greater(t, acks, uint64(burst), "the stop left no more ACKs than a burst: the test tests nothing")
