@@ -29,8 +29,13 @@
 //
 // Every request carries the time it was sent in its first 8 bytes and the
 // echo server sends it back unchanged, so a response's round trip is read
-// from the response itself whichever caller receives it (32 callers share
-// one connection). Each row measures Options.Count round trips after a
+// from the response itself, whichever receive it lands in. With one in
+// flight a caller makes blocking Send and Recv calls; with 32, one
+// goroutine keeps them outstanding with SendAsync and RecvAsync and reaps
+// their completions from a CompletionQueue in batches, and the echo server
+// does the same (the way ibverbs and io_uring programs keep a pipeline
+// full from one thread, and the way the tcp door's one writer and one
+// reader keep theirs). Each row measures Options.Count round trips after a
 // tenth of that of warm-up, or Options.RowTime (5 s) after a tenth of that
 // when that comes first — a door that is slow on this machine (the
 // public API's loop door, whose hand-offs each wake a locked loop thread:
@@ -66,7 +71,9 @@
 // sockets are gone before the first veth row opens the ports.
 //
 // Who owns a buffer: each caller goroutine owns its request and response
-// buffers; the raw door's region slots are the measuring goroutine's, a
+// buffers, an async op's from its start to its completion's reaping (the
+// pipelined echo server's, like the raw door's slots, goes from a Recv to
+// the Send of the response and back to a Recv); the raw door's region slots are the measuring goroutine's, a
 // send slot lent to the transport from its Send to its completion and a
 // receive slot from PostRecv to its receive completion; the echo server
 // of the raw door sends the response from the receive slot the request

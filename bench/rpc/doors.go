@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/peregrine-net/peregrine"
@@ -70,15 +69,12 @@ func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll, depth i
 	if sidecar {
 		// The echo server is an in-process application behind the
 		// sidecar's client, set up as such an application would be on
-		// two CPUs shared with the appliance's pinned loop: with one
-		// request in flight its one caller polls it (the api-caller
-		// rows' mode); with many, an unpinned loop of its own polls it
-		// and its callers hand it their ops (32 callers contending to
-		// poll cost four times as much a round trip).
+		// two CPUs shared with the appliance's pinned loop: its one
+		// goroutine polls it while it waits (the api-caller rows' mode),
+		// for its blocking Recv with one request in flight and for its
+		// completion queue with many (an unpinned loop of its own
+		// measured no better there).
 		pollB = peregrine.PollCaller
-		if depth > 1 {
-			pollB, pinB = peregrine.PollLoop, false
-		}
 	}
 	if d.b, err = d.h.Open(m.specB, peregrine.Options{IP: ipB, CPU: m.cpuB, Pin: pinB, Idle: o.Idle, Poll: pollB}); err != nil {
 		return nil, err
@@ -157,6 +153,14 @@ func (d *msgDoor) rows(ctx context.Context, size, depth int, n rowLen) (result, 
 	if err != nil {
 		return result{}, err
 	}
+	if depth > 1 {
+		res, err := d.pipelined(ctx, cc, sc, size, depth, n)
+		err = errors.Join(err, cc.Close(), sc.Close())
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			err = fmt.Errorf("round trips not done after %v: %w", rowGuard(n), err)
+		}
+		return res, err
+	}
 	echoCtx, stopEcho := context.WithCancel(ctx)
 	var echoes sync.WaitGroup
 	for range depth {
@@ -223,62 +227,10 @@ func (d *msgDoor) file(ctx context.Context, size int64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	chunks := (size + Chunk - 1) / Chunk
-	var (
-		next, got atomic.Int64
-		wg        sync.WaitGroup
-		once      sync.Once
-		failed    error
-		done      = make(chan struct{})
-	)
-	fail := func(err error) { once.Do(func() { failed = err; cancel() }) }
-	start := time.Now()
-	for range chunksInFlight {
-		wg.Add(2)
-		go func() { // receiver
-			defer wg.Done()
-			buf := make([]byte, Chunk)
-			for {
-				n, err := sc.Recv(ctx, buf)
-				if err != nil {
-					select {
-					case <-done:
-					default:
-						fail(err)
-					}
-					return
-				}
-				if got.Add(int64(n)) == size {
-					close(done)
-				}
-			}
-		}()
-		go func() { // sender
-			defer wg.Done()
-			msg := make([]byte, Chunk)
-			for {
-				i := next.Add(1) - 1
-				if i >= chunks {
-					return
-				}
-				n := min(Chunk, size-i*Chunk)
-				if err := cc.Send(ctx, msg[:n]); err != nil {
-					fail(err)
-					return
-				}
-			}
-		}()
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	wall := time.Since(start)
-	cancel()
-	wg.Wait()
-	err = errors.Join(cc.Close(), sc.Close())
-	if got.Load() != size {
-		return 0, errors.Join(failed, fmt.Errorf("%d of %d bytes arrived", got.Load(), size), err)
+	got, wall, err := filePipelined(ctx, cc, sc, size)
+	err = errors.Join(err, cc.Close(), sc.Close())
+	if got != size {
+		return 0, errors.Join(fmt.Errorf("%d of %d bytes arrived", got, size), err)
 	}
 	return float64(size) / wall.Seconds(), err
 }
