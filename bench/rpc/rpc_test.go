@@ -122,7 +122,7 @@ func TestOnlyUnknownDoor(t *testing.T) {
 	require.Empty(t, out.String())
 }
 
-// BenchmarkRow runs one in-memory row (RPC_ROW, default mem_api_1k_x1;
+// BenchmarkRow runs one row (RPC_ROW, default mem_api_1k_x1; veth rows as root;
 // RPC_COUNT round trips, default 5000) as the scenario runs it, for `go
 // test -cpuprofile`: where a door's round trip goes, by share. RPC_IDLE
 // (busy, adaptive, sleep) and RPC_NOPIN=1 change the endpoints' loops.
@@ -141,7 +141,10 @@ func BenchmarkRow(b *testing.B) {
 	var depth int
 	_, err := fmt.Sscanf(strings.ReplaceAll(name, "_", " "), "%s %s %s x%d", &where, &doorName, &size, &depth)
 	require.NoError(b, err, "RPC_ROW %q: want WHERE_DOOR_SIZE_xDEPTH", name)
-	require.Equal(b, "mem", where, "RPC_ROW: in-memory rows only")
+	require.Contains(b, Wheres, where, "RPC_ROW: mem_ or veth_ rows")
+	if where == "veth" && os.Geteuid() != 0 {
+		b.Skip("veth rows need root (namespaces, veth, AF_XDP sockets)")
+	}
 	bytes := map[string]int{"64b": 64, "1k": 1024}[size]
 	require.NotZero(b, bytes, "RPC_ROW size %q: 64b or 1k", size)
 	o := Options{NoPin: os.Getenv("RPC_NOPIN") != ""}
@@ -161,14 +164,21 @@ func BenchmarkRow(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		n := memSeq.Add(1)
-		m := &media{where: "mem", cpuA: cpuA, cpuB: cpuB, tcpAddr: "127.0.0.1",
+		m := &media{where: where, cpuA: cpuA, cpuB: cpuB, tcpAddr: "127.0.0.1",
 			specA: fmt.Sprintf("mem:rpcb%d-%d/0", os.Getpid(), n), specB: fmt.Sprintf("mem:rpcb%d-%d/1", os.Getpid(), n)}
+		cleanup := func() {}
+		if where == "veth" {
+			cleanup, err = m.vethPair(fmt.Sprintf("pgrpcb%d", os.Getpid()))
+			require.NoError(b, err)
+		}
 		d, err := openDoor(o, m, doorName, depth)
 		require.NoError(b, err)
 		sw0 := threadSwitches()
 		res, err := d.rows(context.Background(), bytes, depth, rowLen{count, 0})
 		b.ReportMetric(float64(threadSwitches()-sw0)/float64(count), "sleeps/roundtrip")
-		require.NoError(b, errors.Join(err, d.close()))
+		err = errors.Join(err, d.close())
+		cleanup()
+		require.NoError(b, err)
 		b.ReportMetric(res.nsPerOp(), "ns/roundtrip")
 		b.ReportMetric(res.p99, "p99-µs")
 		b.ReportMetric(res.allocs, "allocs/roundtrip")
