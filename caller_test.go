@@ -5,8 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Two goroutines in blocking calls on one PollCaller endpoint: one holds
@@ -140,4 +145,36 @@ func TestCallerPanicInPollLeavesNoTokenHeld(t *testing.T) {
 	if _, err := ca.Recv(ctx, make([]byte, 8)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a call after Close: %v, want ErrClosed", err)
 	}
+}
+
+// A caller alone on its processor yields ever less often after idle polls
+// (up to maxYieldGap), and after every one again once a yield lets another
+// goroutine run: the goroutine its op waits for may be that one.
+func TestIdleYieldBacksOffAloneAndNotWhenShared(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var gap atomic.Int32
+	since := 0
+	for i := 0; i < 100_000 && gap.Load() < maxYieldGap; i++ {
+		idleYield(&gap, &since)
+	}
+	require.EqualValues(t, maxYieldGap, gap.Load(), "yields with nothing else runnable should widen the gap to its bound")
+
+	// Another goroutine on the one processor, runnable whenever this one
+	// yields, holding it for longer than a yield alone takes.
+	var stop atomic.Bool
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		for !stop.Load() {
+			for start := time.Now(); time.Since(start) < 4*yieldedAlone; {
+			}
+			runtime.Gosched()
+		}
+	}()
+	for i := 0; i < maxYieldGap && gap.Load() != 1; i++ {
+		idleYield(&gap, &since)
+	}
+	stop.Store(true)
+	<-ran
+	require.EqualValues(t, 1, gap.Load(), "a yield that ran another goroutine should bring the gap back to 1")
 }

@@ -59,6 +59,8 @@ type engine struct {
 	// callerAt is when a caller last polled (PollCaller): the loop keeps
 	// off while callers poll, within callersActive of it.
 	callerAt atomic.Int64
+	// yieldGap is the idle polls its callers run between yields (idleYield).
+	yieldGap atomic.Int32
 	// panicOnPoll makes the next poll panic: tests of what a panic in the
 	// engine leaves behind.
 	panicOnPoll atomic.Bool
