@@ -47,10 +47,11 @@ type Options struct {
 	Only []string
 	// Rounds runs every row (and the file transfers) this many times,
 	// one round of them after another (0: once); the figures and ratios
-	// are each row's medians. On a shared or virtual machine a row's
-	// wall time drifts by tens of percent from one minute to the next:
-	// rounds interleave the doors a ratio compares, and its median is
-	// the drift's, not one unlucky row's.
+	// are each row's medians, and a ratio of two rows is taken within
+	// each round and the median round's given. On a shared or virtual
+	// machine a row's wall time drifts by tens of percent from one
+	// minute to the next: rounds interleave the doors a ratio compares,
+	// and its median is the drift's, not one unlucky row's.
 	Rounds int
 }
 
@@ -173,7 +174,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	}
 	rounds := max(1, o.Rounds)
 	rep := report.New(o.Out)
-	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each); %d round(s), figures and ratios from each row's medians",
+	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each); %d round(s), figures from each row's medians, ratios of two rows from the median round",
 		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), doorProcs("api"), rounds)
 	handoffFloor(o.Out)
 	rows := map[string][]result{}
@@ -225,7 +226,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 			fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", where, door, files[k]*8/1e9)
 		}
 	}
-	ratios(rep, o, got, files, fileErrs, ceil, ceilErr)
+	ratios(rep, o, got, byRound(rows, rounds), files, fileErrs, ceil, ceilErr)
 	pass, fail = rep.Summary()
 	return pass, fail, nil
 }
@@ -379,7 +380,63 @@ func noteRow(w io.Writer, name string, r result) {
 
 // ratios adds the goals' rows from what was measured; a ratio whose rows
 // did not run is noted, not judged.
-func ratios(rep *report.Report, o Options, got map[string]result, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
+// byRound returns each round's rows (round i's result of every row).
+func byRound(rows map[string][]result, rounds int) []map[string]result {
+	out := make([]map[string]result, rounds)
+	for i := range out {
+		out[i] = map[string]result{}
+		for row, rs := range rows {
+			if i < len(rs) {
+				out[i][row] = rs[i]
+			}
+		}
+	}
+	return out
+}
+
+// medianRound evaluates a ratio on each round's rows and returns the rows
+// of the round whose value is the median, and every round's value in
+// round order. A ratio of two doors is taken within a round, from rows
+// measured a minute apart: on a virtual machine a row's cost can move by
+// half between minutes (both doors alike), and the ratio of two rows'
+// medians across rounds could set one door's fast minute against the
+// other's slow one.
+func medianRound(rounds []map[string]result, value func(map[string]result) float64) (map[string]result, []float64) {
+	vs := make([]float64, len(rounds))
+	order := make([]int, len(rounds))
+	for i, g := range rounds {
+		vs[i], order[i] = value(g), i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(vs[a], vs[b]) })
+	return rounds[order[len(order)/2]], vs
+}
+
+// roundsNote lists the rounds' values of a ratio taken within each round.
+func roundsNote(vs []float64) string {
+	if len(vs) < 2 {
+		return ""
+	}
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("; the median round's, of %s", strings.Join(s, ", "))
+}
+
+// fasterAPI is the public API's cost in memory at one 1 KiB round trip in
+// flight, in its faster mode (loop or caller), and the mode.
+func fasterAPI(g map[string]result) (float64, string) {
+	if c, a := g["mem_api-caller_1k_x1"].nsPerOp(), g["mem_api_1k_x1"].nsPerOp(); c < a {
+		return c, "caller"
+	}
+	return g["mem_api_1k_x1"].nsPerOp(), "loop"
+}
+
+// ratios adds the front door's ratios. Those of two rows are taken within
+// each round and the median round's is given (medianRound); allocations
+// are the fewest any round made (medianOf) and the file ratio is of the
+// two transfers' medians.
+func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[string]result, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
 	noted := map[string]bool{}
 	have := func(names ...string) bool {
 		for _, n := range names {
@@ -400,33 +457,31 @@ func ratios(rep *report.Report, o Options, got map[string]result, files map[stri
 		// polled on its own CPU); one goroutine polling both, which no
 		// application of two endpoints on two machines can do, is the
 		// floor printed beside it.
-		best, mode := got[a].nsPerOp(), "loop"
-		if v := got[c].nsPerOp(); v < best {
-			best, mode = v, "caller"
-		}
-		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: best / got[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn, each endpoint on its own CPU, %.0f (one goroutine polling both: %.0f)",
-				best, mode, got[a].nsPerOp(), got[c].nsPerOp(), got[r].nsPerOp(), got[f].nsPerOp())})
+		g, vs := medianRound(rounds, func(g map[string]result) float64 { best, _ := fasterAPI(g); return best / g[r].nsPerOp() })
+		best, mode := fasterAPI(g)
+		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: best / g[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn, each endpoint on its own CPU, %.0f (one goroutine polling both: %.0f)%s",
+				best, mode, g[a].nsPerOp(), g[c].nsPerOp(), g[r].nsPerOp(), g[f].nsPerOp(), roundsNote(vs))})
 	}
 	if s, a, c := "mem_sidecar_1k_x1", "mem_api_1k_x1", "mem_api-caller_1k_x1"; have(s, a, c) {
 		// Against the in-process door's faster mode, as above: the
 		// sidecar's own echo server runs in it.
-		in, mode := got[a].nsPerOp(), "loop"
-		if v := got[c].nsPerOp(); v < in {
-			in, mode = v, "caller"
-		}
-		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: got[s].nsPerOp() / in, Op: report.AtMost, Target: 1.3,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f (the faster mode, %s)", got[s].nsPerOp(), in, mode)})
+		g, vs := medianRound(rounds, func(g map[string]result) float64 { in, _ := fasterAPI(g); return g[s].nsPerOp() / in })
+		in, mode := fasterAPI(g)
+		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: g[s].nsPerOp() / in, Op: report.AtMost, Target: 1.3,
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f (the faster mode, %s)%s", g[s].nsPerOp(), in, mode, roundsNote(vs))})
 	}
 	if s, t := "veth_sidecar_1k_x32", "veth_tcp_1k_x32"; have(s, t) {
-		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: got[s].rate() / got[t].rate(), Op: report.AtLeast, Target: 2.0,
-			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f%s", got[s].rate(), got[t].rate(),
-				floor(got, "veth_raw-loops_1k_x32", func(r result) float64 { return r.rate() / got[t].rate() }, "%.2f× kernel TCP"))})
+		g, vs := medianRound(rounds, func(g map[string]result) float64 { return g[s].rate() / g[t].rate() })
+		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: g[s].rate() / g[t].rate(), Op: report.AtLeast, Target: 2.0,
+			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f%s%s", g[s].rate(), g[t].rate(),
+				floor(g, "veth_raw-loops_1k_x32", func(r result) float64 { return r.rate() / g[t].rate() }, "%.2f× kernel TCP"), roundsNote(vs))})
 	}
 	if s, t := "veth_sidecar_1k_x1", "veth_tcp_1k_x1"; have(s, t) {
-		rep.Add(report.Ratio{Name: "rpc_1k_p99_vs_kernel_tcp", Value: got[s].p99 / got[t].p99, Op: report.AtMost, Target: 0.5,
-			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs%s", got[s].p99, got[t].p99,
-				floor(got, "veth_raw-loops_1k_x1", func(r result) float64 { return r.p99 / got[t].p99 }, "p99 %.2f× kernel TCP's"))})
+		g, vs := medianRound(rounds, func(g map[string]result) float64 { return g[s].p99 / g[t].p99 })
+		rep.Add(report.Ratio{Name: "rpc_1k_p99_vs_kernel_tcp", Value: g[s].p99 / g[t].p99, Op: report.AtMost, Target: 0.5,
+			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs%s%s", g[s].p99, g[t].p99,
+				floor(g, "veth_raw-loops_1k_x1", func(r result) float64 { return r.p99 / g[t].p99 }, "p99 %.2f× kernel TCP's"), roundsNote(vs))})
 	}
 	if s := "mem_sidecar_1k_x1"; have(s) {
 		rep.Add(report.Ratio{Name: "sidecar_allocs_per_op", Value: got[s].allocs, Op: report.AtMost, Target: 0,

@@ -114,6 +114,22 @@ func TestMedianOf(t *testing.T) {
 	require.Equal(t, result{ops: 100, wall: 600 * time.Microsecond, p50: 5, p99: 20, p999: 90, allocs: 0}, m)
 }
 
+// TestMedianRound: a ratio of two rows is the median of the rounds' own
+// ratios, with that round's rows, not the ratio of the rows' medians
+// (which here would set one door's fast round against the other's slow
+// one: 5,000 ÷ 2,800 = 1.79, where no round measured more than 1.3).
+func TestMedianRound(t *testing.T) {
+	at := func(api, raw time.Duration) map[string]result {
+		return map[string]result{"api": {ops: 1, wall: api}, "raw": {ops: 1, wall: raw}}
+	}
+	rounds := []map[string]result{at(3200, 2800), at(5000, 4000), at(6500, 5000)}
+	g, vs := medianRound(rounds, func(g map[string]result) float64 { return g["api"].nsPerOp() / g["raw"].nsPerOp() })
+	require.Equal(t, []float64{3200.0 / 2800, 1.25, 1.3}, vs)
+	require.Equal(t, rounds[1], g, "the median ratio's round")
+	require.Contains(t, roundsNote(vs), "1.143, 1.250, 1.300")
+	require.Empty(t, roundsNote(vs[:1]), "one round: nothing to list")
+}
+
 // TestOnlyUnknownDoor: a misspelt door is an error before anything runs.
 func TestOnlyUnknownDoor(t *testing.T) {
 	var out bytes.Buffer

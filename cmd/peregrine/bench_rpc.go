@@ -63,10 +63,12 @@ same two CPUs. Rows are named WHERE_DOOR_SIZE_xDEPTH, e.g.
                                 (goal >= 1.0; named by the size when it is not 1 GiB)
 
 With --rounds N every row and file transfer runs N times, one round
-after another (each round's rows printed as notes), and the FIGURE lines
-and ratios are each row's medians: on a shared or virtual machine a
-row's wall time drifts by tens of percent from minute to minute, and
-rounds put the doors a ratio compares through the same drift.
+after another (each round's rows printed as notes); the FIGURE lines
+are each row's medians, and a ratio of two rows is taken within each
+round, the median round's printed with every round's value: on a shared
+or virtual machine a row's wall time drifts by tens of percent from
+minute to minute, and rounds put the doors a ratio compares through the
+same drift.
 
 The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench rpc
@@ -112,7 +114,7 @@ The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", benchrpc.DefaultCount, "round trips measured per row (after a tenth of it of warm-up)")
-	f.IntVar(&rounds, "rounds", 1, "run every row (and the file transfers) this many times, round after round; figures and ratios are each row's medians (3 on a shared or virtual machine, whose rows drift by tens of percent from minute to minute)")
+	f.IntVar(&rounds, "rounds", 1, "run every row (and the file transfers) this many times, round after round; figures are each row's medians, ratios of two rows the median round's (3 on a shared or virtual machine, whose rows drift by tens of percent from minute to minute)")
 	f.DurationVar(&rowTime, "row-time", benchrpc.DefaultRowTime, "longest a row measures: it ends after --count round trips or this, whichever comes first (its warm-up after a tenth of either)")
 	sizeVar(f, &fileSize, "file-size", benchrpc.DefaultFileSize, "bytes the file transfer moves (1GiB; smaller for a quick run)")
 	idleVar(f, &idle)
