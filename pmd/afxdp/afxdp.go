@@ -192,7 +192,7 @@ func (p *Port) openQueue(i int, li linkInfo, geo geometry) error {
 	var err error
 	if i > 0 {
 		cfg.Shared = p.queues[0].sock
-		sock, err = xsk.Open(cfg)
+		sock, err = openSocket(cfg)
 	} else {
 		sock, err = p.openFirstSocket(cfg, li, geo.sg())
 	}
@@ -259,7 +259,7 @@ func (p *Port) openFirstSocket(cfg xsk.Config, li linkInfo, sg bool) (*xsk.Socke
 		cfg.BindFlags = wake | unix.XDP_COPY
 	default:
 		cfg.BindFlags = wake | unix.XDP_ZEROCOPY
-		sock, err := xsk.Open(cfg)
+		sock, err := openSocket(cfg)
 		if err == nil {
 			return sock, nil
 		}
@@ -270,7 +270,31 @@ func (p *Port) openFirstSocket(cfg xsk.Config, li linkInfo, sg bool) (*xsk.Socke
 		p.opts.Logger.Debug("afxdp: zero-copy bind refused, using copy mode", "interface", li.Name, "queue", cfg.Queue, "reason", err)
 		cfg.BindFlags = wake | unix.XDP_COPY
 	}
-	return xsk.Open(cfg)
+	return openSocket(cfg)
+}
+
+// releaseWait bounds how long an open waits for a queue that the kernel
+// still counts as bound: it frees a closed AF_XDP socket's buffer pool,
+// and with it the queue, from a deferred work item, which a loaded machine
+// runs late. Seen with a CPU hog on each core: a port opened on the queue
+// of one just closed was refused with EBUSY.
+const releaseWait = time.Second
+
+// openSocket opens an AF_XDP socket, trying the bind again while the
+// kernel answers EBUSY, for up to releaseWait; a queue that another live
+// socket holds is still refused, once that time has passed.
+func openSocket(cfg xsk.Config) (*xsk.Socket, error) {
+	deadline := time.Now().Add(releaseWait)
+	pause := time.Millisecond
+	for {
+		sock, err := xsk.Open(cfg)
+		var op *xsk.OpError
+		if err == nil || !errors.As(err, &op) || op.Step != xsk.StepBind || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return sock, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
 }
 
 // socketError explains a failed socket setup.

@@ -663,3 +663,32 @@ func TestReceiveResumesAfterFillRingRanDry(t *testing.T) {
 	}
 	require.Equal(t, dropped, rx.KernelStats()[0].RxFillRingEmptyDescs, "no drop once the receiver polls")
 }
+
+// TestQueueHeldByAnotherSocket: a queue that a live AF_XDP socket outside
+// any port holds is refused with ErrQueueBusy once the open's wait for a
+// late release (releaseWait) has passed, and taken at once when that
+// socket is closed: a socket just closed may hold its queue until the
+// kernel's deferred release runs, and the open waits for that.
+func TestQueueHeldByAnotherSocket(t *testing.T) {
+	tp := topo(t, 1)
+	pool := newPool(t, 4096, 2048)
+	other := newPool(t, 4096, 2048)
+	var holder *xsk.Socket
+	require.NoError(t, tp.B.Do(func() error {
+		ifc, err := net.InterfaceByName(tp.IfB)
+		if err != nil {
+			return err
+		}
+		holder, err = xsk.Open(xsk.Config{Ifindex: ifc.Index, Queue: 0, RingSize: 256, UMEM: other.Arena(), ChunkSize: 2048,
+			BindFlags: unix.XDP_COPY})
+		return err
+	}))
+	start := time.Now()
+	_, err := New(pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256})
+	require.ErrorIs(t, err, ErrQueueBusy)
+	require.ErrorContains(t, err, "in use by another AF_XDP socket")
+	require.GreaterOrEqual(t, time.Since(start), releaseWait, "refused before its wait for a late release")
+
+	require.NoError(t, holder.Close())
+	openPort(t, pool, Options{Interface: tp.IfB, Namespace: tp.B, RingSize: 256})
+}
