@@ -450,10 +450,11 @@ func (op *Op) drive(ctx context.Context, e *engine) (int, error) {
 	o := &op.o
 	done := ctx.Done()
 	misses, idle, sinceYield := 0, 0, 0
-	// A first look that leaves the transport alone: an op the engine ends
-	// at once (a Recv whose message is queued) needs no transport poll,
-	// the costliest part of a round trip's polls.
-	if e.tryIntake() && o.state.Load() == stateDone {
+	// A first look that leaves the transport alone: a Recv whose message
+	// is queued ends at once and needs no transport poll, the costliest
+	// part of a round trip's polls. Any other op goes out on a poll, whose
+	// intake takes it (a look first would cost a token's round trip).
+	if o.kind == opRecv && e.tryIntake() && o.state.Load() == stateDone {
 		return op.result()
 	}
 	for i := 0; o.state.Load() != stateDone; i++ {
