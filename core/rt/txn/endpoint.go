@@ -41,6 +41,7 @@ type Endpoint struct {
 	opts    Options
 	rt      *rt.Endpoint
 	seg     int
+	burst   int // the transport's Options.Burst: schedule's budget a poll
 	regions regions
 	ro      *reorder.Engine
 	byEntry []int32 // reorder entry index -> xact index
@@ -92,7 +93,7 @@ func New(opts Options) (*Endpoint, error) {
 		return nil, err
 	}
 	ro := r.Options()
-	e := &Endpoint{opts: o, rt: r, seg: seg, regions: newRegions(o.MaxRegions), now: o.Transport.Clock.Now()}
+	e := &Endpoint{opts: o, rt: r, seg: seg, burst: ro.Burst, regions: newRegions(o.MaxRegions), now: o.Transport.Clock.Now()}
 	fail := func(err error) (*Endpoint, error) { return nil, errors.Join(err, r.Close()) }
 	// Every xact holds at most two entries (RSN and SSN).
 	e.ro, err = reorder.New(reorder.Options{Capacity: 2 * o.MaxOps, Seed: ro.Seed ^ 0x5eed})

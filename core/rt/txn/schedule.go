@@ -25,7 +25,7 @@ func (e *Endpoint) enqueue(ci int32, cl sched.Class, i int32) bool {
 // data before new requests within one, each gated by its windows and
 // paced by its congestion window.
 func (e *Endpoint) schedule(now clock.Time) int {
-	budget := e.rt.Options().Burst
+	budget := e.burst // not rt.Options(): a copy of every option each poll
 	sent := 0
 	for sent < budget {
 		flow, cl, item, ok := e.sch.Next(now)
