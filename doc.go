@@ -93,10 +93,12 @@
 //     core/rt/txn PostRecv), and the peer's Sends carry a 16-bit delivery
 //     index (core/dix) naming their slot, so every packet is placed in its
 //     slot on arrival, in any order. A whole message waits there until a
-//     Recv takes it: a blocking Recv is lent the slot and copies the
-//     message into its buffer on its own goroutine, then gives the slot
-//     back to be posted again; an asynchronous one has the loop copy it
-//     (the one copy on the receive path, either way). buf is the
+//     Recv takes it: a blocking Recv on a loop-polled endpoint is lent the
+//     slot and copies the message into its buffer on its own goroutine,
+//     then gives the slot back to be posted again; an asynchronous one,
+//     and any Recv under PollCaller, has the poll that matches it copy it
+//     and post the slot again there (the one copy on the receive path,
+//     either way). buf is the
 //     endpoint's from the call until it returns (or the Op completes).
 //     Both ends' Sends carry the index: an accepted connection gets it
 //     before its first Send (core/rt/txn Conn.SetIndex).

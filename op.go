@@ -183,7 +183,12 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 	e := cn.e
 	op := e.takeOp()
 	cn.fill(op, kind, buf, r, off, remote)
-	op.o.borrow = kind == opRecv
+	// A Recv borrows its message's slot and copies on this goroutine, off
+	// the loop. Under PollCaller whoever polls is a caller already: the
+	// copy runs in the poll that matches the message and the slot is
+	// posted again there, with no hand-back through the submission ring
+	// on the round trip's path.
+	op.o.borrow = kind == opRecv && !e.caller
 	if err := e.launch(op); err != nil {
 		e.putOp(op)
 		return 0, err
@@ -196,13 +201,6 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 		copy(buf, cn.slotMem[o.slot*cn.size:o.slot*cn.size+n])
 		o.lent = false
 		e.submit(entry{repost: cn, slot: int32(o.slot)})
-		if e.caller {
-			// Post the slot now: under PollCaller nobody else may poll
-			// soon, and a peer sending meanwhile finds no slot. The
-			// intake alone posts it; a transport poll here would sit on
-			// the round trip's path (an echo server's Recv, then its Send).
-			e.tryIntake()
-		}
 	}
 	e.putOp(op)
 	return n, err
