@@ -256,9 +256,11 @@ func (op *Op) prepare() error {
 	if o.done == nil {
 		o.done = make(chan struct{}, 1) // once per Op: reused by every start
 	}
-	select {
-	case <-o.done: // the token of an earlier completion nobody took
-	default:
+	if len(o.done) > 0 {
+		select {
+		case <-o.done: // the token of an earlier completion nobody took
+		default:
+		}
 	}
 	if q := op.CQ; q != nil && !q.q.reserve() {
 		return &Error{Op: o.kind.String(), Status: StatusBusy, Cause: fmt.Errorf("the completion queue holds %d ops in flight already", q.q.size)}
@@ -286,13 +288,19 @@ func (op *Op) complete(n int, st Status, why error) (woke bool) {
 	if q != nil {
 		woke = q.q.push(op)
 	}
-	select {
-	case o.done <- struct{}{}:
-	default:
+	// The channel's token only for whoever may wait on it (a channel
+	// operation takes its lock: two a round trip for the spinning waiters
+	// that never look at it). After the state's store: a waiter marks
+	// itself parked before its last look at the state, and Done marks the
+	// op watched before its look, so one of the two sees the other.
+	if o.parked.Load() || o.watched.Load() {
+		select {
+		case o.done <- struct{}{}:
+		default:
+		}
+		return true
 	}
-	// After the state's store: a waiter marks itself parked before its
-	// last look at the state, so one of the two sees the other.
-	return woke || o.parked.Load() || o.watched.Load()
+	return woke
 }
 
 // spareOps are an endpoint's ops for its blocking calls, made once (each

@@ -144,6 +144,20 @@ func testAsyncCompletionQueue(t *testing.T) {
 	if n, err := push.Wait(ctx); err != nil || n != 4096 || !bytes.Equal(back.Bytes(), local.Bytes()) {
 		t.Fatalf("pull: %d, %v", n, err)
 	}
+	// Done of an op that completed before anyone watched it delivers too
+	// (its completion handed the channel no token: nobody waited on it).
+	var late Op
+	if err := ca.PushAsync(&late, local, 0, 16, remote.Remote(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-late.Done():
+	case <-ctx.Done():
+		t.Fatal("Done of an op completed before it was watched delivered nothing")
+	}
 	// Remote access refused: an unknown key, a read-only region pushed.
 	if err := ca.Push(ctx, local, 0, 16, RemoteAddr{Key: 0xdead}); !errors.Is(err, ErrRemoteAccess) {
 		t.Fatalf("push to an unknown key: %v, want ErrRemoteAccess", err)

@@ -473,9 +473,17 @@ func (op *Op) Wait(ctx context.Context) (int, error) { return op.wait(ctx) }
 // first start): select on it beside other channels, then take the result
 // with Result.
 func (op *Op) Done() <-chan struct{} {
-	// Whoever holds the channel may wait on it: its loop wakes it.
-	op.o.watched.Store(true)
-	return op.o.done
+	// Whoever holds the channel may wait on it: its loop wakes it. An op
+	// that completed before anyone watched got no token: it gets it here.
+	o := &op.o
+	o.watched.Store(true)
+	if o.state.Load() == stateDone && len(o.done) == 0 {
+		select {
+		case o.done <- struct{}{}:
+		default:
+		}
+	}
+	return o.done
 }
 
 // Result returns the op's result once it completed (Completed reports
