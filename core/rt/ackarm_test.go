@@ -81,3 +81,40 @@ func TestDelayedAckTimerArmedAfterBurst(t *testing.T) {
 	e.Poll(rb.clk.Now())
 	require.Equal(t, sent+3, rb.port.sent)
 }
+
+// TestLoneSendAsksForItsAck: a sender about to go idle with fewer than
+// AckEvery packets in flight asks for the ACK (FlagAckRequested), so the
+// receiver answers at once rather than after its AckDelay (a second here);
+// with AckEvery or more in flight the coalescing is left as it was, and
+// no packet asks.
+func TestLoneSendAsksForItsAck(t *testing.T) {
+	h := newHarness(t, func(_, b *Options) { b.AckEvery, b.AckDelay = 4, time.Second })
+	ca, _ := h.connect()
+	asked := 0
+	h.pa.tap = func(f *wire.Frame) int {
+		first := f.Header.Flags&wire.FlagRetransmission == 0
+		if f.Header.Type == wire.TypePushUnsolicitedData && first && f.Header.Flags&wire.FlagAckRequested != 0 {
+			asked++
+		}
+		return 1
+	}
+	start := h.clk.Now()
+	_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, Cookie: 1}, payload(1, 64))
+	require.NoError(t, err)
+	h.run(func() bool { return ca.Outstanding(wire.WindowRequest) == 0 }, 2*time.Second)
+	require.Equal(t, 1, asked, "the lone packet did not ask for its ACK")
+	require.Less(t, h.clk.Now().Sub(start), time.Millisecond, "the lone packet's ACK waited")
+	require.Zero(t, h.a.Stats().TxRetransmit, "the lone packet was resent: its ACK waited for the receiver's AckDelay")
+
+	// Eight in one poll: none asks; the receiver's count sends the ACK.
+	asked = 0
+	for i := range 8 {
+		_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, Cookie: uint64(i + 2)}, payload(uint64(i), 64))
+		require.NoError(t, err)
+	}
+	start = h.clk.Now()
+	h.run(func() bool { return ca.Outstanding(wire.WindowRequest) == 0 }, 2*time.Second)
+	require.Less(t, h.clk.Now().Sub(start), time.Millisecond)
+	require.Zero(t, asked, "a sender with AckEvery in flight asked for an ACK")
+	require.Zero(t, h.a.Stats().TxRetransmit)
+}

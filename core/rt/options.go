@@ -144,8 +144,11 @@ type Options struct {
 	// AckEvery and AckDelay coalesce ACKs: one goes out after AckEvery
 	// reliable packets or AckDelay after the first unacknowledged one,
 	// whichever comes first, and at once for AckRequested, duplicates and
-	// out-of-window packets. AckEvery 1..WindowSize (default 4); AckDelay
-	// default 10µs.
+	// out-of-window packets. A sender sets AckRequested on resends, when
+	// its window closes, and on its last packet before it goes idle with
+	// fewer than its own AckEvery in flight (a lone request's completion
+	// would otherwise wait the peer's AckDelay). AckEvery 1..WindowSize
+	// (default 4); AckDelay default 10µs.
 	AckEvery int
 	AckDelay time.Duration
 	// MinRTO, MaxRTO and InitialRTO bound and seed the retransmit timeout
