@@ -82,12 +82,13 @@ func TestDelayedAckTimerArmedAfterBurst(t *testing.T) {
 	require.Equal(t, sent+3, rb.port.sent)
 }
 
-// TestLoneSendAsksForItsAck: a sender about to go idle with fewer than
-// AckEvery packets in flight asks for the ACK (FlagAckRequested), so the
-// receiver answers at once rather than after its AckDelay (a second here);
-// with AckEvery or more in flight the coalescing is left as it was, and
-// no packet asks.
-func TestLoneSendAsksForItsAck(t *testing.T) {
+// TestLonePushAsksForItsAck: a push's last packet from a sender about to
+// go idle with fewer than AckEvery packets in flight asks for the ACK
+// (FlagAckRequested), so the receiver answers at once rather than after
+// its AckDelay (a second here); with AckEvery or more in flight the
+// coalescing is left as it was, and no packet asks; nor does a lone packet
+// of another kind, which an answer on the wire acknowledges.
+func TestLonePushAsksForItsAck(t *testing.T) {
 	h := newHarness(t, func(_, b *Options) { b.AckEvery, b.AckDelay = 4, time.Second })
 	ca, _ := h.connect()
 	asked := 0
@@ -117,4 +118,21 @@ func TestLoneSendAsksForItsAck(t *testing.T) {
 	require.Less(t, h.clk.Now().Sub(start), time.Millisecond)
 	require.Zero(t, asked, "a sender with AckEvery in flight asked for an ACK")
 	require.Zero(t, h.a.Stats().TxRetransmit)
+
+	// A lone pull request does not ask.
+	pulls, requested := 0, 0
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypePullRequest && f.Header.Flags&wire.FlagRetransmission == 0 {
+			pulls++
+			if f.Header.Flags&wire.FlagAckRequested != 0 {
+				requested++
+			}
+		}
+		return 1
+	}
+	_, err = ca.Send(SendHeader{Type: wire.TypePullRequest, Cookie: 20, ReqLen: 64}, nil)
+	require.NoError(t, err)
+	h.poll()
+	require.Equal(t, 1, pulls, "the pull request went out")
+	require.Zero(t, requested, "a lone pull request asked for an ACK")
 }

@@ -145,8 +145,8 @@ type Options struct {
 	// reliable packets or AckDelay after the first unacknowledged one,
 	// whichever comes first, and at once for AckRequested, duplicates and
 	// out-of-window packets. A sender sets AckRequested on resends, when
-	// its window closes, and on its last packet before it goes idle with
-	// fewer than its own AckEvery in flight (a lone request's completion
+	// its window closes, and on a push's last packet before it goes idle
+	// with fewer than its own AckEvery in flight (a lone push's completion
 	// would otherwise wait the peer's AckDelay). AckEvery 1..WindowSize
 	// (default 4); AckDelay default 10µs.
 	AckEvery int

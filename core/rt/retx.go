@@ -21,6 +21,7 @@ type retxCtx struct {
 	psn      uint32
 	sentAt   clock.Time // latest transmission
 	timer    clock.TimerID
+	push     bool   // a push's data: nothing on the wire answers it but the ACK
 	sends    uint16 // transmissions so far, packet and resync (saturates: never wraps to "first")
 	tx       uint16 // transmissions of the current frame (the packet, then its resync)
 	timeouts uint16 // timer expiries since the packet (or its resync) was built
