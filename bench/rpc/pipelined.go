@@ -88,13 +88,19 @@ func (r *opRing) drain() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for r.inflight > 0 {
-		k, err := r.cq.Wait(ctx, r.out)
-		if err != nil {
+		if _, err := r.reap(ctx); err != nil {
 			return fmt.Errorf("%d ops still in flight after their cancel: %w", r.inflight, err)
 		}
-		r.inflight -= k
 	}
 	return nil
+}
+
+// reap waits for completions and returns a batch of them (the ops are the
+// goroutine's again).
+func (r *opRing) reap(ctx context.Context) ([]*peregrine.Op, error) {
+	k, err := r.cq.Wait(ctx, r.out)
+	r.inflight -= k
+	return r.out[:k], err
 }
 
 // callPipelined is the client: it keeps depth requests in flight, each
@@ -125,12 +131,11 @@ func callPipelined(ctx context.Context, cc *peregrine.Conn, size, depth int, n r
 			}
 			credit--
 		}
-		k, err := r.cq.Wait(ctx, r.out)
+		done, err := r.reap(ctx)
 		if err != nil {
 			return res, err
 		}
-		r.inflight -= k
-		for _, op := range r.out[:k] {
+		for _, op := range done {
 			got, err := op.Result()
 			if err != nil {
 				return res, err
@@ -169,12 +174,11 @@ func echoPipelined(ctx context.Context, sc *peregrine.Conn, size, depth int) (er
 		}
 	}
 	for {
-		k, err := r.cq.Wait(ctx, r.out)
+		done, err := r.reap(ctx)
 		if err != nil {
 			return err
 		}
-		r.inflight -= k
-		for _, op := range r.out[:k] {
+		for _, op := range done {
 			got, err := op.Result()
 			if err != nil {
 				return err
@@ -231,18 +235,18 @@ func sendFile(ctx context.Context, cc *peregrine.Conn, size int64) (err error) {
 		next += n
 	}
 	for r.inflight > 0 {
-		k, err := r.cq.Wait(ctx, r.out)
+		done, err := r.reap(ctx)
 		if err != nil {
 			return err
 		}
-		r.inflight -= k
-		for _, op := range r.out[:k] {
+		for _, op := range done {
 			if _, err := op.Result(); err != nil {
 				return err
 			}
 			if next < size {
 				n := min(Chunk, size-next)
-				if err := r.send(cc, int(op.Tag&^tagSend), r.sbuf[op.Tag&^tagSend][:n]); err != nil {
+				i := int(op.Tag &^ tagSend)
+				if err := r.send(cc, i, r.sbuf[i][:n]); err != nil {
 					return err
 				}
 				next += n
@@ -264,12 +268,11 @@ func recvFile(ctx context.Context, sc *peregrine.Conn, size int64) (got int64, e
 		}
 	}
 	for got < size {
-		k, err := r.cq.Wait(ctx, r.out)
+		done, err := r.reap(ctx)
 		if err != nil {
 			return got, err
 		}
-		r.inflight -= k
-		for _, op := range r.out[:k] {
+		for _, op := range done {
 			n, err := op.Result()
 			if err != nil {
 				return got, err
