@@ -665,9 +665,11 @@ func (e *Endpoint) rtoDue(c *conn, x *retxCtx) clock.Time {
 // rackAcked takes what an acknowledged packet tells the loss detection,
 // before its context is released: the window's mark (the most recently
 // sent packet acknowledged), the least RTT, and the reordering estimate —
-// how late the packet came if a later-sent one was acknowledged first, or
-// how late the original of a spurious resend came (then the window grows
-// at once: SpuriousEarlyRetransmit counts those).
+// how late the packet came if a later-sent first copy was acknowledged
+// first, and what a later duplicate report needs to know of a resend.
+// Without duplicate reports, an ACK too soon for a resend shows how late
+// the original came (then the window grows at once:
+// SpuriousEarlyRetransmit counts those).
 func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	if x.sends == 0 || x.sentAt == 0 {
 		return
@@ -683,16 +685,22 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		// Evidence for the window's timeout under test (frtoVerdict).
 		switch {
 		case fresh && x.sentAt < f.at,
-			x.psn == f.probe && resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0: // the probe's first copy
+			x.psn == f.probe && resent && r.tooSoon(rtt, e.opts.NoDupReports) && x.prevAt != 0: // the probe's first copy
 			f.orig = true
 		case x.psn == f.probe:
 			f.probeAcked = true
 		}
 	}
-	if resent && r.minRTT > 0 && rtt < r.minRTT && x.prevAt != 0 {
-		// Too soon to acknowledge the latest transmission: an earlier one
-		// arrived, and the resend was not needed.
-		at, rtt, resent = x.prevAt, e.now.Sub(x.prevAt), false
+	// An ACK too soon for the resend it acknowledges came for an earlier
+	// copy — or for a lone resend that went round faster than the first
+	// copies ever did (tooSoon). With duplicate reports it is ambiguous:
+	// it moves no mark (RFC 8985 skips such a sample), and the peer's
+	// report of the resend, if one comes, says that it was not needed
+	// (noteResent, tmo.note). Without them its timing is all there is.
+	ambiguous := resent && r.tooSoon(rtt, e.opts.NoDupReports) && x.prevAt != 0
+	if ambiguous && e.opts.NoDupReports {
+		// Taken for the earlier copy's ACK: the resend was not needed.
+		at, rtt, resent, ambiguous = x.prevAt, e.now.Sub(x.prevAt), false, false
 		if !x.earlyDecl {
 			// The timer's resend: the first copy took this long. Not
 			// a probe's: frtoVerdict takes the wait from the ACK's echo,
@@ -708,9 +716,6 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 				// At least that late, with a margin; not more for each
 				// of many spurious resends that one late burst caused.
 				r.reo = max(r.reo, rtt-m.rtt+r.minRTT/4)
-				if !e.opts.NoDupReports {
-					r.widen(rtt - m.rtt + r.minRTT/4) // as a duplicate report would
-				}
 			}
 		}
 	}
@@ -721,16 +726,24 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if r.minRTT == 0 || rtt < r.minRTT {
 			r.minRTT = rtt
 		}
-		if m.overtaken(at, x.psn) {
-			r.lateness(rtt - m.rtt)
-		} else {
+		switch {
+		case !m.overtaken(at, x.psn):
 			r.inOrder()
+		case !m.resent || e.opts.NoDupReports:
+			r.lateness(rtt - m.rtt)
 		}
+		// Overtaken by a resend only: the resend's ACK was the first to
+		// name it, which says how long the hole the resend filled held
+		// the ACKs back (one lost with nothing behind it to repeat it,
+		// or coalesced), not how late it came: taken as lateness, each
+		// recovery widened the window the next one waits out. Duplicate
+		// reports say how late a packet was; without them this is the
+		// only sign of it a sprayed path gives.
 	}
 	if resent && x.prevAt != 0 && !e.opts.NoDupReports {
-		// Acknowledged after a resend, and not too soon for it: the
-		// resend may have been what arrived, or the original, late. A
-		// duplicate report, if one follows, says which (onDupReport).
+		// Acknowledged after a resend: the resend may have been what
+		// arrived, or the original, late. A duplicate report, if one
+		// follows, says which (onDupReport).
 		if x.earlyDecl {
 			r.noteResent(x.win, x.psn, e.now.Sub(x.prevAt)-m.rtt+r.minRTT/4)
 		} else if !probe { // as above: frtoVerdict learns a probe's wait
@@ -740,7 +753,7 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	if !resent {
 		m.drained(at, e.now, r.reoWnd())
 	}
-	if !m.overtaken(at, x.psn) && (at != m.at || x.psn != m.psn) {
+	if !ambiguous && !m.overtaken(at, x.psn) && (at != m.at || x.psn != m.psn) {
 		m.at, m.rtt, m.psn, m.resent = at, rtt, x.psn, resent
 	}
 }

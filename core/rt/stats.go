@@ -148,13 +148,18 @@ type Stats struct {
 	// operation timed out or was cancelled), a resync sent in their place
 	// at once; their resyncs' acknowledgements count in Abandoned.
 	GivenUp uint64
-	// SpuriousEarlyRetransmit counts early resends found unneeded: the
-	// packet's ACK came sooner than the resend could have earned, so an
-	// earlier transmission arrived. Each widens the connection's
-	// reordering window (retx.go, detectLoss).
+	// SpuriousEarlyRetransmit counts early resends found unneeded by
+	// timing alone, with Options.NoDupReports: the packet's ACK came
+	// sooner than the resend could have earned, so an earlier
+	// transmission arrived. Each widens the connection's reordering
+	// window (retx.go, detectLoss). With duplicate reports (the default)
+	// such an ACK is ambiguous — a lone resend may go round faster than
+	// the first copies — and SpuriousDupReport counts the resends found
+	// unneeded.
 	SpuriousEarlyRetransmit uint64
 	// SpuriousTimeout counts timer resends found unneeded (the peer's
-	// duplicate report of the resend, or an ACK too soon for it): the
+	// duplicate report of the resend; without reports, an ACK too soon
+	// for it): the
 	// packet was waiting, not lost, and the timeout learns to cover such
 	// a wait (rtt.go, rttEstimator.stall).
 	SpuriousTimeout uint64
