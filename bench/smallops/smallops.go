@@ -1,6 +1,7 @@
 package smallops
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,13 @@ type Options struct {
 	// so the rows keep far fewer operations in flight than Window unless
 	// the floor is raised to Window's share of a connection.
 	MinCwnd float64
+	// MinRTO is both endpoints' shortest retransmit timeout (0: the
+	// transport stage's default, app.DefaultMinRTO). A loop kept off its
+	// CPU for longer than it holds back ACKs past the peer's timer: on a
+	// host whose kernel threads or other processes take the loops' CPUs
+	// for milliseconds, the rows without loss retransmit unless the floor
+	// is above those stalls, which every real loss then waits for.
+	MinRTO time.Duration
 	// oneLoop runs both endpoints of an in-memory row on one unpinned
 	// loop: one goroutine does all the work, so a CPU profile's shares
 	// are the cost of an operation at both ends (BenchmarkRow).
@@ -118,6 +126,7 @@ type result struct {
 	// stalls: each loop's gaps between iterations longer than the RTO
 	// floor in the window (stallMeter), in the order of sides.meters.
 	stalls  []stallCount
+	minRTO  time.Duration // the floor the stalls are measured against
 	skipped string
 	// bytes is what the operations completed OK moved from start to
 	// drain (a profile's span).
@@ -170,7 +179,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		got[r.name] = res
 		printRow(o.Out, r.name, res)
 	}
-	one, err := runRow(ctx, Options{Duration: o.Duration, Window: o.Window, Prefix: o.Prefix, Seed: o.Seed, MinCwnd: o.MinCwnd, oneLoop: true, pinOne: true}, rows[0], cpuA, cpuB)
+	one, err := runRow(ctx, Options{Duration: o.Duration, Window: o.Window, Prefix: o.Prefix, Seed: o.Seed, MinCwnd: o.MinCwnd, MinRTO: o.MinRTO, oneLoop: true, pinOne: true}, rows[0], cpuA, cpuB)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench smallops: %s on one loop: %w", rows[0].name, err)
 	}
@@ -232,7 +241,7 @@ func printRow(w io.Writer, name string, r result) {
 // stallText says how often each loop was off its CPU for longer than the
 // RTO floor in the window: what can make a timeout fire with nothing lost.
 func (r result) stallText() string {
-	t := fmt.Sprintf("loop stalls > %v:", app.DefaultMinRTO)
+	t := fmt.Sprintf("loop stalls > %v:", r.minRTO)
 	var longest time.Duration
 	for _, c := range r.stalls {
 		t += fmt.Sprintf(" %s %d", c.loop, c.n)
@@ -272,6 +281,7 @@ type sides struct {
 	ini, tgt *app.Transport
 	fab      *fabric.Fabric
 	meters   []*stallMeter
+	minRTO   time.Duration // the endpoints' floor, the stall meters' threshold
 	// cleanup deletes the namespaces, once the pipelines are stopped.
 	cleanup func()
 }
@@ -288,7 +298,7 @@ func (s *sides) stop() error {
 }
 
 func runRow(ctx context.Context, o Options, r row, cpuA, cpuB int) (res result, err error) {
-	s := &sides{}
+	s := &sides{minRTO: cmp.Or(o.MinRTO, app.DefaultMinRTO)}
 	defer func() { err = errors.Join(err, s.stop()) }()
 	switch r.where {
 	case inMemory, throughFabric:
@@ -392,8 +402,8 @@ func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi
 	if o.size != 0 {
 		size = o.size
 	}
-	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{size}, Seed: o.Seed + 1}
-	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed, MinCwnd: o.MinCwnd,
+	to := app.TransportOptions{Role: "target", Port: tp, Loop: tl, LocalIP: ipB, Window: o.Window, Sizes: []int{size}, Seed: o.Seed + 1, MinRTO: o.MinRTO}
+	iop := app.TransportOptions{Role: "initiator", Port: ip, Loop: il, LocalIP: ipA, Window: o.Window, Sizes: []int{size}, Conns: 2, Seed: o.Seed, MinCwnd: o.MinCwnd, MinRTO: o.MinRTO,
 		Peer: rt.PeerAddr{MAC: [6]byte(pt.Port(tp).Info().MAC), IP: ipB}}
 	if r.send {
 		// One push, then Sends alone.
@@ -411,7 +421,7 @@ func (s *sides) addTransports(o Options, r row, pt *app.Pipeline, tp, tl int, pi
 
 // addMeter puts a stall meter on loop i (named name) of pipeline p.
 func (s *sides) addMeter(p *app.Pipeline, i int, name string) error {
-	m := newStallMeter(name, app.DefaultMinRTO)
+	m := newStallMeter(name, s.minRTO)
 	s.meters = append(s.meters, m)
 	return p.Add(app.Stage{Stage: m, Loop: i})
 }
@@ -520,7 +530,7 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 	}
 	rt1, er1, sp1 := s.retransmits()
 	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, spurious: sp1 - sp0, fabricLost: s.fabricLost() - l0}
-	res.stalls = s.stalls()
+	res.stalls, res.minRTO = s.stalls(), s.minRTO
 	for i := range res.stalls {
 		res.stalls[i].n -= st0[i].n
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/peregrine-net/peregrine/app"
 	"github.com/peregrine-net/peregrine/app/config"
 	"github.com/peregrine-net/peregrine/bench/smallops"
 	"github.com/peregrine-net/peregrine/core/rt"
@@ -21,6 +22,7 @@ func newBenchSmallOpsCommand() *cobra.Command {
 		seed     uint64
 		prefix   string
 		minCwnd  float64
+		minRTO   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "smallops",
@@ -51,20 +53,22 @@ push costs both ends, apart from the cross-core exchange. The namespaces are
 deleted at the end, also on error or SIGINT/SIGTERM.`,
 		Example: `  sudo peregrine bench smallops
   peregrine bench smallops --duration 500ms --window 64   # a quick look
-  peregrine bench smallops --min-cwnd 128                 # the whole window in flight, past Swift's delay target`,
+  peregrine bench smallops --min-cwnd 128                 # the whole window in flight, past Swift's delay target
+  sudo peregrine bench smallops --min-rto 50ms            # a timeout floor above this host's loop stalls`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return usage(
 				checkPositiveDuration("duration", duration, 10*time.Millisecond),
 				checkInt("window", window, 1, 2*rt.MaxWindowSize),
 				flagged("min-cwnd", config.CheckMinCwnd(minCwnd)),
+				checkPositiveDuration("min-rto", minRTO, time.Microsecond),
 			)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			_, _, err := smallops.Run(ctx, smallops.Options{
-				Out: cmd.OutOrStdout(), Duration: duration, Window: window, Seed: seed, Prefix: prefix, MinCwnd: minCwnd,
+				Out: cmd.OutOrStdout(), Duration: duration, Window: window, Seed: seed, Prefix: prefix, MinCwnd: minCwnd, MinRTO: minRTO,
 			})
 			return err
 		},
@@ -74,6 +78,7 @@ deleted at the end, also on error or SIGINT/SIGTERM.`,
 	f.IntVar(&window, "window", smallops.DefaultWindow, "operations kept in flight (on two connections; Sends on one)")
 	f.Uint64Var(&seed, "seed", 1, "seeds the fabric's losses and the endpoints")
 	f.Float64Var(&minCwnd, "min-cwnd", 0, "the initiator's least congestion window per connection in packets (0: the transport stage's default, 8); 128 keeps the whole window in flight")
+	f.DurationVar(&minRTO, "min-rto", app.DefaultMinRTO, "both endpoints' shortest retransmit timeout; the rows count their loops' stalls longer than it, which a lossless row's timeouts follow")
 	f.StringVar(&prefix, "netns-prefix", "", "name the namespaces PREFIX-a and PREFIX-b (default pgso<pid>)")
 	return cmd
 }
