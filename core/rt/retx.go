@@ -726,19 +726,11 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if r.minRTT == 0 || rtt < r.minRTT {
 			r.minRTT = rtt
 		}
-		switch {
-		case !m.overtaken(at, x.psn):
-			r.inOrder()
-		case !m.resent || e.opts.NoDupReports:
+		if m.overtaken(at, x.psn) {
 			r.lateness(rtt - m.rtt)
+		} else {
+			r.inOrder()
 		}
-		// Overtaken by a resend only: the resend's ACK was the first to
-		// name it, which says how long the hole the resend filled held
-		// the ACKs back (one lost with nothing behind it to repeat it,
-		// or coalesced), not how late it came: taken as lateness, each
-		// recovery widened the window the next one waits out. Duplicate
-		// reports say how late a packet was; without them this is the
-		// only sign of it a sprayed path gives.
 	}
 	if resent && x.prevAt != 0 && !e.opts.NoDupReports {
 		// Acknowledged after a resend: the resend may have been what
