@@ -36,6 +36,9 @@
 #                                                  the fabric's and target's over the
 #                                                  runs, the initiators' whole lives)
 #   RATIO <name> <value> goal >= <goal> <PASS|FAIL>  (one per comparison)
+#   # the path's reach: ...                       (the path ceiling over quic-go's
+#                                                  goodput at 1 % loss: the most the
+#                                                  loss1_vs_quic ratio could read here)
 #   SERIES <figure> <impl> <loss %> <value> ...   (goodput, p99 against loss;
 #                                                  bench render --report plots them)
 #   BENCH-SUMMARY pass=<n> fail=<m>               (last)
@@ -558,6 +561,10 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f\n", (b > 0 ? a / b : 0)}'; 
 
 ratio bulk_goodput_noloss_vs_path_ceiling "$(div "${peregrine_bulk["0%"]}" "$path_ceiling")" ">=" 0.8
 ratio bulk_goodput_loss1_vs_quic "$(div "${peregrine_bulk["1%"]}" "${quic_bulk["1%"]}")" ">=" 10
+# The most any transport could reach against quic-go here: the path's
+# lossless frame ceiling (measured above, in this run) over quic-go's
+# goodput at 1 % loss. Below the goal, the goal is out of the path's reach.
+echo "# the path's reach: its frame ceiling $path_ceiling Gbit/s (no loss, no transport) is $(div "$path_ceiling" "${quic_bulk["1%"]}")x quic-go's ${quic_bulk["1%"]} at 1 % loss, the most bulk_goodput_loss1_vs_quic could read on this path; peregrine carries $(div "${peregrine_bulk["1%"]}" "$path_ceiling") of that ceiling at 1 % loss"
 ratio bulk_goodput_loss1_vs_own_noloss "$(div "${peregrine_bulk["1%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.9
 ratio bulk_goodput_loss5_vs_own_noloss "$(div "${peregrine_bulk["5%"]}" "${peregrine_bulk["0%"]}")" ">=" 0.5
 ratio bulk_goodput_noloss_largest_frame_vs_kernel_tcp "$(div "$peregrine_bulk_jumbo" "$tcp_ceiling")" ">=" 1.0
