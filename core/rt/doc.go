@@ -148,11 +148,13 @@
 // decaying maximum (it starts at the first RTT, falls by 1/64 of the gap
 // per overtaken sample below it and by 1/1024 of itself per packet that
 // nothing overtook, so the in-order majority of a sprayed connection does
-// not wear it away between one burst of reordering and the next; only a
-// first copy overtaken by a first copy is late: one acknowledged after a
-// resend that filled a hole before it was only named late); an early
-// resend found spurious widens it at once; it never falls below a
-// quarter of the least RTT. Duplicate reports tell the sender what
+// not wear it away between one burst of reordering and the next); an
+// early resend found spurious widens it at once; it never falls below a
+// quarter of the least RTT. An ACK that comes sooner after a resend than
+// half the least RTT may be the first copy's or the resend's (a lone
+// resend on a path its window left idle goes round faster than the first
+// copies): it moves no mark, and only a duplicate report, below, calls
+// the resend spurious. Duplicate reports tell the sender what
 // timing alone cannot: a receiver that gets a packet it had already (a
 // duplicate, or a PSN before its window) says so in its next ACK
 // (wire.AckBody.Dup, the PSN in the ACK's PSN field; TxDupReport,
