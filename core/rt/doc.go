@@ -150,11 +150,12 @@
 // nothing overtook, so the in-order majority of a sprayed connection does
 // not wear it away between one burst of reordering and the next); an
 // early resend found spurious widens it at once; it never falls below a
-// quarter of the least RTT. An ACK that comes sooner after a resend than
-// half the least RTT may be the first copy's or the resend's (a lone
-// resend on a path its window left idle goes round faster than the first
-// copies): it moves no mark, and only a duplicate report, below, calls
-// the resend spurious. Duplicate reports tell the sender what
+// quarter of the least RTT. An ACK sooner after an early resend than half
+// the least RTT (half: a lone resend on a path its window left idle goes
+// round faster than the first copies, which queue and are acknowledged
+// together) shows the original came late. A timer's resend so
+// acknowledged is left to the duplicate report, below: its first copy's
+// wait includes the timer whenever that copy's ACK was lost. Duplicate reports tell the sender what
 // timing alone cannot: a receiver that gets a packet it had already (a
 // duplicate, or a PSN before its window) says so in its next ACK
 // (wire.AckBody.Dup, the PSN in the ACK's PSN field; TxDupReport,

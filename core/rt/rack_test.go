@@ -298,7 +298,8 @@ func TestReorderingEstimateOutlivesInOrderRuns(t *testing.T) {
 // the first copy's: the needed resend was called spurious, and the hole's
 // whole wait widened the reordering window (and, for a timer's resend,
 // the timeout) by a quarter more each time, which the next hole waited
-// out. Now the peer's duplicate report says whether a resend was needed.
+// out. Now an early resend is too soon against half the least RTT, and a
+// timer's only by the peer's duplicate report.
 // Before, these 4096 pushes took 2.93 ms against 1.38 without loss, with
 // 7 resends called spurious and 3 timeouts, and a window of 105 µs; now
 // 1.59 ms and 48 µs, all resends early.

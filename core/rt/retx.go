@@ -691,21 +691,23 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 			f.probeAcked = true
 		}
 	}
-	// An ACK too soon for the resend it acknowledges came for an earlier
-	// copy — or for a lone resend that went round faster than the first
-	// copies ever did (tooSoon). With duplicate reports it is ambiguous:
-	// it moves no mark (RFC 8985 skips such a sample), and the peer's
-	// report of the resend, if one comes, says that it was not needed
-	// (noteResent, tmo.note). Without them its timing is all there is.
+	// An ACK too soon for the resend it acknowledges (tooSoon) came for an
+	// earlier copy, and the resend was not needed. An early resend's is
+	// taken so at once: how late its original came widens the reordering
+	// window before more of a late burst is resent. A timer's resend waited
+	// out the timer, so the time its first copy took includes the timer
+	// itself whenever that copy's ACK was lost: learnt as a stall, each
+	// such wait set the next timeout a quarter longer. With duplicate
+	// reports that ACK is left ambiguous — it moves no mark (RFC 8985 skips
+	// such a sample) — and the peer's report of the resend decides
+	// (tmo.note); without them its timing is all there is.
 	ambiguous := resent && r.tooSoon(rtt, e.opts.NoDupReports) && x.prevAt != 0
-	if ambiguous && e.opts.NoDupReports {
-		// Taken for the earlier copy's ACK: the resend was not needed.
+	if ambiguous && (x.earlyDecl || e.opts.NoDupReports) {
 		at, rtt, resent, ambiguous = x.prevAt, e.now.Sub(x.prevAt), false, false
 		if !x.earlyDecl {
-			// The timer's resend: the first copy took this long. Not
-			// a probe's: frtoVerdict takes the wait from the ACK's echo,
-			// as that time includes the probe's own timer when the first
-			// copy's ACK was lost.
+			// Not a probe's: frtoVerdict takes the wait from the ACK's
+			// echo, as that time includes the probe's own timer when the
+			// first copy's ACK was lost.
 			e.cnt.own[cSpuriousTimeout]++
 			if !probe {
 				c.rtt.stalled(rtt, e.now, &e.opts)
@@ -716,6 +718,9 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 				// At least that late, with a margin; not more for each
 				// of many spurious resends that one late burst caused.
 				r.reo = max(r.reo, rtt-m.rtt+r.minRTT/4)
+				if !e.opts.NoDupReports {
+					r.widen(rtt - m.rtt + r.minRTT/4) // as a duplicate report would
+				}
 			}
 		}
 	}

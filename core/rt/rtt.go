@@ -322,14 +322,15 @@ func (r *rackState) inOrder() {
 }
 
 // tooSoon reports whether an ACK that came rtt after a packet's resend
-// may be too soon to be the resend's, so for an earlier copy (RFC 8985's
+// is too soon to be the resend's, so for an earlier copy (RFC 8985's
 // test), against half the least RTT: the least RTT is of first copies,
 // which the receiver acknowledges together and which queue behind each
 // other, while a lone resend that fills a hole is acknowledged at once on
 // a path its window has left idle — in memory 1.0 µs against a least of
-// 1.24. Such an ACK is ambiguous (rackAcked). Without duplicate reports
-// (noDup) the test is against the least RTT itself, as it was before
-// them.
+// 1.24. Taken as too soon, such a needed resend was called spurious and
+// its hole's whole wait widened the reordering window, a quarter more at
+// each hole (rackAcked). Without duplicate reports (noDup) the test is
+// against the least RTT itself, as it was before them.
 func (r *rackState) tooSoon(rtt time.Duration, noDup bool) bool {
 	if noDup {
 		return r.minRTT > 0 && rtt < r.minRTT

@@ -149,13 +149,10 @@ type Stats struct {
 	// at once; their resyncs' acknowledgements count in Abandoned.
 	GivenUp uint64
 	// SpuriousEarlyRetransmit counts early resends found unneeded by
-	// timing alone, with Options.NoDupReports: the packet's ACK came
-	// sooner than the resend could have earned, so an earlier
-	// transmission arrived. Each widens the connection's reordering
-	// window (retx.go, detectLoss). With duplicate reports (the default)
-	// such an ACK is ambiguous — a lone resend may go round faster than
-	// the first copies — and SpuriousDupReport counts the resends found
-	// unneeded.
+	// timing: the packet's ACK came sooner than the resend could have
+	// earned (half the least RTT; the least itself with
+	// Options.NoDupReports), so an earlier transmission arrived. Each
+	// widens the connection's reordering window (retx.go, detectLoss).
 	SpuriousEarlyRetransmit uint64
 	// SpuriousTimeout counts timer resends found unneeded (the peer's
 	// duplicate report of the resend; without reports, an ACK too soon
