@@ -127,6 +127,18 @@ func (n *rackNet) push(c *Conn, packets, size int) time.Duration {
 	return n.clk.Now().Sub(start)
 }
 
+// pushWithLoss pushes packets of size bytes over profile, then over
+// profile+loss on a new net with the same seed: the lossy net and its
+// connection, and how long each push took.
+func pushWithLoss(t *testing.T, profile, loss string, seed uint64, tweak func(o *Options), packets, size int) (n *rackNet, c *Conn, took, base time.Duration) {
+	t.Helper()
+	clean := newRackNet(t, profile, seed, tweak)
+	base = clean.push(clean.connect(), packets, size)
+	n = newRackNet(t, profile+loss, seed, tweak)
+	c = n.connect()
+	return n, c, n.push(c, packets, size), base
+}
+
 func (n *rackNet) connect() *Conn {
 	n.t.Helper()
 	c, err := n.a.Open(PeerAddr{MAC: macOf(n.pb), IP: ipB})
@@ -180,12 +192,7 @@ func TestSprayedPushHasNoSpuriousRetransmissions(t *testing.T) {
 func TestSprayedPushRecoversLossEarly(t *testing.T) {
 	const packets, size = 1024, 1024
 	long := func(o *Options) { o.MinRTO, o.InitialRTO = 5*time.Millisecond, 5*time.Millisecond }
-	clean := newRackNet(t, sprayed, 11, long)
-	base := clean.push(clean.connect(), packets, size)
-
-	n := newRackNet(t, sprayed+",path-loss=1%", 11, long)
-	c := n.connect()
-	took := n.push(c, packets, size)
+	n, _, took, base := pushWithLoss(t, sprayed, ",path-loss=1%", 11, long, packets, size)
 	st := n.a.Stats()
 	fs := n.fab.Stats()
 	lost := fs.AtoB.PathLossDrops
@@ -307,12 +314,7 @@ func TestLossWithoutReorderingKeepsTheWindowTight(t *testing.T) {
 	const packets, size = 4096, 64
 	const path = "delay=2us,rate=4gbit"
 	coalesce := func(o *Options) { o.AckEvery, o.AckDelay = 64, 50*time.Microsecond }
-	clean := newRackNet(t, path, 3, coalesce)
-	base := clean.push(clean.connect(), packets, size)
-
-	n := newRackNet(t, path+",loss=1%", 3, coalesce)
-	c := n.connect()
-	took := n.push(c, packets, size)
+	n, c, took, base := pushWithLoss(t, path, ",loss=1%", 3, coalesce, packets, size)
 	st := n.a.Stats()
 	fs := n.fab.Stats()
 	cc := &n.a.conns[c.c.idx]
