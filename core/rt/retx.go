@@ -665,11 +665,10 @@ func (e *Endpoint) rtoDue(c *conn, x *retxCtx) clock.Time {
 // rackAcked takes what an acknowledged packet tells the loss detection,
 // before its context is released: the window's mark (the most recently
 // sent packet acknowledged), the least RTT, and the reordering estimate —
-// how late the packet came if a later-sent first copy was acknowledged
-// first, and what a later duplicate report needs to know of a resend.
-// Without duplicate reports, an ACK too soon for a resend shows how late
-// the original came (then the window grows at once:
-// SpuriousEarlyRetransmit counts those).
+// how late the packet came if a later-sent one was acknowledged first, or
+// how late the original of a spurious early resend came (its ACK too soon
+// for the resend: the window grows at once, SpuriousEarlyRetransmit counts
+// those) — and what a later duplicate report needs to know of a resend.
 func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	if x.sends == 0 || x.sentAt == 0 {
 		return
