@@ -155,9 +155,10 @@
 // round faster than the first copies, which queue and are acknowledged
 // together) shows the original came late. A timer's resend so
 // acknowledged is left to the duplicate report, below: its first copy's
-// wait includes the timer whenever that copy's ACK was lost. Duplicate reports tell the sender what
-// timing alone cannot: a receiver that gets a packet it had already (a
-// duplicate, or a PSN before its window) says so in its next ACK
+// wait includes the timer whenever that copy's ACK was lost. Duplicate
+// reports tell the sender what timing alone cannot: a receiver that gets
+// a packet it had already (a duplicate, or a PSN before its window) says
+// so in its next ACK
 // (wire.AckBody.Dup, the PSN in the ACK's PSN field; TxDupReport,
 // RxDupReport), as a DSACK does, and a report of a packet whose latest
 // transmission was an early resend (SpuriousDupReport) proves the

@@ -156,9 +156,8 @@ type Stats struct {
 	SpuriousEarlyRetransmit uint64
 	// SpuriousTimeout counts timer resends found unneeded (the peer's
 	// duplicate report of the resend; without reports, an ACK too soon
-	// for it): the
-	// packet was waiting, not lost, and the timeout learns to cover such
-	// a wait (rtt.go, rttEstimator.stall).
+	// for it): the packet was waiting, not lost, and the timeout learns to
+	// cover such a wait (rtt.go, rttEstimator.stall).
 	SpuriousTimeout uint64
 	// SpuriousRTO counts retransmit timeouts the next ACK showed spurious
 	// (F-RTO: it acknowledged a packet sent before the timeout and never
