@@ -47,10 +47,11 @@ const (
 	// not.
 	IdleBusy IdleMode = iota
 	// IdleYield yields the CPU to the OS scheduler (sched_yield) every idle
-	// iteration, and to Go's (runtime.Gosched) every 16th, so other
-	// processes, the kernel's work and other goroutines can run; the
-	// thread still spins when nothing else wants the CPU, so an idle loop
-	// on an otherwise idle CPU uses all of it.
+	// iteration, and to Go's (runtime.Gosched) every 16th while pinned
+	// loops hold every P or every CPU of the process, so other processes,
+	// the kernel's work and other goroutines can run; the thread spins when
+	// nothing else wants the CPU, so an idle loop on an otherwise idle CPU
+	// uses all of it.
 	IdleYield
 	// IdleSleep sleeps between idle iterations, doubling the sleep from
 	// IdlePolicy.SleepMin up to SleepMax; any work resets it. Almost free
@@ -177,6 +178,7 @@ type Stats struct {
 	IdlePolls uint64 // iterations in which no stage reported work
 	Work      uint64 // sum of the work the stages reported
 	Yields    uint64 // idle yields (IdleYield)
+	GoYields  uint64 // of those, yields to Go's scheduler (see IdleYield)
 	Sleeps    uint64 // sleeps (IdleSleep)
 }
 
@@ -185,6 +187,7 @@ func (s *Stats) add(o Stats) {
 	s.IdlePolls += o.IdlePolls
 	s.Work += o.Work
 	s.Yields += o.Yields
+	s.GoYields += o.GoYields
 	s.Sleeps += o.Sleeps
 }
 
@@ -246,7 +249,7 @@ type Loop struct {
 	polling    int // stage being polled, -1 for the clock: names a panic
 
 	published struct {
-		polls, idlePolls, work, yields, sleeps atomic.Uint64
+		polls, idlePolls, work, yields, goYields, sleeps atomic.Uint64
 	}
 }
 
@@ -412,6 +415,7 @@ func (l *Loop) Stats() Stats {
 		IdlePolls: p.idlePolls.Load(),
 		Work:      p.work.Load(),
 		Yields:    p.yields.Load(),
+		GoYields:  p.goYields.Load(),
 		Sleeps:    p.sleeps.Load(),
 	}
 }
@@ -422,6 +426,7 @@ func (l *Loop) publish() {
 	p.idlePolls.Store(l.count.IdlePolls)
 	p.work.Store(l.count.Work)
 	p.yields.Store(l.count.Yields)
+	p.goYields.Store(l.count.GoYields)
 	p.sleeps.Store(l.count.Sleeps)
 }
 
@@ -431,6 +436,8 @@ func (l *Loop) run() {
 		// Never unlocked: the thread's affinity is changed below, and a
 		// goroutine exiting locked takes its thread with it.
 		runtime.LockOSThread()
+		pinnedLoops.Add(1)
+		defer pinnedLoops.Add(-1)
 		l.tid.Store(int32(unix.Gettid()))
 		var set unix.CPUSet
 		set.Set(l.cpu)
@@ -558,8 +565,21 @@ func (l *Loop) iterate() int {
 }
 
 // goschedEvery is how often an IdleYield loop lets Go's scheduler run other
-// goroutines instead of only yielding the CPU to the OS.
+// goroutines instead of only yielding the CPU to the OS, when it must.
 const goschedEvery = 16
+
+// pinnedLoops counts this process's running loops that hold a locked
+// thread. A pinned loop's idle yield is the OS's alone while these loops
+// leave a P free (for goroutines waiting to run) and a CPU free (for the
+// threads that run them): runtime.Gosched on a locked thread hands its P
+// to another thread and takes it back, two futex wake-ups and as many
+// context switches, which took a tenth of a bulk sender's CPU at every
+// 16th yield. Once the loops hold every P or every CPU, that hand-off is
+// what lets the rest of the process run: a goroutine a loop wakes waits
+// in the loop's P, and the thread that would steal it shares a CPU with a
+// spinning loop (the public API's loop door, a loop on each of two CPUs:
+// 600 µs a round trip with the Go yield, 960 µs without).
+var pinnedLoops atomic.Int32
 
 // adapt is IdleAdaptive's back-off: nothing within SpinFor of the last
 // work, a yield within YieldFor, a sleep after. A loop that never worked
@@ -583,9 +603,11 @@ func (l *Loop) backOff(mode IdleMode) {
 		// the thread. runtime.Gosched on a locked thread hands the thread
 		// off and wakes it again through futexes — most of an idle
 		// AF_XDP middlebox's time went there. Every gosched-th idle
-		// iteration still calls it, so the process's other goroutines get
-		// a P when every P runs a loop.
-		if l.count.Yields%goschedEvery == 0 {
+		// iteration still calls it when the process's other goroutines
+		// need it (see pinnedLoops; an unpinned loop's goroutine is not
+		// locked, so Go's yield is cheap).
+		if l.count.Yields%goschedEvery == 0 && (l.cpu < 0 || int(pinnedLoops.Load()) >= min(runtime.GOMAXPROCS(0), runtime.NumCPU())) {
+			l.count.GoYields++
 			runtime.Gosched()
 		} else {
 			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)

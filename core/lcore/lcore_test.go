@@ -117,10 +117,97 @@ func TestStatsAddUpInEveryIdleMode(t *testing.T) {
 				require.Zero(t, st.Sleeps)
 			case lcore.IdleYield:
 				require.Equal(t, backOffs, st.Yields)
+				require.Equal(t, backOffs/16, st.GoYields, "an unpinned loop yields to Go every 16th idle yield")
 				require.Zero(t, st.Sleeps)
 			case lcore.IdleSleep:
 				require.Zero(t, st.Yields)
 				require.Equal(t, backOffs, st.Sleeps)
+			}
+		})
+	}
+}
+
+// gatedStage works until open is set, then idles; it closes reached after
+// idle idle polls, and counts its first poll in started.
+type gatedStage struct {
+	open    *atomic.Bool
+	started *atomic.Int32
+	polls   int
+	idle    int
+	reached chan struct{}
+}
+
+func (s *gatedStage) Name() string { return "gated" }
+
+func (s *gatedStage) Poll(clock.Time) int {
+	if s.polls++; s.polls == 1 {
+		s.started.Add(1)
+	}
+	if !s.open.Load() {
+		return 1
+	}
+	if s.idle--; s.idle == 0 {
+		close(s.reached)
+	}
+	return 0
+}
+
+// TestPinnedYieldGoesToGoOnlyWhenLoopsHoldEveryPOrCPU: a pinned loop's
+// idle yield goes to Go's scheduler (runtime.Gosched, costly on a locked
+// thread) every 16th time only while pinned loops hold every P or every
+// CPU of the process; with a P and a CPU to spare, the OS's yield alone.
+func TestPinnedYieldGoesToGoOnlyWhenLoopsHoldEveryPOrCPU(t *testing.T) {
+	allowed := allowedCPUs(t)
+	var cpus []int
+	for c := range 1024 {
+		if allowed.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	require.NotEmpty(t, cpus, "this process may run on no CPU")
+	for _, c := range []struct {
+		name  string
+		loops int // pinned loops, on the first allowed CPUs
+		procs int // GOMAXPROCS
+		goes  bool
+	}{
+		{"a spare P and CPU", 1, runtime.NumCPU() + 1, false},
+		{"every P pinned", 1, 1, true},
+		{"every CPU pinned", runtime.NumCPU(), runtime.NumCPU() + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.loops > len(cpus) || !c.goes && runtime.NumCPU() < 2 || c.loops > 16 {
+				t.Skipf("needs %d pinned loops (at most 16) on CPUs this process may use, and a CPU to spare without a Go yield; it may use %d", c.loops, len(cpus))
+			}
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.procs))
+			const idle = 200
+			var open atomic.Bool
+			var started atomic.Int32
+			var g lcore.Group
+			var stages []*gatedStage
+			for i := range c.loops {
+				s := &gatedStage{open: &open, started: &started, idle: idle, reached: make(chan struct{})}
+				stages = append(stages, s)
+				g.Add(mustNew(t, lcore.Options{Name: fmt.Sprintf("pinned%d", i), CPU: cpus[i], Idle: lcore.IdlePolicy{Mode: lcore.IdleYield, SpinPolls: 1}, Stages: []lcore.Stage{s}}))
+			}
+			require.NoError(t, g.StartAll())
+			for started.Load() < int32(c.loops) { // every loop pinned and counted before any idles
+				runtime.Gosched()
+			}
+			open.Store(true)
+			for _, s := range stages {
+				<-s.reached
+			}
+			g.StopAll()
+			require.NoError(t, g.WaitAll())
+			for _, l := range g.Loops() {
+				st := l.Stats()
+				require.GreaterOrEqual(t, st.Yields, uint64(idle-1))
+				if c.goes {
+					require.Equal(t, st.Yields/16, st.GoYields, "every 16th idle yield is Go's")
+				} else {
+					require.Zero(t, st.GoYields, "the OS's yield alone")
+				}
 			}
 		})
 	}
