@@ -459,7 +459,7 @@ cpu_per_byte() { # T0_TARGET T0_FABRIC T0_CHILDREN
 	i=$(awk -v a="$3" 'NR == 1 {print $1 - a}' "$tmp/children")
 	((bulk_bytes > 0)) || return 0
 	awk -v t="$t" -v f="$f" -v i="$i" -v n="$bulk_bytes" -v mhz="$mhz" 'BEGIN {
-		printf "# cpu per byte, peregrine bulk loss=0%%: %d bytes; CPU s initiator %.2f, fabric %.2f, target %.2f; at %d MHz\n", n, i, f, t, mhz
+		printf "# cpu per byte, peregrine bulk loss=0%%: %.0f bytes; CPU s initiator %.2f, fabric %.2f, target %.2f; at %d MHz\n", n, i, f, t, mhz
 		printf "FIGURE bulk_cpu_cycles_per_byte_initiator %.2f\n", i * mhz * 1e6 / n
 		printf "FIGURE bulk_cpu_cycles_per_byte_fabric %.2f\n", f * mhz * 1e6 / n
 		printf "FIGURE bulk_cpu_cycles_per_byte_target %.2f\n", t * mhz * 1e6 / n
