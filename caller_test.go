@@ -181,3 +181,44 @@ func TestIdleYieldBacksOffAloneAndNotWhenShared(t *testing.T) {
 	<-ran
 	require.EqualValues(t, 1, gap.Load(), "a yield that ran another goroutine should bring the gap back to 1")
 }
+
+// Under PollCaller a blocking Recv takes an already-queued message on its
+// own goroutine (recvQueued): it must keep the call order — a Recv started
+// before it gets the older message, even one still in the submission ring
+// — and a message longer than its buffer still fails with ErrTooLarge and
+// stays queued.
+func TestCallerRecvOfQueuedMessagesKeepsOrder(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{Poll: PollCaller}, Options{Poll: PollCaller})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ca, cb, _ := connect(t, a, b, ConnOptions{RecvSlots: 8})
+	ctx := ctxT(t)
+	msgs := []string{"first", "the second message", "third", "fourth"}
+	for _, m := range msgs {
+		require.NoError(t, ca.Send(ctx, []byte(m)))
+	}
+	// The first two reach b's queue: a Recv polls b until the first is in.
+	buf := make([]byte, 64)
+	n, err := cb.Recv(ctx, buf)
+	require.NoError(t, err)
+	require.Equal(t, msgs[0], string(buf[:n]))
+
+	// An asynchronous Recv started (submitted, not yet taken by a poll)
+	// before a blocking one: it is owed the older message.
+	var early Op
+	earlyBuf := make([]byte, 64)
+	require.NoError(t, cb.RecvAsync(&early, earlyBuf))
+	n, err = cb.Recv(ctx, buf)
+	require.NoError(t, err)
+	require.Equal(t, msgs[2], string(buf[:n]), "the blocking Recv took a message owed to the Recv started before it")
+	n, err = early.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, msgs[1], string(earlyBuf[:n]))
+
+	// A buffer too short: ErrTooLarge, and the message stays for the next.
+	_, err = cb.Recv(ctx, buf[:3])
+	require.ErrorIs(t, err, ErrTooLarge)
+	n, err = cb.Recv(ctx, buf)
+	require.NoError(t, err)
+	require.Equal(t, msgs[3], string(buf[:n]))
+}

@@ -193,6 +193,42 @@ func (cn *conn) match() {
 	}
 }
 
+// recvQueued is a blocking Recv's way under PollCaller when its message is
+// in already (a request-response caller's usual case: the response came
+// with the ACK its Send waited for): with the token free, it takes the
+// submissions first, so that a Recv submitted before it is matched first,
+// and then copies the oldest queued message into buf and posts its slot
+// again, with no op and no trip through the submission ring. false: it
+// took nothing (the token held elsewhere, no message queued, a Recv
+// waiting ahead, buf too short for the message), and the Recv goes the
+// usual way, which also reports a short buf.
+func (cn *conn) recvQueued(buf []byte) (n int, took bool) {
+	e := cn.e
+	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
+		return 0, false
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			e.closing.Store(true) // as tryIntake: a panic leaves no state to trust
+		}
+		e.woke = false
+		e.release()
+	}()
+	e.retryBacklog()
+	e.intake()
+	if cn.recvHead == nil && cn.ready.len() > 0 && len(buf) >= cn.ready.peek().n {
+		m := cn.ready.pop()
+		off := int(m.slot) * cn.size
+		n = copy(buf, cn.slotMem[off:off+m.n])
+		cn.repost(m.slot)
+		took = true
+	}
+	e.postSlots()
+	ok = true
+	return n, took
+}
+
 // recvPosted queues a Recv.
 func (cn *conn) recvPosted(op *Op) {
 	op.o.next = nil

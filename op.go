@@ -181,6 +181,11 @@ func (cn *conn) blocking(ctx context.Context, kind opKind, buf []byte, r *Region
 		return 0, err
 	}
 	e := cn.e
+	if kind == opRecv && e.caller {
+		if n, ok := cn.recvQueued(buf); ok {
+			return n, nil
+		}
+	}
 	op := e.takeOp()
 	cn.fill(op, kind, buf, r, off, remote)
 	// A Recv borrows its message's slot and copies on this goroutine, off
