@@ -79,8 +79,12 @@ var (
 // api-caller is the public package with its endpoints polled by their
 // callers (Options.Poll: PollCaller) rather than by their loops.
 // raw-loops is the raw door in the public API's layout: each endpoint
-// polled by its own pinned goroutine.
-var Doors = []string{"raw", "raw-loops", "api", "api-caller", "sidecar", "tcp"}
+// polled by its own pinned goroutine. The doors a ratio compares run back
+// to back — raw-loops, api-caller, sidecar — and the api door, whose
+// one-in-flight rows run out their RowTime on two CPUs, after them: on a
+// virtual machine a row's cost moves by half from one minute to the next,
+// and seconds between two rows let the ratio read that instead.
+var Doors = []string{"raw", "raw-loops", "api-caller", "sidecar", "api", "tcp"}
 
 // Wheres are the media: in memory (mem: ports; kernel TCP over loopback)
 // and an AF_XDP veth pair between two namespaces (kernel TCP over it).
