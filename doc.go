@@ -37,7 +37,9 @@
 // at its op, yielding, and then parks until the op completes or the token
 // is free. A waiter's first look takes the submissions without polling the
 // transport, so a Recv of a message already queued costs no transport
-// poll. The loop still runs, never pinned, idling with the sleep policy,
+// poll; a blocking Recv that finds the token free takes such a message
+// itself, copying it out of its receive slot with no op and no hand-off
+// through the submission ring. The loop still runs, never pinned, idling with the sleep policy,
 // and polls only while no caller has polled for a millisecond: timers,
 // accepts and closes go on between calls. Below, "the loop" means the token's holder in this mode:
 // what the loop owns (the transport, the backlog, the connections' receive
