@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,4 +222,28 @@ func TestCallerRecvOfQueuedMessagesKeepsOrder(t *testing.T) {
 	n, err = cb.Recv(ctx, buf)
 	require.NoError(t, err)
 	require.Equal(t, msgs[3], string(buf[:n]))
+}
+
+// A connection whose receive slots waited for room in the completion
+// queue (listed in engine.reposts) and were posted later is off the list:
+// it must be listed again the next time its slots wait, or they would stay
+// unposted until one of its messages came in, and none can come into
+// slots that are not posted.
+func TestRepostListedAgainAfterItLeftTheList(t *testing.T) {
+	h := testHost(t, HostOptions{})
+	a, b := pair(t, h, Options{Poll: PollCaller}, Options{Poll: PollCaller})
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	_, cb, _ := connect(t, a, b, ConnOptions{RecvSlots: 4})
+	e, cn := b.e, &cb.c
+	for !e.token.CompareAndSwap(false, true) { // the engine is the test's from here
+		runtime.Gosched()
+	}
+	defer e.release()
+	listed := func() bool { return slices.Contains(e.reposts, cn) }
+	for round := range 2 {
+		cn.listRepost() // as repost does when the completion queue has no room
+		require.True(t, listed(), "round %d: the waiting slots' connection is listed", round)
+		e.postSlots() // room now: its slots are posted and it leaves the list
+		require.False(t, listed(), "round %d: its slots posted, it leaves the list", round)
+	}
 }

@@ -692,6 +692,8 @@ func (e *engine) postSlots() {
 	for _, cn := range e.reposts {
 		if !cn.postSlots() {
 			kept = append(kept, cn)
+		} else {
+			cn.inRepost = false // off the list: the next listRepost lists it again
 		}
 	}
 	clear(e.reposts[len(kept):])
