@@ -678,13 +678,16 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	m.progress = e.now
 	at, rtt := x.sentAt, e.now.Sub(x.sentAt)
 	resent, fresh := x.sends > 1, x.sends == 1
+	// The ACK came too soon for the resend it acknowledges (tooSoon): it
+	// was for an earlier copy. See below for what that proves.
+	ambiguous := resent && x.prevAt != 0 && r.tooSoon(rtt, e.opts.NoDupReports)
 	probe := false // x is the probe of its window's timeout under test
 	if f := &c.rtt.frto[k]; f.at != 0 {
 		probe = x.psn == f.probe
 		// Evidence for the window's timeout under test (frtoVerdict).
 		switch {
 		case fresh && x.sentAt < f.at,
-			x.psn == f.probe && resent && r.tooSoon(rtt, e.opts.NoDupReports) && x.prevAt != 0: // the probe's first copy
+			x.psn == f.probe && ambiguous: // the probe's first copy
 			f.orig = true
 		case x.psn == f.probe:
 			f.probeAcked = true
@@ -700,7 +703,6 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	// reports that ACK is left ambiguous — it moves no mark (RFC 8985 skips
 	// such a sample) — and the peer's report of the resend decides
 	// (tmo.note); without them its timing is all there is.
-	ambiguous := resent && r.tooSoon(rtt, e.opts.NoDupReports) && x.prevAt != 0
 	if ambiguous && (x.earlyDecl || e.opts.NoDupReports) {
 		at, rtt, resent, ambiguous = x.prevAt, e.now.Sub(x.prevAt), false, false
 		if !x.earlyDecl {
