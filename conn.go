@@ -203,29 +203,15 @@ func (cn *conn) match() {
 // waiting ahead, buf too short for the message), and the Recv goes the
 // usual way, which also reports a short buf.
 func (cn *conn) recvQueued(buf []byte) (n int, took bool) {
-	e := cn.e
-	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
-		return 0, false
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			e.closing.Store(true) // as tryIntake: a panic leaves no state to trust
+	cn.e.intakeThen(func() {
+		if cn.recvHead == nil && cn.ready.len() > 0 && len(buf) >= cn.ready.peek().n {
+			m := cn.ready.pop()
+			off := int(m.slot) * cn.size
+			n = copy(buf, cn.slotMem[off:off+m.n])
+			cn.repost(m.slot)
+			took = true
 		}
-		e.woke = false
-		e.release()
-	}()
-	e.retryBacklog()
-	e.intake()
-	if cn.recvHead == nil && cn.ready.len() > 0 && len(buf) >= cn.ready.peek().n {
-		m := cn.ready.pop()
-		off := int(m.slot) * cn.size
-		n = copy(buf, cn.slotMem[off:off+m.n])
-		cn.repost(m.slot)
-		took = true
-	}
-	e.postSlots()
-	ok = true
+	})
 	return n, took
 }
 

@@ -199,7 +199,12 @@ func (e *engine) tryPoll() (n int, ok bool) {
 // is free, without polling the transport: what the engine can answer at
 // once (a Recv of a queued message) completes; a Send waits in the
 // transport for the next poll to schedule it. false: not taken.
-func (e *engine) tryIntake() bool {
+func (e *engine) tryIntake() bool { return e.intakeThen(nil) }
+
+// intakeThen is tryIntake, and then, still holding the token, runs then
+// (when not nil). A panic under the token marks the endpoint closing, as
+// pollHolding says.
+func (e *engine) intakeThen(then func()) bool {
 	if e.closing.Load() || !e.token.CompareAndSwap(false, true) {
 		return false
 	}
@@ -214,6 +219,9 @@ func (e *engine) tryIntake() bool {
 	e.retryBacklog()
 	e.intake()
 	e.postSlots()
+	if then != nil {
+		then()
+	}
 	ok = true
 	return true
 }
