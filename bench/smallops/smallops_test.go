@@ -108,5 +108,7 @@ func BenchmarkRow(b *testing.B) {
 		b.ReportMetric(res.perCPU(), "ops/cpu-s")
 		b.ReportMetric(float64(res.retx+res.earlyR), "retx")
 		b.ReportMetric(float64(res.bytes), "bytes-moved")
+		b.ReportMetric(float64(res.retx), "timeouts")
+		b.ReportMetric(float64(res.spurious), "spurious")
 	}
 }

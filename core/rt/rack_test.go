@@ -328,3 +328,91 @@ func TestLossWithoutReorderingKeepsTheWindowTight(t *testing.T) {
 	require.Less(t, cc.rtt.rack.reoWnd(), 2*cc.rtt.srtt, "the reordering window within two round trips")
 	require.Less(t, took, base+base/4, "the lossy push within a quarter of the lossless one")
 }
+
+// warmRackNet is a net on a 5 µs lossless path whose connection has
+// pushed 256 packets: its RTT and reordering window learnt (before).
+func warmRackNet(t *testing.T) (n *rackNet, c *Conn, cc *conn, before time.Duration) {
+	t.Helper()
+	n = newRackNet(t, "delay=2us,rate=4gbit", 1, nil)
+	c = n.connect()
+	n.push(c, 256, 64)
+	cc = &n.a.conns[c.c.idx]
+	return n, c, cc, cc.rtt.rack.reoWnd()
+}
+
+// sendBurst sends count 64 B pushes on c at once (cookies from 1001).
+func (n *rackNet) sendBurst(c *Conn, count int) {
+	n.t.Helper()
+	for i := 1001; i <= 1000+count; i++ {
+		_, err := c.Send(SendHeader{Type: wire.TypePushRequest, RSN: uint32(i), Cookie: uint64(i)}, payload(uint64(i), 64))
+		require.NoError(n.t, err)
+	}
+}
+
+// TestTailAckLossIsNoReordering: the ACK of a burst's last packets is
+// lost and nothing follows them, so the retransmit timer resends the
+// oldest as its probe; the peer's ACK of that resend acknowledges the
+// rest of the burst with it. Those packets were sent before the resend
+// and acknowledged with it, not after it: no packet overtook them. Taken
+// for overtaken, each gave a lateness of a whole timeout and the
+// reordering window grew to it, so every later hole waited a timeout
+// before it was resent — through the fabric at 1 % loss each way a
+// host's 1 ms stall turned 2 M pushes a second into 0.3 M for the rest of
+// the run.
+func TestTailAckLossIsNoReordering(t *testing.T) {
+	n, c, cc, before := warmRackNet(t)
+	n.fab.SetLinkDown(fabric.BtoA, true)
+	const tail = 8
+	n.sendBurst(c, tail)
+	for len(n.got) < 256+tail {
+		n.step()
+	}
+	// The peer's ACK of the tail goes into the dead link.
+	require.NoError(t, n.clk.Set(n.clk.Now().Add(100*time.Microsecond)))
+	n.poll()
+	require.Positive(t, n.fab.Stats().BtoA.LinkDown, "the tail's ACK was lost")
+	n.fab.SetLinkDown(fabric.BtoA, false)
+	for len(n.cookie) < 256+tail {
+		n.step()
+	}
+	st := n.a.Stats()
+	t.Logf("reordering window %v before, %v after; SRTT %v, RTO %v; timeouts %d", before, cc.rtt.rack.reoWnd(), cc.rtt.srtt, cc.rtt.rto, st.TxRetransmit)
+	require.Positive(t, st.TxRetransmit, "the timer resent the tail's probe")
+	require.Less(t, cc.rtt.rack.reoWnd(), 50*time.Microsecond, "the reordering window far below the timeout (the path's round trip is 5 µs)")
+}
+
+// TestPeerStallIsNoReordering: the peer's poll loop stops for a few
+// timeouts while a window is in flight. The timer resends its probe, the
+// oldest packet, again and again; when the peer runs again it
+// acknowledges the probe's first copy — taken as the latest resend's —
+// and then the packets sent with that first copy, all of them sent
+// before the resend. Neither the reordering window nor its floor may
+// learn the stall from them: they came in order.
+func TestPeerStallIsNoReordering(t *testing.T) {
+	n, c, cc, before := warmRackNet(t)
+	const burst = 64
+	n.sendBurst(c, burst)
+	// The peer's loop is off its CPU for 3 ms: the sender and the fabric
+	// run, the peer's frames wait in its port.
+	stallEnd := n.clk.Now().Add(3 * time.Millisecond)
+	for n.clk.Now() < stallEnd {
+		now := n.clk.Now()
+		if n.a.Poll(now)+n.fab.Poll(now) == 0 {
+			next := stallEnd
+			if t, ok := n.a.NextDeadline(); ok {
+				next = min(next, t)
+			}
+			if t, ok := n.fab.NextDeadline(); ok {
+				next = min(next, t)
+			}
+			require.NoError(t, n.clk.Set(max(next, now.Add(time.Microsecond))))
+		}
+	}
+	require.Positive(t, n.a.Stats().TxRetransmit, "the timer resent the probe during the stall")
+	for len(n.cookie) < 256+burst {
+		n.step()
+	}
+	r := &cc.rtt.rack
+	t.Logf("reordering window %v before, %v after (estimate %v, floor %v); SRTT %v; timeouts %d, early resends %d", before, r.reoWnd(), r.reo, r.floor, cc.rtt.srtt, n.a.Stats().TxRetransmit, n.a.Stats().TxEarlyRetransmit)
+	require.Less(t, r.reoWnd(), 50*time.Microsecond, "the reordering window far below the stall (the path's round trip is 5 µs)")
+}

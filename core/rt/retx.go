@@ -732,10 +732,18 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if r.minRTT == 0 || rtt < r.minRTT {
 			r.minRTT = rtt
 		}
-		if m.overtaken(at, x.psn) {
-			r.lateness(rtt - m.rtt)
-		} else {
+		// Overtaken by a resend is no evidence of reordering: which copy
+		// its ACK was for is unknown (Karn). After a tail whose ACK was
+		// lost, the timer's probe is acknowledged with the packets sent
+		// before it; after the peer's loop stalled, the probe's first
+		// copy is acknowledged as the resend, just before the packets
+		// sent with it. Taken for overtaken, each gave the lateness of a
+		// whole timeout or stall, and every later hole waited it out.
+		switch {
+		case !m.overtaken(at, x.psn):
 			r.inOrder()
+		case !m.resent:
+			r.lateness(rtt - m.rtt)
 		}
 	}
 	if resent && x.prevAt != 0 && !e.opts.NoDupReports {
