@@ -137,3 +137,47 @@ func TestFRTORecoversBurstLoss(t *testing.T) {
 	}
 	require.Zero(t, st.Internal+h.b.Stats().Internal)
 }
+
+// Both loops stop while the sender's oldest packet is a hole (the ACKs
+// that came before the stop showed it) and its reordering timer is
+// armed. When the sender's loop runs again, that timer finds the
+// retransmit timeout due as well, and the timers of the packets sent
+// after the hole, which the stalled peer holds, expire with it. The
+// hole's resend is the timeout's probe: the other expiries are held for
+// its verdict, not each resent. Each used to be — the hole's timer went
+// out as a plain timeout, and with the oldest packet queued no later
+// expiry started F-RTO: a window of resends the peer had.
+func TestLateHoleIsTheTimeoutsProbe(t *testing.T) {
+	h, ca, _ := frtoHarness(t)
+	dropped := false
+	h.pa.tap = func(f *wire.Frame) int {
+		if !dropped && f.Header.Type == wire.TypePushUnsolicitedData {
+			dropped = true
+			return 0
+		}
+		return 1
+	}
+	const half = 32
+	send := func(from int) {
+		for i := from; i < from+half; i++ {
+			_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, RSN: uint32(i)}, payload(uint64(7000+i), 64))
+			require.NoError(t, err)
+		}
+	}
+	send(0)
+	now := h.clk.Now()
+	h.a.Poll(now)
+	h.pollOnly(h.b, now.Add(50*time.Microsecond)) // b acknowledges all but the hole
+	send(half)
+	h.a.Poll(h.clk.Now()) // a learns of the hole, sends the second half; b is off its CPU
+	rto := ca.RTO()
+	require.NoError(t, h.clk.Set(h.clk.Now().Add(3*rto))) // and so is a
+	h.a.Poll(h.clk.Now())
+	mid := h.a.Stats()
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	t.Logf("RTO %v: resent %d by timer (%d when a ran again) and %d early, spurious timeouts %d", rto, st.TxRetransmit, mid.TxRetransmit, st.TxEarlyRetransmit, st.SpuriousRTO)
+	require.Positive(t, mid.TxEarlyRetransmit+mid.TxRetransmit, "the hole went out when a ran again")
+	require.LessOrEqual(t, st.TxRetransmit+st.TxEarlyRetransmit, uint64(2), "the peer's packets were resent")
+	require.Zero(t, st.Internal+h.b.Stats().Internal)
+}

@@ -81,21 +81,29 @@ func (e *Endpoint) onTimer(id clock.TimerID, data uint64) {
 			return
 		}
 		x.timer = clock.NoTimer
-		if x.rackDue != 0 {
+		switch {
+		case x.rackDue != 0:
+			// A reordering window's end that found the timeout due as
+			// well (a loop that ran late) is that timeout, F-RTO's like
+			// any other: handled as a plain one, it started no episode,
+			// and with the oldest packet queued no later expiry could.
 			x.rackDue = 0
 			if e.onRackTimer(uint32(idx), x) {
 				return
 			}
-		} else if x.holdUntil == 0 || e.now < x.holdUntil {
+		case x.holdUntil == 0 || e.now < x.holdUntil:
 			// Not the end of a peer's hold-off: the timeout runs from the
 			// last ACK that made progress (rtoDue).
 			if due := e.rtoDue(&e.conns[x.conn], x); e.now < due {
 				e.armRetx(uint32(idx), x, due)
 				return
 			}
-			if e.frtoHold(uint32(idx), x) {
-				return
-			}
+		default:
+			e.onRetxTimeout(uint32(idx), x)
+			return
+		}
+		if e.frtoHold(uint32(idx), x) {
+			return
 		}
 		e.onRetxTimeout(uint32(idx), x)
 	case timerAck:
