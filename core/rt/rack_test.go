@@ -27,6 +27,9 @@ type rackNet struct {
 	pb     port.Port
 	got    map[uint64]int // deliveries at b by sequence number
 	cookie []uint64       // cookies acknowledged at a
+	// bOff, when set, reports whether b's loop is off its CPU at a time:
+	// b is not polled then, and its frames wait in its port.
+	bOff func(clock.Time) bool
 }
 
 func newRackNet(t *testing.T, profile string, seed uint64, tweak func(o *Options)) *rackNet {
@@ -74,7 +77,11 @@ func newRackNet(t *testing.T, profile string, seed uint64, tweak func(o *Options
 
 func (n *rackNet) poll() int {
 	now := n.clk.Now()
-	return n.a.Poll(now) + n.fab.Poll(now) + n.b.Poll(now)
+	work := n.a.Poll(now) + n.fab.Poll(now)
+	if n.bOff == nil || !n.bOff(now) {
+		work += n.b.Poll(now)
+	}
+	return work
 }
 
 // step polls, and when nothing moved jumps to the next deadline.
@@ -415,4 +422,29 @@ func TestPeerStallIsNoReordering(t *testing.T) {
 	r := &cc.rtt.rack
 	t.Logf("reordering window %v before, %v after (estimate %v, floor %v); SRTT %v; timeouts %d, early resends %d", before, r.reoWnd(), r.reo, r.floor, cc.rtt.srtt, n.a.Stats().TxRetransmit, n.a.Stats().TxEarlyRetransmit)
 	require.Less(t, r.reoWnd(), 50*time.Microsecond, "the reordering window far below the stall (the path's round trip is 5 µs)")
+}
+
+// TestPeerStallLeavesLossRecoveryFast: 20,000 pushes on a path that loses
+// 1 % each way, once as they are and once with the peer's loop off its
+// CPU for 3 ms a millisecond in. The stall may cost its own length and a
+// little more, not the rest of the run: before, the reordering window
+// learnt the stall from the packets acknowledged after it and the holes
+// after it waited for what it learnt — 21.0 ms against 7.5 without the
+// stall; 10.0 against 7.2 now.
+func TestPeerStallLeavesLossRecoveryFast(t *testing.T) {
+	const packets, size, seed = 20000, 64, 5
+	const path = "delay=2us,rate=4gbit,loss=1%"
+	const stallFor = 3 * time.Millisecond
+	clean := newRackNet(t, path, seed, nil)
+	base := clean.push(clean.connect(), packets, size)
+	n := newRackNet(t, path, seed, nil)
+	c := n.connect()
+	stallAt := n.clk.Now().Add(time.Millisecond)
+	n.bOff = func(now clock.Time) bool { return now >= stallAt && now < stallAt.Add(stallFor) }
+	took := n.push(c, packets, size)
+	cc := &n.a.conns[c.c.idx]
+	st := n.a.Stats()
+	t.Logf("%d pushes in %v with a %v stall, %v without; early resends %d, timeouts %d; reordering window %v, SRTT %v, RTO %v",
+		packets, took, stallFor, base, st.TxEarlyRetransmit, st.TxRetransmit, cc.rtt.rack.reoWnd(), cc.rtt.srtt, cc.rtt.rto)
+	require.Less(t, took, base+stallFor+base/2, "the stall cost more than itself")
 }
