@@ -191,9 +191,15 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	if rounds > 1 {
 		show = func(row string, r result) { noteRow(o.Out, row, r) }
 	}
+	var pingPongs []float64 // each round's cross-core round trip, ns
 	for round := range rounds {
+		pp, err := benchtopo.PingPong(cpuA, cpuB, benchtopo.PingPongRounds)
+		if err != nil {
+			return 0, 0, fmt.Errorf("bench rpc: %w", err)
+		}
+		pingPongs = append(pingPongs, float64(pp.Nanoseconds()))
 		if rounds > 1 {
-			fmt.Fprintf(o.Out, "  # round %d of %d\n", round+1, rounds)
+			fmt.Fprintf(o.Out, "  # round %d of %d: a cache line's round trip between CPUs %d and %d %d ns\n", round+1, rounds, cpuA, cpuB, pp.Nanoseconds())
 		}
 		c, err := runRound(ctx, o, doors, cpuA, cpuB, rep, rows, fileRuns, fileErrs, show)
 		if err != nil {
@@ -230,7 +236,11 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 			fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", where, door, files[k]*8/1e9)
 		}
 	}
-	ratios(rep, o, got, byRound(rows, rounds), files, fileErrs, ceil, ceilErr)
+	pp := slices.Sorted(slices.Values(pingPongs))[len(pingPongs)/2]
+	fmt.Fprintf(o.Out, "FIGURE rpc_crosscore_pingpong_ns %.0f\n", pp)
+	rep.Note("rpc_crosscore_pingpong_ns: one cache line's round trip between CPUs %d and %d, %d times before each round (the median batch of a thousand; the median round's): the floor under every exchange between the doors' loops and callers on the two CPUs. It moves with the machine — 90 ns in one minute, 390 in another on two virtual CPUs — and the in-memory rows with it, the sidecar's (more exchanges a round trip) most",
+		cpuA, cpuB, benchtopo.PingPongRounds)
+	ratios(rep, o, got, byRound(rows, rounds), pingPongs, files, fileErrs, ceil, ceilErr)
 	pass, fail = rep.Summary()
 	return pass, fail, nil
 }
@@ -415,14 +425,18 @@ func medianRound(rounds []map[string]result, value func(map[string]result) float
 	return rounds[order[len(order)/2]], vs
 }
 
-// roundsNote lists the rounds' values of a ratio taken within each round.
-func roundsNote(vs []float64) string {
+// roundsNote lists the rounds' values of a ratio taken within each round,
+// each with that round's cross-core round trip (pingPongs, ns).
+func roundsNote(vs, pingPongs []float64) string {
 	if len(vs) < 2 {
 		return ""
 	}
 	s := make([]string, len(vs))
 	for i, v := range vs {
 		s[i] = fmt.Sprintf("%.3f", v)
+		if i < len(pingPongs) {
+			s[i] += fmt.Sprintf(" (cache line %.0f ns)", pingPongs[i])
+		}
 	}
 	return fmt.Sprintf("; the median round's, of %s", strings.Join(s, ", "))
 }
@@ -440,7 +454,7 @@ func fasterAPI(g map[string]result) (float64, string) {
 // each round and the median round's is given (medianRound); allocations
 // are the fewest any round made (medianOf) and the file ratio is of the
 // two transfers' medians.
-func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[string]result, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
+func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[string]result, pingPongs []float64, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
 	noted := map[string]bool{}
 	have := func(names ...string) bool {
 		for _, n := range names {
@@ -465,7 +479,7 @@ func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[s
 		best, mode := fasterAPI(g)
 		rep.Add(report.Ratio{Name: "api_vs_raw_cost_1k", Value: best / g[r].nsPerOp(), Op: report.AtMost, Target: 1.15,
 			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: public API %.0f (the faster mode, %s; loop %.0f, caller %.0f) ÷ raw txn, each endpoint on its own CPU, %.0f (one goroutine polling both: %.0f)%s",
-				best, mode, g[a].nsPerOp(), g[c].nsPerOp(), g[r].nsPerOp(), g[f].nsPerOp(), roundsNote(vs))})
+				best, mode, g[a].nsPerOp(), g[c].nsPerOp(), g[r].nsPerOp(), g[f].nsPerOp(), roundsNote(vs, pingPongs))})
 	}
 	if s, a, c := "mem_sidecar_1k_x1", "mem_api_1k_x1", "mem_api-caller_1k_x1"; have(s, a, c) {
 		// Against the in-process door's faster mode, as above: the
@@ -473,19 +487,19 @@ func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[s
 		g, vs := medianRound(rounds, func(g map[string]result) float64 { in, _ := fasterAPI(g); return g[s].nsPerOp() / in })
 		in, mode := fasterAPI(g)
 		rep.Add(report.Ratio{Name: "sidecar_vs_inprocess_cost_1k", Value: g[s].nsPerOp() / in, Op: report.AtMost, Target: 1.3,
-			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f (the faster mode, %s)%s", g[s].nsPerOp(), in, mode, roundsNote(vs))})
+			Detail: fmt.Sprintf("ns per 1 KiB round trip in memory, one in flight: sidecar %.0f ÷ in-process %.0f (the faster mode, %s)%s", g[s].nsPerOp(), in, mode, roundsNote(vs, pingPongs))})
 	}
 	if s, t := "veth_sidecar_1k_x32", "veth_tcp_1k_x32"; have(s, t) {
 		g, vs := medianRound(rounds, func(g map[string]result) float64 { return g[s].rate() / g[t].rate() })
 		rep.Add(report.Ratio{Name: "rpc_1k_vs_kernel_tcp_ops", Value: g[s].rate() / g[t].rate(), Op: report.AtLeast, Target: 2.0,
 			Detail: fmt.Sprintf("1 KiB round trips/s over AF_XDP veth, 32 in flight: sidecar %.0f ÷ kernel TCP %.0f%s%s", g[s].rate(), g[t].rate(),
-				floor(g, "veth_raw-loops_1k_x32", func(r result) float64 { return r.rate() / g[t].rate() }, "%.2f× kernel TCP"), roundsNote(vs))})
+				floor(g, "veth_raw-loops_1k_x32", func(r result) float64 { return r.rate() / g[t].rate() }, "%.2f× kernel TCP"), roundsNote(vs, pingPongs))})
 	}
 	if s, t := "veth_sidecar_1k_x1", "veth_tcp_1k_x1"; have(s, t) {
 		g, vs := medianRound(rounds, func(g map[string]result) float64 { return g[s].p99 / g[t].p99 })
 		rep.Add(report.Ratio{Name: "rpc_1k_p99_vs_kernel_tcp", Value: g[s].p99 / g[t].p99, Op: report.AtMost, Target: 0.5,
 			Detail: fmt.Sprintf("p99 of 1 KiB round trips over veth, one in flight: sidecar %.1f µs ÷ kernel TCP %.1f µs%s%s", g[s].p99, g[t].p99,
-				floor(g, "veth_raw-loops_1k_x1", func(r result) float64 { return r.p99 / g[t].p99 }, "p99 %.2f× kernel TCP's"), roundsNote(vs))})
+				floor(g, "veth_raw-loops_1k_x1", func(r result) float64 { return r.p99 / g[t].p99 }, "p99 %.2f× kernel TCP's"), roundsNote(vs, pingPongs))})
 	}
 	if s := "mem_sidecar_1k_x1"; have(s) {
 		rep.Add(report.Ratio{Name: "sidecar_allocs_per_op", Value: got[s].allocs, Op: report.AtMost, Target: 0,

@@ -62,6 +62,7 @@ func TestRunSmall(t *testing.T) {
 		require.Regexp(t, "(?m)^RATIO "+name+` [0-9.]+ goal (<=|>=) [0-9.]+ (PASS|FAIL)$`, text)
 	}
 	require.Contains(t, text, "FIGURE rpc_mem_sidecar_file_transfer_gbps ")
+	require.Regexp(t, `(?m)^FIGURE rpc_crosscore_pingpong_ns [0-9]+$`, text)
 	require.Equal(t, len(ratios), pass+fail)
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
@@ -81,8 +82,9 @@ func TestRounds(t *testing.T) {
 	t.Log(text)
 	require.NoError(t, err)
 	for i := 1; i <= 3; i++ {
-		require.Contains(t, text, fmt.Sprintf("  # round %d of 3\n", i))
+		require.Regexp(t, fmt.Sprintf(`  # round %d of 3: a cache line's round trip between CPUs [0-9]+ and [0-9]+ [0-9]+ ns\n`, i), text)
 	}
+	require.Equal(t, 1, strings.Count(text, "FIGURE rpc_crosscore_pingpong_ns "))
 	row := "mem_raw_1k_x1"
 	rounds := regexp.MustCompile(`(?m)^  # `+row+`: 200 round trips in \S+, ([0-9]+) ns each`).FindAllStringSubmatch(text, -1)
 	require.Len(t, rounds, 4, "three rounds' notes and the median's") // the median's note follows its FIGURE
@@ -126,8 +128,9 @@ func TestMedianRound(t *testing.T) {
 	g, vs := medianRound(rounds, func(g map[string]result) float64 { return g["api"].nsPerOp() / g["raw"].nsPerOp() })
 	require.Equal(t, []float64{3200.0 / 2800, 1.25, 1.3}, vs)
 	require.Equal(t, rounds[1], g, "the median ratio's round")
-	require.Contains(t, roundsNote(vs), "1.143, 1.250, 1.300")
-	require.Empty(t, roundsNote(vs[:1]), "one round: nothing to list")
+	require.Contains(t, roundsNote(vs, nil), "1.143, 1.250, 1.300")
+	require.Contains(t, roundsNote(vs, []float64{90, 390, 385}), "1.143 (cache line 90 ns), 1.250 (cache line 390 ns), 1.300 (cache line 385 ns)")
+	require.Empty(t, roundsNote(vs[:1], nil), "one round: nothing to list")
 }
 
 // TestOnlyUnknownDoor: a misspelt door is an error before anything runs.

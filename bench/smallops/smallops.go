@@ -74,9 +74,6 @@ type Options struct {
 // window on each of two connections.
 const DefaultWindow = 2 * rt.DefaultWindowSize
 
-// pingPongRounds is the cross-core ping-pong's round trips.
-const pingPongRounds = 100_000
-
 // Size is the operations' size.
 const Size = 64
 
@@ -192,13 +189,13 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		return 0, 0, fmt.Errorf("bench smallops: forwarding baseline: %w", err)
 	}
 	fmt.Fprintf(o.Out, "FIGURE smallops_mem_forwarding_mpps %.3f\n", mpps)
-	rtt, err := pingPong(cpuA, cpuB, pingPongRounds)
+	rtt, err := benchtopo.PingPong(cpuA, cpuB, benchtopo.PingPongRounds)
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench smallops: %w", err)
 	}
 	fmt.Fprintf(o.Out, "FIGURE smallops_crosscore_pingpong_ns %.1f\n", float64(rtt.Nanoseconds()))
 	rep.Note("smallops_crosscore_pingpong_ns: one cache line's round trip between the pinned CPUs %d and %d (an atomic counter handed back and forth %d times, the median batch of a thousand; CPU %d's core holds CPUs %q, CPU %d's %q): the floor under every exchange of the two-core rows, whose packets, ACKs and ring indexes cross between the loops' CPUs",
-		cpuA, cpuB, pingPongRounds, cpuA, coreSiblings(cpuA), cpuB, coreSiblings(cpuB))
+		cpuA, cpuB, benchtopo.PingPongRounds, cpuA, benchtopo.CoreSiblings(cpuA), cpuB, benchtopo.CoreSiblings(cpuB))
 	fwdOps := mpps * 1e6 / 2
 
 	push := got["mem_push64"]

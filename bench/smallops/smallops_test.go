@@ -53,17 +53,6 @@ func TestRunPrintsEveryRow(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("BENCH-SUMMARY pass=%d fail=%d", pass, fail), lines[len(lines)-1])
 }
 
-// TestPingPong checks that the cross-core ping-pong completes its rounds
-// between the two CPUs the rows use.
-func TestPingPong(t *testing.T) {
-	cpuA, cpuB, err := twoCPUs()
-	require.NoError(t, err)
-	rtt, err := pingPong(cpuA, cpuB, 5*pingPongBatch)
-	require.NoError(t, err)
-	require.Positive(t, rtt)
-	t.Logf("round trip of a cache line between CPUs %d and %d: %v", cpuA, cpuB, rtt)
-}
-
 // BenchmarkRow runs one row for its measured window (SMALLOPS_ROW, default
 // mem_push64): the scenario under `go test -cpuprofile`, the endpoints'
 // poll loops included. SMALLOPS_ONELOOP=1 runs both endpoints of an

@@ -1,4 +1,4 @@
-package smallops
+package benchtopo
 
 import (
 	"fmt"
@@ -9,20 +9,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/peregrine-net/peregrine/bench/internal/benchtopo"
 )
 
-// pingPong measures what one cache line costs to cross between CPUs a and
+// PingPong measures what one cache line costs to cross between CPUs a and
 // b: two goroutines, each locked to a thread pinned to its CPU, take turns
 // incrementing one atomic counter, each spinning until the other's turn
 // is over. It returns the round trip (two line transfers) of the median
-// batch of pingPongBatch round trips, so that a batch in which either
+// batch of PingPongBatch round trips, so that a batch in which either
 // thread was descheduled does not count: the floor under any exchange
-// between the two endpoints' loops, whose packets and ACKs each cross the
-// mem port's rings.
-func pingPong(a, b, rounds int) (time.Duration, error) {
-	batches := max(rounds/pingPongBatch, 1)
+// between two endpoints' loops on those CPUs, whose packets and ACKs
+// each cross the mem port's rings. It moves with the machine: the same
+// two virtual CPUs read 90 ns in one minute and 390 in another.
+func PingPong(a, b, rounds int) (time.Duration, error) {
+	batches := max(rounds/PingPongBatch, 1)
 	stamps := make([]time.Time, batches+1)
 	// One line for the counter alone, so that nothing else shares it.
 	var line struct {
@@ -38,7 +37,7 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 		// Never unlocked: the goroutine exits locked, which ends its
 		// pinned thread instead of handing it back to the runtime.
 		runtime.LockOSThread()
-		if err := benchtopo.PinThread(cpu); err != nil {
+		if err := PinThread(cpu); err != nil {
 			errs[i] = err
 			ready.Add(1)
 			return
@@ -46,11 +45,11 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 		ready.Add(1)
 		for ready.Load() < 2 {
 		}
-		end := uint64(2 * batches * pingPongBatch)
+		end := uint64(2 * batches * PingPongBatch)
 		for {
 			v := line.n.Load()
-			if i == 0 && v%(2*pingPongBatch) == 0 && stamps[v/(2*pingPongBatch)].IsZero() {
-				stamps[v/(2*pingPongBatch)] = time.Now()
+			if i == 0 && v%(2*PingPongBatch) == 0 && stamps[v/(2*PingPongBatch)].IsZero() {
+				stamps[v/(2*PingPongBatch)] = time.Now()
 			}
 			if v >= end {
 				return
@@ -72,14 +71,18 @@ func pingPong(a, b, rounds int) (time.Duration, error) {
 		took[k] = stamps[k+1].Sub(stamps[k])
 	}
 	slices.Sort(took)
-	return took[len(took)/2] / pingPongBatch, nil
+	return took[len(took)/2] / PingPongBatch, nil
 }
 
-// pingPongBatch is the round trips timed together.
-const pingPongBatch = 1000
+// PingPongRounds is the round trips the benchmarks time: a few
+// hundredths of a second.
+const PingPongRounds = 100_000
 
-// coreSiblings returns the CPUs sharing CPU c's core ("" if unknown).
-func coreSiblings(c int) string {
+// PingPongBatch is the round trips timed together.
+const PingPongBatch = 1000
+
+// CoreSiblings returns the CPUs sharing CPU c's core ("" if unknown).
+func CoreSiblings(c int) string {
 	raw, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", c))
 	if err != nil {
 		return ""
