@@ -47,13 +47,13 @@
 // Before the rows, two FIGURE lines give the floor under every door that
 // hands work between goroutines: a channel round trip between two
 // goroutines, and with the answering one locked to its OS thread as an
-// endpoint's loop is (each hand-off then wakes that thread). Before each
-// round a cache line goes back and forth between the two CPUs
-// (benchtopo.PingPong); FIGURE rpc_crosscore_pingpong_ns is the median
-// round's round trip, and a ratio taken in several rounds lists each
-// round's beside its value: on two virtual CPUs it reads 90 ns in one
-// minute and 390 in another, and the in-memory rows move with it, the
-// sidecar's most (more exchanges between the CPUs a round trip).
+// endpoint's loop is (each hand-off then wakes that thread). Before and
+// after each round a cache line goes back and forth between the two CPUs
+// (benchtopo.PingPong); FIGURE rpc_crosscore_pingpong_ns is the median of
+// those round trips, and a ratio taken in several rounds lists each
+// round's two beside its value: on two virtual CPUs it moves between
+// about 90 and 400 ns from one minute to the next, and the in-memory rows
+// move with it, the sidecar's most.
 //
 // Before the veth rows, FIGURE rpc_veth_afxdp_frame_ceiling_gbps gives
 // the ceiling of the path the file transfer takes, measured in the same

@@ -191,19 +191,33 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	if rounds > 1 {
 		show = func(row string, r result) { noteRow(o.Out, row, r) }
 	}
-	var pingPongs []float64 // each round's cross-core round trip, ns
-	for round := range rounds {
+	pingPong := func() (float64, error) {
 		pp, err := benchtopo.PingPong(cpuA, cpuB, benchtopo.PingPongRounds)
 		if err != nil {
-			return 0, 0, fmt.Errorf("bench rpc: %w", err)
+			return 0, fmt.Errorf("bench rpc: %w", err)
 		}
-		pingPongs = append(pingPongs, float64(pp.Nanoseconds()))
+		return float64(pp.Nanoseconds()), nil
+	}
+	var pingPongs [][2]float64 // each round's cross-core round trip before and after it, ns
+	for round := range rounds {
+		before, err := pingPong()
+		if err != nil {
+			return 0, 0, err
+		}
 		if rounds > 1 {
-			fmt.Fprintf(o.Out, "  # round %d of %d: a cache line's round trip between CPUs %d and %d %d ns\n", round+1, rounds, cpuA, cpuB, pp.Nanoseconds())
+			fmt.Fprintf(o.Out, "  # round %d of %d: a cache line's round trip between CPUs %d and %d %.0f ns\n", round+1, rounds, cpuA, cpuB, before)
 		}
 		c, err := runRound(ctx, o, doors, cpuA, cpuB, rep, rows, fileRuns, fileErrs, show)
 		if err != nil {
 			return 0, 0, err
+		}
+		after, err := pingPong()
+		if err != nil {
+			return 0, 0, err
+		}
+		pingPongs = append(pingPongs, [2]float64{before, after})
+		if rounds > 1 {
+			fmt.Fprintf(o.Out, "  # round %d of %d done: a cache line's round trip %.0f ns\n", round+1, rounds, after)
 		}
 		if c.c != nil {
 			ceils = append(ceils, c.c)
@@ -236,9 +250,13 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 			fmt.Fprintf(o.Out, "FIGURE rpc_%s_%s_file_transfer_gbps %.3f\n", where, door, files[k]*8/1e9)
 		}
 	}
-	pp := slices.Sorted(slices.Values(pingPongs))[len(pingPongs)/2]
-	fmt.Fprintf(o.Out, "FIGURE rpc_crosscore_pingpong_ns %.0f\n", pp)
-	rep.Note("rpc_crosscore_pingpong_ns: one cache line's round trip between CPUs %d and %d, %d times before each round (the median batch of a thousand; the median round's): the floor under every exchange between the doors' loops and callers on the two CPUs. It moves with the machine — 90 ns in one minute, 390 in another on two virtual CPUs — and the in-memory rows with it, the sidecar's (more exchanges a round trip) most",
+	var pps []float64
+	for _, p := range pingPongs {
+		pps = append(pps, p[0], p[1])
+	}
+	slices.Sort(pps)
+	fmt.Fprintf(o.Out, "FIGURE rpc_crosscore_pingpong_ns %.0f\n", pps[len(pps)/2])
+	rep.Note("rpc_crosscore_pingpong_ns: one cache line's round trip between CPUs %d and %d, %d times before and after each round (the median batch of a thousand; the median of those): the floor under every exchange between the doors' loops and callers on the two CPUs. On two virtual CPUs it moves between about 90 and 400 ns from one minute to the next, and the in-memory rows with it, the sidecar's most",
 		cpuA, cpuB, benchtopo.PingPongRounds)
 	ratios(rep, o, got, byRound(rows, rounds), pingPongs, files, fileErrs, ceil, ceilErr)
 	pass, fail = rep.Summary()
@@ -426,8 +444,9 @@ func medianRound(rounds []map[string]result, value func(map[string]result) float
 }
 
 // roundsNote lists the rounds' values of a ratio taken within each round,
-// each with that round's cross-core round trip (pingPongs, ns).
-func roundsNote(vs, pingPongs []float64) string {
+// each with that round's cross-core round trip before and after it
+// (pingPongs, ns).
+func roundsNote(vs []float64, pingPongs [][2]float64) string {
 	if len(vs) < 2 {
 		return ""
 	}
@@ -435,7 +454,7 @@ func roundsNote(vs, pingPongs []float64) string {
 	for i, v := range vs {
 		s[i] = fmt.Sprintf("%.3f", v)
 		if i < len(pingPongs) {
-			s[i] += fmt.Sprintf(" (cache line %.0f ns)", pingPongs[i])
+			s[i] += fmt.Sprintf(" (cache line %.0f/%.0f ns)", pingPongs[i][0], pingPongs[i][1])
 		}
 	}
 	return fmt.Sprintf("; the median round's, of %s", strings.Join(s, ", "))
@@ -454,7 +473,7 @@ func fasterAPI(g map[string]result) (float64, string) {
 // each round and the median round's is given (medianRound); allocations
 // are the fewest any round made (medianOf) and the file ratio is of the
 // two transfers' medians.
-func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[string]result, pingPongs []float64, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
+func ratios(rep *report.Report, o Options, got map[string]result, rounds []map[string]result, pingPongs [][2]float64, files map[string]float64, fileErrs map[string]error, ceil *ceiling, ceilErr error) {
 	noted := map[string]bool{}
 	have := func(names ...string) bool {
 		for _, n := range names {

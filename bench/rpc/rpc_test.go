@@ -83,6 +83,7 @@ func TestRounds(t *testing.T) {
 	require.NoError(t, err)
 	for i := 1; i <= 3; i++ {
 		require.Regexp(t, fmt.Sprintf(`  # round %d of 3: a cache line's round trip between CPUs [0-9]+ and [0-9]+ [0-9]+ ns\n`, i), text)
+		require.Regexp(t, fmt.Sprintf(`  # round %d of 3 done: a cache line's round trip [0-9]+ ns\n`, i), text)
 	}
 	require.Equal(t, 1, strings.Count(text, "FIGURE rpc_crosscore_pingpong_ns "))
 	row := "mem_raw_1k_x1"
@@ -129,7 +130,7 @@ func TestMedianRound(t *testing.T) {
 	require.Equal(t, []float64{3200.0 / 2800, 1.25, 1.3}, vs)
 	require.Equal(t, rounds[1], g, "the median ratio's round")
 	require.Contains(t, roundsNote(vs, nil), "1.143, 1.250, 1.300")
-	require.Contains(t, roundsNote(vs, []float64{90, 390, 385}), "1.143 (cache line 90 ns), 1.250 (cache line 390 ns), 1.300 (cache line 385 ns)")
+	require.Contains(t, roundsNote(vs, [][2]float64{{90, 88}, {390, 95}, {385, 402}}), "1.143 (cache line 90/88 ns), 1.250 (cache line 390/95 ns), 1.300 (cache line 385/402 ns)")
 	require.Empty(t, roundsNote(vs[:1], nil), "one round: nothing to list")
 }
 

@@ -68,8 +68,8 @@ are each row's medians, and a ratio of two rows is taken within each
 round, the median round's printed with every round's value: on a shared
 or virtual machine a row's wall time drifts by tens of percent from
 minute to minute, and rounds put the doors a ratio compares through the
-same drift. Before each round a cache line crosses between the two CPUs
-100,000 times (FIGURE rpc_crosscore_pingpong_ns, the median round's;
+same drift. Before and after each round a cache line crosses between the
+two CPUs 100,000 times (FIGURE rpc_crosscore_pingpong_ns, their median;
 each round's beside its ratios): the drift's measure.
 
 The namespaces are deleted at the end, also on error or SIGINT/SIGTERM.`,
