@@ -800,3 +800,49 @@ func TestIdlePolicyZeroMeansTheDefaults(t *testing.T) {
 		require.Equal(t, tc.get, l.Policy(), tc.name)
 	}
 }
+
+// steppingClock reads t, moved on by step at every reading: a yield
+// between two readings looks step long.
+type steppingClock struct {
+	t    clock.Time
+	step time.Duration
+}
+
+func (c *steppingClock) Now() clock.Time {
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU: a yield that took
+// SharedYield or longer ran another task on the loop's CPU; for SharedFor
+// after it the loop yields where it would spin, and then spins again. A
+// short yield changes nothing.
+func TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU(t *testing.T) {
+	c := &steppingClock{t: clock.Time(time.Second)}
+	s := &switchStage{}
+	l := mustNew(t, lcore.Options{CPU: -1, Clock: c, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleAdaptive, SpinFor: 100 * time.Microsecond, YieldFor: time.Millisecond,
+		SleepMin: time.Nanosecond, SleepMax: time.Nanosecond,
+	}})
+	at := func(d time.Duration, work int, step time.Duration) lcore.Stats {
+		c.t, c.step, s.work = clock.Time(time.Second+d), step, work
+		l.Iterate()
+		return l.Counts()
+	}
+	at(0, 1, 0)
+	require.Zero(t, at(50*time.Microsecond, 0, 0).Yields, "spinning after work")
+	st := at(150*time.Microsecond, 0, 0)
+	require.Equal(t, uint64(1), st.Yields)
+	require.Zero(t, st.SharedYields, "a short yield: the CPU is the loop's")
+	at(200*time.Microsecond, 1, 0)
+	require.Equal(t, uint64(1), at(250*time.Microsecond, 0, 0).Yields, "spinning after work again")
+	st = at(350*time.Microsecond, 0, lcore.SharedYield)
+	require.Equal(t, uint64(2), st.Yields)
+	require.Equal(t, uint64(1), st.SharedYields, "a long yield: another task ran")
+	at(time.Millisecond, 1, 0)
+	st = at(time.Millisecond+50*time.Microsecond, 0, 0)
+	require.Equal(t, uint64(3), st.Yields, "yielding where it would spin, the CPU being shared")
+	require.Equal(t, uint64(1), st.SharedYields)
+	at(12*time.Millisecond, 1, 0)
+	require.Equal(t, uint64(3), at(12*time.Millisecond+50*time.Microsecond, 0, 0).Yields, "spinning again SharedFor after the long yield")
+}
