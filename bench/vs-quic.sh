@@ -44,10 +44,13 @@
 #   BENCH-SUMMARY pass=<n> fail=<m>               (last)
 #
 # Environment: RUNS (3), DURATION (3s per bulk run), LAT_COUNT (5000 measured
-# requests per latency run), FABRIC_IDLE (busy|yield|sleep, default yield:
-# the fabric's poll loop on CPU FABRIC_CPU (1); busy takes a whole CPU from
-# the two endpoints on this 2-CPU machine and sleep adds up to 1 ms per
-# idle wake-up to p99), FABRIC_PORT (afxdp|afpacket, default afxdp; afpacket
+# requests per latency run), IDLE (adaptive|busy|yield|sleep, default
+# adaptive, the product's: every peregrine process's poll loops — the
+# transport's two ends, `gen` and `gen --rx` of the path ceiling),
+# FABRIC_IDLE (the same choices, default IDLE: the fabric's poll loop on
+# CPU FABRIC_CPU (1), which it shares with the target or `gen --rx`; busy
+# takes that CPU from them, sleep adds up to 1 ms per idle wake-up to
+# p99), FABRIC_PORT (afxdp|afpacket, default afxdp; afpacket
 # adds its ~1 ms receive-block timeout to every latency), SEED (1),
 # TARGET_DELAY (unset: the transport's default, Swift's software base target
 # of 200 µs; e.g. 2ms: both peregrine ends' --target-delay — on two CPUs
@@ -96,7 +99,8 @@ fi
 runs=${RUNS:-3}
 duration=${DURATION:-3s}
 lat_count=${LAT_COUNT:-5000}
-fabric_idle=${FABRIC_IDLE:-yield}
+idle=${IDLE:-adaptive}
+fabric_idle=${FABRIC_IDLE:-$idle}
 fabric_cpu=${FABRIC_CPU:-1}
 fabric_port=${FABRIC_PORT:-afxdp}
 seed=${SEED:-1}
@@ -104,7 +108,8 @@ target_delay=${TARGET_DELAY:-}
 [[ $runs =~ ^[1-9][0-9]?$ ]] || { echo "vs-quic.sh: RUNS=$runs must be 1..99" >&2; exit 2; }
 [[ $duration =~ ^[0-9]+(ms|s)$ ]] || { echo "vs-quic.sh: DURATION=$duration must look like 3s or 500ms" >&2; exit 2; }
 [[ $lat_count =~ ^[1-9][0-9]*$ ]] || { echo "vs-quic.sh: LAT_COUNT=$lat_count must be a positive number" >&2; exit 2; }
-[[ $fabric_idle =~ ^(busy|yield|sleep)$ ]] || { echo "vs-quic.sh: FABRIC_IDLE=$fabric_idle must be busy, yield or sleep" >&2; exit 2; }
+[[ $idle =~ ^(adaptive|busy|yield|sleep)$ ]] || { echo "vs-quic.sh: IDLE=$idle must be adaptive, busy, yield or sleep" >&2; exit 2; }
+[[ $fabric_idle =~ ^(adaptive|busy|yield|sleep)$ ]] || { echo "vs-quic.sh: FABRIC_IDLE=$fabric_idle must be adaptive, busy, yield or sleep" >&2; exit 2; }
 [[ $fabric_port =~ ^(afxdp|afpacket)$ ]] || { echo "vs-quic.sh: FABRIC_PORT=$fabric_port must be afxdp or afpacket" >&2; exit 2; }
 [[ -z $target_delay || $target_delay =~ ^[0-9]+(us|ms)$ ]] || { echo "vs-quic.sh: TARGET_DELAY=$target_delay must look like 200us or 2ms" >&2; exit 2; }
 pg_cc=() # the peregrine ends' congestion-control flags
@@ -247,7 +252,7 @@ ip -n "$sink" route add "$gen_addr/32" dev "$sink_if"
 ip -n "$sink" neigh replace "$gen_addr" lladdr "$gen_mac" dev "$sink_if" nud permanent
 export QUIC_GO_DISABLE_GSO=true
 
-echo "# machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; fabric: $fabric_port ports, idle=$fabric_idle on CPU $fabric_cpu; $runs runs of $duration (bulk) and $lat_count requests (latency) per figure; peregrine target delay ${target_delay:-default (200µs)}"
+echo "# machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; peregrine loops idle=$idle; fabric: $fabric_port ports, idle=$fabric_idle on CPU $fabric_cpu; $runs runs of $duration (bulk) and $lat_count requests (latency) per figure; peregrine target delay ${target_delay:-default (200µs)}"
 
 # ---- servers (they serve every run; --lifetime only guards a lost script) ----
 start "$sink" "$tmp/quic-server.log" "$quicpeer" quic-server --listen "$sink_addr:4433" --timeout 2m --lifetime 15m
@@ -355,7 +360,7 @@ pg_t_ns=$sink pg_t_port="afxdp:$sink_if" pg_t_addr=$sink_addr pg_t_mac=$sink_mac
 pg_i_ns=$gen pg_i_port="afxdp:$gen_if" pg_i_addr=$gen_addr
 pg_target() {
 	start "$pg_t_ns" "$tmp/pg-target.log" "$tmp/peregrine" transport target --port "$pg_t_port" --ip "$pg_t_addr" \
-		--sizes 4KiB,64KiB --window 32 --duration 0 --lcores "$fabric_cpu" --idle yield --quiet "${pg_cc[@]}" "$@"
+		--sizes 4KiB,64KiB --window 32 --duration 0 --lcores "$fabric_cpu" --idle "$idle" --quiet "${pg_cc[@]}" "$@"
 	target_pid=$started
 	wait_line "$tmp/pg-target.log" '^READY' "$target_pid" "peregrine transport target"
 	region_key=$(sed -n 's/^READY key=\([^ ]*\).*/\1/p' "$tmp/pg-target.log")
@@ -367,7 +372,7 @@ pg_target_stop() {
 # pg_argv sets $argv to the initiator's command against the current target.
 pg_argv() {
 	argv=("$tmp/peregrine" transport initiator --port "$pg_i_port" --ip "$pg_i_addr"
-		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcores 0 --idle yield --quiet "${pg_cc[@]}")
+		--peer-mac "$pg_t_mac" --peer-ip "$pg_t_addr" --region-key "$region_key" --lcores 0 --idle "$idle" --quiet "${pg_cc[@]}")
 }
 # pg_initiator WHAT ARGS...: one initiator run; $result is its RESULT line.
 pg_initiator() {
@@ -396,12 +401,12 @@ frame_ceiling() {
 	local i rx_pid rc frames secs gs=()
 	rx_pid=
 	for ((i = 0; i < runs; i++)); do
-		start "$rx_ns" "$tmp/gen-rx.log" "$tmp/peregrine" gen --rx --port "$rx_port" --lcores "$fabric_cpu" --idle yield \
+		start "$rx_ns" "$tmp/gen-rx.log" "$tmp/peregrine" gen --rx --port "$rx_port" --lcores "$fabric_cpu" --idle "$idle" \
 			--idle-exit 1s --stats-period 1h --quiet "$@"
 		rx_pid=$started
 		wait_line "$tmp/gen-rx.log" '^peregrine gen --rx:' "$rx_pid" "peregrine gen --rx"
 		# In the background and waited for, as client() runs its commands.
-		timeout 120 ip netns exec "$tx_ns" "$tmp/peregrine" gen --port "$tx_port" --lcores 0 --idle yield \
+		timeout 120 ip netns exec "$tx_ns" "$tmp/peregrine" gen --port "$tx_port" --lcores 0 --idle "$idle" \
 			--size "$size" --rate max --duration "$duration" --src-mac "$src_mac" --dst-mac "$dst_mac" \
 			--src-ip "$src_ip" --dst-ip "$dst_ip" --stats-period 1h --quiet "$@" >"$tmp/gen-tx.log" 2>&1 &
 		client_pid=$!
