@@ -49,7 +49,7 @@
 # `gen` and `gen --rx` of the path ceiling; adaptive, the product's
 # default, sleeps after 500 µs without work, and Go's timers oversleep:
 # each loss recovery that waits a retransmit timeout finds the target and
-# the fabric asleep — push4k p99 at 1 % loss 6.3-7.1 ms against 0.38 with
+# the fabric asleep — push4k p99 at 1 % loss 6.3-7.1 ms against 0.38-2.0 with
 # yield, bulk at 5 % loss 0.49-0.51 of its lossless goodput against
 # 0.80-0.82),
 # FABRIC_IDLE (the same choices, default IDLE: the fabric's poll loop on
