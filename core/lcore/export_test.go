@@ -8,3 +8,6 @@ func (l *Loop) Counts() Stats { return l.count }
 
 // Policy returns the loop's idle policy, its defaults filled in.
 func (l *Loop) Policy() IdlePolicy { return l.idle }
+
+// TID returns the pinned loop's thread id (0 before it runs).
+func (l *Loop) TID() int32 { return l.tid.Load() }

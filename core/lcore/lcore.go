@@ -56,9 +56,12 @@ const (
 	// IdleSleep sleeps between idle iterations, doubling the sleep from
 	// IdlePolicy.SleepMin up to SleepMax; any work resets it. Almost free
 	// when idle, but every packet that finds the loop asleep waits for
-	// the timer (Go's timers oversleep short requests by up to a
-	// millisecond on a quiet process), and so does every reply in a
-	// request/response exchange.
+	// the sleep to end, and so does every reply in a request/response
+	// exchange. A pinned loop's thread sleeps in the kernel with a
+	// microsecond of timer slack (up to a millisecond at a time; Stop is
+	// noticed when the sleep ends); an unpinned loop, and longer sleeps,
+	// wait on a Go timer, which oversleeps short requests by up to a
+	// millisecond on a quiet process.
 	IdleSleep
 	// IdleAdaptive spins for IdlePolicy.SpinFor after the last work, then
 	// yields (as IdleYield) until YieldFor after it, then sleeps (as
@@ -98,13 +101,13 @@ func ParseIdleMode(s string) (IdleMode, error) {
 const (
 	DefaultSpinPolls = 64
 	// DefaultSleepMin is the first sleep of an idle loop: a nanosecond,
-	// which the runtime's timer ends at its next check, so the doubling
-	// back-off starts with wake-ups microseconds apart and reaches
-	// SleepMax after about twenty sleeps (2 ms); every figure in
-	// bench/RESULTS.md was measured with it. Go's timers are coarse beyond
-	// that: on an otherwise idle process the runtime's poller waits in
-	// whole milliseconds, so a requested 50µs sleep often lasts about 1ms
-	// (measured on the project machine: 1µs→0.14ms, 10µs→0.8ms,
+	// so the doubling back-off starts with wake-ups microseconds apart and
+	// reaches SleepMax after about twenty sleeps (2 ms). A pinned loop
+	// sleeps in the kernel and wakes when asked (a 10 µs sleep takes 26 µs
+	// with its 1 µs slack). Go's timers, which an unpinned loop sleeps on,
+	// are coarse: on an otherwise idle process the runtime's poller waits
+	// in whole milliseconds, so a requested 50µs sleep often lasts about
+	// 1ms (measured on the project machine: 1µs→0.14ms, 10µs→0.8ms,
 	// 50µs→1.1ms). A 50µs first sleep left configs/transport-mechanisms.yaml
 	// (idle: sleep, in memory) at p50 1.5 s per operation, and its run
 	// failed.
@@ -458,6 +461,9 @@ func (l *Loop) run() {
 		}
 		// Best effort: the name is for ps, top and isolate.
 		_ = nameLoopThread(l.cpu)
+		// Best effort: the thread's sleeps end when asked (preciseSleep),
+		// not up to 50 µs later, the kernel's default slack.
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(sleepSlack), 0, 0, 0)
 		if l.err == nil && l.isolate {
 			undo, err := isolate(l.cpu)
 			if err != nil {
@@ -593,6 +599,14 @@ const goschedEvery = 16
 // 600 µs a round trip with the Go yield, 960 µs without).
 var pinnedLoops atomic.Int32
 
+// preciseSleepMax is the longest sleep a pinned loop takes in the kernel
+// (nanosleep, Stop noticed when it ends); longer ones wait on a Go timer
+// that Stop ends at once. sleepSlack is its thread's timer slack.
+const (
+	preciseSleepMax = time.Millisecond
+	sleepSlack      = time.Microsecond
+)
+
 // SharedYield is how long an IdleAdaptive loop's yield takes when another
 // task ran meanwhile on its CPU (a yield with nothing else to run returns
 // within a microsecond or two); SharedFor is how long after such a yield
@@ -647,10 +661,21 @@ func (l *Loop) backOff(mode IdleMode) {
 	case IdleSleep:
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
-		l.sleepTimer.Reset(l.sleepFor)
-		select {
-		case <-l.sleepTimer.C:
-		case <-l.stopCh:
+		if l.cpu >= 0 && l.sleepFor <= preciseSleepMax {
+			// The pinned thread sleeps in the kernel: a Go timer ends a
+			// short sleep at the runtime's next timer check, on a quiet
+			// process about a millisecond later (10 µs asked, 1.08 ms
+			// slept; nanosleep with a 1 µs slack 26 µs), and every loss
+			// recovery that waits a timeout finds loops asleep. Stop is
+			// noticed when the sleep ends.
+			ts := unix.NsecToTimespec(int64(l.sleepFor))
+			_ = unix.Nanosleep(&ts, nil) // EINTR: a signal ends it early, as a timer would
+		} else {
+			l.sleepTimer.Reset(l.sleepFor)
+			select {
+			case <-l.sleepTimer.C:
+			case <-l.stopCh:
+			}
 		}
 		l.sleepFor = min(2*l.sleepFor, l.idle.SleepMax)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -845,4 +846,30 @@ func TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU(t *testing.T) {
 	require.Equal(t, uint64(1), st.SharedYields)
 	at(12*time.Millisecond, 1, 0)
 	require.Equal(t, uint64(3), at(12*time.Millisecond+50*time.Microsecond, 0, 0).Yields, "spinning again SharedFor after the long yield")
+}
+
+// TestPinnedLoopSleepsInTheKernel: a pinned loop's thread has a
+// microsecond of timer slack (its sleeps, in the kernel, end when asked
+// rather than up to 50 µs later), and Stop ends a pinned loop asleep in
+// the kernel once its sleep, a millisecond at most, is over.
+func TestPinnedLoopSleepsInTheKernel(t *testing.T) {
+	allowed := allowedCPUs(t)
+	cpu := 0
+	for !allowed.IsSet(cpu) {
+		cpu++
+	}
+	script := newScript("sleeper", 0, 3)
+	l := mustNew(t, lcore.Options{
+		CPU:    cpu,
+		Idle:   lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Millisecond, SleepMax: time.Millisecond},
+		Stages: []lcore.Stage{script},
+	})
+	require.NoError(t, l.Start())
+	<-script.reached // after its second sleep
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", l.TID()))
+	require.NoError(t, err)
+	require.Equal(t, "1000", strings.TrimSpace(string(raw)), "the loop thread's timer slack, ns")
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.GreaterOrEqual(t, l.Stats().Sleeps, uint64(2))
 }
