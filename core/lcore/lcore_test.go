@@ -815,9 +815,10 @@ func (c *steppingClock) Now() clock.Time {
 }
 
 // TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU: a yield that took
-// SharedYield or longer ran another task on the loop's CPU; for SharedFor
-// after it the loop yields where it would spin, and then spins again. A
-// short yield changes nothing.
+// SharedYield or longer ran another task on the loop's CPU. One alone (a
+// kernel worker that ran once) changes nothing; after SharedRun in a row
+// the loop yields where it would spin, until SharedFor after the last,
+// and then spins again. A short yield starts the count over.
 func TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU(t *testing.T) {
 	c := &steppingClock{t: clock.Time(time.Second)}
 	s := &switchStage{}
@@ -825,27 +826,34 @@ func TestAdaptiveYieldsWhereItWouldSpinOnASharedCPU(t *testing.T) {
 		Mode: lcore.IdleAdaptive, SpinFor: 100 * time.Microsecond, YieldFor: time.Millisecond,
 		SleepMin: time.Nanosecond, SleepMax: time.Nanosecond,
 	}})
+	require.Equal(t, 2, lcore.SharedRun, "the steps below")
+	long, short := lcore.SharedYield, time.Duration(0)
 	at := func(d time.Duration, work int, step time.Duration) lcore.Stats {
 		c.t, c.step, s.work = clock.Time(time.Second+d), step, work
 		l.Iterate()
 		return l.Counts()
 	}
-	at(0, 1, 0)
-	require.Zero(t, at(50*time.Microsecond, 0, 0).Yields, "spinning after work")
-	st := at(150*time.Microsecond, 0, 0)
-	require.Equal(t, uint64(1), st.Yields)
-	require.Zero(t, st.SharedYields, "a short yield: the CPU is the loop's")
-	at(200*time.Microsecond, 1, 0)
-	require.Equal(t, uint64(1), at(250*time.Microsecond, 0, 0).Yields, "spinning after work again")
-	st = at(350*time.Microsecond, 0, lcore.SharedYield)
-	require.Equal(t, uint64(2), st.Yields)
-	require.Equal(t, uint64(1), st.SharedYields, "a long yield: another task ran")
-	at(time.Millisecond, 1, 0)
-	st = at(time.Millisecond+50*time.Microsecond, 0, 0)
-	require.Equal(t, uint64(3), st.Yields, "yielding where it would spin, the CPU being shared")
-	require.Equal(t, uint64(1), st.SharedYields)
-	at(12*time.Millisecond, 1, 0)
-	require.Equal(t, uint64(3), at(12*time.Millisecond+50*time.Microsecond, 0, 0).Yields, "spinning again SharedFor after the long yield")
+	spins := func(d time.Duration, why string) { // work at d, then an idle poll within SpinFor
+		at(d, 1, short)
+		before := l.Counts().Yields
+		require.Equal(t, before, at(d+50*time.Microsecond, 0, short).Yields, why)
+	}
+	at(0, 1, short)
+	spins(0, "spinning after work")
+	at(150*time.Microsecond, 0, long) // a long yield
+	at(200*time.Microsecond, 0, short)
+	at(250*time.Microsecond, 0, long) // and another, but a short one between
+	st := l.Counts()
+	require.Equal(t, uint64(3), st.Yields)
+	require.Equal(t, uint64(2), st.SharedYields)
+	spins(300*time.Microsecond, "long yields apart: the CPU is the loop's")
+	at(450*time.Microsecond, 0, long)
+	at(500*time.Microsecond, 0, long) // two in a row
+	at(time.Millisecond, 1, short)
+	st = at(time.Millisecond+50*time.Microsecond, 0, short)
+	require.Equal(t, uint64(6), st.Yields, "yielding where it would spin, the CPU being shared")
+	require.Equal(t, uint64(4), st.SharedYields)
+	spins(12*time.Millisecond, "spinning again SharedFor after the last long yield")
 }
 
 // TestPinnedLoopSleepsInTheKernel: a pinned loop's thread has a
