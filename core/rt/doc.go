@@ -143,11 +143,11 @@
 // decides), and the hole was sent at least RTT + reoWnd ago, where RTT is
 // that of the most recently sent acknowledged packet and reoWnd the
 // connection's reordering window. reoWnd follows the reordering the
-// connection sees: every packet acknowledged after a later-sent first
-// copy gives how late it came (its RTT minus the overtaking packet's; a
-// resend's ACK may be its first copy's, so a resend gives no such
-// sample — after a stall or a lost tail ACK it would give the whole
-// wait), in a slowly
+// connection sees: every packet acknowledged after a later-sent one
+// gives how late it came (its RTT minus the overtaking packet's; a
+// resend's ACK may be its first copy's, so where duplicate reports tell
+// which copy arrived, a resend overtakes nothing — after a stall or a
+// lost tail ACK it would give the whole wait), in a slowly
 // decaying maximum (it starts at the first RTT, falls by 1/64 of the gap
 // per overtaken sample below it and by 1/1024 of itself per packet that
 // nothing overtook, so the in-order majority of a sprayed connection does

@@ -740,17 +740,22 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 		if r.minRTT == 0 || rtt < r.minRTT {
 			r.minRTT = rtt
 		}
-		// Overtaken by a resend is no evidence of reordering: which copy
-		// its ACK was for is unknown (Karn). After a tail whose ACK was
-		// lost, the timer's probe is acknowledged with the packets sent
-		// before it; after the peer's loop stalled, the probe's first
-		// copy is acknowledged as the resend, just before the packets
-		// sent with it. Taken for overtaken, each gave the lateness of a
-		// whole timeout or stall, and every later hole waited it out.
+		// Overtaken by a resend is no evidence of reordering where the
+		// peer's duplicate reports say which copy arrived: which copy a
+		// resend's ACK was for is unknown (Karn). After a tail whose ACK
+		// was lost, the timer's probe is acknowledged with the packets
+		// sent before it; after the peer's loop stalled, the probe's
+		// first copy is acknowledged as the resend, just before the
+		// packets sent with it. Taken for overtaken, each gave the
+		// lateness of a whole timeout or stall, and every later hole
+		// waited it out. Without duplicate reports timing is all there
+		// is, on a sprayed fabric the reordering behind a resend too:
+		// without these samples bench/integrity's healthy fabric moved an
+		// ordered path, two packets each resent early twice.
 		switch {
 		case !m.overtaken(at, x.psn):
 			r.inOrder()
-		case !m.resent:
+		case !m.resent || e.opts.NoDupReports:
 			r.lateness(rtt - m.rtt)
 		}
 	}
