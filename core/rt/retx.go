@@ -772,7 +772,11 @@ func (e *Endpoint) rackAcked(c *conn, k int, x *retxCtx) {
 	if !resent {
 		m.drained(at, e.now, r.reoWnd())
 	}
-	if !ambiguous && !m.overtaken(at, x.psn) && (at != m.at || x.psn != m.psn) {
+	// A timeout's probe moves no mark: its ACK may be its first copy's
+	// (the peer's loop stalled past the timeout), and a mark at the
+	// resend would find every packet sent before it lost at once. The
+	// episode's verdict resends them if the probe's loss was real.
+	if !ambiguous && !probe && !m.overtaken(at, x.psn) && (at != m.at || x.psn != m.psn) {
 		m.at, m.rtt, m.psn, m.resent = at, rtt, x.psn, resent
 	}
 }
