@@ -463,8 +463,8 @@ func (l *Loop) run() {
 		}
 		// Best effort: the name is for ps, top and isolate.
 		_ = nameLoopThread(l.cpu)
-		// Best effort: the thread's sleeps end when asked (preciseSleep),
-		// not up to 50 µs later, the kernel's default slack.
+		// Best effort: the thread's sleeps (backOff's nanosleep) end when
+		// asked, not up to 50 µs later, the kernel's default slack.
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(sleepSlack), 0, 0, 0)
 		if l.err == nil && l.isolate {
 			undo, err := isolate(l.cpu)
@@ -611,16 +611,17 @@ const (
 
 // SharedYield is how long an IdleAdaptive loop's yield takes when another
 // task ran meanwhile on its CPU (a yield with nothing else to run returns
-// within a microsecond or two); after SharedRun such yields in a row
-// the loop yields where it would spin, until SharedFor after the last. A loop that spins after its work
-// keeps the CPU from whatever shares it: through the fabric, with the
-// fabric and the target on one CPU, a 64 KiB bulk run carried 0.78
-// Gbit/s with both adaptive and 3.77 with both yielding, and the shipped
-// configs pin the fabric (or forwarder) and the target to one CPU of a
-// two-CPU machine. With the loop alone on its CPU the yields stay short
-// and it spins as before. One long yield is not enough: a kernel worker
-// that ran once made a lone ping-pong's loops yield where they spun, and
-// the 64 B round trip's p99 over AF_XDP went from 7 to 50 µs.
+// within a microsecond or two); after SharedRun such yields in a row the
+// loop yields where it would spin, until SharedFor after the last. A loop
+// that spins after its work keeps the CPU from whatever shares it, and
+// the shipped configs pin the fabric (or forwarder) and the target to one
+// CPU of a two-CPU machine: through the fabric, 64 KiB bulk carried 0.78
+// Gbit/s with the target adaptive against 3.77 with it yielding, and
+// 0.68-0.70 with every loop adaptive. With the loop alone on its CPU its
+// yields stay short and it spins as before. One long yield is not enough:
+// a kernel worker that ran once made a lone ping-pong's loops yield where
+// they spun (bench latency's 64 B p99 over AF_XDP 0.68-0.79 of the
+// kernel's UDP ping-pong, against 0.11-0.13 before the rule).
 const (
 	SharedYield = 20 * time.Microsecond
 	SharedRun   = 2
