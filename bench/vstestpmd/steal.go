@@ -85,7 +85,11 @@ func (m *stealMeter) stop() (gen, dut float64) {
 		}
 		if run := end.run - m.start[i].run; run >= busiest[k] {
 			busiest[k] = run
-			share[k] = float64(end.wait-m.start[i].wait) / elapsed
+			// At most the whole window: the kernel adds a wait to the
+			// thread's counters when the wait ends, so one that began
+			// before the window counts whole in it (1.06 of a window
+			// was read).
+			share[k] = min(float64(end.wait-m.start[i].wait)/elapsed, 1)
 		}
 	}
 	return share[0], share[1]
