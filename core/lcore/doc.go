@@ -8,12 +8,16 @@
 // (busy), yield the processor (yield), sleep with exponential back-off
 // (sleep), or spin briefly after work, then yield, then sleep (adaptive).
 // Busy and yield cost a whole CPU while idle (yield hands it over only to
-// whoever asks); sleep costs almost nothing idle but adds a timer's delay
-// to every packet that finds the loop asleep; adaptive keeps busy-polling
-// latency for traffic that keeps coming and costs what sleep does once
-// the traffic stops (`peregrine bench latency` measures both). Each iteration reads the loop's Clock once and hands that Time to
-// every stage, so stages never read the clock themselves and a simulation can
-// run the same stages on a virtual clock.
+// whoever asks); sleep costs almost nothing idle but adds the sleep's end
+// to every packet that finds the loop asleep (a pinned loop sleeps in the
+// kernel with a microsecond of timer slack, an unpinned one on a Go
+// timer); adaptive keeps busy-polling latency for traffic that keeps
+// coming, costs what sleep does once the traffic stops (`peregrine bench
+// latency` measures both), and yields instead of spinning while its
+// yields show another task on its CPU. Each iteration reads the loop's
+// Clock once and hands that Time to every stage, so stages never read the
+// clock themselves and a simulation can run the same stages on a virtual
+// clock (an adaptive loop also reads it around each yield, to time it).
 //
 // # Who owns what
 //
