@@ -161,6 +161,20 @@ func (e *engine) Poll(now clock.Time) int {
 	return n
 }
 
+// WakeFDs implements lcore.Waker: the port queue's descriptor, when it
+// has one.
+func (e *engine) WakeFDs(fds []int) []int { return e.tx.WakeFDs(fds) }
+
+// NextDeadline implements lcore.Deadliner for a loop that owns the engine
+// (PollLoop): the transport's timers. Under PollCaller the loop does not
+// hold the token between polls and reads nothing.
+func (e *engine) NextDeadline() (clock.Time, bool) {
+	if e.caller {
+		return 0, false
+	}
+	return e.tx.NextDeadline()
+}
+
 // poll takes what callers submitted, retries what the transport refused
 // for now, runs the transport and hands its completions back. The caller
 // holds the token.

@@ -159,6 +159,15 @@ func (f *Fabric) Poll(now clock.Time) int {
 	return f.dirs[0].poll(now) + f.dirs[1].poll(now)
 }
 
+// WakeFDs implements lcore.Waker: the input queues of both directions,
+// where their ports have descriptors.
+func (f *Fabric) WakeFDs(fds []int) []int {
+	for _, d := range f.dirs {
+		fds = append(fds, port.RxWaitFD(d.in, d.inQ))
+	}
+	return fds
+}
+
 // NextDeadline returns the earliest time at which a frame the fabric holds is
 // due, so that a simulation can move its virtual clock straight there and
 // Poll, or the next scheduled Change (Schedule). ok is false when the

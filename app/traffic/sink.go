@@ -111,6 +111,12 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 // Name implements lcore.Stage.
 func (s *Sink) Name() string { return "sink" }
 
+// WakeFDs implements lcore.Waker: the queue's descriptor, when its port
+// has one.
+func (s *Sink) WakeFDs(fds []int) []int {
+	return append(fds, port.RxWaitFD(s.opts.Port, s.opts.Queue))
+}
+
 // Poll receives and checks one burst.
 func (s *Sink) Poll(now clock.Time) int {
 	if s.rx != nil && s.opts.Interval > 0 && now >= s.rx.nextClose {

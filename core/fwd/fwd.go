@@ -128,6 +128,12 @@ func New(opts Options) (*Forwarder, error) {
 // Name implements lcore.Stage.
 func (f *Forwarder) Name() string { return "fwd-" + f.opts.Mode.String() }
 
+// WakeFDs implements lcore.Waker: the input queue's descriptor, when its
+// port has one.
+func (f *Forwarder) WakeFDs(fds []int) []int {
+	return append(fds, port.RxWaitFD(f.opts.In, f.opts.InQueue))
+}
+
 // Poll forwards at most one burst.
 func (f *Forwarder) Poll(clock.Time) int {
 	if len(f.pending) > 0 {

@@ -9,12 +9,15 @@
 // (sleep), or spin briefly after work, then yield, then sleep (adaptive).
 // Busy and yield cost a whole CPU while idle (yield hands it over only to
 // whoever asks); sleep costs almost nothing idle but adds the sleep's end
-// to every packet that finds the loop asleep (a pinned loop sleeps in the
+// to a packet that finds the loop asleep (a pinned loop sleeps in the
 // kernel with a microsecond of timer slack, an unpinned one on a Go
-// timer); adaptive keeps busy-polling latency for traffic that keeps
-// coming, costs what sleep does once the traffic stops (`peregrine bench
-// latency` measures both), and yields instead of spinning while its
-// yields show another task on its CPU. Each iteration reads the loop's
+// timer) — except one that arrives on a descriptor the loop sleeps on: a
+// pinned loop waits in poll(2) on its stages' receive queues (Waker), and
+// every sleeping loop wakes by its stages' earliest timer (Deadliner).
+// Adaptive keeps busy-polling latency for traffic that keeps coming,
+// costs what sleep does once the traffic stops (`peregrine bench latency`
+// measures both), yields now and then while it spins, and yields instead
+// of spinning while its yields show another task on its CPU. Each iteration reads the loop's
 // Clock once and hands that Time to every stage, so stages never read the
 // clock themselves and a simulation can run the same stages on a virtual
 // clock (an adaptive loop also reads it around each yield, to time it).

@@ -1,5 +1,11 @@
 package lcore
 
+import (
+	"time"
+
+	"github.com/peregrine-net/peregrine/core/clock"
+)
+
 // Iterate exposes one loop iteration to the tests: it must not allocate.
 func (l *Loop) Iterate() int { return l.iterate() }
 
@@ -11,3 +17,13 @@ func (l *Loop) Policy() IdlePolicy { return l.idle }
 
 // TID returns the pinned loop's thread id (0 before it runs).
 func (l *Loop) TID() int32 { return l.tid.Load() }
+
+// SleepLength is the loop's next sleep at now, its stages' deadlines
+// applied.
+func (l *Loop) SleepLength(now clock.Time) time.Duration { return l.sleepLength(now) }
+
+// When and how often a spinning adaptive loop yields.
+const (
+	SpinProbeAfter = spinProbeAfter
+	SpinYieldEvery = spinYieldEvery
+)

@@ -881,3 +881,114 @@ func TestPinnedLoopSleepsInTheKernel(t *testing.T) {
 	require.NoError(t, l.Wait())
 	require.GreaterOrEqual(t, l.Stats().Sleeps, uint64(2))
 }
+
+// TestAdaptiveSpinYieldsNowAndThen: an adaptive loop spins without a
+// yield until SpinProbeAfter after its work, then yields at every
+// SpinYieldEvery-th idle poll and at no other until SpinFor, so a task
+// waiting for its CPU runs within microseconds.
+func TestAdaptiveSpinYieldsNowAndThen(t *testing.T) {
+	vc := clock.NewVirtual(clock.Time(time.Second))
+	s := &switchStage{work: 1}
+	l := mustNew(t, lcore.Options{CPU: -1, Clock: vc, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleAdaptive, SpinFor: time.Hour, YieldFor: 2 * time.Hour,
+	}})
+	l.Iterate()
+	s.work = 0
+	for i := 1; i <= 3*lcore.SpinYieldEvery; i++ {
+		l.Iterate()
+	}
+	require.Zero(t, l.Counts().Yields, "yields before SpinProbeAfter")
+	vc.Advance(lcore.SpinProbeAfter)
+	var yields uint64
+	for i := 3*lcore.SpinYieldEvery + 1; i <= 6*lcore.SpinYieldEvery; i++ {
+		l.Iterate()
+		if i%lcore.SpinYieldEvery == 0 {
+			yields++
+		}
+		require.Equal(t, yields, l.Counts().Yields, "yields after %d idle polls", i)
+	}
+	require.Equal(t, uint64(3), yields)
+	require.Zero(t, l.Counts().Sleeps)
+}
+
+// deadlineStage reports a deadline (ok false: none).
+type deadlineStage struct {
+	idleStage
+	at clock.Time
+	ok bool
+}
+
+func (s *deadlineStage) NextDeadline() (clock.Time, bool) { return s.at, s.ok }
+
+// TestSleepEndsByTheEarliestDeadline: a sleeping loop's sleep is cut to
+// its stages' earliest deadline ahead of now; one at or before now (work
+// the stage could not do yet) and none leave the back-off's length.
+func TestSleepEndsByTheEarliestDeadline(t *testing.T) {
+	now := clock.Time(time.Second)
+	a, b := &deadlineStage{}, &deadlineStage{}
+	l := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{a, &idleStage{}, b}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleSleep, SleepMin: time.Millisecond, SleepMax: time.Millisecond,
+	}})
+	for _, tc := range []struct {
+		name   string
+		a, b   time.Duration // deadline - now
+		aOK    bool
+		bOK    bool
+		expect time.Duration
+	}{
+		{"no deadline", 0, 0, false, false, time.Millisecond},
+		{"one ahead", 300 * time.Microsecond, 0, true, false, 300 * time.Microsecond},
+		{"the earlier of two", 300 * time.Microsecond, 40 * time.Microsecond, true, true, 40 * time.Microsecond},
+		{"beyond the sleep", 5 * time.Millisecond, 0, true, false, time.Millisecond},
+		{"due already", 0, -time.Microsecond, true, true, time.Millisecond},
+		{"due and ahead", -time.Microsecond, 70 * time.Microsecond, true, true, 70 * time.Microsecond},
+	} {
+		a.at, a.ok = now.Add(tc.a), tc.aOK
+		b.at, b.ok = now.Add(tc.b), tc.bOK
+		require.Equal(t, tc.expect, l.SleepLength(now), tc.name)
+	}
+}
+
+// wakeStage offers a pipe's read end as its wake descriptor.
+type wakeStage struct {
+	idleStage
+	fd int
+}
+
+func (s *wakeStage) WakeFDs(fds []int) []int { return append(fds, s.fd, -1) }
+
+// TestPinnedSleepWakesOnInput: a pinned loop sleeps in poll(2) on its
+// stages' descriptors. While the pipe holds a byte (never read: the
+// stage finds no work) the sleeps end on it; an empty pipe ends none.
+func TestPinnedSleepWakesOnInput(t *testing.T) {
+	allowed := allowedCPUs(t)
+	cpu := 0
+	for !allowed.IsSet(cpu) {
+		cpu++
+	}
+	var p [2]int
+	require.NoError(t, unix.Pipe2(p[:], unix.O_CLOEXEC))
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
+	run := func() lcore.Stats {
+		script := newScript("sleeper", 0, 20)
+		l := mustNew(t, lcore.Options{
+			CPU:    cpu,
+			Idle:   lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: 20 * time.Microsecond, SleepMax: 20 * time.Microsecond},
+			Stages: []lcore.Stage{&wakeStage{fd: p[0]}, script},
+		})
+		require.NoError(t, l.Start())
+		<-script.reached
+		l.Stop()
+		require.NoError(t, l.Wait())
+		return l.Stats()
+	}
+	st := run()
+	require.GreaterOrEqual(t, st.Sleeps, uint64(10))
+	require.Zero(t, st.InputWakes, "an empty pipe ends no sleep")
+	_, err := unix.Write(p[1], []byte{1})
+	require.NoError(t, err)
+	st = run()
+	require.GreaterOrEqual(t, st.Sleeps, uint64(10))
+	// A signal (the Go runtime's) may end one first.
+	require.GreaterOrEqual(t, 10*st.InputWakes, 9*st.Sleeps, "the readable pipe ends the sleeps (%d of %d)", st.InputWakes, st.Sleeps)
+}

@@ -51,6 +51,24 @@ func FlushTx(p Port, queue int) {
 	}
 }
 
+// RxWaiter is implemented by ports whose receive queues are kernel
+// sockets (AF_XDP, AF_PACKET): a poll loop with nothing to do may sleep in
+// poll(2) on RxWaitFD and wake when a frame arrives, instead of when its
+// sleep ends. The descriptor stays the port's: valid until Close.
+type RxWaiter interface {
+	// RxWaitFD returns a descriptor poll(2) reports readable (POLLIN)
+	// while queue has frames to receive, or -1 if it has none.
+	RxWaitFD(queue int) int
+}
+
+// RxWaitFD returns p.RxWaitFD(queue) when p is an RxWaiter, else -1.
+func RxWaitFD(p Port, queue int) int {
+	if w, ok := p.(RxWaiter); ok {
+		return w.RxWaitFD(queue)
+	}
+	return -1
+}
+
 // Capability is a bit set of optional port features.
 type Capability uint32
 

@@ -302,6 +302,12 @@ func (e *Endpoint) NextDeadline() (t clock.Time, ok bool) {
 	return e.wheel.NextDeadline()
 }
 
+// WakeFDs implements lcore.Waker: the port queue's descriptor, when it
+// has one (AF_XDP, AF_PACKET).
+func (e *Endpoint) WakeFDs(fds []int) []int {
+	return append(fds, port.RxWaitFD(e.port, e.queue))
+}
+
 // ctrlDue reports whether a control packet can be sent now. A ConnClose
 // that waits for window space is not due: the ACK that makes room retries
 // it.

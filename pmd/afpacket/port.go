@@ -465,6 +465,16 @@ func (q *queue) fitsTagged(data []byte) bool {
 // a transmit slot: flags and gso_type 0, hdr_len the frame's length.
 const vnetHdrLen = 10
 
+// RxWaitFD implements port.RxWaiter: queue's packet socket, which poll(2)
+// reports readable while its receive ring holds a frame (V2) or a retired
+// block (V3).
+func (p *Port) RxWaitFD(queue int) int {
+	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {
+		return -1
+	}
+	return p.queues[queue].ring.fd
+}
+
 // TxFlush sends the frames queue holds (see Options.TxBatch).
 func (p *Port) TxFlush(queue int) {
 	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {

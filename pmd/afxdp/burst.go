@@ -316,6 +316,15 @@ func (q *txQueue) flush() {
 	}
 }
 
+// RxWaitFD implements port.RxWaiter: queue's socket, which poll(2)
+// reports readable while its RX ring holds frames.
+func (p *Port) RxWaitFD(queue int) int {
+	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {
+		return -1
+	}
+	return p.queues[queue].sock.FD()
+}
+
 // TxFlush sends the frames queue holds (see Options.TxBatch).
 func (p *Port) TxFlush(queue int) {
 	if uint(queue) >= uint(len(p.queues)) || p.closed.Load() {

@@ -1,6 +1,7 @@
 package pmdtest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/peregrine-net/peregrine/core/mbuf"
 	"github.com/peregrine-net/peregrine/core/port"
@@ -79,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"AllQueues", testAllQueues},
 		{"Concurrent", testConcurrent},
 		{"QueueOutOfRange", testQueueOutOfRange},
+		{"RxWait", testRxWait},
 		{"CloseInFlight", testCloseInFlight},
 		{"CloseIdempotent", testCloseIdempotent},
 	}
@@ -589,6 +592,41 @@ func testQueueOutOfRange(s *session) {
 		require.Zero(t, p.RxBurst(0, bufs[:0]), "RxBurst with no room")
 		require.Zero(t, p.TxBurst(0, bufs[:0]), "TxBurst with no frames")
 	}
+}
+
+// testRxWait: an RxWaiter's descriptor polls readable once a frame sent
+// to its queue has arrived (a loop asleep on it wakes), and a queue out of
+// range, or a closed port, has none. Ports without descriptors skip it.
+func testRxWait(s *session) {
+	t := s.t
+	w, ok := s.rx.(port.RxWaiter)
+	if !ok {
+		t.Skipf("%s has no receive descriptors (not a port.RxWaiter)", s.rx.Info().Name)
+	}
+	q := s.rx.Info().Queues
+	for _, bad := range []int{-1, q, 1 << 20} {
+		require.Equal(t, -1, w.RxWaitFD(bad), "RxWaitFD on queue %d of %d", bad, q)
+	}
+	for queue := range s.queues {
+		fd := w.RxWaitFD(queue)
+		require.GreaterOrEqual(t, fd, 0, "RxWaitFD(%d)", queue)
+		require.Equal(t, 1, s.send(queue, s.make(queue, 64)), "frame refused")
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		var n int
+		var err error
+		for { // a signal may end the wait first
+			if n, err = unix.Poll(fds, int(stallTime.Milliseconds())); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "queue %d's descriptor did not poll readable within %v of a frame sent to it", queue, stallTime)
+		require.NotZero(t, fds[0].Revents&unix.POLLIN, "revents %#x", fds[0].Revents)
+		tl := s.receive(queue, 1, false)
+		require.Len(t, tl.ours, 1, "the frame that woke the descriptor")
+	}
+	s.closeAndCheck()
+	require.Equal(t, -1, w.RxWaitFD(0), "RxWaitFD on a closed port")
 }
 
 // testCloseInFlight closes both ports with frames still queued: Close must

@@ -190,6 +190,9 @@ func (e *Endpoint) Poll(now clock.Time) int {
 	return n
 }
 
+// WakeFDs implements lcore.Waker: the transport's port queue.
+func (e *Endpoint) WakeFDs(fds []int) []int { return e.rt.WakeFDs(fds) }
+
 // NextDeadline returns when Poll next has timed work (transport timers,
 // paced connections).
 func (e *Endpoint) NextDeadline() (clock.Time, bool) {
