@@ -45,13 +45,8 @@
 #
 # Environment: RUNS (3), DURATION (3s per bulk run), LAT_COUNT (5000 measured
 # requests per latency run), IDLE (adaptive|busy|yield|sleep, default
-# yield: every peregrine process's poll loops — the transport's two ends,
-# `gen` and `gen --rx` of the path ceiling; adaptive, the product's
-# default, carries more bulk (one run each: 3.65, 3.62 and 2.82 Gbit/s
-# at 0, 1 and 5 % loss against 3.22, 3.33 and 2.54) but sleeps after
-# 500 µs without work, so a 4 KiB push whose loss waits a retransmit
-# timeout finds the target and the fabric asleep: push4k p99 at 1 % loss
-# 3.3 ms against 0.38 with yield),
+# adaptive, the product's: every peregrine process's poll loops — the
+# transport's two ends, `gen` and `gen --rx` of the path ceiling),
 # FABRIC_IDLE (the same choices, default IDLE: the fabric's poll loop on
 # CPU FABRIC_CPU (1), which it shares with the target or `gen --rx`; busy
 # takes that CPU from them, sleep adds up to 1 ms per idle wake-up to
@@ -104,7 +99,7 @@ fi
 runs=${RUNS:-3}
 duration=${DURATION:-3s}
 lat_count=${LAT_COUNT:-5000}
-idle=${IDLE:-yield}
+idle=${IDLE:-adaptive}
 fabric_idle=${FABRIC_IDLE:-$idle}
 fabric_cpu=${FABRIC_CPU:-1}
 fabric_port=${FABRIC_PORT:-afxdp}
