@@ -25,9 +25,10 @@
 // threads through futexes); unpinned, it is an ordinary goroutine that
 // yields to the callers after waking one. Every call of this package may
 // be made from any goroutine; none touches the transport: it hands an op
-// to the loop and waits for the loop to hand it back — looking at the op,
-// yielding, for up to 200 µs, then parked on it (the loop wakes only a
-// parked waiter).
+// to the loop (ringing the loop awake if it sleeps after a quiet spell:
+// lcore.Loop.Ring) and waits for the loop to hand it back — looking at
+// the op, yielding, for up to 200 µs, then parked on it (the loop wakes
+// only a parked waiter).
 //
 // With Options.Poll set to PollCaller the waiting runs the engine instead:
 // a blocking call, Op.Wait and CompletionQueue.Wait take the endpoint's

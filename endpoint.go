@@ -645,6 +645,9 @@ func (e *engine) submit(en entry) bool {
 		}
 		runtime.Gosched() // the ring is full: the loop is draining it
 	}
+	if !e.caller && e.loop != nil {
+		e.loop.Ring() // a sleeping loop takes the op now
+	}
 	return true
 }
 

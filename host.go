@@ -241,6 +241,10 @@ func (e *engine) start() error {
 	default:
 		lo.Idle.Mode = lcore.IdleAdaptive
 	}
+	// The loop's own sleeps end when a caller submits (engine.submit
+	// rings): an op after a quiet spell waits for no sleep. Under
+	// PollCaller the callers poll themselves.
+	lo.Doorbell = opts.Poll != PollCaller
 	var err error
 	if e.loop, err = lcore.New(lo); err == nil {
 		err = e.loop.Start()

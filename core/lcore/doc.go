@@ -13,7 +13,9 @@
 // kernel with a microsecond of timer slack, an unpinned one on a Go
 // timer) — except one that arrives on a descriptor the loop sleeps on: a
 // pinned loop waits in poll(2) on its stages' receive queues (Waker), and
-// every sleeping loop wakes by its stages' earliest timer (Deadliner).
+// every sleeping loop wakes by its stages' earliest timer (Deadliner) and
+// when a producer that hands it work through memory rings it
+// (Options.Doorbell, Loop.Ring).
 // Adaptive keeps busy-polling latency for traffic that keeps coming,
 // costs what sleep does once the traffic stops (`peregrine bench latency`
 // measures both), yields now and then while it spins, and yields instead

@@ -27,3 +27,6 @@ const (
 	SpinProbeAfter = spinProbeAfter
 	SpinYieldEvery = spinYieldEvery
 )
+
+// Asleep reports whether the loop has told Ring it sleeps.
+func (l *Loop) Asleep() bool { return l.asleep.Load() }

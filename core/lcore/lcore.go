@@ -189,6 +189,11 @@ type Options struct {
 	Idle IdlePolicy
 	// Stages are polled in this order every iteration. At least one.
 	Stages []Stage
+	// Doorbell says that producers will call Ring: the loop's sleeps are
+	// announced one idle iteration ahead, and a pinned loop sleeps on an
+	// eventfd besides its stages' descriptors. Without it Ring does
+	// nothing.
+	Doorbell bool
 	// Isolate keeps the process's other threads off CPU while the loop
 	// runs, as DPDK's EAL keeps its control threads off the lcores: the Go
 	// runtime's own threads and the program's other goroutines then run on
@@ -290,7 +295,18 @@ type Loop struct {
 	sleepTimer  *time.Timer
 	deadliners  []Deadliner   // stages that have timers
 	wakeFDs     []unix.PollFd // a pinned loop's sleep ends when one is readable
-	polling     int           // stage being polled, -1 for the clock: names a panic
+	// armed: the loop told Ring it may sleep (asleep set) and sleeps at
+	// its next idle iteration unless that one finds work (Doorbell).
+	doorbell bool
+	armed    bool
+
+	// Ring's side (see Ring): asleep is set from one idle iteration
+	// before a sleep to its end; bell (a pinned loop's eventfd, -1 until
+	// it runs) or ringCh (an unpinned loop's) ends the sleep.
+	asleep  atomic.Bool
+	bell    atomic.Int32
+	ringCh  chan struct{}
+	polling int // stage being polled, -1 for the clock: names a panic
 
 	published struct {
 		polls, idlePolls, work, yields, goYields, sharedYields, sleeps, inputWakes atomic.Uint64
@@ -338,9 +354,12 @@ func New(opts Options) (*Loop, error) {
 		idle:     idle,
 		stages:   slices.Clone(opts.Stages),
 		stopCh:   make(chan struct{}),
+		ringCh:   make(chan struct{}, 1),
+		doorbell: opts.Doorbell,
 		done:     make(chan struct{}),
 		sleepFor: idle.SleepMin,
 	}
+	l.bell.Store(-1)
 	if idle.Mode == IdleSleep || idle.Mode == IdleAdaptive {
 		l.sleepTimer = time.NewTimer(time.Hour)
 		l.sleepTimer.Stop()
@@ -504,6 +523,9 @@ func (l *Loop) run() {
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(sleepSlack), 0, 0, 0)
 		if l.sleepTimer != nil {
 			l.wakeFDs = l.collectWakeFDs()
+			if l.doorbell {
+				l.openBell()
+			}
 		}
 		if l.err == nil && l.isolate {
 			undo, err := isolate(l.cpu)
@@ -604,6 +626,10 @@ func (l *Loop) iterate() int {
 	}
 	l.count.Polls++
 	if work > 0 {
+		if l.armed {
+			l.armed = false
+			l.asleep.Store(false)
+		}
 		l.count.Work += uint64(work)
 		l.idleRun = 0
 		l.sleepFor = l.idle.SleepMin
@@ -709,6 +735,43 @@ func (l *Loop) adapt(now clock.Time) {
 	}
 }
 
+// Ring wakes the loop if it sleeps, or is about to: a producer that hands
+// a stage work through memory (a ring) from another goroutine rings after
+// it enqueued, so the work waits for no sleep to end. While the loop is
+// awake Ring is an atomic load; while it sleeps, a write to an eventfd
+// (pinned) or a channel send (unpinned). Any goroutine may call it, at
+// any time.
+//
+// A loop about to sleep first says so (asleep), then polls its stages
+// once more, and sleeps only if that finds nothing: work enqueued before
+// a Ring that read the loop awake is found by that poll.
+func (l *Loop) Ring() {
+	if !l.asleep.Load() {
+		return
+	}
+	if fd := l.bell.Load(); fd >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(int(fd), one[:]) // EAGAIN: the counter is full, the loop will wake
+		return
+	}
+	select {
+	case l.ringCh <- struct{}{}:
+	default:
+	}
+}
+
+// openBell gives a pinned loop that sleeps its eventfd. It is closed once
+// the Loop is garbage: a Ring racing with the loop's end may still write.
+func (l *Loop) openBell() {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return // best effort: its sleeps end on their timer
+	}
+	l.bell.Store(int32(fd))
+	l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	runtime.AddCleanup(l, func(fd int) { unix.Close(fd) }, fd)
+}
+
 // collectWakeFDs asks the stages for the descriptors that end a sleep.
 func (l *Loop) collectWakeFDs() []unix.PollFd {
 	var fds []int
@@ -726,6 +789,15 @@ func (l *Loop) collectWakeFDs() []unix.PollFd {
 		}
 	}
 	return out
+}
+
+// drainBell resets the eventfd if it was rung (it is the last descriptor
+// of the sleep's), so that the next sleep waits again.
+func (l *Loop) drainBell() {
+	if fd := l.bell.Load(); fd >= 0 && l.wakeFDs[len(l.wakeFDs)-1].Revents != 0 {
+		var v [8]byte
+		_, _ = unix.Read(int(fd), v[:])
+	}
 }
 
 // sleepLength is the next sleep, cut short by the stages' earliest
@@ -761,6 +833,14 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 			_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	case IdleSleep:
+		if l.doorbell && !l.armed {
+			// Tell Ring first; the next idle iteration sleeps.
+			l.armed = true
+			l.asleep.Store(true)
+			return
+		}
+		l.armed = false
+		defer l.asleep.Store(false)
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
 		d := l.sleepLength(now)
@@ -777,6 +857,7 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 			if len(l.wakeFDs) > 0 {
 				if n, _ := unix.Ppoll(l.wakeFDs, &ts, nil); n > 0 { // EINTR as for nanosleep
 					l.count.InputWakes++
+					l.drainBell()
 				}
 			} else {
 				_ = unix.Nanosleep(&ts, nil) // EINTR: a signal ends it early, as a timer would
@@ -786,6 +867,11 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 			select {
 			case <-l.sleepTimer.C:
 			case <-l.stopCh:
+			case <-l.ringCh:
+				l.count.InputWakes++
+				if !l.sleepTimer.Stop() {
+					<-l.sleepTimer.C
+				}
 			}
 		}
 		l.sleepFor = min(2*l.sleepFor, l.idle.SleepMax)

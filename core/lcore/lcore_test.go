@@ -992,3 +992,73 @@ func TestPinnedSleepWakesOnInput(t *testing.T) {
 	// A signal (the Go runtime's) may end one first.
 	require.GreaterOrEqual(t, 10*st.InputWakes, 9*st.Sleeps, "the readable pipe ends the sleeps (%d of %d)", st.InputWakes, st.Sleeps)
 }
+
+// TestDoorbellAnnouncesTheSleep: with Doorbell a loop's first idle
+// iteration past its spin only says it will sleep, and the next sleeps;
+// work found by that next iteration (enqueued by a producer that read
+// the loop awake and did not ring) cancels the sleep.
+func TestDoorbellAnnouncesTheSleep(t *testing.T) {
+	s := &switchStage{}
+	l := mustNew(t, lcore.Options{CPU: -1, Doorbell: true, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Nanosecond, SleepMax: time.Nanosecond,
+	}})
+	l.Iterate() // spinning
+	require.False(t, l.Asleep())
+	l.Iterate()
+	require.True(t, l.Asleep(), "announced")
+	require.Zero(t, l.Counts().Sleeps)
+	s.work = 1
+	l.Iterate()
+	require.False(t, l.Asleep(), "work cancels the sleep")
+	require.Zero(t, l.Counts().Sleeps)
+	s.work = 0
+	l.Iterate()
+	l.Iterate()
+	require.True(t, l.Asleep())
+	l.Iterate()
+	require.Equal(t, uint64(1), l.Counts().Sleeps)
+	require.False(t, l.Asleep(), "awake after the sleep")
+}
+
+// TestRingWakesASleepingLoop: Ring ends a sleep — a pinned loop's on its
+// eventfd, an unpinned one's on its channel — and is counted as input;
+// a loop nobody rings wakes on its timer only.
+func TestRingWakesASleepingLoop(t *testing.T) {
+	allowed := allowedCPUs(t)
+	cpu := 0
+	for !allowed.IsSet(cpu) {
+		cpu++
+	}
+	for _, tc := range []struct {
+		name string
+		cpu  int
+	}{{"pinned", cpu}, {"unpinned", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(rings int) lcore.Stats {
+				script := newScript("sleeper", 0, 1)
+				l := mustNew(t, lcore.Options{
+					CPU: tc.cpu, Doorbell: true, Stages: []lcore.Stage{script},
+					Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Millisecond, SleepMax: time.Millisecond},
+				})
+				require.NoError(t, l.Start())
+				<-script.reached
+				for rung := 0; rung < rings; {
+					if l.Asleep() {
+						l.Ring()
+						rung++
+						for l.Asleep() { // until that sleep has ended
+							runtime.Gosched()
+						}
+					}
+					runtime.Gosched()
+				}
+				l.Stop()
+				require.NoError(t, l.Wait())
+				return l.Stats()
+			}
+			require.Zero(t, run(0).InputWakes, "nobody rang")
+			// Each ring ends one sleep (a signal may end the last first).
+			require.GreaterOrEqual(t, run(5).InputWakes, uint64(4), "rung five times while asleep")
+		})
+	}
+}
