@@ -86,6 +86,13 @@ func openSidecar(t *testing.T, opts peregrine.Options) (*peregrine.Endpoint, *pe
 // openSidecarServer is openSidecar that also returns the appliance, for
 // tests that take it away.
 func openSidecarServer(t *testing.T, opts peregrine.Options) (mine, peer *peregrine.Endpoint, srv *host.Server) {
+	mine, _, peer, srv = openSidecarAppliance(t, opts)
+	return mine, peer, srv
+}
+
+// openSidecarAppliance is openSidecarServer that also returns the
+// appliance's own endpoint (opened with opts).
+func openSidecarAppliance(t *testing.T, opts peregrine.Options) (mine, a, peer *peregrine.Endpoint, srv *host.Server) {
 	h := doorHost(t)
 	a, b := doorPair(t, h, opts)
 	sock := filepath.Join(t.TempDir(), "p.sock")
@@ -111,7 +118,7 @@ func openSidecarServer(t *testing.T, opts peregrine.Options) (mine, peer *peregr
 			t.Errorf("host close: %v", err)
 		}
 	})
-	return mine, b, srv
+	return mine, a, b, srv
 }
 
 func doorCtx(t *testing.T) context.Context {

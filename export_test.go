@@ -1,5 +1,7 @@
 package peregrine
 
+import "github.com/peregrine-net/peregrine/core/lcore"
+
 // SidecarIdlePolls is how many idle polls a waiter of an attached
 // endpoint runs at most before it parks.
 const SidecarIdlePolls = sidecarIdlePolls
@@ -20,4 +22,14 @@ func SidecarAhead(c *Conn) (out bool, taken int, busy int64) {
 	out = sc.aheadOut
 	sc.amu.Unlock()
 	return out, sc.s.cl.BuffersTaken(), sc.s.cl.Busy()
+}
+
+// LoopStats returns the counters of an in-process endpoint's poll loop.
+func LoopStats(ep *Endpoint) lcore.Stats { return ep.e.loop.Stats() }
+
+// SidecarBell reports whether an attached endpoint has its channel's
+// bell, and whether the channel's header says the appliance's loop sleeps.
+func SidecarBell(ep *Endpoint) (has, asleep bool) {
+	cl := ep.sc.cl
+	return cl.HasBell(), cl.Ch.Asleep()
 }

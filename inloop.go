@@ -16,6 +16,17 @@ func init() {
 		}
 		return p.e.addPoller(poll)
 	}
+	inloop.Bell = func(ep any) (func() bool, func(int) (func(), error), error) {
+		p, ok := ep.(*Endpoint)
+		if !ok || p == nil || p.e == nil {
+			return nil, nil, &Error{Op: "bell", Status: StatusInvalid, Cause: errors.New("not an in-process endpoint")}
+		}
+		e := p.e
+		if e.caller || !e.pinned || e.loop == nil {
+			return nil, nil, &Error{Op: "bell", Status: StatusInvalid, Cause: errors.New("the endpoint's loop is not pinned, or its callers poll: it sleeps on no descriptor")}
+		}
+		return e.loop.Asleep, e.loop.WakeOn, nil
+	}
 }
 
 // poller is a function the engine's loop runs after its own poll: the

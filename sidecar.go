@@ -124,8 +124,17 @@ func attach(socket string, opts AttachOptions) (*Endpoint, error) {
 	}
 	s.pub = &Endpoint{sc: s}
 	cl.Start(s.complete, s.died)
+	ctx, cancel := context.WithTimeout(context.Background(), attachBellTimeout)
+	defer cancel()
+	if err := cl.UseBell(ctx); err != nil {
+		return nil, errors.Join(sidecarErr("attach", err), s.close())
+	}
 	return s.pub, nil
 }
+
+// attachBellTimeout bounds Attach's one control request after the
+// attach itself: an appliance that answers no request is gone.
+const attachBellTimeout = 10 * time.Second
 
 // sidecarErr turns an error of internal/sidecar into the vocabulary.
 func sidecarErr(op string, err error) error {

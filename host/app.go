@@ -12,6 +12,7 @@ import (
 	"github.com/peregrine-net/peregrine"
 	"github.com/peregrine-net/peregrine/host/ctl"
 	"github.com/peregrine-net/peregrine/host/shm"
+	"golang.org/x/sys/unix"
 )
 
 // app is one attached channel and everything it holds.
@@ -41,13 +42,19 @@ type app struct {
 	inflight int
 	bufs     int // pool buffers the ops in flight span: the appliance writes into them until they complete
 
+	// bell is the eventfd the application writes to wake the endpoint's
+	// loop (-1: none, see Server.wakeOn); unwake stops the loop watching it.
+	bell   int
+	unwake func()
+
 	// Poll's own.
-	sub    *shm.Consumer[shm.Desc]
-	comp   *shm.Producer[shm.Comp]
-	cq     *peregrine.CompletionQueue
-	descs  []shm.Desc
-	comps  []shm.Comp
-	reaped []*peregrine.Op
+	shownAsleep bool // what the channel's header says of the loop's sleep
+	sub         *shm.Consumer[shm.Desc]
+	comp        *shm.Producer[shm.Comp]
+	cq          *peregrine.CompletionQueue
+	descs       []shm.Desc
+	comps       []shm.Comp
+	reaped      []*peregrine.Op
 
 	stats AppCounters
 }
@@ -102,13 +109,36 @@ func newApp(s *Server, c *net.UnixConn, id uint64, uid uint32, pid int32, l shm.
 		a.ops[i].CQ = cq
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.bell = -1
+	if s.wakeOn != nil {
+		// Best effort: without a bell the application's descriptors wait
+		// for the loop's sleep to end, as they would for a poll.
+		if fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
+			if a.unwake, err = s.wakeOn(fd); err == nil {
+				a.bell = fd
+			} else {
+				unix.Close(fd)
+			}
+		}
+	}
 	return a, nil
+}
+
+// closeBell stops the loop watching the application's bell and closes it.
+func (a *app) closeBell() {
+	if a.bell >= 0 {
+		a.unwake()
+		unix.Close(a.bell)
+		a.bell = -1
+	}
 }
 
 func (a *app) reply(m *ctl.Msg, fd int) error { return sendMsg(a.sock, &a.wmu, m, fd) }
 
 // poll is one channel's share of Server.Poll (try: see Server.poll).
-func (a *app) poll(try bool) int {
+// asleep: the loop says it sleeps next unless this poll finds work; the
+// header says so before the submit ring is read (see package shm).
+func (a *app) poll(try, asleep bool) int {
 	if try {
 		if !a.mu.TryLock() {
 			return 0
@@ -119,6 +149,10 @@ func (a *app) poll(try bool) int {
 	defer a.mu.Unlock()
 	if a.dead {
 		return 0
+	}
+	if asleep != a.shownAsleep {
+		a.ch.SetAsleep(asleep)
+		a.shownAsleep = asleep
 	}
 	work := 0
 	// Completions first: they free op slots and ring room.
@@ -282,6 +316,12 @@ func (a *app) handle(m *ctl.Msg) (*ctl.Msg, int) {
 		return a.register(m)
 	case ctl.TDeregister:
 		return a.deregister(m), -1
+	case ctl.TBell:
+		if a.bell < 0 {
+			return &ctl.Msg{Type: ctl.RError, ID: m.ID, Status: uint8(peregrine.StatusInvalid),
+				Text: "no bell: the endpoint's loop is unpinned or its callers poll, and it sleeps on no descriptor"}, -1
+		}
+		return &ctl.Msg{Type: ctl.ROK, ID: m.ID}, a.bell
 	}
 	return a.control(m), -1
 }

@@ -146,7 +146,7 @@ func (r *consumerRig) consume(t *testing.T, descs []shm.Desc, hostileIndex uint6
 		// whatever the slots hold, checks each, and goes on.
 		raw := a.ch.Raw()
 		binary.LittleEndian.PutUint64(raw[4096:], hostileIndex)
-		a.poll(false)
+		a.poll(false, false)
 		reap()
 		if a.stats.BadRingIndex.Load() == 0 && hostileIndex > uint64(l.RingSize) {
 			t.Fatalf("producer index %d past a ring of %d not counted", hostileIndex, l.RingSize)
@@ -159,7 +159,7 @@ func (r *consumerRig) consume(t *testing.T, descs []shm.Desc, hostileIndex uint6
 		}
 		n, _ := prod.Enqueue(rest)
 		rest = rest[n:]
-		a.poll(false)
+		a.poll(false, false)
 		for i := range a.slots {
 			if a.slots[i].busy {
 				a.ops[i].Cancel()

@@ -119,6 +119,13 @@ type Server struct {
 
 	attached, detached, refused atomic.Uint64
 	wg                          sync.WaitGroup
+
+	// The endpoint's loop's sleep, when another process can end it
+	// (inloop.Bell; nil otherwise): loopAsleep is mirrored into every
+	// channel's header by the poll on the loop, and each application's
+	// bell is an eventfd wakeOn watches.
+	loopAsleep func() bool
+	wakeOn     func(fd int) (remove func(), err error)
 }
 
 // New listens on opts.Socket and starts accepting applications; Poll must
@@ -147,6 +154,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, ep: opts.Endpoint, ln: ln, addr: opts.Endpoint.Addr(),
 		apps: map[*app]struct{}{}, byUser: map[uint32]int{}}
+	if asleep, wakeOn, err := inloop.Bell(s.ep); err == nil {
+		s.loopAsleep, s.wakeOn = asleep, wakeOn
+	}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -183,19 +193,20 @@ func (s *Server) Close() error {
 // Poll moves data for every attached channel: a bounded batch each, never
 // blocking. It returns the descriptors and completions it handled. One
 // goroutine calls Poll (Run, or a test's).
-func (s *Server) Poll() int { return s.poll(false) }
+func (s *Server) Poll() int { return s.poll(false, false) }
 
 // poll is Poll; with try it also never waits for a lock: an application
 // whose control request holds its state is skipped this round (on the
 // endpoint's loop, which must never wait for another goroutine).
-func (s *Server) poll(try bool) int {
+// asleep: the loop polling says it sleeps next unless this poll finds work.
+func (s *Server) poll(try, asleep bool) int {
 	list := s.polled.Load()
 	if list == nil {
 		return 0
 	}
 	work := 0
 	for _, a := range *list {
-		work += a.poll(try)
+		work += a.poll(try, asleep)
 	}
 	return work
 }
@@ -242,7 +253,9 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // pollLoop is poll on the endpoint's loop.
-func (s *Server) pollLoop() int { return s.poll(true) }
+func (s *Server) pollLoop() int {
+	return s.poll(true, s.loopAsleep != nil && s.loopAsleep())
+}
 
 // Attached returns how many applications are attached now.
 func (s *Server) Attached() int {
@@ -459,6 +472,7 @@ func (s *Server) detach(a *app) {
 		a.regions[i] = nil
 	}
 	a.ch.Close()
+	a.closeBell()
 	s.mu.Lock()
 	delete(s.apps, a)
 	s.listApps()

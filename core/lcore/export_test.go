@@ -27,6 +27,3 @@ const (
 	SpinProbeAfter = spinProbeAfter
 	SpinYieldEvery = spinYieldEvery
 )
-
-// Asleep reports whether the loop has told Ring it sleeps.
-func (l *Loop) Asleep() bool { return l.asleep.Load() }

@@ -303,9 +303,14 @@ type Loop struct {
 	// Ring's side (see Ring): asleep is set from one idle iteration
 	// before a sleep to its end; bell (a pinned loop's eventfd, -1 until
 	// it runs) or ringCh (an unpinned loop's) ends the sleep.
-	asleep  atomic.Bool
-	bell    atomic.Int32
-	ringCh  chan struct{}
+	asleep atomic.Bool
+	bell   atomic.Int32
+	ringCh chan struct{}
+	// wakeSet (a pinned loop's epoll set, -1 without Doorbell) holds the
+	// descriptors WakeOn adds while the loop runs; the loop sleeps on it.
+	wakeSet atomic.Int32
+	events  [8]unix.EpollEvent
+
 	polling int // stage being polled, -1 for the clock: names a panic
 
 	published struct {
@@ -360,9 +365,13 @@ func New(opts Options) (*Loop, error) {
 		sleepFor: idle.SleepMin,
 	}
 	l.bell.Store(-1)
+	l.wakeSet.Store(-1)
 	if idle.Mode == IdleSleep || idle.Mode == IdleAdaptive {
 		l.sleepTimer = time.NewTimer(time.Hour)
 		l.sleepTimer.Stop()
+		if l.doorbell && l.cpu >= 0 {
+			l.openBell()
+		}
 		for _, s := range l.stages {
 			if d, ok := s.(Deadliner); ok {
 				l.deadliners = append(l.deadliners, d)
@@ -523,8 +532,8 @@ func (l *Loop) run() {
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(sleepSlack), 0, 0, 0)
 		if l.sleepTimer != nil {
 			l.wakeFDs = l.collectWakeFDs()
-			if l.doorbell {
-				l.openBell()
+			if fd := l.bell.Load(); fd >= 0 {
+				l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: fd, Events: unix.POLLIN}, unix.PollFd{Fd: l.wakeSet.Load(), Events: unix.POLLIN})
 			}
 		}
 		if l.err == nil && l.isolate {
@@ -760,16 +769,49 @@ func (l *Loop) Ring() {
 	}
 }
 
-// openBell gives a pinned loop that sleeps its eventfd. It is closed once
-// the Loop is garbage: a Ring racing with the loop's end may still write.
+// Asleep reports whether the loop sleeps, or has said it is about to (see
+// Ring): a producer in another process, which cannot call Ring, reads
+// what the loop's stage mirrors of it and writes to a descriptor given to
+// WakeOn instead.
+func (l *Loop) Asleep() bool { return l.asleep.Load() }
+
+// ErrNoWakeSet is WakeOn's error on a loop that has no set to wake on: one
+// without Options.Doorbell, or unpinned (its sleeps wait on a Go timer).
+var ErrNoWakeSet = errors.New("lcore: the loop sleeps on no descriptor set (a pinned loop with Options.Doorbell has one)")
+
+// WakeOn makes fd — an eventfd, or any descriptor that polls readable
+// when it has something — end the loop's sleeps from now on, until
+// remove is called; the caller keeps fd open until then. Any goroutine
+// may call both. Each write to an eventfd wakes the loop once (it is
+// watched edge-triggered), and the loop reads nothing from it.
+func (l *Loop) WakeOn(fd int) (remove func(), err error) {
+	set := int(l.wakeSet.Load())
+	if set < 0 {
+		return nil, ErrNoWakeSet
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd)}
+	if err := unix.EpollCtl(set, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		return nil, fmt.Errorf("lcore: watch fd %d: %w", fd, err)
+	}
+	return func() { _ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil) }, nil
+}
+
+// openBell gives a pinned loop that sleeps its eventfd and its wake set.
+// They are closed once the Loop is garbage: a Ring or WakeOn racing with
+// the loop's end may still use them.
 func (l *Loop) openBell() {
 	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return // best effort: its sleeps end on their timer
 	}
+	set, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
 	l.bell.Store(int32(fd))
-	l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-	runtime.AddCleanup(l, func(fd int) { unix.Close(fd) }, fd)
+	l.wakeSet.Store(int32(set))
+	runtime.AddCleanup(l, func(fds [2]int) { unix.Close(fds[0]); unix.Close(fds[1]) }, [2]int{fd, set})
 }
 
 // collectWakeFDs asks the stages for the descriptors that end a sleep.
@@ -791,12 +833,26 @@ func (l *Loop) collectWakeFDs() []unix.PollFd {
 	return out
 }
 
-// drainBell resets the eventfd if it was rung (it is the last descriptor
-// of the sleep's), so that the next sleep waits again.
+// drainBell resets the eventfd if it was rung and takes the wake set's
+// events (the two are the sleep's last descriptors), so that the next
+// sleep waits again.
 func (l *Loop) drainBell() {
-	if fd := l.bell.Load(); fd >= 0 && l.wakeFDs[len(l.wakeFDs)-1].Revents != 0 {
+	fd := l.bell.Load()
+	if fd < 0 {
+		return
+	}
+	n := len(l.wakeFDs)
+	if l.wakeFDs[n-2].Revents != 0 {
 		var v [8]byte
 		_, _ = unix.Read(int(fd), v[:])
+	}
+	if l.wakeFDs[n-1].Revents != 0 {
+		for {
+			k, err := unix.EpollWait(int(l.wakeSet.Load()), l.events[:], 0)
+			if err != unix.EINTR && k < len(l.events) {
+				break
+			}
+		}
 	}
 }
 

@@ -1062,3 +1062,48 @@ func TestRingWakesASleepingLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeOnEndsASleep: a write to an eventfd given to WakeOn ends a
+// pinned loop's sleep, once per write (it is watched edge-triggered and
+// never read); after remove, the loop sleeps through writes. An unpinned
+// loop has no set to wake on.
+func TestWakeOnEndsASleep(t *testing.T) {
+	allowed := allowedCPUs(t)
+	cpu := 0
+	for !allowed.IsSet(cpu) {
+		cpu++
+	}
+	unpinned := mustNew(t, lcore.Options{CPU: -1, Doorbell: true, Stages: []lcore.Stage{&idleStage{}}, Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep}})
+	_, err := unpinned.WakeOn(0)
+	require.ErrorIs(t, err, lcore.ErrNoWakeSet)
+
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(efd) })
+	script := newScript("sleeper", 0, 1)
+	l := mustNew(t, lcore.Options{
+		CPU: cpu, Doorbell: true, Stages: []lcore.Stage{script},
+		Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: time.Millisecond, SleepMax: time.Millisecond},
+	})
+	remove, err := l.WakeOn(efd)
+	require.NoError(t, err)
+	require.NoError(t, l.Start())
+	<-script.reached
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	for written := 0; written < 5; {
+		if l.Asleep() {
+			_, err := unix.Write(efd, one)
+			require.NoError(t, err)
+			written++
+			for l.Asleep() {
+				runtime.Gosched()
+			}
+		}
+		runtime.Gosched()
+	}
+	remove()
+	l.Stop()
+	require.NoError(t, l.Wait())
+	// Each write ends one sleep (a signal may end the last first).
+	require.GreaterOrEqual(t, l.Stats().InputWakes, uint64(4))
+}

@@ -62,6 +62,11 @@ const (
 	RRegion
 	// TDeregister: forget region Conn (answered by ROK).
 	TDeregister
+	// TBell: the channel's bell, an eventfd to write when the channel's
+	// header says the appliance's loop sleeps (package shm). Answered by
+	// ROK with the eventfd attached, or RError when the loop sleeps on no
+	// descriptor (the application then just publishes).
+	TBell
 	typeEnd
 )
 

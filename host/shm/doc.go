@@ -3,7 +3,9 @@
 // single-producer single-consumer rings of fixed-size descriptors and a pool
 // of equal buffers.
 //
-//	offset 0            header (magic, version, geometry), one page
+//	offset 0            header (magic, version, geometry; at 64, on a cache
+//	                    line of its own, the appliance's "asleep" word),
+//	                    one page
 //	SubmitOff           submit ring: producer index, consumer index (each on
 //	                    its own cache line), RingSize 48-byte Descs
 //	CompleteOff         completion ring: the same, RingSize 16-byte Comps
@@ -16,6 +18,17 @@
 // one piece of the mapping, so a message longer than a buffer is still one
 // slice, with no chain to walk and no copy to gather it. A registered
 // region is a memfd of its own (Region), mapped the same way by both.
+//
+// # Waking the appliance
+//
+// The appliance polls the rings on a poll loop that sleeps after a quiet
+// spell. Before it looks at a channel's submit ring for the last time
+// ahead of a sleep it sets the header's asleep word; an application that
+// published a descriptor and then reads the word set writes the eventfd
+// the appliance gave it (the channel's bell), which ends the sleep. Both
+// sides' store-then-load are sequentially consistent, so either the
+// appliance's last look finds the descriptor or the application rings.
+// A bell rung needlessly costs the appliance a wake-up, no more.
 //
 // # Who owns a buffer
 //

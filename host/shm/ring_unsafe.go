@@ -169,3 +169,28 @@ func (c *Channel) CompleteConsumer() *Consumer[Comp] {
 // Raw returns the channel's whole mapping, for tests that play a hostile
 // application and scribble on the rings.
 func (c *Channel) Raw() []byte { return c.mem }
+
+// asleepOff is where the header holds the appliance's "asleep" word, on a
+// cache line of its own: the appliance writes it, the application reads it.
+const asleepOff = line
+
+func (c *Channel) asleepWord() *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&c.mem[asleepOff]))
+}
+
+// SetAsleep is the appliance's: it says whether the loop that polls the
+// channel sleeps (or is about to), before that loop looks at the submit
+// ring once more. An application that reads it set after publishing a
+// descriptor writes the channel's bell (see the package doc). The store is
+// sequentially consistent, as the ring's indexes are.
+func (c *Channel) SetAsleep(v bool) {
+	var w uint32
+	if v {
+		w = 1
+	}
+	c.asleepWord().Store(w)
+}
+
+// Asleep is the application's read of SetAsleep's word. What it holds is
+// a hint the appliance never reads back.
+func (c *Channel) Asleep() bool { return c.asleepWord().Load() != 0 }

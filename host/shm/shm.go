@@ -13,7 +13,7 @@ import (
 // whose magic and version it knows.
 const (
 	Magic   = 0x70726768 // "prgh"
-	Version = 2
+	Version = 3
 )
 
 const (

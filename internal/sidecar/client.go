@@ -82,6 +82,7 @@ type Client struct {
 	MAC [6]byte
 
 	sock     *net.UnixConn
+	bell     int // the channel's bell (UseBell), -1 without
 	dead     atomic.Bool
 	deadCh   chan struct{}
 	deadOnce sync.Once
@@ -168,7 +169,7 @@ func Attach(socket string, opts Options) (*Client, error) {
 		return nil, &Refusal{Status: statusInvalid, Text: err.Error()}
 	}
 	cl := &Client{Ch: ch, IP: rep.Addr(), MAC: rep.MAC, sock: c, deadCh: make(chan struct{}),
-		pending: map[uint32]chan reply{}, nextReq: 1, forgot: map[uint32]struct{}{}, accepted: make(chan ctl.Msg, 64), sub: ch.SubmitProducer(), kick: make(chan struct{}, 1),
+		pending: map[uint32]chan reply{}, nextReq: 1, forgot: map[uint32]struct{}{}, accepted: make(chan ctl.Msg, 64), sub: ch.SubmitProducer(), kick: make(chan struct{}, 1), bell: -1,
 		taken:     make([]uint64, (ch.Layout.Buffers+63)/64),
 		tokenFree: make(chan struct{}, 1), cc: ch.CompleteConsumer(), comps: make([]shm.Comp, 64)}
 	return cl, nil
@@ -269,8 +270,12 @@ func (c *Client) Close() error {
 	return err
 }
 
-// CloseChannel unmaps the channel (after Close).
-func (c *Client) CloseChannel() error { return c.Ch.Close() }
+// CloseChannel unmaps the channel and closes its bell (after Close).
+func (c *Client) CloseChannel() error {
+	closeFd(c.bell)
+	c.bell = -1
+	return c.Ch.Close()
+}
 
 // readLoop reads the control replies until the socket ends.
 func (c *Client) readLoop() {
@@ -545,6 +550,37 @@ func (c *Client) Begin() {
 // submitted).
 func (c *Client) End() { c.busy.Add(-1) }
 
+// UseBell asks the appliance for the channel's bell (ctl.TBell) and, if it
+// has one, rings it after each descriptor published while the channel's
+// header says the appliance's loop sleeps. Call it once, after Start and
+// before the first Submit; an appliance without a bell is no error.
+func (c *Client) UseBell(ctx context.Context) error {
+	rep, fd, err := c.CallFd(ctx, &ctl.Msg{Type: ctl.TBell})
+	var r *Refusal
+	switch {
+	case errors.As(err, &r):
+		return nil // the appliance's loop has no bell: descriptors wait for its sleep
+	case err != nil:
+		return err
+	case fd < 0:
+		return &Refusal{Status: statusInvalid, Text: fmt.Sprintf("bell reply (type %d) without its eventfd", rep.Type)}
+	}
+	c.bell = fd
+	return nil
+}
+
+// HasBell reports whether UseBell found a bell.
+func (c *Client) HasBell() bool { return c.bell >= 0 }
+
+// ring wakes the appliance's loop if the channel says it sleeps: after a
+// descriptor was published (see package shm for why that order).
+func (c *Client) ring() {
+	if c.bell >= 0 && c.Ch.Asleep() {
+		one := [8]byte{1}
+		_, _ = unix.Write(c.bell, one[:]) // EAGAIN: the counter is full, the loop wakes anyway
+	}
+}
+
 // Submit publishes one descriptor, waiting for ring room (cancels may fill
 // it for a moment); false once the appliance is gone. While it waits it
 // reaps: the appliance takes no more descriptors than the completion ring
@@ -555,6 +591,7 @@ func (c *Client) Submit(d *shm.Desc) bool {
 	c.one[0] = *d
 	for {
 		if n, _ := c.sub.Enqueue(c.one[:]); n == 1 {
+			c.ring()
 			return true
 		}
 		if c.dead.Load() {
