@@ -242,8 +242,9 @@ func (e *engine) start() error {
 		lo.Idle.Mode = lcore.IdleAdaptive
 	}
 	// The loop's own sleeps end when a caller submits (engine.submit
-	// rings): an op after a quiet spell waits for no sleep. Under
-	// PollCaller the callers poll themselves.
+	// rings) or a sidecar application rings its bell (host): an op after
+	// a quiet spell waits for no sleep. Under PollCaller the callers poll
+	// themselves.
 	lo.Doorbell = opts.Poll != PollCaller
 	var err error
 	if e.loop, err = lcore.New(lo); err == nil {

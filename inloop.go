@@ -22,8 +22,8 @@ func init() {
 			return nil, nil, &Error{Op: "bell", Status: StatusInvalid, Cause: errors.New("not an in-process endpoint")}
 		}
 		e := p.e
-		if e.caller || !e.pinned || e.loop == nil {
-			return nil, nil, &Error{Op: "bell", Status: StatusInvalid, Cause: errors.New("the endpoint's loop is not pinned, or its callers poll: it sleeps on no descriptor")}
+		if e.caller || e.loop == nil {
+			return nil, nil, &Error{Op: "bell", Status: StatusInvalid, Cause: errors.New("the endpoint's callers poll (PollCaller): its loop sleeps on no bell")}
 		}
 		return e.loop.Asleep, e.loop.WakeOn, nil
 	}

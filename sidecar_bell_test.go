@@ -58,12 +58,12 @@ func TestSidecarBellWakesTheAppliance(t *testing.T) {
 	}
 }
 
-// An appliance whose loop is unpinned sleeps on a Go timer and has no
-// bell to give; the application then only publishes, and still works.
+// An appliance whose callers poll (PollCaller) has no bell to give; the
+// application then only publishes, and still works.
 func TestSidecarWithoutBell(t *testing.T) {
-	mine, peer := openSidecar(t, peregrine.Options{})
+	mine, peer := openSidecar(t, peregrine.Options{Poll: peregrine.PollCaller})
 	if has, _ := peregrine.SidecarBell(mine); has {
-		t.Fatal("a bell from an appliance on an unpinned loop")
+		t.Fatal("a bell from an appliance whose callers poll")
 	}
 	ctx := doorCtx(t)
 	c, p := dialPeer(t, mine, peer, peregrine.ConnOptions{})

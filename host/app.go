@@ -319,7 +319,7 @@ func (a *app) handle(m *ctl.Msg) (*ctl.Msg, int) {
 	case ctl.TBell:
 		if a.bell < 0 {
 			return &ctl.Msg{Type: ctl.RError, ID: m.ID, Status: uint8(peregrine.StatusInvalid),
-				Text: "no bell: the endpoint's loop is unpinned or its callers poll, and it sleeps on no descriptor"}, -1
+				Text: "no bell: the endpoint's callers poll (PollCaller), and its loop sleeps on no bell"}, -1
 		}
 		return &ctl.Msg{Type: ctl.ROK, ID: m.ID}, a.bell
 	}

@@ -62,16 +62,16 @@
 // application's state with Poll under that application's mutex, taken once
 // per Poll, never per descriptor.
 //
-// A pinned loop that sleeps after a quiet spell (PollLoop, the adaptive
-// or sleep policy) would leave a descriptor published meanwhile waiting
-// for its sleep's end. Each application gets a bell instead (ctl.TBell):
+// An endpoint's loop that sleeps after a quiet spell (PollLoop, the
+// adaptive or sleep policy) would leave a descriptor published meanwhile
+// waiting for its sleep's end. Each application gets a bell instead (ctl.TBell):
 // an eventfd of its own, which the loop sleeps on (lcore.Loop.WakeOn); the
 // poll on the loop mirrors the loop's sleep into every channel's header
 // before it reads the submit ring, and the client writes its bell after a
 // descriptor when it finds the header set (package shm). An application's
 // bell is closed at its detach; ringing it needlessly costs the loop a
-// wake-up, as a frame would. An unpinned loop sleeps on a Go timer and
-// gives no bell: descriptors then wait for its sleep to end.
+// wake-up, as a frame would. An endpoint whose callers poll (PollCaller)
+// gives no bell: descriptors then wait for its loop's sleep to end.
 //
 // # Isolation and faults
 //

@@ -78,9 +78,10 @@ const (
 	// sleep to end, and so does every reply in a request/response
 	// exchange — unless it arrives on a descriptor the loop sleeps on: a
 	// pinned loop's thread sleeps in the kernel with a microsecond of
-	// timer slack, in poll(2) on its stages' receive queues (Waker) when
-	// they have descriptors (AF_XDP, AF_PACKET), up to a millisecond at a
-	// time (Stop is noticed when the sleep ends); an unpinned loop, and
+	// timer slack, up to a millisecond at a time, in poll(2) on its
+	// stages' receive queues (Waker) when they have descriptors (AF_XDP,
+	// AF_PACKET) and on its Doorbell's; an unpinned loop with such
+	// descriptors sleeps on them too; an unpinned loop without, and
 	// longer sleeps, wait on a Go timer, which oversleeps short requests
 	// by up to a millisecond on a quiet process.
 	IdleSleep
@@ -190,9 +191,9 @@ type Options struct {
 	// Stages are polled in this order every iteration. At least one.
 	Stages []Stage
 	// Doorbell says that producers will call Ring: the loop's sleeps are
-	// announced one idle iteration ahead, and a pinned loop sleeps on an
-	// eventfd besides its stages' descriptors. Without it Ring does
-	// nothing.
+	// announced one idle iteration ahead, and the loop sleeps in poll(2)
+	// on an eventfd and a set of descriptors (WakeOn) besides its
+	// stages'. Without it Ring does nothing.
 	Doorbell bool
 	// Isolate keeps the process's other threads off CPU while the loop
 	// runs, as DPDK's EAL keeps its control threads off the lcores: the Go
@@ -301,12 +302,12 @@ type Loop struct {
 	armed    bool
 
 	// Ring's side (see Ring): asleep is set from one idle iteration
-	// before a sleep to its end; bell (a pinned loop's eventfd, -1 until
-	// it runs) or ringCh (an unpinned loop's) ends the sleep.
+	// before a sleep to its end; bell (the eventfd of a Doorbell loop, -1
+	// without) or, for a sleep on a Go timer, ringCh ends the sleep.
 	asleep atomic.Bool
 	bell   atomic.Int32
 	ringCh chan struct{}
-	// wakeSet (a pinned loop's epoll set, -1 without Doorbell) holds the
+	// wakeSet (a Doorbell loop's epoll set, -1 without) holds the
 	// descriptors WakeOn adds while the loop runs; the loop sleeps on it.
 	wakeSet atomic.Int32
 	events  [8]unix.EpollEvent
@@ -369,7 +370,7 @@ func New(opts Options) (*Loop, error) {
 	if idle.Mode == IdleSleep || idle.Mode == IdleAdaptive {
 		l.sleepTimer = time.NewTimer(time.Hour)
 		l.sleepTimer.Stop()
-		if l.doorbell && l.cpu >= 0 {
+		if l.doorbell {
 			l.openBell()
 		}
 		for _, s := range l.stages {
@@ -469,6 +470,10 @@ func (l *Loop) Start() error {
 func (l *Loop) Stop() {
 	l.stopping.Store(true)
 	l.stopOnce.Do(func() { close(l.stopCh) })
+	if fd := l.bell.Load(); fd >= 0 {
+		one := [8]byte{1}
+		_, _ = unix.Write(int(fd), one[:]) // a sleep in the kernel ends now
+	}
 }
 
 // Wait blocks until the loop goroutine has exited and returns why it ended
@@ -530,12 +535,6 @@ func (l *Loop) run() {
 		// Best effort: the thread's sleeps (backOff's nanosleep) end when
 		// asked, not up to 50 µs later, the kernel's default slack.
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(sleepSlack), 0, 0, 0)
-		if l.sleepTimer != nil {
-			l.wakeFDs = l.collectWakeFDs()
-			if fd := l.bell.Load(); fd >= 0 {
-				l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: fd, Events: unix.POLLIN}, unix.PollFd{Fd: l.wakeSet.Load(), Events: unix.POLLIN})
-			}
-		}
 		if l.err == nil && l.isolate {
 			undo, err := isolate(l.cpu)
 			if err != nil {
@@ -543,6 +542,12 @@ func (l *Loop) run() {
 			} else {
 				defer undo()
 			}
+		}
+	}
+	if l.sleepTimer != nil {
+		l.wakeFDs = l.collectWakeFDs()
+		if fd := l.bell.Load(); fd >= 0 {
+			l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: fd, Events: unix.POLLIN}, unix.PollFd{Fd: l.wakeSet.Load(), Events: unix.POLLIN})
 		}
 	}
 	if l.err == nil {
@@ -747,9 +752,9 @@ func (l *Loop) adapt(now clock.Time) {
 // Ring wakes the loop if it sleeps, or is about to: a producer that hands
 // a stage work through memory (a ring) from another goroutine rings after
 // it enqueued, so the work waits for no sleep to end. While the loop is
-// awake Ring is an atomic load; while it sleeps, a write to an eventfd
-// (pinned) or a channel send (unpinned). Any goroutine may call it, at
-// any time.
+// awake Ring is an atomic load; while it sleeps, a write to its eventfd
+// (or, if none could be made, a channel send). Any goroutine may call it,
+// at any time.
 //
 // A loop about to sleep first says so (asleep), then polls its stages
 // once more, and sleeps only if that finds nothing: work enqueued before
@@ -776,8 +781,8 @@ func (l *Loop) Ring() {
 func (l *Loop) Asleep() bool { return l.asleep.Load() }
 
 // ErrNoWakeSet is WakeOn's error on a loop that has no set to wake on: one
-// without Options.Doorbell, or unpinned (its sleeps wait on a Go timer).
-var ErrNoWakeSet = errors.New("lcore: the loop sleeps on no descriptor set (a pinned loop with Options.Doorbell has one)")
+// without Options.Doorbell.
+var ErrNoWakeSet = errors.New("lcore: the loop sleeps on no descriptor set (a loop with Options.Doorbell has one)")
 
 // WakeOn makes fd — an eventfd, or any descriptor that polls readable
 // when it has something — end the loop's sleeps from now on, until
@@ -796,7 +801,7 @@ func (l *Loop) WakeOn(fd int) (remove func(), err error) {
 	return func() { _ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil) }, nil
 }
 
-// openBell gives a pinned loop that sleeps its eventfd and its wake set.
+// openBell gives a Doorbell loop its eventfd and its wake set.
 // They are closed once the Loop is garbage: a Ring or WakeOn racing with
 // the loop's end may still use them.
 func (l *Loop) openBell() {
@@ -900,7 +905,7 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
 		d := l.sleepLength(now)
-		if l.cpu >= 0 && d <= preciseSleepMax {
+		if (l.cpu >= 0 || len(l.wakeFDs) > 0) && d <= preciseSleepMax {
 			// The pinned thread sleeps in the kernel: a Go timer ends a
 			// short sleep at the runtime's next timer check, on a quiet
 			// process about a millisecond later (10 µs asked, 1.08 ms
@@ -908,11 +913,16 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 			// recovery that waits a timeout finds loops asleep. Waiting
 			// in poll(2) on the ports' receive queues, it wakes when a
 			// frame arrives: each idle hop of a path otherwise adds what
-			// is left of its sleep. Stop is noticed when the sleep ends.
+			// is left of its sleep. So does an unpinned loop that has
+			// descriptors to sleep on (a blocking system call holds its
+			// thread, not a processor). Stop rings the bell, if any;
+			// otherwise it is noticed when the sleep ends.
 			ts := unix.NsecToTimespec(int64(d))
 			if len(l.wakeFDs) > 0 {
 				if n, _ := unix.Ppoll(l.wakeFDs, &ts, nil); n > 0 { // EINTR as for nanosleep
-					l.count.InputWakes++
+					if !l.stopping.Load() { // Stop's ring is no input
+						l.count.InputWakes++
+					}
 					l.drainBell()
 				}
 			} else {

@@ -1065,16 +1065,15 @@ func TestRingWakesASleepingLoop(t *testing.T) {
 
 // TestWakeOnEndsASleep: a write to an eventfd given to WakeOn ends a
 // pinned loop's sleep, once per write (it is watched edge-triggered and
-// never read); after remove, the loop sleeps through writes. An unpinned
-// loop has no set to wake on.
+// never read). A loop without Doorbell has no set to wake on.
 func TestWakeOnEndsASleep(t *testing.T) {
 	allowed := allowedCPUs(t)
 	cpu := 0
 	for !allowed.IsSet(cpu) {
 		cpu++
 	}
-	unpinned := mustNew(t, lcore.Options{CPU: -1, Doorbell: true, Stages: []lcore.Stage{&idleStage{}}, Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep}})
-	_, err := unpinned.WakeOn(0)
+	noBell := mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{&idleStage{}}, Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep}})
+	_, err := noBell.WakeOn(0)
 	require.ErrorIs(t, err, lcore.ErrNoWakeSet)
 
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)

@@ -15,6 +15,6 @@ var Attach func(ep any, poll func() int) (detach func(), err error)
 // sleeps: asleep reports whether the loop sleeps or is about to (for the
 // poll to mirror where that process reads it, before it looks at its
 // rings), wakeOn makes a descriptor (an eventfd the process writes) end
-// the loop's sleeps until remove. An error means the loop has none: it is
-// unpinned, or its callers poll (PollCaller).
+// the loop's sleeps until remove. An error means the loop has none: its
+// callers poll (PollCaller).
 var Bell func(ep any) (asleep func() bool, wakeOn func(fd int) (remove func(), err error), err error)
