@@ -191,9 +191,10 @@ type Options struct {
 	// Stages are polled in this order every iteration. At least one.
 	Stages []Stage
 	// Doorbell says that producers will call Ring: the loop's sleeps are
-	// announced one idle iteration ahead, and the loop sleeps in poll(2)
-	// on an eventfd and a set of descriptors (WakeOn) besides its
-	// stages'. Without it Ring does nothing.
+	// announced one idle iteration ahead, and end when Ring is called —
+	// in poll(2) on an eventfd, beside its stages' descriptors and those
+	// WakeOn adds, for a pinned loop or one with such descriptors; on a Go
+	// timer and a channel for another. Without it Ring does nothing.
 	Doorbell bool
 	// Isolate keeps the process's other threads off CPU while the loop
 	// runs, as DPDK's EAL keeps its control threads off the lcores: the Go
@@ -308,9 +309,14 @@ type Loop struct {
 	bell   atomic.Int32
 	ringCh chan struct{}
 	// wakeSet (a Doorbell loop's epoll set, -1 without) holds the
-	// descriptors WakeOn adds while the loop runs; the loop sleeps on it.
-	wakeSet atomic.Int32
-	events  [8]unix.EpollEvent
+	// descriptors WakeOn adds while the loop runs, watched of them; the
+	// loop sleeps on it. inKernel: the sleep announced is in the kernel
+	// (sleepsInKernel), where the bell ends it, not on a Go timer.
+	wakeSet  atomic.Int32
+	watched  atomic.Int32
+	inKernel atomic.Bool
+	stageFDs int // the stages' descriptors among wakeFDs
+	events   [8]unix.EpollEvent
 
 	polling int // stage being polled, -1 for the clock: names a panic
 
@@ -546,6 +552,7 @@ func (l *Loop) run() {
 	}
 	if l.sleepTimer != nil {
 		l.wakeFDs = l.collectWakeFDs()
+		l.stageFDs = len(l.wakeFDs)
 		if fd := l.bell.Load(); fd >= 0 {
 			l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: fd, Events: unix.POLLIN}, unix.PollFd{Fd: l.wakeSet.Load(), Events: unix.POLLIN})
 		}
@@ -763,7 +770,7 @@ func (l *Loop) Ring() {
 	if !l.asleep.Load() {
 		return
 	}
-	if fd := l.bell.Load(); fd >= 0 {
+	if fd := l.bell.Load(); fd >= 0 && l.inKernel.Load() {
 		one := [8]byte{1}
 		_, _ = unix.Write(int(fd), one[:]) // EAGAIN: the counter is full, the loop will wake
 		return
@@ -798,7 +805,14 @@ func (l *Loop) WakeOn(fd int) (remove func(), err error) {
 	if err := unix.EpollCtl(set, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return nil, fmt.Errorf("lcore: watch fd %d: %w", fd, err)
 	}
-	return func() { _ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil) }, nil
+	l.watched.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			_ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil)
+			l.watched.Add(-1)
+		})
+	}, nil
 }
 
 // openBell gives a Doorbell loop its eventfd and its wake set.
@@ -817,6 +831,17 @@ func (l *Loop) openBell() {
 	l.bell.Store(int32(fd))
 	l.wakeSet.Store(int32(set))
 	runtime.AddCleanup(l, func(fds [2]int) { unix.Close(fds[0]); unix.Close(fds[1]) }, [2]int{fd, set})
+}
+
+// sleepsInKernel says where the next sleep is: in the kernel for a pinned
+// loop, and for an unpinned one with descriptors that can end it besides
+// its bell (its stages', or some WakeOn watches); on a Go timer otherwise.
+// An unpinned loop blocked in a system call makes the runtime hand its
+// processor to another thread, which allocates (Go's race detector counts
+// 8 allocations a round in TestShardsDoNotAllocate) where a timer's sleep
+// costs nothing.
+func (l *Loop) sleepsInKernel() bool {
+	return l.cpu >= 0 || l.stageFDs > 0 || l.watched.Load() > 0
 }
 
 // collectWakeFDs asks the stages for the descriptors that end a sleep.
@@ -895,17 +920,23 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 		}
 	case IdleSleep:
 		if l.doorbell && !l.armed {
-			// Tell Ring first; the next idle iteration sleeps.
+			// Tell Ring first, and how to wake the sleep; the next idle
+			// iteration sleeps.
 			l.armed = true
+			l.inKernel.Store(l.sleepsInKernel())
 			l.asleep.Store(true)
 			return
+		}
+		inKernel := l.sleepsInKernel()
+		if l.armed {
+			inKernel = l.inKernel.Load()
 		}
 		l.armed = false
 		defer l.asleep.Store(false)
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
 		d := l.sleepLength(now)
-		if (l.cpu >= 0 || len(l.wakeFDs) > 0) && d <= preciseSleepMax {
+		if inKernel && d <= preciseSleepMax {
 			// The pinned thread sleeps in the kernel: a Go timer ends a
 			// short sleep at the runtime's next timer check, on a quiet
 			// process about a millisecond later (10 µs asked, 1.08 ms
