@@ -121,14 +121,14 @@ func openSidecarAppliance(t *testing.T, opts peregrine.Options) (mine, a, peer *
 	return mine, a, b, srv
 }
 
-func doorCtx(t *testing.T) context.Context {
+func doorCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // dialPeer dials the peer from mine; accepted is the peer's side.
-func dialPeer(t *testing.T, mine, peer *peregrine.Endpoint, opts peregrine.ConnOptions) (c, accepted *peregrine.Conn) {
+func dialPeer(t testing.TB, mine, peer *peregrine.Endpoint, opts peregrine.ConnOptions) (c, accepted *peregrine.Conn) {
 	t.Helper()
 	lo := opts
 	lo.Ordered = false

@@ -27,17 +27,21 @@ func echoEvery(t *testing.T, ctx context.Context, peer *peregrine.Endpoint, n in
 			if err != nil {
 				return
 			}
-			go func() {
-				buf := make([]byte, 8192)
-				for {
-					k, err := c.Recv(ctx, buf)
-					if err != nil || c.Send(ctx, buf[:k]) != nil {
-						return
-					}
-				}
-			}()
+			go echoConn(ctx, c, 8192)
 		}
 	}()
+}
+
+// echoConn sends back each message c receives (up to size bytes) until a
+// call fails.
+func echoConn(ctx context.Context, c *peregrine.Conn, size int) {
+	buf := make([]byte, size)
+	for {
+		k, err := c.Recv(ctx, buf)
+		if err != nil || c.Send(ctx, buf[:k]) != nil {
+			return
+		}
+	}
 }
 
 // Many goroutines in blocking calls on one attached endpoint, with ops
