@@ -191,10 +191,9 @@ type Options struct {
 	// Stages are polled in this order every iteration. At least one.
 	Stages []Stage
 	// Doorbell says that producers will call Ring: the loop's sleeps are
-	// announced one idle iteration ahead, and end when Ring is called —
-	// in poll(2) on an eventfd, beside its stages' descriptors and those
-	// WakeOn adds, for a pinned loop or one with such descriptors; on a Go
-	// timer and a channel for another. Without it Ring does nothing.
+	// announced one idle iteration ahead, and the loop sleeps in poll(2)
+	// on an eventfd, which Ring writes, beside its stages' descriptors
+	// and those WakeOn adds. Without it Ring does nothing.
 	Doorbell bool
 	// Isolate keeps the process's other threads off CPU while the loop
 	// runs, as DPDK's EAL keeps its control threads off the lcores: the Go
@@ -309,14 +308,11 @@ type Loop struct {
 	bell   atomic.Int32
 	ringCh chan struct{}
 	// wakeSet (a Doorbell loop's epoll set, -1 without) holds the
-	// descriptors WakeOn adds while the loop runs, watched of them; the
-	// loop sleeps on it. inKernel: the sleep announced is in the kernel
-	// (sleepsInKernel), where the bell ends it, not on a Go timer.
-	wakeSet  atomic.Int32
-	watched  atomic.Int32
-	inKernel atomic.Bool
-	stageFDs int // the stages' descriptors among wakeFDs
-	events   [8]unix.EpollEvent
+	// descriptors WakeOn adds while the loop runs; the loop sleeps on it.
+	// counter receives the bell's count when the loop resets it.
+	wakeSet atomic.Int32
+	counter [8]byte
+	events  [8]unix.EpollEvent
 
 	polling int // stage being polled, -1 for the clock: names a panic
 
@@ -477,8 +473,7 @@ func (l *Loop) Stop() {
 	l.stopping.Store(true)
 	l.stopOnce.Do(func() { close(l.stopCh) })
 	if fd := l.bell.Load(); fd >= 0 {
-		one := [8]byte{1}
-		_, _ = unix.Write(int(fd), one[:]) // a sleep in the kernel ends now
+		_, _ = unix.Write(int(fd), eventfdOne[:]) // a sleep in the kernel ends now
 	}
 }
 
@@ -552,7 +547,6 @@ func (l *Loop) run() {
 	}
 	if l.sleepTimer != nil {
 		l.wakeFDs = l.collectWakeFDs()
-		l.stageFDs = len(l.wakeFDs)
 		if fd := l.bell.Load(); fd >= 0 {
 			l.wakeFDs = append(l.wakeFDs, unix.PollFd{Fd: fd, Events: unix.POLLIN}, unix.PollFd{Fd: l.wakeSet.Load(), Events: unix.POLLIN})
 		}
@@ -735,7 +729,8 @@ const (
 
 // adapt is IdleAdaptive's back-off: nothing within SpinFor of the last
 // work but a yield now and then after spinProbeAfter (a yield each time
-// while the CPU is shared), a yield within YieldFor, a sleep after. A loop that never worked counts from its start.
+// while the CPU is shared), a yield within YieldFor, a sleep after. A loop
+// that never worked counts from its start.
 func (l *Loop) adapt(now clock.Time) {
 	switch quiet := now.Sub(l.lastWork); {
 	case quiet < l.idle.SpinFor && now >= l.sharedUntil && (quiet < spinProbeAfter || l.idleRun%spinYieldEvery != 0):
@@ -764,15 +759,15 @@ func (l *Loop) adapt(now clock.Time) {
 // at any time.
 //
 // A loop about to sleep first says so (asleep), then polls its stages
-// once more, and sleeps only if that finds nothing: work enqueued before
-// a Ring that read the loop awake is found by that poll.
+// once more (its next idle iteration), and sleeps only if that finds
+// nothing: work enqueued before a Ring that read the loop awake is found
+// by that poll.
 func (l *Loop) Ring() {
 	if !l.asleep.Load() {
 		return
 	}
-	if fd := l.bell.Load(); fd >= 0 && l.inKernel.Load() {
-		one := [8]byte{1}
-		_, _ = unix.Write(int(fd), one[:]) // EAGAIN: the counter is full, the loop will wake
+	if fd := l.bell.Load(); fd >= 0 {
+		_, _ = unix.Write(int(fd), eventfdOne[:]) // EAGAIN: the counter is full, the loop will wake
 		return
 	}
 	select {
@@ -805,14 +800,7 @@ func (l *Loop) WakeOn(fd int) (remove func(), err error) {
 	if err := unix.EpollCtl(set, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return nil, fmt.Errorf("lcore: watch fd %d: %w", fd, err)
 	}
-	l.watched.Add(1)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			_ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil)
-			l.watched.Add(-1)
-		})
-	}, nil
+	return func() { _ = unix.EpollCtl(set, unix.EPOLL_CTL_DEL, fd, nil) }, nil
 }
 
 // openBell gives a Doorbell loop its eventfd and its wake set.
@@ -833,16 +821,10 @@ func (l *Loop) openBell() {
 	runtime.AddCleanup(l, func(fds [2]int) { unix.Close(fds[0]); unix.Close(fds[1]) }, [2]int{fd, set})
 }
 
-// sleepsInKernel says where the next sleep is: in the kernel for a pinned
-// loop, and for an unpinned one with descriptors that can end it besides
-// its bell (its stages', or some WakeOn watches); on a Go timer otherwise.
-// An unpinned loop blocked in a system call makes the runtime hand its
-// processor to another thread, which allocates (Go's race detector counts
-// 8 allocations a round in TestShardsDoNotAllocate) where a timer's sleep
-// costs nothing.
-func (l *Loop) sleepsInKernel() bool {
-	return l.cpu >= 0 || l.stageFDs > 0 || l.watched.Load() > 0
-}
+// eventfdOne is what Ring and Stop write to an eventfd: a package variable,
+// because a local array passed to unix.Write moves to the heap under the
+// race detector (which reads the buffer), one allocation a ring.
+var eventfdOne = [8]byte{1}
 
 // collectWakeFDs asks the stages for the descriptors that end a sleep.
 func (l *Loop) collectWakeFDs() []unix.PollFd {
@@ -873,8 +855,7 @@ func (l *Loop) drainBell() {
 	}
 	n := len(l.wakeFDs)
 	if l.wakeFDs[n-2].Revents != 0 {
-		var v [8]byte
-		_, _ = unix.Read(int(fd), v[:])
+		_, _ = unix.Read(int(fd), l.counter[:])
 	}
 	if l.wakeFDs[n-1].Revents != 0 {
 		for {
@@ -920,23 +901,17 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 		}
 	case IdleSleep:
 		if l.doorbell && !l.armed {
-			// Tell Ring first, and how to wake the sleep; the next idle
-			// iteration sleeps.
+			// Tell Ring first; the next idle iteration sleeps.
 			l.armed = true
-			l.inKernel.Store(l.sleepsInKernel())
 			l.asleep.Store(true)
 			return
-		}
-		inKernel := l.sleepsInKernel()
-		if l.armed {
-			inKernel = l.inKernel.Load()
 		}
 		l.armed = false
 		defer l.asleep.Store(false)
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
 		d := l.sleepLength(now)
-		if inKernel && d <= preciseSleepMax {
+		if (l.cpu >= 0 || len(l.wakeFDs) > 0) && d <= preciseSleepMax {
 			// The pinned thread sleeps in the kernel: a Go timer ends a
 			// short sleep at the runtime's next timer check, on a quiet
 			// process about a millisecond later (10 µs asked, 1.08 ms

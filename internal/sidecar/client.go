@@ -576,10 +576,14 @@ func (c *Client) HasBell() bool { return c.bell >= 0 }
 // descriptor was published (see package shm for why that order).
 func (c *Client) ring() {
 	if c.bell >= 0 && c.Ch.Asleep() {
-		one := [8]byte{1}
-		_, _ = unix.Write(c.bell, one[:]) // EAGAIN: the counter is full, the loop wakes anyway
+		_, _ = unix.Write(c.bell, eventfdOne[:]) // EAGAIN: the counter is full, the loop wakes anyway
 	}
 }
+
+// eventfdOne is what ring writes: a package variable, because a local
+// array passed to unix.Write moves to the heap under the race detector
+// (which reads the buffer), one allocation a ring.
+var eventfdOne = [8]byte{1}
 
 // Submit publishes one descriptor, waiting for ring room (cancels may fill
 // it for a moment); false once the appliance is gone. While it waits it
