@@ -95,23 +95,9 @@ func openSidecarServer(t *testing.T, opts peregrine.Options) (mine, peer *peregr
 func openSidecarAppliance(t *testing.T, opts peregrine.Options) (mine, a, peer *peregrine.Endpoint, srv *host.Server) {
 	h := doorHost(t)
 	a, b := doorPair(t, h, opts)
-	sock := filepath.Join(t.TempDir(), "p.sock")
-	srv, err := host.New(host.Options{Socket: sock, Endpoint: a, UID: -1, GID: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); srv.Run(ctx) }()
-	mine, err = peregrine.Attach(sock, peregrine.AttachOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mine, srv, stop := serveSidecar(t, a)
 	t.Cleanup(func() {
-		mine.Close()
 		stop()
-		<-ran
-		srv.Close()
 		a.Close()
 		b.Close()
 		if err := h.Close(); err != nil {
@@ -119,6 +105,27 @@ func openSidecarAppliance(t *testing.T, opts peregrine.Options) (mine, a, peer *
 		}
 	})
 	return mine, a, b, srv
+}
+
+// serveSidecar runs an appliance (host.Server) on a and attaches an
+// application to it; stop detaches it and ends the appliance, leaving a
+// open.
+func serveSidecar(t testing.TB, a *peregrine.Endpoint) (mine *peregrine.Endpoint, srv *host.Server, stop func()) {
+	sock := filepath.Join(t.TempDir(), "p.sock")
+	srv, err := host.New(host.Options{Socket: sock, Endpoint: a, UID: -1, GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); srv.Run(ctx) }()
+	if mine, err = peregrine.Attach(sock, peregrine.AttachOptions{}); err != nil {
+		cancel()
+		<-ran
+		srv.Close()
+		t.Fatal(err)
+	}
+	return mine, srv, func() { mine.Close(); cancel(); <-ran; srv.Close() }
 }
 
 func doorCtx(t testing.TB) context.Context {

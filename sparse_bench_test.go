@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/peregrine-net/peregrine"
-	"github.com/peregrine-net/peregrine/host"
 	"github.com/peregrine-net/peregrine/pmd/netns"
 	"github.com/peregrine-net/peregrine/pmd/netns/netnstest"
 )
@@ -58,18 +56,7 @@ func sparseRoundTrips(b *testing.B, where string, sidecar bool) {
 	from := a
 	var stopSrv func()
 	if sidecar {
-		sock := filepath.Join(b.TempDir(), "p.sock")
-		srv, err := host.New(host.Options{Socket: sock, Endpoint: a, UID: -1, GID: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() { defer close(ran); srv.Run(ctx) }()
-		if from, err = peregrine.Attach(sock, peregrine.AttachOptions{}); err != nil {
-			b.Fatal(err)
-		}
-		stopSrv = func() { from.Close(); stop(); <-ran; srv.Close() }
+		from, _, stopSrv = serveSidecar(b, a)
 	}
 	b.Cleanup(func() {
 		if stopSrv != nil {
