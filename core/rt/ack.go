@@ -77,7 +77,22 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		return
 	}
 	if hd.Flags&wire.FlagAckRequested != 0 {
-		e.ackNow(c) // a keepalive probe
+		// A keepalive or a timeout's ask: the answer echoes it, unless a
+		// packet since our last ACK gives a fresher echo — after a stall
+		// of our loop the first copies waiting behind the ask span the
+		// stall, the sample a spurious timeout learns from.
+		if !c.echoFresh {
+			c.echoTx, c.echoRx, c.echoFresh = hd.TxTime, e.now32, true
+			c.echoTTL = e.rxTTL
+		}
+		e.ackNow(c)
+	}
+	for k := range c.rtt.frto {
+		// The answer to a timeout's ask: it echoes the ask or something
+		// sent after it (frtoVerdict).
+		if f := &c.rtt.frto[k]; f.asked && hd.TxEcho != 0 && int32(hd.TxEcho-f.askStamp) >= 0 {
+			f.answered = true
+		}
 	}
 	ebsn := [2]uint32{hd.ReqEBSN, hd.DataEBSN}
 	maps := [2]*wire.Bitmap128{&hd.Ack.ReqBitmap, &hd.Ack.DataBitmap}

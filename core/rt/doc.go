@@ -219,7 +219,17 @@
 // sample, which spans the stall — while the probe's resend acknowledged
 // alone is a loss and the held packets are resent as before. Setup,
 // closing, resyncs and packets the peer asked to hold off keep the plain
-// rule.
+// rule. When nothing past the oldest packet was acknowledged (no hole is
+// known: a lost tail, or a peer whose loop is off its CPU) and the
+// oldest never timed out before, the first expiry asks instead of
+// resending (TimeoutAsks): an ACK with FlagAckRequested, which the peer
+// answers echoing it. An answer acknowledging first copies makes the
+// timeout spurious with nothing resent; one that echoes the ask and still
+// lacks the packets is the loss, and they are resent on it; no answer by
+// the probe's next timeout resends the probe as above. A tail loss costs
+// one round trip more, a peer off its CPU for less than three timeouts
+// no resend. The ask counts as one of the probe's RetryLimit+1
+// transmissions, so a dead peer is given up on the same schedule.
 //
 // A Send that finds the window (WindowSize PSNs), the congestion window,
 // the CAM or the pool full is refused with an error matching ErrBusy and

@@ -181,3 +181,69 @@ func TestLateHoleIsTheTimeoutsProbe(t *testing.T) {
 	require.LessOrEqual(t, st.TxRetransmit+st.TxEarlyRetransmit, uint64(2), "the peer's packets were resent")
 	require.Zero(t, st.Internal+h.b.Stats().Internal)
 }
+
+// A receiver whose loop stops for two and a half timeouts with 64
+// packets of ours outstanding lost nothing, and the timeout knows of no
+// hole (nothing past the oldest packet was acknowledged): its first
+// expiry asks the peer for an ACK instead of resending, and the stop ends
+// before the second. Nothing is resent; the answer acknowledges first
+// copies, so the timeout was spurious and its window cut is taken back.
+// The oldest packet's resend, the probe, used to go at the first expiry:
+// a copy the peer already had, one per stop of the peer's loop.
+func TestShortPeerStallCostsNoResend(t *testing.T) {
+	h, ca, sw := frtoHarness(t)
+	const n = 64
+	before, rto, delivered := sw.Cwnd(), ca.RTO(), len(h.gotB)
+	for i := range n {
+		_, err := ca.Send(SendHeader{Type: wire.TypePushUnsolicitedData, RSN: uint32(i)}, payload(uint64(3000+i), 64))
+		require.NoError(t, err)
+	}
+	h.pollAlone(h.clk.Now().Add(5 * rto / 2))
+	mid := h.a.Stats()
+	require.EqualValues(t, 1, mid.TimeoutAsks, "the first expiry did not ask")
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	t.Logf("RTO %v: asks %d, resent %d+%d early, spurious timeouts %d, cwnd %.1f -> %.1f", rto,
+		st.TimeoutAsks, st.TxRetransmit, st.TxEarlyRetransmit, st.SpuriousRTO, before, sw.Cwnd())
+	require.Zero(t, st.TxRetransmit+st.TxEarlyRetransmit, "a copy the peer had was resent")
+	require.EqualValues(t, 1, st.SpuriousRTO)
+	require.EqualValues(t, 1, sw.Stats().TimeoutUndos)
+	require.GreaterOrEqual(t, sw.Cwnd(), before, "the spurious timeout's window cut stayed")
+	require.Len(t, h.gotB, delivered+n, "delivered exactly once")
+	require.Zero(t, st.Internal+h.b.Stats().Internal)
+}
+
+// The last packets of a burst are lost and nothing follows them: the
+// timeout asks, and the peer's answer, which echoes the ask and still
+// lacks them, is the loss — they are resent on it, one round trip after
+// the ask, not at the probe's next timeout (two timeouts later).
+func TestAskedTailLossIsResentAtTheAnswer(t *testing.T) {
+	h, ca, _ := frtoHarness(t)
+	const n, lost = 16, 4
+	delivered := len(h.gotB)
+	first, dropped := uint32(0), 0
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypePushUnsolicitedData && f.Header.Flags&wire.FlagRetransmission == 0 && f.Header.PSN-first >= n-lost {
+			dropped++
+			return 0
+		}
+		return 1
+	}
+	psns := h.sendAll(ca, wire.TypePushUnsolicitedData, 9000, 1, 64)
+	first = psns[0]
+	rto, start := ca.RTO(), h.clk.Now()
+	h.sendAll(ca, wire.TypePushUnsolicitedData, 9001, n-1, 64)
+	h.run(func() bool { return len(h.gotB) == delivered+n }, time.Second)
+	took := h.clk.Now().Sub(start)
+	h.run(h.quiet, time.Second)
+	st := h.a.Stats()
+	t.Logf("RTO %v: the tail delivered %v after the burst; asks %d, resent %d+%d early, spurious timeouts %d",
+		rto, took, st.TimeoutAsks, st.TxRetransmit, st.TxEarlyRetransmit, st.SpuriousRTO)
+	require.Equal(t, lost, dropped)
+	require.EqualValues(t, 1, st.TimeoutAsks)
+	require.Zero(t, st.SpuriousRTO, "a real loss taken for a stall")
+	require.EqualValues(t, lost, st.TxRetransmit+st.TxEarlyRetransmit, "only the lost tail resent")
+	require.Less(t, took, 2*rto, "the tail waited for the probe's next timeout")
+	require.Len(t, h.gotB, delivered+n, "delivered exactly once")
+	require.Zero(t, st.Internal+h.b.Stats().Internal)
+}

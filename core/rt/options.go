@@ -160,7 +160,7 @@ type Options struct {
 	// when that runs out too the connection fails. Connection setup uses
 	// the same limit. A packet goes on the wire at most RetryLimit+1
 	// times, early resends included (so lost refusal NACKs cannot make it
-	// resend forever), but it is given up only when its timer expired
+	// resend forever) and a timeout's ask for an ACK counting as one, but it is given up only when its timer expired
 	// RetryLimit+1 times (the RTO doubling each time): early resends spend
 	// the transmissions sooner, never the time, so a packet whose ACK is
 	// merely slow (a slower path, a queue) is not abandoned because of

@@ -357,10 +357,11 @@ func (n *rackNet) sendBurst(c *Conn, count int) {
 }
 
 // TestTailAckLossIsNoReordering: the ACK of a burst's last packets is
-// lost and nothing follows them, so the retransmit timer resends the
-// oldest as its probe; the peer's ACK of that resend acknowledges the
-// rest of the burst with it. Those packets were sent before the resend
-// and acknowledged with it, not after it: no packet overtook them. Taken
+// lost and nothing follows them, so the retransmit timer asks the peer
+// for an ACK; its answer acknowledges the burst. Those packets were sent
+// before the ask and acknowledged with it, not after it: no packet
+// overtook them. (Before the timeout asked, it resent the oldest, and the
+// resend's ACK acknowledged the rest with it: the same question.) Taken
 // for overtaken, each gave a lateness of a whole timeout and the
 // reordering window grew to it, so every later hole waited a timeout
 // before it was resent — through the fabric at 1 % loss each way a
@@ -383,8 +384,9 @@ func TestTailAckLossIsNoReordering(t *testing.T) {
 		n.step()
 	}
 	st := n.a.Stats()
-	t.Logf("reordering window %v before, %v after; SRTT %v, RTO %v; timeouts %d", before, cc.rtt.rack.reoWnd(), cc.rtt.srtt, cc.rtt.rto, st.TxRetransmit)
-	require.Positive(t, st.TxRetransmit, "the timer resent the tail's probe")
+	t.Logf("reordering window %v before, %v after; SRTT %v, RTO %v; asks %d, resends %d", before, cc.rtt.rack.reoWnd(), cc.rtt.srtt, cc.rtt.rto, st.TimeoutAsks, st.TxRetransmit)
+	require.Positive(t, st.TimeoutAsks, "the timer asked for the tail's ACK")
+	require.Zero(t, st.TxRetransmit, "the tail was resent though the answer acknowledged it")
 	require.Less(t, cc.rtt.rack.reoWnd(), 50*time.Microsecond, "the reordering window far below the timeout (the path's round trip is 5 µs)")
 }
 

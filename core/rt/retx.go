@@ -224,12 +224,52 @@ func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
 		return false // the oldest is no probe, or already going out
 	}
 	*f = frtoEpisode{at: e.now, probe: p.psn}
+	if c.tx[k].acked.span() == 0 && p.sends == 1 && p.timeouts == 0 {
+		// No hole known, and the probe never timed out before (after
+		// an answer showed it missing, asking again tells nothing): ask
+		// before resending (frtoEpisode).
+		e.askPeer(c, f, pidx, p)
+		if pidx != idx {
+			e.frtoHoldTo(c, idx, x, pidx, p)
+		}
+		return true
+	}
 	if pidx == idx {
 		return false
 	}
 	e.onRetxTimeout(pidx, p)
 	e.frtoHoldTo(c, idx, x, pidx, p)
 	return true
+}
+
+// askPeer starts episode f with an ask in place of the probe's resend:
+// the ACK asking for an ACK goes out in this Poll, and probe p (context
+// pidx) is held until its next timeout, that expiry and the transmission
+// spent as a resend would have spent them, so a dead peer is given up on
+// the same schedule. The congestion response is a timeout's, taken back
+// if the answer shows the timeout spurious.
+func (e *Endpoint) askPeer(c *conn, f *frtoEpisode, pidx uint32, p *retxCtx) {
+	f.asked, f.askStamp = true, e.now32
+	c.cc.OnRetransmit(e.now, true)
+	if p.timeouts < ^uint16(0) {
+		p.timeouts++
+	}
+	if p.tx < ^uint16(0) {
+		p.tx++
+	}
+	p.early, p.held = false, true
+	e.armRetx(pidx, p, e.now.Add(c.rtt.backoff(uint8(min(p.timeouts, 255)), e.opts.MaxRTO)))
+	c.probe = true
+	if !c.ackNow {
+		e.ackNow(c)
+	}
+	e.cnt.own[cTimeoutAsks]++
+}
+
+// asking reports whether p is the probe of episode f that was asked for
+// and not resent since.
+func asking(f *frtoEpisode, p *retxCtx) bool {
+	return f.asked && f.at != 0 && p.psn == f.probe && p.sentAt < f.at
 }
 
 // frtoHoldTo holds packet x until the next timeout of probe p (context
@@ -239,6 +279,9 @@ func (e *Endpoint) frtoHold(idx uint32, x *retxCtx) bool {
 func (e *Endpoint) frtoHoldTo(c *conn, idx uint32, x *retxCtx, pidx uint32, p *retxCtx) {
 	n := p.timeouts
 	due := e.rtoDue(c, p)
+	if f := &c.rtt.frto[c.window(p.win)]; asking(f, p) {
+		due = max(due, f.at.Add(c.rtt.backoff(uint8(min(n, 255)), e.opts.MaxRTO))) // the ask's next timeout
+	}
 	switch {
 	case e.retxQ.contains(int32(pidx)):
 		due = e.now.Add(c.rtt.backoff(uint8(min(n, 255)), e.opts.MaxRTO))
@@ -276,7 +319,7 @@ func (e *Endpoint) frtoVerdict(c *conn, k int, rtt time.Duration) {
 		// ratchet the timeout up by each wait on a lossy ACK path.
 		c.rtt.stalled(rtt, e.now, &e.opts)
 		e.frtoEnd(c, k, true)
-	case f.probeAcked:
+	case f.probeAcked, f.answered:
 		e.frtoEnd(c, k, false)
 	}
 }
@@ -285,15 +328,26 @@ func (e *Endpoint) frtoVerdict(c *conn, k int, rtt time.Duration) {
 // spurious timeout each one's timer runs again from the ACK that showed
 // it (rtoDue), otherwise each expiry is handled as the timeout it was.
 func (e *Endpoint) frtoEnd(c *conn, k int, spurious bool) {
+	f := c.rtt.frto[k]
 	c.rtt.frto[k] = frtoEpisode{}
 	e.eachOutstanding(c, k, func(idx uint32, x *retxCtx) bool {
 		if !x.held {
 			return true
 		}
 		x.held = false
-		if spurious {
+		switch {
+		case spurious:
 			e.armRetx(idx, x, e.rtoDue(c, x))
-		} else {
+		case asking(&f, x):
+			// Its expiry and the timeout's response were spent on the
+			// ask: resent now, on them, unless that was its last
+			// transmission (its timer, armed, runs out the schedule).
+			if !e.retriesSpent(x) {
+				x.early = false
+				x.prevAt, x.earlyDecl = x.sentAt, false
+				e.retxQ.push(int32(idx))
+			}
+		default:
 			e.onRetxTimeout(idx, x)
 		}
 		return true

@@ -53,12 +53,29 @@ type rttEstimator struct {
 // loss, and the held packets are resent as every expiry used to be.
 // Without it a receiver descheduled for longer than the RTO cost a whole
 // window of resends, each one a copy the receiver already had.
+//
+// When nothing past the oldest packet has been acknowledged the timeout
+// knows of no hole: the tail may be lost, or the peer's loop off its CPU
+// with every packet in its ring. The first expiry then asks the peer for
+// an ACK (an ACK with FlagAckRequested; it counts as one of the probe's
+// transmissions) instead of resending: an answer acknowledging first
+// copies makes the timeout spurious with nothing resent, an answer that
+// echoes the ask and leaves the oldest missing is a loss (the probe and
+// the held packets the answer still lacks are resent at once), and no
+// answer by the probe's next timeout resends the probe as above. A tail
+// loss costs one round trip more; a stalled peer costs no resend unless
+// it stays off its CPU past the second timeout.
 type frtoEpisode struct {
 	at    clock.Time // when the timer expired; 0: no episode
 	probe uint32     // the probe's PSN
 	// orig: an ACK since acknowledged a packet's first copy sent before
 	// at; probeAcked: the probe's resend was acknowledged.
 	orig, probeAcked bool
+	// asked: the timeout asked the peer for an ACK (askStamp, its
+	// TxTime) in place of the probe's resend; answered: an ACK echoing
+	// the ask, or something sent after it, arrived.
+	asked, answered bool
+	askStamp        uint32
 }
 
 // stallHalfLife is how long a learnt stall keeps the timeout up at full

@@ -68,6 +68,7 @@ const (
 	cReclaimProbes
 	cSpuriousTimeout
 	cSpuriousRTO
+	cTimeoutAsks
 	cRxBadSeal
 	cInternal
 	numCounters
@@ -165,6 +166,12 @@ type Stats struct {
 	// were held and not sent, and the congestion response was taken back
 	// (retx.go, frtoHold). One per timeout, not per packet.
 	SpuriousRTO uint64
+	// TimeoutAsks counts retransmit timeouts that asked the peer for an
+	// ACK instead of resending (retx.go, frtoHold): nothing past the
+	// window's oldest packet had been acknowledged, so the timeout could
+	// not tell a loss from a peer that is off its CPU, and only the
+	// answer shows which packets are missing.
+	TimeoutAsks uint64
 	// Refunds counts transmissions given back to a packet's retry budget
 	// because the peer refused them as out of window (an in-order packet
 	// past a gap: it arrived, it was not lost).
@@ -238,7 +245,7 @@ func (c *counters) snapshot() Stats {
 		TxDupReport: v[cTxDupReport], RxDupReport: v[cRxDupReport], SpuriousDupReport: v[cSpuriousDup],
 		EarlyReplays: v[cEarlyReplays], ReplayCacheFull: v[cReplayCacheFull],
 		GiveUpNotices: v[cGiveUpNotices], ReclaimProbes: v[cReclaimProbes],
-		SpuriousTimeout: v[cSpuriousTimeout], SpuriousRTO: v[cSpuriousRTO],
+		SpuriousTimeout: v[cSpuriousTimeout], SpuriousRTO: v[cSpuriousRTO], TimeoutAsks: v[cTimeoutAsks],
 		Internal: v[cInternal],
 	}
 }
