@@ -25,7 +25,8 @@
 // endpoint loop's thread (what the loop got of its core), the
 // retransmissions of both endpoints, the frames the fabric dropped, the
 // retransmit timeouts the transport found spurious (the packets were
-// waiting, not lost) and, beside them, how often each loop was off its
+// waiting, not lost), the timeouts that asked the peer for an ACK before
+// resending (a timeout that knows of no hole) and, beside them, how often each loop was off its
 // CPU for longer than the transport's RTO floor (a stage on each loop
 // measures the gaps between its iterations): a stall of the target's
 // loop is a time no ACK comes, so a row with timeouts and no loss shows

@@ -119,6 +119,7 @@ type result struct {
 	cpu          time.Duration // the busier endpoint loop's thread
 	retx, earlyR uint64        // both endpoints
 	spurious     uint64        // timeouts found spurious (rt.Stats.SpuriousRTO), both endpoints
+	asks         uint64        // timeouts that asked for an ACK before resending (rt.Stats.TimeoutAsks)
 	fabricLost   uint64
 	// stalls: each loop's gaps between iterations longer than the RTO
 	// floor in the window (stallMeter), in the order of sides.meters.
@@ -209,7 +210,7 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 		}
 		g := got[r.name]
 		retx += g.retx + g.earlyR
-		lossless = append(lossless, fmt.Sprintf("%s %d+%d (%d spurious timeouts, %s)", r.name, g.retx, g.earlyR, g.spurious, g.stallText()))
+		lossless = append(lossless, fmt.Sprintf("%s %d+%d (%d spurious timeouts, %d asks, %s)", r.name, g.retx, g.earlyR, g.spurious, g.asks, g.stallText()))
 	}
 	rep.Add(report.Ratio{Name: "smallops_retransmits_without_loss", Value: float64(retx), Op: report.AtMost, Target: 0,
 		Detail: fmt.Sprintf("retransmissions (timeout+early, both endpoints) on the rows without loss: %v", lossless)})
@@ -228,8 +229,8 @@ func printRow(w io.Writer, name string, r result) {
 	}
 	fmt.Fprintf(w, "FIGURE smallops_%s_ops_per_s %.0f\n", name, r.rate())
 	fmt.Fprintf(w, "FIGURE smallops_%s_ops_per_cpu_s %.0f\n", name, r.perCPU())
-	fmt.Fprintf(w, "  # %s: %d ops in %v (%d failed), retransmissions %d timeout + %d early, fabric losses %d, spurious timeouts %d, %s\n",
-		name, r.ops, r.wall.Round(time.Millisecond), r.failed, r.retx, r.earlyR, r.fabricLost, r.spurious, r.stallText())
+	fmt.Fprintf(w, "  # %s: %d ops in %v (%d failed), retransmissions %d timeout + %d early, fabric losses %d, spurious timeouts %d (%d asked), %s\n",
+		name, r.ops, r.wall.Round(time.Millisecond), r.failed, r.retx, r.earlyR, r.fabricLost, r.spurious, r.asks, r.stallText())
 	if r.drain != "" {
 		fmt.Fprintf(w, "  # %s drain: %s\n", name, r.drain)
 	}
@@ -442,14 +443,15 @@ func (s *sides) counts(send bool) (done, failed uint64) {
 	return st.Completed, st.Failed
 }
 
-func (s *sides) retransmits() (timeout, early, spurious uint64) {
+func (s *sides) retransmits() (timeout, early, spurious, asks uint64) {
 	for _, t := range []*app.Transport{s.ini, s.tgt} {
 		st := t.Endpoint.Transport().Stats()
 		timeout += st.TxRetransmit
 		early += st.TxEarlyRetransmit
 		spurious += st.SpuriousRTO
+		asks += st.TimeoutAsks
 	}
-	return timeout, early, spurious
+	return timeout, early, spurious, asks
 }
 
 func (s *sides) fabricLost() uint64 {
@@ -504,7 +506,7 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 		return result{}, err
 	}
 	d0, f0 := s.counts(r.send)
-	rt0, er0, sp0 := s.retransmits()
+	rt0, er0, sp0, as0 := s.retransmits()
 	st0 := s.stalls()
 	l0 := s.fabricLost()
 	t0 := time.Now()
@@ -525,8 +527,8 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 	if err != nil {
 		return result{}, err
 	}
-	rt1, er1, sp1 := s.retransmits()
-	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, spurious: sp1 - sp0, fabricLost: s.fabricLost() - l0}
+	rt1, er1, sp1, as1 := s.retransmits()
+	res := result{ops: d1 - d0, failed: f1 - f0, wall: wall, retx: rt1 - rt0, earlyR: er1 - er0, spurious: sp1 - sp0, asks: as1 - as0, fabricLost: s.fabricLost() - l0}
 	res.stalls, res.minRTO = s.stalls(), s.minRTO
 	for i := range res.stalls {
 		res.stalls[i].n -= st0[i].n
@@ -544,7 +546,7 @@ func (s *sides) measure(ctx context.Context, o Options, r row, loops []*lcore.Lo
 		} else {
 			done, failed = s.counts(false)
 		}
-		t, e, _ := s.retransmits()
+		t, e, _, _ := s.retransmits()
 		res.drain = fmt.Sprintf("%d of %d operations still outstanding 5s after posting stopped (%d failed; retransmissions so far %d timeout + %d early; %v)",
 			posted-done-failed, posted, failed, t, e, s.ini.ConnErr())
 	}

@@ -38,7 +38,7 @@ func TestRunPrintsEveryRow(t *testing.T) {
 		}
 		require.Contains(t, text, "FIGURE smallops_"+name+"_ops_per_s ")
 		require.Contains(t, text, "FIGURE smallops_"+name+"_ops_per_cpu_s ")
-		require.Regexp(t, "  # "+name+`: \d+ ops in .* \(0 failed\), retransmissions \d+ timeout \+ \d+ early, fabric losses \d+, spurious timeouts \d+, loop stalls > 1ms: initiator \d+ target \d+`, text)
+		require.Regexp(t, "  # "+name+`: \d+ ops in .* \(0 failed\), retransmissions \d+ timeout \+ \d+ early, fabric losses \d+, spurious timeouts \d+ \(\d+ asked\), loop stalls > 1ms: initiator \d+ target \d+`, text)
 	}
 	for _, name := range []string{"smallops_push64_per_core", "smallops_retransmits_without_loss"} {
 		require.Contains(t, text, "RATIO "+name+" ")
