@@ -165,6 +165,10 @@ func (e *engine) Poll(now clock.Time) int {
 // has one.
 func (e *engine) WakeFDs(fds []int) []int { return e.tx.WakeFDs(fds) }
 
+// TakeBell implements lcore.BellTaker: a mem port's peer rings the loop
+// when it sends.
+func (e *engine) TakeBell(ring func()) { e.tx.TakeBell(ring) }
+
 // NextDeadline implements lcore.Deadliner for a loop that owns the engine
 // (PollLoop): the transport's timers. Under PollCaller the loop does not
 // hold the token between polls and reads nothing.

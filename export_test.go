@@ -33,3 +33,7 @@ func SidecarBell(ep *Endpoint) (has, asleep bool) {
 	cl := ep.sc.cl
 	return cl.HasBell(), cl.Ch.Asleep()
 }
+
+// LoopAsleep reports whether an endpoint's loop sleeps, or has said it is
+// about to (lcore.Loop.Asleep).
+func LoopAsleep(ep *Endpoint) bool { return ep.e.loop.Asleep() }

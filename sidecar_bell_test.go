@@ -12,8 +12,8 @@ import (
 // An application's descriptor wakes the appliance's sleeping loop: the
 // loop (pinned, PollLoop) mirrors its sleep into the channel's header,
 // and the client, finding it set after it publishes a Recv, writes the
-// channel's bell. The mem ports have no descriptors, so every sleep the
-// loop counts as ended by input is the bell's.
+// channel's bell. No frame is sent while the Recv waits, so no mem port
+// rings the loop: every sleep it counts as ended by input is the bell's.
 func TestSidecarBellWakesTheAppliance(t *testing.T) {
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {

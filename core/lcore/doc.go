@@ -15,7 +15,9 @@
 // pinned loop waits in poll(2) on its stages' receive queues (Waker), and
 // every sleeping loop wakes by its stages' earliest timer (Deadliner) and
 // when a producer that hands it work through memory rings it
-// (Options.Doorbell, Loop.Ring).
+// (Options.Doorbell, Loop.Ring) — a Doorbell loop hands its Ring to the
+// stages that take one (BellTaker), so a mem port's peer rings it when it
+// sends, a port with no descriptor to sleep on.
 // Adaptive keeps busy-polling latency for traffic that keeps coming,
 // costs what sleep does once the traffic stops (`peregrine bench latency`
 // measures both), yields now and then while it spins, and yields instead

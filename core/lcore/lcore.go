@@ -46,6 +46,15 @@ type Waker interface {
 	WakeFDs(fds []int) []int
 }
 
+// BellTaker is implemented by stages whose input producers can ring the
+// loop (a mem port's peer enqueues frames, and no descriptor says so): a
+// Doorbell loop hands each its Ring when it starts, and nil once its
+// stages have stopped (the stage forgets the ring: a port that outlives
+// the loop no longer keeps it).
+type BellTaker interface {
+	TakeBell(ring func())
+}
+
 // Deadliner is implemented by stages with timed work (retransmission and
 // ACK timers, pacing): a sleeping loop wakes by the earliest deadline its
 // stages report, so a timer fires on time however long the loop has been
@@ -545,6 +554,14 @@ func (l *Loop) run() {
 			}
 		}
 	}
+	if l.doorbell {
+		ring := l.Ring
+		for _, s := range l.stages {
+			if b, ok := s.(BellTaker); ok {
+				b.TakeBell(ring)
+			}
+		}
+	}
 	if l.sleepTimer != nil {
 		l.wakeFDs = l.collectWakeFDs()
 		if fd := l.bell.Load(); fd >= 0 {
@@ -558,6 +575,13 @@ func (l *Loop) run() {
 		}
 	}
 	l.err = errors.Join(l.err, l.stopStages())
+	if l.doorbell {
+		for _, s := range l.stages {
+			if b, ok := s.(BellTaker); ok {
+				b.TakeBell(nil)
+			}
+		}
+	}
 	l.publish()
 }
 
@@ -911,7 +935,11 @@ func (l *Loop) backOff(mode IdleMode, now clock.Time) {
 		l.count.Sleeps++
 		l.publish() // a sleeping loop's counters should not look stuck
 		d := l.sleepLength(now)
-		if (l.cpu >= 0 || len(l.wakeFDs) > 0) && d <= preciseSleepMax {
+		// A Doorbell loop's sleeps of any length wait on its descriptors:
+		// its bell is among them, which Ring and Stop write — on a Go
+		// timer a Ring went unheard past preciseSleepMax.
+		rung := len(l.wakeFDs) > 0 && l.bell.Load() >= 0
+		if rung || (l.cpu >= 0 || len(l.wakeFDs) > 0) && d <= preciseSleepMax {
 			// The pinned thread sleeps in the kernel: a Go timer ends a
 			// short sleep at the runtime's next timer check, on a quiet
 			// process about a millisecond later (10 µs asked, 1.08 ms

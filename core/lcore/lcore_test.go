@@ -1106,3 +1106,50 @@ func TestWakeOnEndsASleep(t *testing.T) {
 	// Each write ends one sleep (a signal may end the last first).
 	require.GreaterOrEqual(t, l.Stats().InputWakes, uint64(4))
 }
+
+// bellStage takes its loop's ring (lcore.BellTaker) and records what it
+// was given: the ring, then nil once the loop stopped.
+type bellStage struct {
+	idleStage
+	rings []func()
+}
+
+func (s *bellStage) TakeBell(ring func()) { s.rings = append(s.rings, ring) }
+
+// TestDoorbellLoopHandsItsRing: a Doorbell loop gives each BellTaker its
+// Ring when it starts — called while the loop sleeps, it ends the sleep —
+// and takes it back (nil) once its stages have stopped; a loop without
+// Doorbell, whose sleeps no Ring ends, gives none.
+func TestDoorbellLoopHandsItsRing(t *testing.T) {
+	s := &bellStage{}
+	l := mustNew(t, lcore.Options{CPU: -1, Doorbell: true, Stages: []lcore.Stage{s}, Idle: lcore.IdlePolicy{
+		Mode: lcore.IdleSleep, SpinPolls: 1, SleepMin: 50 * time.Millisecond, SleepMax: 50 * time.Millisecond,
+	}})
+	require.NoError(t, l.Start())
+	for !l.Asleep() {
+		runtime.Gosched()
+	}
+	// The stage's slice is read after Start's hand-over and before Stop's:
+	// the loop wrote it before its first poll, which announced the sleep.
+	require.Len(t, s.rings, 1)
+	require.NotNil(t, s.rings[0])
+	deadline := time.Now().Add(time.Minute) // a hang guard
+	for l.Stats().InputWakes == 0 {
+		if l.Asleep() {
+			s.rings[0]()
+		}
+		require.True(t, time.Now().Before(deadline), "the stage's ring never ended a sleep")
+		runtime.Gosched()
+	}
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.Len(t, s.rings, 2)
+	require.Nil(t, s.rings[1], "the ring was not taken back")
+
+	plain := &bellStage{}
+	l = mustNew(t, lcore.Options{CPU: -1, Stages: []lcore.Stage{plain}, Idle: lcore.IdlePolicy{Mode: lcore.IdleSleep}})
+	require.NoError(t, l.Start())
+	l.Stop()
+	require.NoError(t, l.Wait())
+	require.Empty(t, plain.rings)
+}

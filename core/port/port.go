@@ -69,6 +69,26 @@ func RxWaitFD(p Port, queue int) int {
 	return -1
 }
 
+// RxBeller is implemented by ports whose receive queues software fills
+// (mem: the peer's transmit enqueues on them): no descriptor tells a
+// sleeping poll loop of a frame, so the loop hands each queue it consumes
+// its ring, which the producer calls after it enqueued frames for the
+// queue. ring must be cheap while the loop is awake (an atomic load) and
+// callable from any goroutine.
+type RxBeller interface {
+	SetRxBell(queue int, ring func())
+}
+
+// SetRxBell gives queue of p the ring when p is an RxBeller, and reports
+// whether it was.
+func SetRxBell(p Port, queue int, ring func()) bool {
+	if b, ok := p.(RxBeller); ok {
+		b.SetRxBell(queue, ring)
+		return true
+	}
+	return false
+}
+
 // Capability is a bit set of optional port features.
 type Capability uint32
 

@@ -308,6 +308,10 @@ func (e *Endpoint) WakeFDs(fds []int) []int {
 	return append(fds, port.RxWaitFD(e.port, e.queue))
 }
 
+// TakeBell implements lcore.BellTaker: the port queue's producer rings
+// the loop, when the port has no descriptor to sleep on (mem).
+func (e *Endpoint) TakeBell(ring func()) { port.SetRxBell(e.port, e.queue, ring) }
+
 // ctrlDue reports whether a control packet can be sent now. A ConnClose
 // that waits for window space is not due: the ACK that makes room retries
 // it.

@@ -22,6 +22,15 @@
 // handle. Close must not run concurrently with bursts on the same port; the
 // peer may keep running.
 //
+// # Waking a sleeping consumer
+//
+// A receive queue has no descriptor a sleeping poll loop could wait on.
+// Instead the loop that consumes it may hand it a ring (SetRxBell,
+// port.RxBeller; a Doorbell lcore does, through its stages): the peer's
+// TxBurst calls it after it enqueued frames for the queue. While the
+// loop is awake the ring is an atomic load, so a burst pays next to
+// nothing for it.
+//
 // # Queues and steering
 //
 // With steer=queue (the default) a packet sent on queue q arrives on the

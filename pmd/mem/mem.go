@@ -122,9 +122,13 @@ type Port struct {
 	rx     [][]*rings.SPSC[mbuf.Handle]
 	tx     [][]*rings.SPSC[mbuf.Handle]
 	rxNext []rxCursor // per receive queue: the ring polled first
-	stats  *portstat.Counters
-	peer   *Port
-	closed atomic.Bool
+	// rxBells[r]: the ring of the loop that consumes receive queue r
+	// (SetRxBell), called by the peer's TxBurst after it enqueued frames
+	// the queue receives; nil when none.
+	rxBells []rxBell
+	stats   *portstat.Counters
+	peer    *Port
+	closed  atomic.Bool
 	// ends counts the pair's ends not yet closed; shared by both ends.
 	ends *atomic.Int32
 	// onClose, if set, runs once after Close; the registry uses it to
@@ -138,6 +142,13 @@ var _ port.Port = (*Port)(nil)
 // keeps two queues' cursors off one cache line.
 type rxCursor struct {
 	next int
+	_    [120]byte
+}
+
+// rxBell is one receive queue's bell: stored by the consuming loop, read
+// by the peer's sending goroutines, on a cache line of its own.
+type rxBell struct {
+	ring atomic.Pointer[func()]
 	_    [120]byte
 }
 
@@ -217,11 +228,12 @@ func newEnd(pool *mbuf.Pool, opts PairOptions, end int, rx, tx [][]*rings.SPSC[m
 			MAC:    pairMAC(opts.Name, end),
 			Caps:   port.CapZeroCopy,
 		},
-		rx:     transpose(rx),
-		tx:     tx,
-		rxNext: make([]rxCursor, opts.Queues),
-		stats:  portstat.New(opts.Queues),
-		ends:   ends,
+		rx:      transpose(rx),
+		tx:      tx,
+		rxNext:  make([]rxCursor, opts.Queues),
+		rxBells: make([]rxBell, opts.Queues),
+		stats:   portstat.New(opts.Queues),
+		ends:    ends,
 	}
 }
 
@@ -281,8 +293,15 @@ func (p *Port) TxBurst(queue int, bufs []mbuf.Handle) int {
 	var n int
 	if rs := p.tx[queue]; len(rs) == 1 {
 		n = rs[0].EnqueueBurst(bufs)
+		if n > 0 {
+			p.peer.ringRx(queue)
+		}
 	} else {
-		n = p.steer(rs, bufs)
+		if n = p.steer(rs, bufs); n > 0 {
+			for r := range rs {
+				p.peer.ringRx(r) // the queues steered to: cheap to ask all
+			}
+		}
 	}
 	if n < len(bufs) {
 		bytes -= portstat.Bytes(p.pool, bufs[n:])
@@ -303,6 +322,27 @@ func (p *Port) steer(rs []*rings.SPSC[mbuf.Handle], bufs []mbuf.Handle) int {
 		}
 	}
 	return len(bufs)
+}
+
+// SetRxBell implements port.RxBeller: the peer's TxBurst calls ring after
+// it enqueued frames for queue (nil: no longer). A loop that sleeps with
+// no descriptor for the queue to wake it hands in its Ring.
+func (p *Port) SetRxBell(queue int, ring func()) {
+	if uint(queue) >= uint(len(p.rxBells)) {
+		return
+	}
+	if ring == nil {
+		p.rxBells[queue].ring.Store(nil)
+		return
+	}
+	p.rxBells[queue].ring.Store(&ring)
+}
+
+// ringRx rings the loop consuming receive queue r, if one asked.
+func (p *Port) ringRx(r int) {
+	if ring := p.rxBells[r].ring.Load(); ring != nil {
+		(*ring)()
+	}
 }
 
 // Info describes the end.

@@ -305,3 +305,56 @@ func BenchmarkPair(b *testing.B) {
 		})
 	}
 }
+
+// TxBurst rings the loop that consumes the receiving queue, once per burst
+// that enqueued frames for it, and stops once the ring is taken back; a
+// burst the ring refuses whole rings nothing.
+func TestTxBurstRingsTheReceivingQueue(t *testing.T) {
+	for _, steer := range []mem.Steer{mem.SteerQueue, mem.SteerHash} {
+		pool := newPool(t, 256)
+		a, b, err := mem.NewPair(pool, mem.PairOptions{Name: "bell", Queues: 2, Size: 4, Steer: steer})
+		require.NoError(t, err)
+		var rung [2]int
+		for q := range 2 {
+			b.SetRxBell(q, func() { rung[q]++ })
+		}
+		send := func(n int) int {
+			hs := make([]mbuf.Handle, n)
+			require.Equal(t, n, pool.AllocBulk(hs))
+			for _, h := range hs {
+				pool.SetLen(h, 64)
+			}
+			sent := a.TxBurst(1, hs)
+			pool.Free(hs[sent:]) // refused frames are still ours
+			return sent
+		}
+		drain := func() {
+			got := make([]mbuf.Handle, 16)
+			for q := range 2 {
+				for n := b.RxBurst(q, got); n > 0; n = b.RxBurst(q, got) {
+					pool.Free(got[:n])
+				}
+			}
+		}
+		require.Equal(t, 2, send(2))
+		if steer == mem.SteerQueue {
+			require.Equal(t, [2]int{0, 1}, rung, "queue 1's consumer rung once for the burst")
+		} else {
+			require.Positive(t, rung[0]+rung[1])
+		}
+		before := rung
+		for send(4) > 0 { // until the rings are full
+			before = rung
+		}
+		require.Equal(t, before, rung, "a burst that enqueued nothing rang")
+		b.SetRxBell(0, nil)
+		b.SetRxBell(1, nil)
+		drain()
+		require.Positive(t, send(1))
+		require.Equal(t, before, rung, "rung after the ring was taken back")
+		drain()
+		require.NoError(t, a.Close())
+		require.NoError(t, b.Close())
+		require.Zero(t, pool.InUse())
+	}
+}

@@ -193,6 +193,9 @@ func (e *Endpoint) Poll(now clock.Time) int {
 // WakeFDs implements lcore.Waker: the transport's port queue.
 func (e *Endpoint) WakeFDs(fds []int) []int { return e.rt.WakeFDs(fds) }
 
+// TakeBell implements lcore.BellTaker: the transport's port queue.
+func (e *Endpoint) TakeBell(ring func()) { e.rt.TakeBell(ring) }
+
 // NextDeadline returns when Poll next has timed work (transport timers,
 // paced connections).
 func (e *Endpoint) NextDeadline() (clock.Time, bool) {
