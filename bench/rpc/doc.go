@@ -92,7 +92,11 @@
 // yield on a locked thread wakes threads), so the api door, with two
 // pinned loops, runs with GOMAXPROCS of at least 6; every other door with
 // one processor per CPU, Go's default, so that its goroutines switch as
-// goroutines rather than the OS time-slicing their threads.
+// goroutines rather than the OS time-slicing their threads. On fewer
+// than four CPUs the api door leaves its loops unpinned, the API's
+// default, with Go's default GOMAXPROCS: two pinned busy loops on two
+// CPUs leave the callers only what the OS slices off them (330 µs a 1 KiB
+// round trip in memory, against 9.4 µs unpinned).
 //
 // Machnet (a DPDK sidecar with the same two doors' shape) is not run
 // beside the rows as a live anchor: it does not build here. Its build

@@ -62,10 +62,14 @@ func openMsgDoor(o Options, m *media, sidecar bool, poll peregrine.Poll, depth i
 	if d.h, err = peregrine.NewHost(peregrine.HostOptions{}); err != nil {
 		return nil, err
 	}
-	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: !o.NoPin, Idle: o.Idle, Poll: poll}); err != nil {
+	pin := !o.NoPin
+	if !sidecar && poll == peregrine.PollLoop {
+		pin = apiLoopsPinned(o.NoPin) // the api door
+	}
+	if d.a, err = d.h.Open(m.specA, peregrine.Options{IP: ipA, CPU: m.cpuA, Pin: pin, Idle: o.Idle, Poll: poll}); err != nil {
 		return nil, err
 	}
-	pollB, pinB := poll, !o.NoPin
+	pollB, pinB := poll, pin
 	if sidecar {
 		// The echo server is an in-process application behind the
 		// sidecar's client, set up as such an application would be on

@@ -178,8 +178,8 @@ func Run(ctx context.Context, o Options) (pass, fail int, err error) {
 	}
 	rounds := max(1, o.Rounds)
 	rep := report.New(o.Out)
-	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%d for the api door, whose two pinned loops hold a processor each); %d round(s), figures from each row's medians, ratios of two rows from the median round",
-		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), doorProcs("api"), rounds)
+	rep.Note("bench rpc: request-response, %v B messages, %v in flight on one connection, %d round trips a row (or %v, whichever first) after %d of warm-up (or a tenth of that time); endpoints' loops %s%s, CPUs %d and %d; %s, GOMAXPROCS %d (%s); %d round(s), figures from each row's medians, ratios of two rows from the median round",
+		Sizes, Depths, o.Count, o.RowTime, warmup(o.Count), o.Idle, map[bool]string{false: " pinned", true: " unpinned"}[o.NoPin], cpuA, cpuB, runtime.Version(), runtime.GOMAXPROCS(0), apiLayout(o.NoPin), rounds)
 	handoffFloor(o.Out)
 	rows := map[string][]result{}
 	fileRuns := map[string][]float64{} // door/where -> goodput of each round, bytes/s
@@ -669,11 +669,33 @@ func (m *media) vethPair(prefix string) (cleanup func(), err error) {
 // per CPU, Go's default, so that they switch as goroutines rather than
 // the OS time-slicing their threads.
 func doorProcs(door string) int {
-	if door == "api" {
+	if door == "api" && apiLoopsPinned(false) {
 		return max(runtime.NumCPU(), 6)
 	}
 	return runtime.NumCPU()
 }
+
+// apiPinCPUs is the fewest CPUs the process may use on which the api
+// door pins its endpoints' loops: two loops, and a CPU for each side's
+// application goroutine. On fewer, two pinned busy loops leave the
+// callers only the time the OS slices off them (a 1 KiB round trip in
+// memory took 330 µs on two CPUs, against 9.4 µs with the loops
+// unpinned, the API's default, sharing Go's processors with the callers).
+const apiPinCPUs = 4
+
+// apiLayout says how the api door runs its loops, for the report.
+func apiLayout(noPin bool) string {
+	if apiLoopsPinned(noPin) {
+		return fmt.Sprintf("%d for the api door, whose two pinned loops hold a processor each", doorProcs("api"))
+	}
+	if noPin {
+		return "the api door's loops unpinned too"
+	}
+	return fmt.Sprintf("the api door's loops unpinned, the API's default: %d CPUs leave none for its callers beside two pinned loops", runtime.NumCPU())
+}
+
+// apiLoopsPinned reports whether the api door pins its loops.
+func apiLoopsPinned(noPin bool) bool { return !noPin && runtime.NumCPU() >= apiPinCPUs }
 
 // floor describes the transport's own figure under a door's ratio, the
 // raw-loops row of the same run: what no door over it can beat.
