@@ -162,8 +162,18 @@ func (e *engine) Poll(now clock.Time) int {
 }
 
 // WakeFDs implements lcore.Waker: the port queue's descriptor, when it
-// has one.
-func (e *engine) WakeFDs(fds []int) []int { return e.tx.WakeFDs(fds) }
+// has one — but not under PollCaller, whose loop keeps off the engine
+// while callers poll it: the frames it would wake for are theirs to take,
+// and its descriptor stays readable until they do, so each sleep ended at
+// once and the loop spun in poll(2) beside the callers (a PollCaller echo
+// server over AF_XDP answered at p99 in 1.4 ms, not 11 µs). Its sleeps
+// end on their timer, as the callers' absence is measured in time.
+func (e *engine) WakeFDs(fds []int) []int {
+	if e.caller {
+		return fds
+	}
+	return e.tx.WakeFDs(fds)
+}
 
 // TakeBell implements lcore.BellTaker: a mem port's peer rings the loop
 // when it sends.

@@ -89,3 +89,62 @@ func TestVeth(t *testing.T) {
 		})
 	}
 }
+
+// A PollCaller endpoint's loop leaves the frames to the callers that poll
+// for them: no frame on the port ends its sleeps. It keeps off the engine
+// while callers poll, so a frame it woke for stayed in the queue, its
+// descriptor readable, and each sleep in poll(2) ended at once — the loop
+// spun beside the callers on their CPUs, and a PollCaller echo server
+// over AF_XDP answered at p99 in 1.4 ms, not 11 µs. Root only.
+func TestPollCallerLoopLeavesFramesToCallers(t *testing.T) {
+	tp := netnstest.TwoNS(t, netns.VethOptions{})
+	h := testHost(t, HostOptions{})
+	open := func(spec, ip string) *Endpoint {
+		ep, err := h.Open(spec, Options{IP: netip.MustParseAddr(ip), Poll: PollCaller})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := ep.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		return ep
+	}
+	a := open(fmt.Sprintf("afxdp:%s?netns=%s", tp.IfA, tp.A.Name), "198.18.0.1")
+	b := open(fmt.Sprintf("afxdp:%s?netns=%s", tp.IfB, tp.B.Name), "198.18.0.2")
+	ca, cb, _ := connect(t, a, b, ConnOptions{})
+	ctx := ctxT(t)
+	buf := make([]byte, 64)
+	done := make(chan error, 1)
+	go func() { // the echo server
+		for range 200 {
+			n, err := cb.Recv(ctx, buf)
+			if err == nil {
+				err = cb.Send(ctx, buf[:n])
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	msg := make([]byte, 64)
+	for i := range 200 {
+		if err := ca.Send(ctx, msg); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if _, err := ca.Recv(ctx, msg); err != nil {
+			t.Fatalf("recv %d: %v", i, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []*Endpoint{a, b} {
+		if st := ep.e.loop.Stats(); st.InputWakes != 0 {
+			t.Errorf("%s: %d of its loop's %d sleeps ended for frames its callers took", ep.e.name, st.InputWakes, st.Sleeps)
+		}
+	}
+}
