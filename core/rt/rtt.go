@@ -34,6 +34,11 @@ type rttEstimator struct {
 	// from the spurious one's sample for the same reason).
 	stall   time.Duration
 	stallAt clock.Time
+	// stallNext is the longest stall learnt since stallAt that was
+	// shorter than stall: the floor of the next halving. A shorter stall
+	// does not renew the longer one, which would then never wear off
+	// while spurious timeouts keep coming (a lost ACK's is one).
+	stallNext time.Duration
 	// frto: per window, the retransmit timeout under test (frtoEpisode).
 	frto [2]frtoEpisode
 }
@@ -89,8 +94,8 @@ func (r *rttEstimator) sample(rtt time.Duration, now clock.Time, o *Options) {
 		return
 	}
 	if r.stall > 0 && now.Sub(r.stallAt) >= stallHalfLife {
-		r.stall /= 2
-		r.stallAt = now
+		r.stall = max(r.stall/2, r.stallNext)
+		r.stallAt, r.stallNext = now, 0
 	}
 	if r.samples == 0 {
 		r.srtt, r.rttvar = rtt, rtt/2
@@ -112,8 +117,11 @@ func (r *rttEstimator) stalled(took time.Duration, now clock.Time, o *Options) {
 	if took <= 0 {
 		return
 	}
-	r.stall = max(r.stall, took+took/4)
-	r.stallAt = now
+	if s := took + took/4; s >= r.stall {
+		r.stall, r.stallAt, r.stallNext = s, now, 0
+	} else {
+		r.stallNext = max(r.stallNext, s)
+	}
 	r.rto = min(max(r.rto, r.stall), o.MaxRTO)
 }
 
