@@ -39,7 +39,9 @@ each door, in one run:
   raw-loops  the same, each endpoint polled by its own goroutine pinned to
            its CPU: the public API's layout
   api      the public package in-process (Host, Endpoint, Conn Send/Recv),
-           each endpoint on its own poll loop
+           each endpoint on its own poll loop (pinned with four CPUs or
+           more; on fewer unpinned, the API's default, as two pinned busy
+           loops would leave the callers no CPU)
   api-caller  the same, the endpoints polled by their callers (Options.Poll:
            PollCaller): no hand-off between goroutines
   sidecar  an endpoint from peregrine.Attach through the appliance's host.Server,
