@@ -80,8 +80,13 @@ func (e *Endpoint) onAck(c *conn, hd *wire.Header) {
 		// A keepalive or a timeout's ask: the answer echoes it, unless a
 		// packet since our last ACK gives a fresher echo — after a stall
 		// of our loop the first copies waiting behind the ask span the
-		// stall, the sample a spurious timeout learns from.
-		if !c.echoFresh {
+		// stall, the sample a spurious timeout learns from — or it is no
+		// later than what we echoed last: a replayed ask's echo would be
+		// an old time, a round trip of the replay's age in the peer's
+		// RTT estimate. (After 2 s without an echo the 32-bit times
+		// compare either way: an ask then unanswered by its echo falls
+		// back to its timeout's resend.)
+		if !c.echoFresh && (c.echoTx == 0 || int32(hd.TxTime-c.echoTx) > 0) {
 			c.echoTx, c.echoRx, c.echoFresh = hd.TxTime, e.now32, true
 			c.echoTTL = e.rxTTL
 		}

@@ -88,3 +88,53 @@ func TestLostACKIsNoStall(t *testing.T) {
 	require.EqualValues(t, 5, st.SpuriousRTO)
 	require.Zero(t, st.TxRetransmit)
 }
+
+// A replayed ask for an ACK draws no stale echo: the answer to a
+// timeout's ask echoes it (its RTT sample), so a copy of an old ask
+// replayed to the peer would have the peer echo a time that old — a
+// round trip of the replay's age in the sender's RTT estimate. The peer
+// echoes an ask only when it is later than what it echoed last.
+func TestReplayedAskDrawsNoStaleEcho(t *testing.T) {
+	h := newHarness(t, nil)
+	ca, _ := h.connect()
+	var ask []byte
+	var askTx uint32
+	lost := 0
+	h.pb.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypeAck && lost == 0 {
+			lost++
+			return 0 // the push's ACK: its timeout asks
+		}
+		return 1
+	}
+	h.pa.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypeAck && f.Header.Flags&wire.FlagAckRequested != 0 && ask == nil {
+			ask, askTx = reencode(t, f), f.Header.TxTime
+		}
+		return 1
+	}
+	_, err := ca.Send(SendHeader{Type: wire.TypePushRequest, RSN: 1}, payload(1, 64))
+	require.NoError(t, err)
+	h.run(h.quiet, time.Second)
+	require.NotNil(t, ask, "the timeout did not ask")
+	require.EqualValues(t, 1, h.a.Stats().TimeoutAsks)
+	h.sendAll(ca, wire.TypePushRequest, 2, 20, 64)
+	h.run(h.quiet, time.Second)
+	h.idle(50 * time.Millisecond) // the ask is now 50 ms old
+	answers, stale := 0, 0
+	h.pb.tap = func(f *wire.Frame) int {
+		if f.Header.Type == wire.TypeAck {
+			answers++
+			if f.Header.TxEcho == askTx {
+				stale++
+			}
+		}
+		return 1
+	}
+	for range 3 {
+		h.injectB(ask)
+		h.run(h.quiet, time.Second)
+	}
+	require.Positive(t, answers, "the replayed ask was not answered at all")
+	require.Zero(t, stale, "an answer echoed the replayed ask's time, 50 ms old")
+}
