@@ -37,8 +37,10 @@ per second with --window in flight, for each row:
 network namespaces, 198.18.0.0/15, root only, skipped otherwise; fabric1:
 in memory through the fabric emulator at 1 % loss each way). Each row
 prints ops/s, ops per CPU-second of the busier loop, the retransmissions
-of both endpoints and the fabric's losses. The same run measures mem-port
-io forwarding. Ratios:
+of both endpoints, the fabric's losses, the timeouts found spurious (and
+how many of them asked the peer for an ACK instead of resending) and each
+loop's stalls longer than the timeout floor. The same run measures
+mem-port io forwarding. Ratios:
 
   smallops_push64_per_core           (64 B pushes in memory, goal >= 4e6 ops/s)
   smallops_retransmits_without_loss  (goal = 0)
