@@ -555,12 +555,7 @@ func (l *Loop) run() {
 		}
 	}
 	if l.doorbell {
-		ring := l.Ring
-		for _, s := range l.stages {
-			if b, ok := s.(BellTaker); ok {
-				b.TakeBell(ring)
-			}
-		}
+		l.handBell(l.Ring)
 	}
 	if l.sleepTimer != nil {
 		l.wakeFDs = l.collectWakeFDs()
@@ -576,11 +571,7 @@ func (l *Loop) run() {
 	}
 	l.err = errors.Join(l.err, l.stopStages())
 	if l.doorbell {
-		for _, s := range l.stages {
-			if b, ok := s.(BellTaker); ok {
-				b.TakeBell(nil)
-			}
-		}
+		l.handBell(nil) // taken back
 	}
 	l.publish()
 }
@@ -843,6 +834,15 @@ func (l *Loop) openBell() {
 	l.bell.Store(int32(fd))
 	l.wakeSet.Store(int32(set))
 	runtime.AddCleanup(l, func(fds [2]int) { unix.Close(fds[0]); unix.Close(fds[1]) }, [2]int{fd, set})
+}
+
+// handBell gives ring to every stage that takes one (BellTaker).
+func (l *Loop) handBell(ring func()) {
+	for _, s := range l.stages {
+		if b, ok := s.(BellTaker); ok {
+			b.TakeBell(ring)
+		}
+	}
 }
 
 // eventfdOne is what Ring and Stop write to an eventfd: a package variable,
